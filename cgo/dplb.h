@@ -1,0 +1,142 @@
+/*
+ * dplb.h: the C side of dplb's DPDK bindings.
+ *
+ * Only small static inline helpers live here: wrappers for DPDK's inline
+ * functions and macros that cgo cannot reach (rte_errno is a per-lcore TLS
+ * macro, rte_mbuf's fields sit in anonymous unions), and functions that fuse
+ * per-packet work into one call per burst. Go packages include this file with
+ * `#cgo CFLAGS: -I${SRCDIR}/../../cgo`.
+ */
+#ifndef DPLB_H
+#define DPLB_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_config.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <rte_ring.h>
+
+/* rte_errno is a macro over a per-lcore TLS variable. */
+static inline int dplb_errno(void) { return rte_errno; }
+
+/*
+ * Byte offsets of the rte_mbuf fields that the Go side reads and writes
+ * directly (trivial accessors are field reads, never cgo calls).
+ */
+enum {
+	DPLB_MBUF_OFF_BUF_ADDR   = offsetof(struct rte_mbuf, buf_addr),
+	DPLB_MBUF_OFF_DATA_OFF   = offsetof(struct rte_mbuf, data_off),
+	DPLB_MBUF_OFF_NB_SEGS    = offsetof(struct rte_mbuf, nb_segs),
+	DPLB_MBUF_OFF_PORT       = offsetof(struct rte_mbuf, port),
+	DPLB_MBUF_OFF_OL_FLAGS   = offsetof(struct rte_mbuf, ol_flags),
+	DPLB_MBUF_OFF_PKT_TYPE   = offsetof(struct rte_mbuf, packet_type),
+	DPLB_MBUF_OFF_PKT_LEN    = offsetof(struct rte_mbuf, pkt_len),
+	DPLB_MBUF_OFF_DATA_LEN   = offsetof(struct rte_mbuf, data_len),
+	DPLB_MBUF_OFF_RSS        = offsetof(struct rte_mbuf, hash.rss),
+	DPLB_MBUF_OFF_BUF_LEN    = offsetof(struct rte_mbuf, buf_len),
+	DPLB_MBUF_OFF_NEXT       = offsetof(struct rte_mbuf, next),
+	DPLB_MBUF_OFF_TX_OFFLOAD = offsetof(struct rte_mbuf, tx_offload),
+};
+
+/* tx_offload bit layout (rte_mbuf_core.h): l2_len:7, l3_len:9, l4_len:8. */
+enum {
+	DPLB_TXOFF_L2_SHIFT = 0,  DPLB_TXOFF_L2_BITS = 7,
+	DPLB_TXOFF_L3_SHIFT = 7,  DPLB_TXOFF_L3_BITS = 9,
+	DPLB_TXOFF_L4_SHIFT = 16, DPLB_TXOFF_L4_BITS = 8,
+};
+
+/* Inline DPDK functions, wrapped so cgo can call them. */
+static inline struct rte_mbuf *dplb_pktmbuf_alloc(struct rte_mempool *mp) { return rte_pktmbuf_alloc(mp); }
+static inline void dplb_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); }
+static inline uint16_t dplb_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf_headroom(m); }
+static inline uint16_t dplb_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
+
+static inline uint16_t dplb_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
+	return rte_eth_rx_burst(port, q, pkts, n);
+}
+
+static inline uint16_t dplb_tx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
+	return rte_eth_tx_burst(port, q, pkts, n);
+}
+
+/*
+ * TX a burst and free what the driver did not take, in one call: the loop
+ * never holds on to unsent packets (a full TX ring is a counted drop).
+ */
+static inline uint16_t dplb_tx_burst_or_free(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
+	uint16_t sent = rte_eth_tx_burst(port, q, pkts, n);
+	if (sent < n)
+		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+	return sent;
+}
+
+static inline unsigned dplb_ring_sp_enqueue_burst(struct rte_ring *r, void **objs, unsigned n) {
+	return rte_ring_sp_enqueue_burst(r, objs, n, NULL);
+}
+static inline unsigned dplb_ring_mp_enqueue_burst(struct rte_ring *r, void **objs, unsigned n) {
+	return rte_ring_mp_enqueue_burst(r, objs, n, NULL);
+}
+static inline unsigned dplb_ring_sc_dequeue_burst(struct rte_ring *r, void **objs, unsigned n) {
+	return rte_ring_sc_dequeue_burst(r, objs, n, NULL);
+}
+static inline unsigned dplb_ring_mc_dequeue_burst(struct rte_ring *r, void **objs, unsigned n) {
+	return rte_ring_mc_dequeue_burst(r, objs, n, NULL);
+}
+static inline unsigned dplb_ring_count(const struct rte_ring *r) { return rte_ring_count(r); }
+static inline unsigned dplb_ring_free_count(const struct rte_ring *r) { return rte_ring_free_count(r); }
+
+/* rte_eth_link has bitfields, which cgo cannot read. */
+struct dplb_link { uint32_t speed; int up; int full_duplex; int autoneg; };
+static inline int dplb_link_get(uint16_t port, struct dplb_link *out) {
+	struct rte_eth_link l;
+	int ret = rte_eth_link_get_nowait(port, &l);
+	if (ret == 0) {
+		out->speed = l.link_speed;
+		out->up = l.link_status;
+		out->full_duplex = l.link_duplex;
+		out->autoneg = l.link_autoneg;
+	}
+	return ret;
+}
+
+/* Port configuration flattened for the Go side. */
+static inline int dplb_eth_configure(uint16_t port, uint16_t nrx, uint16_t ntx,
+		uint64_t rss_hf, uint64_t rx_offloads, uint64_t tx_offloads, uint32_t mtu) {
+	struct rte_eth_conf conf;
+	memset(&conf, 0, sizeof(conf));
+	if (rss_hf != 0) {
+		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+		/* NULL key: the driver's default Toeplitz key. */
+	}
+	conf.rxmode.offloads = rx_offloads;
+	conf.rxmode.mtu = mtu;
+	conf.txmode.offloads = tx_offloads;
+	return rte_eth_dev_configure(port, nrx, ntx, &conf);
+}
+
+static inline int dplb_eth_rx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc,
+		unsigned socket, struct rte_mempool *mp) {
+	return rte_eth_rx_queue_setup(port, q, nb_desc, socket, NULL, mp);
+}
+
+static inline int dplb_eth_tx_queue_setup(uint16_t port, uint16_t q, uint16_t nb_desc,
+		unsigned socket, uint64_t offloads) {
+	struct rte_eth_dev_info info;
+	int ret = rte_eth_dev_info_get(port, &info);
+	if (ret != 0)
+		return ret;
+	struct rte_eth_txconf txconf = info.default_txconf;
+	txconf.offloads = offloads;
+	return rte_eth_tx_queue_setup(port, q, nb_desc, socket, &txconf);
+}
+
+#endif /* DPLB_H */

@@ -1,0 +1,6 @@
+package eal
+
+import "runtime"
+
+func lockThread()   { runtime.LockOSThread() }
+func unlockThread() { runtime.UnlockOSThread() }

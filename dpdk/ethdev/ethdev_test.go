@@ -1,0 +1,233 @@
+package ethdev_test
+
+import (
+	"errors"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/dplb/dplb/dpdk/ethdev"
+	"github.com/dplb/dplb/dpdk/internal/dpdktest"
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/dpdk/ring"
+)
+
+func TestMain(m *testing.M) {
+	dpdktest.Main(m, "--vdev", "net_null0,size=64", "--vdev", "net_null1")
+}
+
+func pool(t *testing.T, name string) *mempool.Mempool {
+	t.Helper()
+	mp, err := mempool.CreatePktmbufPool(mempool.PktmbufPool{Name: name, N: 2047, Cache: 0, Socket: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(mp.Free)
+	return mp
+}
+
+// setup configures a port with n queue pairs and starts it.
+func setup(t *testing.T, p ethdev.Port, mp *mempool.Mempool, n uint16, rss uint64) {
+	t.Helper()
+	if err := p.Configure(ethdev.Config{RxQueues: n, TxQueues: n, RSSHashFunctions: rss}); err != nil {
+		t.Fatal(err)
+	}
+	for q := uint16(0); q < n; q++ {
+		if err := p.RxQueueSetup(q, 256, -1, mp); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.TxQueueSetup(q, 256, -1, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		p.Stop()
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestNullPortLifecycle(t *testing.T) {
+	dpdktest.Skip(t)
+	if ethdev.Count() < 2 {
+		t.Fatalf("Count = %d, want the two net_null vdevs", ethdev.Count())
+	}
+	p, err := ethdev.ByName("net_null0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ethdev.ByName("net_nonexistent9"); !errors.Is(err, syscall.ENODEV) {
+		t.Fatalf("unknown name: got %v, want ENODEV", err)
+	}
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Driver != "net_null" || info.MaxRxQueues == 0 || info.FlowTypeRSSOffloads == 0 {
+		t.Fatalf("info %+v", info)
+	}
+	// Capabilities are checked before DPDK sees the request.
+	err = p.Configure(ethdev.Config{RxQueues: info.MaxRxQueues + 1, TxQueues: 1})
+	if err == nil || !strings.Contains(err.Error(), "at most") {
+		t.Fatalf("too many queues: %v", err)
+	}
+	if err := p.Configure(ethdev.Config{RxQueues: 1, TxQueues: 1, TxOffloads: ethdev.TxOffloadTCPCksum}); err == nil ||
+		!strings.Contains(err.Error(), "TX offloads") {
+		t.Fatalf("unsupported offload: %v", err)
+	}
+
+	mp := pool(t, "lifecycle")
+	setup(t, p, mp, 2, ethdev.RSSIP|ethdev.RSSTCP|ethdev.RSSUDP)
+	if link, err := p.Link(); err != nil || !link.Up {
+		t.Fatalf("link %v %v", link, err)
+	}
+	if _, err := p.MACAddr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetPromiscuous(true); err != nil || !p.Promiscuous() {
+		t.Fatalf("promiscuous on: %v", err)
+	}
+	// net_null cannot leave promiscuous mode; that must come back as "unsupported".
+	if err := p.SetPromiscuous(false); err != nil && !ethdev.IsUnsupported(err) {
+		t.Fatalf("promiscuous off: %v", err)
+	}
+	if err := p.SetMTU(1500); err != nil && !ethdev.IsUnsupported(err) {
+		t.Fatalf("SetMTU: %v", err)
+	}
+	if _, err := p.MTU(); err != nil {
+		t.Fatal(err)
+	}
+
+	// net_null RX produces packets from the pool; TX frees them.
+	arr := mbuf.NewArray(32)
+	defer arr.Free()
+	received := 0
+	for q := uint16(0); q < 2; q++ {
+		n := p.RxBurst(q, arr.Pkt)
+		if n != 32 {
+			t.Fatalf("queue %d: RxBurst = %d, want 32", q, n)
+		}
+		if arr.Pkt[0].DataLen() != 64 {
+			t.Fatalf("net_null packet length %d, want 64", arr.Pkt[0].DataLen())
+		}
+		received += n
+		if mp.InUse() != 32 {
+			t.Fatalf("in use after RX: %d", mp.InUse())
+		}
+		if sent := p.TxBurstOrFree(q, arr.Pkt[:n]); sent != n {
+			t.Fatalf("TX took %d of %d", sent, n)
+		}
+	}
+	if mp.InUse() != 0 {
+		t.Fatalf("in use after TX: %d", mp.InUse())
+	}
+	st, err := p.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.IPackets != uint64(received) || st.OPackets != uint64(received) {
+		t.Fatalf("stats %+v, want %d in and out", st, received)
+	}
+	xs, err := p.XStats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, x := range xs {
+		if x.Name == "rx_good_packets" {
+			found = x.Value == uint64(received)
+		}
+	}
+	if !found {
+		t.Fatalf("xstats lack rx_good_packets=%d: %v", received, xs)
+	}
+	if err := p.ResetStats(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := p.Stats(); st.IPackets != 0 {
+		t.Fatalf("after reset: %+v", st)
+	}
+}
+
+func TestRingPortCarriesPackets(t *testing.T) {
+	dpdktest.Skip(t)
+	rx, err := ring.Create("t-rx", 64, -1, ring.SingleProducer|ring.SingleConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rx.Free()
+	tx, err := ring.Create("t-tx", 64, -1, ring.SingleProducer|ring.SingleConsumer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Free()
+	p, err := ethdev.FromRings("ringport0", []*ring.Ring{rx}, []*ring.Ring{tx}, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp := pool(t, "ringport")
+	setup(t, p, mp, 1, 0)
+
+	// Inject three packets into the RX ring; the port hands them to RxBurst.
+	in := ring.NewObjs(3)
+	defer ring.FreeObjs(in)
+	for i := range in {
+		m, err := mbuf.Alloc(mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := m.Append(60)
+		b[0] = byte(i + 1)
+		in[i] = m.Pointer()
+	}
+	if rx.SPEnqueueBurst(in) != 3 {
+		t.Fatal("inject failed")
+	}
+	arr := mbuf.NewArray(8)
+	defer arr.Free()
+	n := p.RxBurst(0, arr.Pkt)
+	if n != 3 || arr.Pkt[2].Data()[0] != 3 {
+		t.Fatalf("RxBurst = %d", n)
+	}
+	if p.TxBurst(0, arr.Pkt[:n]) != 3 || tx.Count() != 3 {
+		t.Fatalf("TX ring holds %d", tx.Count())
+	}
+	out := ring.NewObjs(8)
+	defer ring.FreeObjs(out)
+	got := tx.SCDequeueBurst(out)
+	for i := 0; i < got; i++ {
+		m := mbuf.FromPointer(out[i])
+		if m.Data()[0] != byte(i+1) {
+			t.Errorf("packet %d out of order", i)
+		}
+		m.Free()
+	}
+	if mp.InUse() != 0 {
+		t.Fatalf("leaked %d mbufs", mp.InUse())
+	}
+}
+
+func TestVdevHotplug(t *testing.T) {
+	dpdktest.Skip(t)
+	if err := ethdev.CreateVdev("net_null7", ""); err != nil {
+		t.Fatal(err)
+	}
+	p, err := ethdev.ByName("net_null7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ethdev.RemoveVdev("net_null7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ethdev.ByName("net_null7"); err == nil {
+		t.Fatal("removed vdev still has a port")
+	}
+}

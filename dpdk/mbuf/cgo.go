@@ -1,0 +1,7 @@
+package mbuf
+
+/*
+#cgo pkg-config: libdpdk
+#cgo CFLAGS: -I${SRCDIR}/../../cgo
+*/
+import "C"
