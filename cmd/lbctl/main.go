@@ -1,0 +1,16 @@
+// Command lbctl is dplb's ipvsadm-style command line. It talks to lbd over
+// lbd's Unix control socket.
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	code := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,162 @@
+package api
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"io"
+	"net/netip"
+	"slices"
+	"strconv"
+)
+
+// ListFormat selects the columns of WriteList, like ipvsadm -L's options.
+type ListFormat struct {
+	Stats bool // --stats: counters instead of weights and connections
+	Exact bool // --exact: counters in full instead of scaled to K/M/G/T
+}
+
+// WriteList renders a list Response as ipvsadm -L -n does, byte for byte
+// (same format strings, same number scaling, same sort order), except the
+// first line, which names dplb instead of the IPVS version. Services are
+// sorted by address family, protocol, address and port; servers by address
+// family, address and port. resp is not modified.
+func WriteList(w io.Writer, resp Response, f ListFormat) error {
+	bw := bufio.NewWriter(w)
+	var size uint64
+	if resp.Info != nil {
+		size = resp.Info.ConnTableSize
+	}
+	fmt.Fprintf(bw, "dplb lbctl (API v%d) (size=%d)\n", Version, size)
+	if f.Stats {
+		fmt.Fprintf(bw, "%-33s %8s %8s %8s %8s %8s\n"+
+			"  -> RemoteAddress:Port\n",
+			"Prot LocalAddress:Port",
+			"Conns", "InPkts", "OutPkts", "InBytes", "OutBytes")
+	} else {
+		fmt.Fprintf(bw, "Prot LocalAddress:Port Scheduler Flags\n"+
+			"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n")
+	}
+
+	svcs := slices.Clone(resp.Services)
+	slices.SortStableFunc(svcs, compareServices)
+	for _, s := range svcs {
+		name := fmt.Sprintf("%s  %s", s.Protocol, addrPort(s.VIP, s.Port))
+		if f.Stats {
+			fmt.Fprintf(bw, "%-33s", name)
+			writeStats(bw, s.Stats, f.Exact)
+		} else {
+			fmt.Fprintf(bw, "%s %s", name, s.Scheduler)
+		}
+		bw.WriteString("\n")
+
+		rss := slices.Clone(s.Servers)
+		slices.SortStableFunc(rss, compareServers)
+		for _, rs := range rss {
+			dname := addrPort(rs.Address, rs.Port)
+			if f.Stats {
+				fmt.Fprintf(bw, "  -> %-28s", dname)
+				writeStats(bw, rs.Stats, f.Exact)
+				bw.WriteString("\n")
+			} else {
+				fmt.Fprintf(bw, "  -> %-28s %-7s %-6d %-10d %-10d\n",
+					dname, rs.Forward, rs.Weight, rs.ActiveConns, rs.InactiveConns)
+			}
+		}
+	}
+	return bw.Flush()
+}
+
+func writeStats(w io.Writer, s Stats, exact bool) {
+	for _, n := range [...]uint64{s.Conns, s.InPkts, s.OutPkts, s.InBytes, s.OutBytes} {
+		io.WriteString(w, largeNum(n, exact))
+	}
+}
+
+// largeNum is ipvsadm's print_largenum: a column of 9, numbers of 100
+// million and more scaled down to K, M, G or T unless exact.
+func largeNum(n uint64, exact bool) string {
+	switch {
+	case exact:
+		s := strconv.FormatUint(n, 10)
+		return fmt.Sprintf("%*s", max(9, len(s)+1), s)
+	case n < 100_000_000:
+		return fmt.Sprintf("%9d", n)
+	case n < 1_000_000_000:
+		return fmt.Sprintf("%8dK", n/1_000)
+	case n < 100_000_000_000:
+		return fmt.Sprintf("%8dM", n/1_000_000)
+	case n < 100_000_000_000_000:
+		return fmt.Sprintf("%8dG", n/1_000_000_000)
+	default:
+		return fmt.Sprintf("%8dT", n/1_000_000_000_000)
+	}
+}
+
+// addrPort formats "192.0.2.1:80" or "[2001:db8::1]:80" as ipvsadm -n does.
+// An address that does not parse is printed as given.
+func addrPort(addr string, port uint16) string {
+	a, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr + ":" + strconv.Itoa(int(port))
+	}
+	return netip.AddrPortFrom(a, port).String()
+}
+
+// protoNumber orders protocols as ipvsadm does (by IP protocol number).
+func protoNumber(p string) int {
+	switch p {
+	case "TCP":
+		return 6
+	case "UDP":
+		return 17
+	case "SCTP":
+		return 132
+	default:
+		return 256
+	}
+}
+
+// compareAddr orders IPv4 before IPv6, then numerically; unparsable
+// addresses go last, in string order.
+func compareAddr(x, y string) int {
+	a, errA := netip.ParseAddr(x)
+	b, errB := netip.ParseAddr(y)
+	switch {
+	case errA != nil && errB != nil:
+		return cmp.Compare(x, y)
+	case errA != nil:
+		return 1
+	case errB != nil:
+		return -1
+	}
+	return a.Compare(b)
+}
+
+func family(addr string) int {
+	if a, err := netip.ParseAddr(addr); err == nil && a.Is4() {
+		return 4
+	}
+	return 6
+}
+
+// compareServices is ipvsadm's ipvs_cmp_services without fwmarks:
+// family, protocol, address, port.
+func compareServices(a, b Service) int {
+	return cmp.Or(
+		cmp.Compare(family(a.VIP), family(b.VIP)),
+		cmp.Compare(protoNumber(a.Protocol), protoNumber(b.Protocol)),
+		cmp.Compare(a.Protocol, b.Protocol),
+		compareAddr(a.VIP, b.VIP),
+		cmp.Compare(a.Port, b.Port),
+	)
+}
+
+// compareServers is ipvsadm's ipvs_cmp_dests: family, address, port.
+func compareServers(a, b RealServer) int {
+	return cmp.Or(
+		cmp.Compare(family(a.Address), family(b.Address)),
+		compareAddr(a.Address, b.Address),
+		cmp.Compare(a.Port, b.Port),
+	)
+}
