@@ -1,0 +1,129 @@
+package conn_test
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/conn"
+)
+
+// benchCaps are a cache-resident table, to show the CPU cost, and the
+// 1M-entry table the brief sizes for, where DRAM and TLB misses dominate.
+var benchCaps = []struct {
+	name string
+	cap  int
+}{{"cap=64k", 1 << 16}, {"cap=1M", 1 << 20}}
+
+// forEachCap runs fn on a table of each size filled to 50% load.
+func forEachCap(b *testing.B, fn func(b *testing.B, tb *conn.Table, live int)) {
+	for _, bc := range benchCaps {
+		b.Run(bc.name, func(b *testing.B) {
+			live := bc.cap / 2
+			fn(b, benchTable(b, bc.cap, live), live)
+		})
+	}
+}
+
+// benchConn spreads connections over 2^16 client addresses and many ports,
+// like real traffic to one VIP.
+func benchConn(i int) conn.Conn {
+	return conn.Conn{
+		Proto: tcp, ClientIP: 0x64400000 + uint32(i>>4), ClientPort: uint16(1024 + i&0x0f*3000),
+		VIP: vip, VPort: 80, RIP: rs1 + uint32(i&0xff), RPort: 8080,
+		State: conn.StateEstablished,
+	}
+}
+
+func benchTable(b *testing.B, capacity, live int) *conn.Table {
+	b.Helper()
+	tb, err := conn.NewWithSeed(capacity, 7)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 0; i < live; i++ {
+		c := benchConn(i)
+		if _, err := tb.Insert(&c); err != nil {
+			b.Fatalf("insert %d: %v", i, err)
+		}
+	}
+	return tb
+}
+
+func BenchmarkLookupHit(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
+		keys := make([]conn.Conn, live)
+		for i := range keys {
+			keys[i] = benchConn(i)
+		}
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c := &keys[i]
+			// Alternate directions, as NAT traffic does.
+			var ok bool
+			if i&1 == 0 {
+				_, _, ok = tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+			} else {
+				_, _, ok = tb.Lookup(c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort)
+			}
+			if !ok {
+				b.Fatal("miss")
+			}
+			i = (i + 7919) % live // a large stride defeats the prefetcher, like random traffic
+		}
+	})
+}
+
+func BenchmarkLookupMiss(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c := benchConn(live + i) // never inserted
+			if _, _, ok := tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort); ok {
+				b.Fatal("hit")
+			}
+			i = (i + 7919) % live
+		}
+	})
+}
+
+func BenchmarkInsertDelete(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			c := benchConn(live + i)
+			id, err := tb.Insert(&c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			tb.Delete(id)
+			i = (i + 7919) % live
+		}
+	})
+}
+
+func BenchmarkExpireScan(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, _ int) {
+		onExpire := func(uint32, *conn.Conn) {}
+		b.ReportAllocs()
+		for b.Loop() {
+			tb.Expire(0, 256, onExpire) // nothing due: the cost of one sweep tick
+		}
+	})
+}
+
+func BenchmarkNextTCPState(b *testing.B) {
+	b.ReportAllocs()
+	s := conn.StateNone
+	flags := [...]uint8{syn, synAck, ack, finAck, ack}
+	dirs := [...]conn.Dir{conn.Original, conn.Reply, conn.Original, conn.Reply, conn.Original}
+	i := 0
+	for b.Loop() {
+		s = conn.NextTCPState(s, dirs[i], flags[i], false)
+		i++
+		if i == len(flags) {
+			i, s = 0, conn.StateNone
+		}
+	}
+}

@@ -1,0 +1,286 @@
+package conn
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+)
+
+// MaxCapacity bounds New: 2^26 entries is 4 GiB of entries plus 2 GiB of
+// index for one lcore, far past any sane per-core table.
+const MaxCapacity = 1 << 26
+
+// Errors returned by the table; test with errors.Is.
+var (
+	ErrFull     = errors.New("conn: table full")
+	ErrExists   = errors.New("conn: connection key already present")
+	ErrCapacity = errors.New("conn: capacity out of range")
+	ErrNilConn  = errors.New("conn: nil connection")
+)
+
+// slotsPerEntry sizes the index at twice the number of keys a full table
+// holds (two per entry), so the index is at most half full and linear
+// probing stays short. Because the entry array fills first, ErrFull always
+// means "no free entry"; the index can never be the limit.
+const slotsPerEntry = 4
+
+// slot is one index cell. ref is 0 for an empty cell, otherwise
+// (entry id + 1) << 1 | Dir. hash is the key's 32-bit hash: its low bits
+// give the home cell (needed by backward-shift deletion) and all of it
+// filters candidates before the entry's cache line is touched.
+type slot struct {
+	hash uint32
+	ref  uint32
+}
+
+func makeRef(id uint32, d Dir) uint32 { return (id+1)<<1 | uint32(d) }
+
+func (s slot) id() uint32  { return s.ref>>1 - 1 }
+func (s slot) dir() Dir    { return Dir(s.ref & 1) }
+func (s slot) empty() bool { return s.ref == 0 }
+
+// Table is one lcore's connection table: a fixed array of entries with a
+// free list, indexed by an open-addressing hash of each entry's Original
+// key and (unless FlagOneWay) its Reply key. It never evicts: when it is
+// full, Insert fails and the caller counts the drop.
+//
+// A Table is not safe for concurrent use; it belongs to one lcore.
+type Table struct {
+	entries []Conn   // pointer-free, never scanned by the GC
+	free    []uint32 // stack of free entry ids
+	slots   []slot   // the index, power-of-two length
+	mask    uint32   // len(slots) - 1
+	seed    [2]uint64
+	cursor  uint32 // next entry Expire examines
+}
+
+// New returns a table for capacity connections (rounded up to a power of
+// two) with a hash seed from the runtime's OS-seeded ChaCha8 source, so no
+// sender can predict it.
+func New(capacity int) (*Table, error) {
+	return NewWithSeed(capacity, rand.Uint64())
+}
+
+// NewWithSeed is New with a chosen hash seed, for reproducible tests and
+// benchmarks. Production code should use New: a known seed lets a sender
+// craft colliding tuples.
+func NewWithSeed(capacity int, seed uint64) (*Table, error) {
+	if capacity <= 0 || capacity > MaxCapacity {
+		return nil, fmt.Errorf("conn: capacity %d not in [1, %d]: %w", capacity, MaxCapacity, ErrCapacity)
+	}
+	n := 1
+	for n < capacity {
+		n <<= 1
+	}
+	t := &Table{
+		entries: make([]Conn, n),
+		free:    make([]uint32, n),
+		slots:   make([]slot, n*slotsPerEntry),
+		mask:    uint32(n*slotsPerEntry - 1),
+	}
+	// Pop order 0, 1, 2, ... keeps a young table's live entries together.
+	for i := range t.free {
+		t.free[i] = uint32(n - 1 - i)
+	}
+	state := seed
+	t.seed[0] = splitmix64(&state)
+	t.seed[1] = splitmix64(&state)
+	return t, nil
+}
+
+// Len is the number of live connections.
+func (t *Table) Len() int { return len(t.entries) - len(t.free) }
+
+// Cap is the number of connections the table can hold.
+func (t *Table) Cap() int { return len(t.entries) }
+
+// Lookup finds the connection a packet belongs to from the packet's own
+// 5-tuple and tells which direction the packet travels.
+func (t *Table) Lookup(proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, dstPort uint16) (id uint32, dir Dir, ok bool) {
+	h := hashKey(&t.seed, proto, srcIP, srcPort, dstIP, dstPort)
+	return t.find(h, proto, srcIP, srcPort, dstIP, dstPort)
+}
+
+func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, dstPort uint16) (uint32, Dir, bool) {
+	// Terminates: the index is never more than half full (slotsPerEntry).
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		s := t.slots[i]
+		if s.empty() {
+			return 0, 0, false
+		}
+		if s.hash != h {
+			continue
+		}
+		id, d := s.id(), s.dir()
+		if t.entries[id].matches(d, proto, srcIP, srcPort, dstIP, dstPort) {
+			return id, d, true
+		}
+	}
+}
+
+// matches reports whether the packet tuple is this entry's key in direction d.
+func (c *Conn) matches(d Dir, proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, dstPort uint16) bool {
+	if c.Proto != proto {
+		return false
+	}
+	if d == Original {
+		return srcIP == c.ClientIP && srcPort == c.ClientPort && dstIP == c.VIP && dstPort == c.VPort
+	}
+	return srcIP == c.RIP && srcPort == c.RPort && dstIP == c.ClientIP && dstPort == c.ClientPort
+}
+
+// Insert copies c into a free entry and indexes its Original key and,
+// unless c.Flags has FlagOneWay, its Reply key. It returns ErrFull when no
+// entry is free (checked first; nothing is ever evicted) and ErrExists when
+// either key is already present or the two keys are the same tuple; on
+// error the table is unchanged.
+func (t *Table) Insert(c *Conn) (id uint32, err error) {
+	if c == nil {
+		return 0, ErrNilConn
+	}
+	// Fullness first: under a SYN flood it is the cheap, common refusal.
+	if len(t.free) == 0 {
+		return 0, ErrFull
+	}
+	hOrig := hashKey(&t.seed, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+	if _, _, ok := t.find(hOrig, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort); ok {
+		return 0, ErrExists
+	}
+	twoWay := c.Flags&FlagOneWay == 0
+	var hReply uint32
+	if twoWay {
+		if c.ClientIP == c.RIP && c.ClientPort == c.RPort && c.VIP == c.ClientIP && c.VPort == c.ClientPort {
+			return 0, ErrExists // both keys are one tuple: directions would be ambiguous
+		}
+		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort)
+		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort); ok {
+			return 0, ErrExists
+		}
+	}
+
+	id = t.free[len(t.free)-1]
+	t.free = t.free[:len(t.free)-1]
+	e := &t.entries[id]
+	*e = *c
+	e.indexed = indexedLive
+	e.hashOrig = hOrig
+	e.hashReply = hReply
+	t.place(hOrig, makeRef(id, Original))
+	if twoWay {
+		e.indexed |= indexedReply
+		t.place(hReply, makeRef(id, Reply))
+	}
+	return id, nil
+}
+
+// place puts a reference in the first empty cell of its probe run.
+func (t *Table) place(h, ref uint32) {
+	i := h & t.mask
+	for !t.slots[i].empty() {
+		i = (i + 1) & t.mask
+	}
+	t.slots[i] = slot{hash: h, ref: ref}
+}
+
+// Get returns the entry for id, or nil if id is not a live connection. The
+// pointer stays valid until Delete(id).
+func (t *Table) Get(id uint32) *Conn {
+	if id >= uint32(len(t.entries)) {
+		return nil
+	}
+	e := &t.entries[id]
+	if e.indexed&indexedLive == 0 {
+		return nil
+	}
+	return e
+}
+
+// Delete removes connection id from the index and frees its entry. Deleting
+// a free or out-of-range id does nothing.
+func (t *Table) Delete(id uint32) {
+	e := t.Get(id)
+	if e == nil {
+		return
+	}
+	t.unplace(e.hashOrig, makeRef(id, Original))
+	if e.indexed&indexedReply != 0 {
+		t.unplace(e.hashReply, makeRef(id, Reply))
+	}
+	*e = Conn{}
+	t.free = append(t.free, id) // within capacity: never reallocates
+}
+
+// unplace removes ref from the index by backward-shift deletion: later
+// cells of the run move back into the hole when that does not carry them
+// before their home cell, so no tombstones accumulate and lookups never
+// need more probes than at insertion time.
+func (t *Table) unplace(h, ref uint32) {
+	mask := t.mask
+	i := h & mask
+	for t.slots[i].ref != ref {
+		i = (i + 1) & mask
+	}
+	for j := i; ; {
+		j = (j + 1) & mask
+		s := t.slots[j]
+		if s.empty() {
+			break
+		}
+		// s may fill the hole at i when i lies cyclically in [home, j).
+		home := s.hash & mask
+		if (j-home)&mask >= (j-i)&mask {
+			t.slots[i] = s
+			i = j
+		}
+	}
+	t.slots[i] = slot{}
+}
+
+// Expire examines at most budget entries, starting where the previous call
+// stopped and wrapping at Cap, and deletes those with Expires <= now,
+// calling onExpire (if non-nil) on each just before its removal. It returns
+// the number removed; the entry goes whatever onExpire does to it. An lcore
+// calls it every few iterations with a small budget, so no call stops the
+// world unless budget >= Cap.
+//
+// onExpire must not Insert or Delete. Create it once (for example a method
+// value stored in a field) and pass the same func on every call: a func
+// literal built per call may allocate.
+func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn)) int {
+	n := uint32(len(t.entries))
+	if budget > int(n) {
+		budget = int(n)
+	}
+	removed := 0
+	cursor := t.cursor
+	for ; budget > 0; budget-- {
+		id := cursor
+		cursor = (cursor + 1) & (n - 1) // len(entries) is a power of two
+		e := &t.entries[id]
+		if e.indexed&indexedLive == 0 || e.Expires > now {
+			continue
+		}
+		if onExpire != nil {
+			onExpire(id, e)
+		}
+		t.Delete(id)
+		removed++
+	}
+	t.cursor = cursor
+	return removed
+}
+
+// Range calls fn for each live connection in id order until fn returns
+// false. It is O(Cap), for the control-plane listing, not the packet path.
+// fn may Delete the id it is given.
+func (t *Table) Range(fn func(id uint32, c *Conn) bool) {
+	for i := range t.entries {
+		e := &t.entries[i]
+		if e.indexed&indexedLive == 0 {
+			continue
+		}
+		if !fn(uint32(i), e) {
+			return
+		}
+	}
+}
