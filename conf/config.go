@@ -1,0 +1,232 @@
+// Package conf holds the configuration of the lbd daemon: one struct with a
+// documented field per line, its defaults, its validation and its loading
+// from YAML and the environment. viper is used here and nowhere else.
+//
+// Every field's comment gives its meaning, its default and whether a change
+// takes effect on reload ("reload: yes") or needs a restart of lbd
+// ("reload: restart").
+package conf
+
+import (
+	"net/netip"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of lbd.
+type Config struct {
+	EAL       EAL       `mapstructure:"eal"`       // DPDK environment abstraction layer; reload: restart
+	Dataplane Dataplane `mapstructure:"dataplane"` // worker lcores, pools and tables; reload: restart
+	Ports     []Port    `mapstructure:"ports"`     // network ports, at least one; reload: restart
+	Services  []Service `mapstructure:"services"`  // virtual services and their real servers; default none; reload: yes
+	Timeouts  Timeouts  `mapstructure:"timeouts"`  // connection idle timeouts; reload: yes
+	Neighbour Neighbour `mapstructure:"neighbour"` // ARP table aging; reload: restart
+	Control   Control   `mapstructure:"control"`   // control socket for lbctl; reload: restart
+	Metrics   Metrics   `mapstructure:"metrics"`   // Prometheus endpoint; reload: restart
+	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
+}
+
+// EAL configures the DPDK environment abstraction layer.
+type EAL struct {
+	FilePrefix string   `mapstructure:"file_prefix"` // prefix of DPDK's runtime and hugepage files, [A-Za-z0-9_-]+; default "dplb"; reload: restart
+	MemoryMB   int      `mapstructure:"memory_mb"`   // memory DPDK reserves at start, in MiB, 64..1048576; default 512; reload: restart
+	HugePages  bool     `mapstructure:"huge_pages"`  // use hugepages; false runs DPDK with --no-huge (tests, demos); default true; reload: restart
+	MainCPU    int      `mapstructure:"main_cpu"`    // CPU of the EAL main lcore (control plane), >= 0; default 0; reload: restart
+	ExtraArgs  []string `mapstructure:"extra_args"`  // appended verbatim to the EAL argument list; default empty; reload: restart
+}
+
+// Dataplane configures the packet-processing lcores and their resources.
+type Dataplane struct {
+	Workers       []int         `mapstructure:"workers"`         // CPUs of the worker lcores, one lcore each, 1..64 entries, each >= 0, may repeat; default [0]; reload: restart
+	Burst         int           `mapstructure:"burst"`           // packets per RX/TX burst, 1..512; default 32; reload: restart
+	Mbufs         int           `mapstructure:"mbufs"`           // mbufs in the packet pool, 1023..16777215; default 16383; reload: restart
+	MbufCache     int           `mapstructure:"mbuf_cache"`      // per-lcore mempool cache, 0..512 and <= mbufs/1.5; default 256; reload: restart
+	RxDescriptors int           `mapstructure:"rx_descriptors"`  // RX ring size per queue, power of two in 64..16384; default 1024; reload: restart
+	TxDescriptors int           `mapstructure:"tx_descriptors"`  // TX ring size per queue, power of two in 64..16384; default 1024; reload: restart
+	ConnTableSize int           `mapstructure:"conn_table_size"` // connections per lcore, 1024..67108864; default 1048576; reload: restart
+	IdleSleep     time.Duration `mapstructure:"idle_sleep"`      // sleep between polls of an idle lcore, 0 = pure polling, 0..10ms; default 0; reload: restart
+}
+
+// Port is one DPDK port and its IPv4 interface.
+type Port struct {
+	Name        string `mapstructure:"name"`        // unique name, [a-z0-9_-]{1,15}; required; reload: restart
+	Device      string `mapstructure:"device"`      // unique PCI address ("0000:03:00.0") or DPDK vdev string ("net_af_packet0,iface=veth0"); required; reload: restart
+	Address     string `mapstructure:"address"`     // the port's own IPv4 address with prefix length ("198.51.100.1/24"); required; reload: restart
+	Gateway     string `mapstructure:"gateway"`     // next hop for destinations off every port's subnet, inside Address's prefix, on at most one port; default none; reload: restart
+	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
+	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
+	Promiscuous bool   `mapstructure:"promiscuous"` // put the port in promiscuous mode; default false; reload: restart
+}
+
+// Service is a virtual service: a (protocol, VIP, port) balanced over real servers.
+type Service struct {
+	Protocol  string       `mapstructure:"protocol"`  // "tcp" (UDP is not supported yet); required; reload: yes
+	VIP       string       `mapstructure:"vip"`       // virtual IPv4 address; required; reload: yes
+	Port      int          `mapstructure:"port"`      // virtual port, 1..65535; required; reload: yes
+	Scheduler string       `mapstructure:"scheduler"` // name of a registered scheduler; default "rr"; reload: yes
+	Servers   []RealServer `mapstructure:"servers"`   // real servers; empty drops and counts new connections; default none; reload: yes
+}
+
+// RealServer is one destination of a service.
+type RealServer struct {
+	Address string `mapstructure:"address"` // IPv4 address on a server-facing port's subnet; required; reload: yes
+	Port    int    `mapstructure:"port"`    // 1..65535; default the service's port; reload: yes
+	Weight  int    `mapstructure:"weight"`  // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
+	Forward string `mapstructure:"forward"` // forwarding method, "nat" ("dr" and "tun" are not supported yet); default "nat"; reload: yes
+}
+
+// Timeouts are the connection idle timeouts, as ipvsadm --set; each 1s..720h (30 days).
+type Timeouts struct {
+	TCP    time.Duration `mapstructure:"tcp"`     // TCP ESTABLISHED; default 900s; reload: yes
+	TCPFin time.Duration `mapstructure:"tcp_fin"` // TCP FIN_WAIT; default 60s; reload: yes
+	UDP    time.Duration `mapstructure:"udp"`     // UDP; default 300s; reload: yes
+	SYN    time.Duration `mapstructure:"syn"`     // TCP SYN_SENT/SYN_RECV; default 60s; reload: yes
+}
+
+// Neighbour configures the ARP table.
+type Neighbour struct {
+	ReachableTime time.Duration `mapstructure:"reachable_time"` // an entry not confirmed for this long is re-resolved, 1s..1h; default 30s; reload: restart
+	StaleTime     time.Duration `mapstructure:"stale_time"`     // an entry not confirmed for this long is removed, > reachable_time and <= 24h; default 300s; reload: restart
+}
+
+// Control configures the Unix socket lbctl talks to.
+type Control struct {
+	Socket     string `mapstructure:"socket"`      // absolute path of the socket, at most 107 bytes; default "/run/dplb/lbd.sock"; reload: restart
+	SocketMode uint32 `mapstructure:"socket_mode"` // permission bits of the socket, octal (0600, "0600", 0o600), 0..0777; default 0600; reload: restart
+	Group      string `mapstructure:"group"`       // group whose members may use the socket besides root, checked by lbd at start; default none; reload: restart
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	Listen string `mapstructure:"listen"` // host:port to serve /metrics on, "" disables; default "127.0.0.1:9180"; reload: restart
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `mapstructure:"level"`  // debug, info, warn or error; default "info"; reload: yes
+	Format string `mapstructure:"format"` // json or console; default "console"; reload: restart
+}
+
+// Values of Port.Role.
+const (
+	RoleClient = "client"
+	RoleServer = "server"
+	RoleBoth   = "both"
+)
+
+// Defaults of list-element fields, applied by Load and Parse when absent.
+const (
+	defaultRole      = RoleBoth
+	defaultScheduler = "rr"
+	defaultWeight    = 1
+	defaultForward   = "nat"
+)
+
+// Default returns the configuration with every default applied and no
+// ports or services.
+func Default() Config {
+	return Config{
+		EAL: EAL{
+			FilePrefix: "dplb",
+			MemoryMB:   512,
+			HugePages:  true,
+			MainCPU:    0,
+		},
+		Dataplane: Dataplane{
+			Workers:       []int{0},
+			Burst:         32,
+			Mbufs:         16383,
+			MbufCache:     256,
+			RxDescriptors: 1024,
+			TxDescriptors: 1024,
+			ConnTableSize: 1 << 20,
+			IdleSleep:     0,
+		},
+		Timeouts: Timeouts{
+			TCP:    900 * time.Second,
+			TCPFin: 60 * time.Second,
+			UDP:    300 * time.Second,
+			SYN:    60 * time.Second,
+		},
+		Neighbour: Neighbour{
+			ReachableTime: 30 * time.Second,
+			StaleTime:     300 * time.Second,
+		},
+		Control: Control{
+			Socket:     "/run/dplb/lbd.sock",
+			SocketMode: 0o600,
+		},
+		Metrics: Metrics{
+			Listen: "127.0.0.1:9180",
+		},
+		Log: Log{
+			Level:  "info",
+			Format: "console",
+		},
+	}
+}
+
+// Prefix returns the port's address with its prefix length, as written
+// (not masked: Prefix().Addr() is the port's own address). It is the zero
+// Prefix if Address is invalid, which Validate rules out.
+func (p Port) Prefix() netip.Prefix {
+	pfx, err := netip.ParsePrefix(p.Address)
+	if err != nil {
+		return netip.Prefix{}
+	}
+	return pfx
+}
+
+// GatewayAddr returns the port's gateway and whether it has a valid one.
+func (p Port) GatewayAddr() (netip.Addr, bool) {
+	if p.Gateway == "" {
+		return netip.Addr{}, false
+	}
+	a, err := netip.ParseAddr(p.Gateway)
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+// FacesClients reports whether the port's role is client or both.
+func (p Port) FacesClients() bool { return p.Role == RoleClient || p.Role == RoleBoth }
+
+// FacesServers reports whether the port's role is server or both.
+func (p Port) FacesServers() bool { return p.Role == RoleServer || p.Role == RoleBoth }
+
+// pciRE matches a PCI address, DDDD:BB:DD.F or BB:DD.F.
+var pciRE = regexp.MustCompile(`^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-1][0-9a-fA-F]\.[0-7]$`)
+
+// IsPCI reports whether the device is a PCI address (DDDD:BB:DD.F or
+// BB:DD.F, optionally followed by ",key=value" device arguments) rather
+// than a vdev string.
+func (p Port) IsPCI() bool { return pciRE.MatchString(p.DeviceName()) }
+
+// DeviceName returns the device without its arguments: the part of Device
+// before the first comma, which is the vdev name or the PCI address.
+func (p Port) DeviceName() string {
+	name, _, _ := strings.Cut(p.Device, ",")
+	return name
+}
+
+// VIPAddr returns the service's VIP, the zero Addr if invalid (which
+// Validate rules out).
+func (s Service) VIPAddr() netip.Addr {
+	a, err := netip.ParseAddr(s.VIP)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
+}
+
+// Addr returns the real server's address, the zero Addr if invalid (which
+// Validate rules out).
+func (r RealServer) Addr() netip.Addr {
+	a, err := netip.ParseAddr(r.Address)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
+}

@@ -1,0 +1,281 @@
+package conf_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+)
+
+var schedulers = []string{"rr", "wrr"}
+
+// validConfig is a valid VS/NAT configuration for the cases to break.
+func validConfig() conf.Config {
+	c := conf.Default()
+	c.Ports = []conf.Port{
+		{Name: "client", Device: "net_af_packet0,iface=veth0", Address: "203.0.113.1/24", Gateway: "203.0.113.254", Role: "client"},
+		{Name: "server", Device: "0000:03:00.0", Address: "198.51.100.1/24", Role: "server"},
+	}
+	c.Services = []conf.Service{
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", Servers: []conf.RealServer{
+			{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "nat"},
+			{Address: "198.51.100.12", Port: 8000, Weight: 2, Forward: "nat"},
+		}},
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 21, Scheduler: "wrr", Servers: []conf.RealServer{
+			{Address: "198.51.100.12", Port: 21, Weight: 1, Forward: "nat"},
+		}},
+	}
+	return c
+}
+
+func TestValidateValid(t *testing.T) {
+	tests := []struct {
+		name       string
+		edit       func(*conf.Config)
+		schedulers []string
+	}{
+		{"as is", func(*conf.Config) {}, schedulers},
+		{"nil schedulers skip the name check", func(c *conf.Config) { c.Services[0].Scheduler = "anything" }, nil},
+		{"no services, server port only", func(c *conf.Config) { c.Services = nil; c.Ports = c.Ports[1:] }, schedulers},
+		{"empty server list", func(c *conf.Config) { c.Services[0].Servers = nil }, schedulers},
+		{"weight 0, mtu bounds, idle sleep max", func(c *conf.Config) {
+			c.Services[0].Servers[0].Weight = 0
+			c.Ports[0].MTU = 68
+			c.Ports[1].MTU = 9702
+			c.Dataplane.IdleSleep = 10 * time.Millisecond
+		}, schedulers},
+		{"repeated worker CPUs", func(c *conf.Config) { c.Dataplane.Workers = []int{1, 1, 2} }, schedulers},
+		{"largest cache with fewest mbufs", func(c *conf.Config) { c.Dataplane.Mbufs = 1023; c.Dataplane.MbufCache = 512 }, schedulers},
+		{"metrics disabled", func(c *conf.Config) { c.Metrics.Listen = "" }, schedulers},
+		{"metrics on all addresses", func(c *conf.Config) { c.Metrics.Listen = ":9180" }, schedulers},
+		{"same real server in two services", func(c *conf.Config) { c.Services[1].Port = 8080 }, schedulers},
+		{"/32 port", func(c *conf.Config) { c.Ports[0].Address = "203.0.113.1/32"; c.Ports[0].Gateway = "" }, schedulers},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.edit(&c)
+			if err := c.Validate(tt.schedulers); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*conf.Config)
+		want string
+	}{
+		// eal
+		{"empty file prefix", func(c *conf.Config) { c.EAL.FilePrefix = "" },
+			`eal.file_prefix: must not be empty`},
+		{"bad file prefix", func(c *conf.Config) { c.EAL.FilePrefix = "a/b" },
+			`eal.file_prefix: "a/b" has characters other than A-Z a-z 0-9 _ -`},
+		{"memory too small", func(c *conf.Config) { c.EAL.MemoryMB = 63 },
+			`eal.memory_mb: 63 is out of range 64..1048576`},
+		{"memory too large", func(c *conf.Config) { c.EAL.MemoryMB = 1048577 },
+			`eal.memory_mb: 1048577 is out of range 64..1048576`},
+		{"negative main cpu", func(c *conf.Config) { c.EAL.MainCPU = -1 },
+			`eal.main_cpu: -1 is negative`},
+		{"empty extra arg", func(c *conf.Config) { c.EAL.ExtraArgs = []string{"-v", ""} },
+			`eal.extra_args[1]: must not be empty`},
+
+		// dataplane
+		{"no workers", func(c *conf.Config) { c.Dataplane.Workers = nil },
+			`dataplane.workers: has 0 entries, want 1..64`},
+		{"too many workers", func(c *conf.Config) { c.Dataplane.Workers = make([]int, 65) },
+			`dataplane.workers: has 65 entries, want 1..64`},
+		{"negative worker", func(c *conf.Config) { c.Dataplane.Workers = []int{0, 1, -2} },
+			`dataplane.workers[2]: -2 is negative`},
+		{"burst 0", func(c *conf.Config) { c.Dataplane.Burst = 0 },
+			`dataplane.burst: 0 is out of range 1..512`},
+		{"burst 513", func(c *conf.Config) { c.Dataplane.Burst = 513 },
+			`dataplane.burst: 513 is out of range 1..512`},
+		{"mbufs too few", func(c *conf.Config) { c.Dataplane.Mbufs = 1022 },
+			`dataplane.mbufs: 1022 is out of range 1023..16777215`},
+		{"mbuf cache too large", func(c *conf.Config) { c.Dataplane.MbufCache = 513 },
+			`dataplane.mbuf_cache: 513 is out of range 0..512`},
+		{"rx descriptors not power of two", func(c *conf.Config) { c.Dataplane.RxDescriptors = 1000 },
+			`dataplane.rx_descriptors: 1000 is not a power of two`},
+		{"tx descriptors too large", func(c *conf.Config) { c.Dataplane.TxDescriptors = 32768 },
+			`dataplane.tx_descriptors: 32768 is out of range 64..16384`},
+		{"conn table too small", func(c *conf.Config) { c.Dataplane.ConnTableSize = 1023 },
+			`dataplane.conn_table_size: 1023 is out of range 1024..67108864`},
+		{"idle sleep too long", func(c *conf.Config) { c.Dataplane.IdleSleep = 11 * time.Millisecond },
+			`dataplane.idle_sleep: 11ms is out of range 0s..10ms`},
+		{"idle sleep negative", func(c *conf.Config) { c.Dataplane.IdleSleep = -time.Microsecond },
+			`dataplane.idle_sleep: -1µs is out of range 0s..10ms`},
+
+		// ports
+		{"no ports", func(c *conf.Config) { c.Ports = nil },
+			`ports: at least one port is required`},
+		{"empty port name", func(c *conf.Config) { c.Ports[1].Name = "" },
+			`ports[1].name: must not be empty`},
+		{"bad port name", func(c *conf.Config) { c.Ports[0].Name = "Client" },
+			`ports[0].name: "Client" is not 1 to 15 characters of a-z 0-9 _ -`},
+		{"long port name", func(c *conf.Config) { c.Ports[0].Name = "abcdefghijklmnop" },
+			`ports[0].name: "abcdefghijklmnop" is not 1 to 15 characters of a-z 0-9 _ -`},
+		{"duplicate port name", func(c *conf.Config) { c.Ports[1].Name = "client" },
+			`ports[1].name: "client" is already used by ports[0]`},
+		{"empty device", func(c *conf.Config) { c.Ports[0].Device = "" },
+			`ports[0].device: must not be empty`},
+		{"bad device", func(c *conf.Config) { c.Ports[0].Device = "eth0 x" },
+			`ports[0].device: "eth0 x" is neither a PCI address (0000:03:00.0) nor a DPDK vdev string (net_af_packet0,iface=veth0)`},
+		{"bad PCI-looking device", func(c *conf.Config) { c.Ports[1].Device = "0000:3:00.0" },
+			`ports[1].device: "0000:3:00.0" is neither a PCI address (0000:03:00.0) nor a DPDK vdev string (net_af_packet0,iface=veth0)`},
+		{"duplicate vdev name", func(c *conf.Config) { c.Ports[1].Device = "net_af_packet0,iface=veth1" },
+			`ports[1].device: device "net_af_packet0" is already used by ports[0]`},
+		{"duplicate PCI in short form", func(c *conf.Config) { c.Ports[0].Device = "03:00.0" },
+			`ports[1].device: device "0000:03:00.0" is already used by ports[0]`},
+		{"empty address", func(c *conf.Config) { c.Ports[0].Address = "" },
+			`ports[0].address: must not be empty`},
+		{"address without prefix", func(c *conf.Config) { c.Ports[0].Address = "10.0.0.1" },
+			`ports[0].address: "10.0.0.1" is not an address with prefix length (want e.g. 198.51.100.1/24)`},
+		{"IPv6 address", func(c *conf.Config) { c.Ports[0].Address = "2001:db8::1/64" },
+			`ports[0].address: "2001:db8::1/64" is not IPv4`},
+		{"multicast address", func(c *conf.Config) { c.Ports[0].Address = "224.0.0.1/24" },
+			`ports[0].address: 224.0.0.1 is not a unicast host address`},
+		{"prefix /0", func(c *conf.Config) { c.Ports[0].Address = "203.0.113.1/0" },
+			`ports[0].address: prefix length /0 is not allowed, want 1..32`},
+		{"network address", func(c *conf.Config) { c.Ports[0].Address = "203.0.113.0/24" },
+			`ports[0].address: 203.0.113.0 is the network address of 203.0.113.0/24`},
+		{"broadcast address", func(c *conf.Config) { c.Ports[1].Address = "198.51.100.255/24" },
+			`ports[1].address: 198.51.100.255 is the broadcast address of 198.51.100.0/24`},
+		{"overlapping subnets", func(c *conf.Config) { c.Ports[1].Address = "203.0.113.129/25" },
+			`ports[1].address: 203.0.113.128/25 overlaps ports[0].address 203.0.113.0/24`},
+		{"gateway not an address", func(c *conf.Config) { c.Ports[0].Gateway = "gw" },
+			`ports[0].gateway: "gw" is not an IPv4 address`},
+		{"gateway off subnet", func(c *conf.Config) { c.Ports[0].Gateway = "192.0.2.1" },
+			`ports[0].gateway: 192.0.2.1 is not inside 203.0.113.0/24`},
+		{"gateway is own address", func(c *conf.Config) { c.Ports[0].Gateway = "203.0.113.1" },
+			`ports[0].gateway: 203.0.113.1 is the port's own address`},
+		{"two gateways", func(c *conf.Config) { c.Ports[1].Gateway = "198.51.100.254" },
+			`ports[1].gateway: only one port may have a gateway, ports[0] has one`},
+		{"bad role", func(c *conf.Config) { c.Ports[0].Role = "frontend" },
+			`ports[0].role: "frontend" is not one of client, server, both`},
+		{"empty role", func(c *conf.Config) { c.Ports[1].Role = "" },
+			`ports[1].role: "" is not one of client, server, both`},
+		{"mtu too small", func(c *conf.Config) { c.Ports[0].MTU = 67 },
+			`ports[0].mtu: 67 is out of range 68..9702 (or 0 to keep the device's MTU)`},
+		{"mtu too large", func(c *conf.Config) { c.Ports[1].MTU = 9703 },
+			`ports[1].mtu: 9703 is out of range 68..9702 (or 0 to keep the device's MTU)`},
+		{"no client-facing port", func(c *conf.Config) { c.Ports[0].Role = "server" },
+			`ports: no port has role client or both, but services need one to receive client traffic`},
+
+		// services
+		{"udp refused", func(c *conf.Config) { c.Services[1].Protocol = "udp" },
+			`services[1].protocol: UDP services are not supported yet (only tcp)`},
+		{"empty protocol", func(c *conf.Config) { c.Services[0].Protocol = "" },
+			`services[0].protocol: must not be empty (want tcp)`},
+		{"unknown protocol", func(c *conf.Config) { c.Services[0].Protocol = "sctp" },
+			`services[0].protocol: "sctp" is not one of tcp`},
+		{"empty vip", func(c *conf.Config) { c.Services[0].VIP = "" },
+			`services[0].vip: must not be empty`},
+		{"bad vip", func(c *conf.Config) { c.Services[0].VIP = "203.0.113.10/32" },
+			`services[0].vip: "203.0.113.10/32" is not an IPv4 address`},
+		{"unspecified vip", func(c *conf.Config) { c.Services[0].VIP = "0.0.0.0" },
+			`services[0].vip: 0.0.0.0 is not a unicast host address`},
+		{"vip is a port address", func(c *conf.Config) { c.Services[1].VIP = "198.51.100.1" },
+			`services[1].vip: 198.51.100.1 is the address of ports[1]`},
+		{"service port 0", func(c *conf.Config) { c.Services[0].Port = 0 },
+			`services[0].port: 0 is out of range 1..65535`},
+		{"service port 65536", func(c *conf.Config) { c.Services[0].Port = 65536 },
+			`services[0].port: 65536 is out of range 1..65535`},
+		{"empty scheduler", func(c *conf.Config) { c.Services[0].Scheduler = "" },
+			`services[0].scheduler: must not be empty`},
+		{"unknown scheduler", func(c *conf.Config) { c.Services[0].Scheduler = "wlcx" },
+			`services[0].scheduler: unknown scheduler "wlcx" (known: rr, wrr)`},
+		{"duplicate service", func(c *conf.Config) { c.Services[1].Port = 80 },
+			`services[1]: tcp 203.0.113.10:80 is already defined by services[0]`},
+
+		// real servers
+		{"empty server address", func(c *conf.Config) { c.Services[0].Servers[1].Address = "" },
+			`services[0].servers[1].address: must not be empty`},
+		{"bad server address", func(c *conf.Config) { c.Services[0].Servers[0].Address = "rs1" },
+			`services[0].servers[0].address: "rs1" is not an IPv4 address`},
+		{"server is the VIP", func(c *conf.Config) { c.Services[0].Servers[0].Address = "203.0.113.10" },
+			`services[0].servers[0].address: 203.0.113.10 is the service's VIP`},
+		{"server is a port address", func(c *conf.Config) { c.Services[0].Servers[0].Address = "198.51.100.1" },
+			`services[0].servers[0].address: 198.51.100.1 is the address of ports[1]`},
+		{"server off every server subnet", func(c *conf.Config) { c.Services[1].Servers[0].Address = "192.0.2.7" },
+			`services[1].servers[0].address: 192.0.2.7 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"server on a client-only subnet", func(c *conf.Config) { c.Services[0].Servers[0].Address = "203.0.113.20" },
+			`services[0].servers[0].address: 203.0.113.20 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"no server-facing port", func(c *conf.Config) { c.Ports[1].Role = "client" },
+			`services[0].servers[0].address: 198.51.100.11 is not on any server-facing port's subnet (no port has role server or both)`},
+		{"server port 0", func(c *conf.Config) { c.Services[0].Servers[1].Port = 0 },
+			`services[0].servers[1].port: 0 is out of range 1..65535`},
+		{"negative weight", func(c *conf.Config) { c.Services[1].Servers[0].Weight = -3 },
+			`services[1].servers[0].weight: -3 is out of range 0..65535`},
+		{"weight too large", func(c *conf.Config) { c.Services[0].Servers[0].Weight = 65536 },
+			`services[0].servers[0].weight: 65536 is out of range 0..65535`},
+		{"dr refused", func(c *conf.Config) { c.Services[0].Servers[0].Forward = "dr" },
+			`services[0].servers[0].forward: "dr" is not supported yet (only nat)`},
+		{"tun refused", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "tun" },
+			`services[0].servers[1].forward: "tun" is not supported yet (only nat)`},
+		{"unknown forward", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "" },
+			`services[0].servers[1].forward: "" is not one of nat, dr, tun`},
+		{"duplicate server", func(c *conf.Config) {
+			c.Services[0].Servers[1].Address = "198.51.100.11"
+			c.Services[0].Servers[1].Port = 80
+		},
+			`services[0].servers[1]: 198.51.100.11:80 is already listed as services[0].servers[0]`},
+
+		// timeouts, neighbour
+		{"tcp timeout 0", func(c *conf.Config) { c.Timeouts.TCP = 0 },
+			`timeouts.tcp: 0s is out of range 1s..720h (30 days)`},
+		{"tcp_fin timeout too short", func(c *conf.Config) { c.Timeouts.TCPFin = 999 * time.Millisecond },
+			`timeouts.tcp_fin: 999ms is out of range 1s..720h (30 days)`},
+		{"udp timeout too long", func(c *conf.Config) { c.Timeouts.UDP = 721 * time.Hour },
+			`timeouts.udp: 721h0m0s is out of range 1s..720h (30 days)`},
+		{"syn timeout negative", func(c *conf.Config) { c.Timeouts.SYN = -time.Second },
+			`timeouts.syn: -1s is out of range 1s..720h (30 days)`},
+		{"reachable time 0", func(c *conf.Config) { c.Neighbour.ReachableTime = 0 },
+			`neighbour.reachable_time: 0s is out of range 1s..1h`},
+		{"stale not after reachable", func(c *conf.Config) { c.Neighbour.StaleTime = 30 * time.Second },
+			`neighbour.stale_time: 30s is not greater than neighbour.reachable_time 30s`},
+		{"stale too long", func(c *conf.Config) { c.Neighbour.StaleTime = 25 * time.Hour },
+			`neighbour.stale_time: 25h0m0s is more than 24h`},
+
+		// control, metrics, log
+		{"empty socket", func(c *conf.Config) { c.Control.Socket = "" },
+			`control.socket: must not be empty`},
+		{"relative socket", func(c *conf.Config) { c.Control.Socket = "lbd.sock" },
+			`control.socket: "lbd.sock" is not an absolute path`},
+		{"socket path too long", func(c *conf.Config) { c.Control.Socket = "/" + strings.Repeat("s", 107) },
+			`control.socket: "/` + strings.Repeat("s", 107) + `" is longer than 107 bytes`},
+		{"socket mode too large", func(c *conf.Config) { c.Control.SocketMode = 600 },
+			`control.socket_mode: 01130 is out of range 0..0777 (write modes in octal, e.g. 0600)`},
+		{"metrics not host:port", func(c *conf.Config) { c.Metrics.Listen = "localhost" },
+			`metrics.listen: "localhost" is not host:port (want e.g. 127.0.0.1:9180)`},
+		{"metrics port not a number", func(c *conf.Config) { c.Metrics.Listen = "127.0.0.1:http" },
+			`metrics.listen: port "http" is not a number in 1..65535`},
+		{"metrics port 0", func(c *conf.Config) { c.Metrics.Listen = "127.0.0.1:0" },
+			`metrics.listen: port "0" is not a number in 1..65535`},
+		{"bad log level", func(c *conf.Config) { c.Log.Level = "trace" },
+			`log.level: "trace" is not one of debug, info, warn, error`},
+		{"bad log format", func(c *conf.Config) { c.Log.Format = "text" },
+			`log.format: "text" is not one of json, console`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.edit(&c)
+			err := c.Validate(schedulers)
+			if err == nil {
+				t.Fatalf("Validate() = nil, want %s", tt.want)
+			}
+			if err.Error() != tt.want {
+				t.Errorf("Validate() =\n%s\nwant\n%s", err, tt.want)
+			}
+			var fe *conf.FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("Validate() error %T is not a *conf.FieldError", err)
+			}
+		})
+	}
+}
