@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/dplb/dplb/dpdk/ethdev"
-	"github.com/dplb/dplb/dpdk/internal/dpdktest"
+	"github.com/dplb/dplb/dpdk/dpdktest"
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
 	"github.com/dplb/dplb/dpdk/ring"

@@ -5,7 +5,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/dplb/dplb/dpdk/internal/dpdktest"
+	"github.com/dplb/dplb/dpdk/dpdktest"
 	"github.com/dplb/dplb/dpdk/mempool"
 )
 

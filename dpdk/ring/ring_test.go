@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/dplb/dplb/dpdk/internal/dpdktest"
+	"github.com/dplb/dplb/dpdk/dpdktest"
 	"github.com/dplb/dplb/dpdk/ring"
 )
 

@@ -1,0 +1,139 @@
+package lcore
+
+import "sync/atomic"
+
+// Stat names an lcore counter. Each lcore counts in private memory and
+// publishes copies for readers (Publish job), so the packet path never
+// executes an atomic read-modify-write.
+type Stat int
+
+// Counters of an lcore; the Drop... ones are the named drop reasons (every
+// packet the dataplane discards is counted under exactly one of them).
+const (
+	RxPackets Stat = iota
+	RxBytes
+	TxPackets
+	TxBytes
+	NewConns    // connections created
+	Conns       // connections in the table (a gauge)
+	ARPReplies  // ARP requests answered
+	ARPReceived // ARP replies received (and learnt from)
+	ARPRequests // ARP requests sent to resolve neighbours
+	EventsLost  // events to the control plane lost to a full ring
+	Iterations  // poll loop iterations
+	IdleSleeps  // sleeps taken while idle (idle_sleep)
+
+	DropBadEthernet      // shorter than an Ethernet header
+	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
+	DropNotIPv4          // EtherType neither IPv4 nor ARP
+	DropBadARP           // ARP that is not Ethernet/IPv4 or truncated
+	DropARPNotOurs       // ARP for an address that is not ours
+	DropBadIPv4          // IPv4 header fails validation (version, lengths)
+	DropBadIPChecksum    // IPv4 header checksum wrong
+	DropFragment         // IPv4 fragments are not reassembled
+	DropBadL4            // truncated or malformed TCP header
+	DropUnsupportedProto // neither TCP (UDP and ICMP come with issue #3)
+	DropToLocal          // addressed to one of our own port addresses
+	DropNoService        // to a VIP, on a port/protocol with no service
+	DropNotSYN           // first packet of an unknown TCP flow is not a SYN
+	DropNoDest           // the scheduler found no available real server
+	DropTableFull        // the connection table is full
+	DropConnExists       // the reply key is taken by another connection
+	DropNoConn           // not for a VIP and no connection: we are not a router
+	DropNoRoute          // no port reaches the destination
+	DropNoNeighbour      // next hop's MAC not resolved (yet)
+	DropTxFull           // the TX queue did not take the packet
+
+	numStats
+)
+
+// firstDrop is the first drop counter.
+const firstDrop = DropBadEthernet
+
+var statNames = [numStats]string{
+	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
+	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
+	EventsLost: "events_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
+	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
+	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
+	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
+	DropUnsupportedProto: "unsupported_proto", DropToLocal: "to_local", DropNoService: "no_service",
+	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
+	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
+	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full",
+}
+
+// Name is the counter's name (for drops, the reason).
+func (s Stat) Name() string { return statNames[s] }
+
+// IsDrop reports whether s counts dropped packets.
+func (s Stat) IsDrop() bool { return s >= firstDrop }
+
+// NumStats is the number of lcore counters; Stat values are 0..NumStats-1.
+const NumStats = int(numStats)
+
+// Stats is a copy of an lcore's counters.
+type Stats [numStats]uint64
+
+// DestStat names a per-real-server counter.
+type DestStat int
+
+const (
+	DestConns    DestStat = iota // connections scheduled to it
+	DestInPkts                   // client -> server packets
+	DestOutPkts                  // server -> client packets
+	DestInBytes                  //
+	DestOutBytes                 //
+	DestActive                   // connections in ESTABLISHED (a gauge)
+	DestInactive                 // connections in other states (a gauge)
+	numDestStats
+)
+
+// DestStats are one real server's counters on one lcore.
+type DestStats [numDestStats]uint64
+
+// counters is an lcore's private counting memory and its published copy.
+type counters struct {
+	own     Stats
+	dest    []DestStats // indexed by sched.Dest.ID, private
+	pub     [numStats]atomic.Uint64
+	destPub [][numDestStats]atomic.Uint64
+}
+
+func newCounters() *counters {
+	return &counters{
+		dest:    make([]DestStats, MaxDests),
+		destPub: make([][numDestStats]atomic.Uint64, MaxDests),
+	}
+}
+
+// publish copies the private counters for readers; destIDs bounds the ids in use.
+func (c *counters) publish(destIDs uint32) {
+	for i := range c.own {
+		c.pub[i].Store(c.own[i])
+	}
+	for id := uint32(0); id < destIDs && id < MaxDests; id++ {
+		for j := range c.dest[id] {
+			c.destPub[id][j].Store(c.dest[id][j])
+		}
+	}
+}
+
+func (c *counters) read() Stats {
+	var s Stats
+	for i := range s {
+		s[i] = c.pub[i].Load()
+	}
+	return s
+}
+
+func (c *counters) readDest(id uint32) DestStats {
+	var s DestStats
+	if id >= MaxDests {
+		return s
+	}
+	for j := range s {
+		s[j] = c.destPub[id][j].Load()
+	}
+	return s
+}

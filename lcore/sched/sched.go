@@ -1,0 +1,67 @@
+// Package sched holds the connection schedulers of LVS, each in its own
+// file, behind one interface and a registry of names (as ipvsadm's -s).
+//
+// A scheduler instance belongs to one lcore: each worker keeps its own
+// state (rr's cursor, for one), so schedulers need no locks. With several
+// lcores, rr is round robin per lcore: across the machine every server still
+// gets an equal share, but two consecutive connections on different lcores
+// may go to the same server.
+package sched
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Dest is a real server as a scheduler sees it.
+type Dest struct {
+	ID     uint32 // stable id of the (service, server) pair; indexes counters
+	Addr   uint32 // IPv4 address, big-endian value of the 4 bytes
+	Port   uint16
+	Weight int32 // 0 = quiescent: no new connections
+	Fwd    uint8 // forwarding method
+}
+
+// Flow is what a scheduler may look at to choose.
+type Flow struct {
+	SrcIP   uint32
+	DstIP   uint32
+	SrcPort uint16
+	DstPort uint16
+	Proto   uint8
+}
+
+// Scheduler chooses a real server for a new connection.
+type Scheduler interface {
+	// Schedule returns the index of the chosen Dest, or -1 when none can
+	// take the connection. It must not allocate.
+	Schedule(f *Flow) int
+}
+
+// Factory makes a scheduler over a fixed list of real servers.
+type Factory func(dests []Dest) Scheduler
+
+// registry maps scheduler names to factories; it is fixed at build time.
+var registry = map[string]Factory{
+	"rr": newRoundRobin,
+}
+
+// New makes the named scheduler over dests.
+func New(name string, dests []Dest) (Scheduler, error) {
+	f, ok := registry[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown scheduler %q (known: %s)", name, strings.Join(Names(), ", "))
+	}
+	return f(dests), nil
+}
+
+// Names lists the registered schedulers, sorted.
+func Names() []string {
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}

@@ -1,0 +1,124 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// MaxDests bounds the ids of (service, real server) pairs: per-lcore
+// counters are flat arrays indexed by them.
+const MaxDests = 1 << 14
+
+// Snapshot is everything an lcore needs to forward, built by the control
+// plane and never changed after it is handed over (the lcore's own
+// scheduler instances, Service.Scheds[worker], are the one exception: each
+// belongs to exactly one lcore). A new configuration or neighbour entry
+// means a new Snapshot.
+type Snapshot struct {
+	Gen       uint64             // increases with every snapshot; lcores acknowledge it
+	Ports     []PortInfo         // indexed like the workers' port lists
+	Services  []Service          // indexed by the values of serviceIndex
+	Neigh     map[uint32]hdr.MAC // next-hop IPv4 -> MAC, resolved by ARP
+	Timeouts  conn.Timeouts      // per-state connection timeouts
+	MaxDestID uint32             // highest Dest.ID in use, +1
+
+	serviceIndex map[ServiceKey]int32
+	vips         map[uint32]bool
+	gatewayPort  int // port whose gateway reaches everything off-link, or -1
+}
+
+// PortInfo is a port's layer-2/3 identity.
+type PortInfo struct {
+	Name         string
+	MAC          hdr.MAC
+	Addr         uint32 // the port's own IPv4 address
+	Net, Mask    uint32 // its subnet
+	Gateway      uint32 // next hop for off-link destinations, or 0
+	FacesClients bool   // answers ARP for VIPs
+}
+
+// ServiceKey identifies a virtual service.
+type ServiceKey struct {
+	VIP   uint32
+	Port  uint16
+	Proto uint8
+}
+
+// Service is a virtual service and its real servers.
+type Service struct {
+	Key       ServiceKey
+	Scheduler string
+	Dests     []sched.Dest
+	Scheds    []sched.Scheduler // one per worker, indexed by worker id
+}
+
+// NewSnapshot indexes services and ports for the per-packet lookups.
+func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uint32]hdr.MAC, t conn.Timeouts) *Snapshot {
+	s := &Snapshot{
+		Gen: gen, Ports: ports, Services: services, Neigh: neigh, Timeouts: t,
+		serviceIndex: make(map[ServiceKey]int32, len(services)),
+		vips:         make(map[uint32]bool),
+		gatewayPort:  -1,
+	}
+	for i, svc := range services {
+		s.serviceIndex[svc.Key] = int32(i)
+		s.vips[svc.Key.VIP] = true
+		for _, d := range svc.Dests {
+			if d.ID+1 > s.MaxDestID {
+				s.MaxDestID = d.ID + 1
+			}
+		}
+	}
+	for i, p := range ports {
+		if p.Gateway != 0 && s.gatewayPort < 0 {
+			s.gatewayPort = i
+		}
+	}
+	if s.Neigh == nil {
+		s.Neigh = map[uint32]hdr.MAC{}
+	}
+	return s
+}
+
+// WithNeighbours returns a copy of s with another neighbour table; the
+// services (and their scheduler state) are shared.
+func (s *Snapshot) WithNeighbours(gen uint64, neigh map[uint32]hdr.MAC) *Snapshot {
+	c := *s
+	c.Gen = gen
+	c.Neigh = neigh
+	return &c
+}
+
+// service finds the virtual service of a destination.
+func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
+	i, ok := s.serviceIndex[ServiceKey{VIP: vip, Port: port, Proto: proto}]
+	return i, ok
+}
+
+// IsVIP reports whether addr is the address of some virtual service.
+func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
+
+// isLocal reports whether addr is one of the ports' own addresses.
+func (s *Snapshot) isLocal(addr uint32) bool {
+	for i := range s.Ports {
+		if s.Ports[i].Addr == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// Route picks the output port and next hop for a destination: the port
+// whose subnet holds it, else the port with a gateway.
+func (s *Snapshot) Route(dst uint32) (port int, nextHop uint32, ok bool) {
+	for i := range s.Ports {
+		if dst&s.Ports[i].Mask == s.Ports[i].Net {
+			return i, dst, true
+		}
+	}
+	if s.gatewayPort >= 0 {
+		return s.gatewayPort, s.Ports[s.gatewayPort].Gateway, true
+	}
+	return -1, 0, false
+}

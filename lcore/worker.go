@@ -1,0 +1,397 @@
+// Package lcore is dplb's dataplane: one poll-mode worker per lcore, each a
+// goroutine locked to its OS thread and pinned to its CPU, owning its RX/TX
+// queues, its connection table, its scheduler state and its counters. The
+// control plane talks to a worker only through two single-producer
+// single-consumer rings (commands down, events up) and reads its published
+// counters; nothing on the packet path takes a lock, allocates, or makes a
+// cgo call per packet (one per RX burst, one per TX burst).
+package lcore
+
+import (
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/dplb/dplb/dpdk/eal"
+	"github.com/dplb/dplb/dpdk/ethdev"
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
+	"github.com/dplb/dplb/lcore/spsc"
+)
+
+// PortQueue is one port as a worker sees it: its own RX and TX queue.
+type PortQueue struct {
+	Port    ethdev.Port
+	RxQueue uint16
+	TxQueue uint16
+}
+
+// Config describes a worker.
+type Config struct {
+	ID            int         // worker index, 0..n-1 (indexes Service.Scheds)
+	CPU           int         // CPU to pin the thread to; -1 leaves it unpinned
+	Ports         []PortQueue // indexed like Snapshot.Ports
+	Pool          *mempool.Mempool
+	Burst         int
+	ConnTableSize int
+	IdleSleep     time.Duration // >0: sleep this long when idle (shared-CPU machines)
+	Snapshot      *Snapshot     // the first snapshot
+}
+
+// CommandKind says what the control plane asks of a worker.
+type CommandKind uint8
+
+const (
+	// CmdSnapshot switches to Command.Snap and acknowledges its generation.
+	CmdSnapshot CommandKind = iota + 1
+	// CmdARPRequest sends an ARP request for Command.IP out of Command.Port.
+	CmdARPRequest
+)
+
+// Command is a message from the control plane to a worker.
+type Command struct {
+	Kind CommandKind
+	Snap *Snapshot
+	Port int
+	IP   uint32
+}
+
+// EventKind says what a worker tells the control plane.
+type EventKind uint8
+
+const (
+	// EvNeighbour: an ARP packet showed that IP is at MAC on Port.
+	EvNeighbour EventKind = iota + 1
+	// EvNeighbourMiss: a packet was dropped because IP has no MAC yet.
+	EvNeighbourMiss
+)
+
+// Event is a message from a worker to the control plane.
+type Event struct {
+	Kind EventKind
+	Port int
+	IP   uint32
+	MAC  hdr.MAC
+}
+
+const (
+	ringSize      = 1024
+	commandPeriod = 50 * time.Microsecond
+	expirePeriod  = 100 * time.Microsecond
+	publishPeriod = time.Millisecond
+	// A full sweep of the connection table takes about this long, whatever
+	// the traffic: expirePeriod/sweepTime of the table per expire run.
+	sweepTime = time.Second
+	idleSpins = 256 // empty polls before an idle sleep
+)
+
+// job is a periodic task of the poll loop, timed so a slow one shows.
+type job struct {
+	name   string
+	period int64
+	next   int64
+	run    func(now int64)
+	runs   atomic.Uint64
+	nanos  atomic.Uint64
+}
+
+// txQueue buffers one port's output until the end of the burst.
+type txQueue struct {
+	arr   *mbuf.Array
+	n     int
+	bytes uint64
+}
+
+// Worker is one poll-mode lcore.
+type Worker struct {
+	cfg    Config
+	snap   *Snapshot
+	table  *conn.Table
+	cnt    *counters
+	rx     *mbuf.Array
+	tx     []txQueue
+	free   *mbuf.Array // drops of this burst, freed in one call
+	nfree  int
+	cmds   *spsc.Ring[Command]
+	events *spsc.Ring[Event]
+	jobs   []*job
+	flow   sched.Flow // scratch for the scheduler, so nothing escapes
+	now    int64      // monotonic ns since epoch, read once per iteration
+	epoch  time.Time
+	expire func(id uint32, c *conn.Conn)
+	budget int
+
+	stop    atomic.Bool
+	ackGen  atomic.Uint64
+	started chan error
+	done    chan struct{}
+}
+
+// NewWorker allocates a worker's memory; Start runs it.
+func NewWorker(cfg Config) (*Worker, error) {
+	if cfg.Burst <= 0 || cfg.Burst > 512 {
+		return nil, fmt.Errorf("lcore %d: burst %d out of range 1..512", cfg.ID, cfg.Burst)
+	}
+	if cfg.Snapshot == nil || len(cfg.Snapshot.Ports) != len(cfg.Ports) {
+		return nil, fmt.Errorf("lcore %d: the first snapshot must describe the worker's %d ports", cfg.ID, len(cfg.Ports))
+	}
+	table, err := conn.New(cfg.ConnTableSize)
+	if err != nil {
+		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
+	}
+	cmds, _ := spsc.New[Command](ringSize)
+	events, _ := spsc.New[Event](ringSize)
+	w := &Worker{
+		cfg: cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
+		rx: mbuf.NewArray(cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
+		cmds: cmds, events: events, epoch: time.Now(),
+		started: make(chan error, 1), done: make(chan struct{}),
+	}
+	w.ackGen.Store(cfg.Snapshot.Gen)
+	for range cfg.Ports {
+		// Room for a whole burst plus the packets the worker makes itself.
+		w.tx = append(w.tx, txQueue{arr: mbuf.NewArray(2 * cfg.Burst)})
+	}
+	w.expire = w.onExpire
+	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
+	w.jobs = []*job{
+		{name: "commands", period: int64(commandPeriod), run: w.runCommands},
+		{name: "expire", period: int64(expirePeriod), run: w.runExpire},
+		{name: "publish", period: int64(publishPeriod), run: w.runPublish},
+	}
+	return w, nil
+}
+
+// Start launches the poll loop on its own thread and waits until it runs.
+func (w *Worker) Start() error {
+	go w.loop()
+	return <-w.started
+}
+
+// Stop asks the loop to end and waits for it. Every mbuf the worker held is
+// freed by then.
+func (w *Worker) Stop() {
+	w.stop.Store(true)
+	<-w.done
+}
+
+// Commands is the ring the control plane (one goroutine) writes to.
+func (w *Worker) Commands() *spsc.Ring[Command] { return w.cmds }
+
+// Events is the ring the control plane (one goroutine) reads from.
+func (w *Worker) Events() *spsc.Ring[Event] { return w.events }
+
+// AckedGen is the generation of the snapshot the worker uses.
+func (w *Worker) AckedGen() uint64 { return w.ackGen.Load() }
+
+// Stats reads the worker's published counters.
+func (w *Worker) Stats() Stats { return w.cnt.read() }
+
+// DestStats reads the worker's published counters of one real server.
+func (w *Worker) DestStats(id uint32) DestStats { return w.cnt.readDest(id) }
+
+// JobStat is the accumulated cost of one periodic job.
+type JobStat struct {
+	Name  string
+	Runs  uint64
+	Nanos uint64
+}
+
+// JobStats reads the periodic jobs' run counts and time spent.
+func (w *Worker) JobStats() []JobStat {
+	out := make([]JobStat, len(w.jobs))
+	for i, j := range w.jobs {
+		out[i] = JobStat{Name: j.name, Runs: j.runs.Load(), Nanos: j.nanos.Load()}
+	}
+	return out
+}
+
+// ID is the worker's index.
+func (w *Worker) ID() int { return w.cfg.ID }
+
+// ConnTableCap is the connection table's capacity.
+func (w *Worker) ConnTableCap() int { return w.table.Cap() }
+
+// Free releases the worker's C memory after Stop.
+func (w *Worker) Free() {
+	w.rx.Free()
+	w.free.Free()
+	for i := range w.tx {
+		w.tx[i].arr.Free()
+	}
+}
+
+func (w *Worker) loop() {
+	defer close(w.done)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if w.cfg.CPU >= 0 {
+		var set unix.CPUSet
+		set.Set(w.cfg.CPU)
+		if err := unix.SchedSetaffinity(0, &set); err != nil {
+			w.started <- fmt.Errorf("lcore %d: pin to CPU %d: %w", w.cfg.ID, w.cfg.CPU, err)
+			return
+		}
+	}
+	// A registered thread gets an lcore id, so the mempool's per-lcore
+	// cache serves it.
+	if _, err := eal.RegisterThread(); err != nil {
+		w.started <- fmt.Errorf("lcore %d: %w", w.cfg.ID, err)
+		return
+	}
+	defer eal.UnregisterThread()
+	w.started <- nil
+
+	idle := 0
+	for !w.stop.Load() {
+		w.now = int64(time.Since(w.epoch))
+		w.cnt.own[Iterations]++
+		for _, j := range w.jobs {
+			if w.now >= j.next {
+				j.run(w.now)
+				end := int64(time.Since(w.epoch))
+				j.runs.Add(1)
+				j.nanos.Add(uint64(end - w.now))
+				j.next = w.now + j.period
+			}
+		}
+		got := w.poll()
+		if got > 0 {
+			idle = 0
+			continue
+		}
+		if idle++; w.cfg.IdleSleep > 0 && idle > idleSpins {
+			w.cnt.own[IdleSleeps]++
+			time.Sleep(w.cfg.IdleSleep)
+		}
+	}
+	w.flush()
+	w.runPublish(0)
+}
+
+// poll receives one burst from every port, handles it and sends the result.
+func (w *Worker) poll() int {
+	got := 0
+	for pi := range w.cfg.Ports {
+		pq := &w.cfg.Ports[pi]
+		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
+		for i := 0; i < n; i++ {
+			w.handle(w.rx.Pkt[i], pi)
+		}
+		got += n
+	}
+	w.flush()
+	return got
+}
+
+// drop counts a packet under its reason and queues it to be freed with the
+// rest of the burst's drops (one cgo call, not one per packet). Packets
+// consumed rather than dropped (ARP replies) pass a non-drop Stat.
+func (w *Worker) drop(m *mbuf.Mbuf, why Stat) {
+	w.cnt.own[why]++
+	w.free.Pkt[w.nfree] = m
+	w.nfree++
+	if w.nfree == len(w.free.Pkt) {
+		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
+		w.nfree = 0
+	}
+}
+
+// send queues a packet for a port's TX queue.
+func (w *Worker) send(m *mbuf.Mbuf, port int) {
+	q := &w.tx[port]
+	if q.n == len(q.arr.Pkt) {
+		w.flushPort(port)
+	}
+	q.arr.Pkt[q.n] = m
+	q.n++
+	q.bytes += uint64(m.PktLen())
+}
+
+func (w *Worker) flush() {
+	for pi := range w.tx {
+		if w.tx[pi].n > 0 {
+			w.flushPort(pi)
+		}
+	}
+	if w.nfree > 0 {
+		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
+		w.nfree = 0
+	}
+}
+
+func (w *Worker) flushPort(pi int) {
+	q := &w.tx[pi]
+	pq := &w.cfg.Ports[pi]
+	sent := pq.Port.TxBurst(pq.TxQueue, q.arr.Pkt[:q.n])
+	bytes := q.bytes
+	if sent < q.n {
+		unsent := q.arr.Pkt[sent:q.n]
+		for _, m := range unsent {
+			bytes -= uint64(m.PktLen())
+		}
+		w.cnt.own[DropTxFull] += uint64(len(unsent))
+		mbuf.FreeBulk(unsent)
+	}
+	w.cnt.own[TxPackets] += uint64(sent)
+	w.cnt.own[TxBytes] += bytes
+	q.n, q.bytes = 0, 0
+}
+
+func (w *Worker) runCommands(int64) {
+	for {
+		cmd, ok := w.cmds.Pop()
+		if !ok {
+			return
+		}
+		switch cmd.Kind {
+		case CmdSnapshot:
+			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
+				w.snap = cmd.Snap
+				w.ackGen.Store(cmd.Snap.Gen)
+			}
+		case CmdARPRequest:
+			w.sendARPRequest(cmd.Port, cmd.IP)
+		}
+	}
+}
+
+func (w *Worker) runExpire(now int64) {
+	w.table.Expire(now, w.budget, w.expire)
+}
+
+func (w *Worker) onExpire(_ uint32, c *conn.Conn) {
+	w.countState(c.Dest, c.State, false)
+}
+
+func (w *Worker) runPublish(int64) {
+	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.publish(w.snap.MaxDestID)
+}
+
+// countState adds (or removes) a connection in state s to its real
+// server's active/inactive gauges.
+func (w *Worker) countState(dest uint32, s conn.State, add bool) {
+	which := DestInactive
+	if conn.Active(s) {
+		which = DestActive
+	}
+	if add {
+		w.cnt.dest[dest][which]++
+	} else {
+		w.cnt.dest[dest][which]--
+	}
+}
+
+// event tells the control plane something; a full ring loses it (counted).
+func (w *Worker) event(e Event) {
+	if !w.events.Push(e) {
+		w.cnt.own[EventsLost]++
+	}
+}
