@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/dpdk/dpdktest"
+	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
 	"github.com/dplb/dplb/dpdk/ring"
