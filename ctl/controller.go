@@ -1,0 +1,188 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// Controller owns the service model and the neighbour table, builds the
+// snapshots the lcores run on, and answers lbctl.
+type Controller struct {
+	dp    Dataplane
+	log   *zap.Logger
+	ports []lcore.PortInfo
+
+	mu       sync.Mutex // guards everything below (API handler vs. the loop)
+	svcConf  []conf.Service
+	services []lcore.Service
+	timeouts conf.Timeouts
+	ids      destIDs
+	neigh    *neighTable
+	gen      uint64
+	snap     *lcore.Snapshot
+}
+
+// stepPeriod paces the control loop: events, neighbour aging, ARP requests.
+const stepPeriod = 100 * time.Millisecond
+
+// NewController builds the first snapshot from the configuration; the
+// ports' MAC addresses come from the started devices.
+func NewController(dp Dataplane, cfg conf.Config, macs []hdr.MAC, log *zap.Logger) (*Controller, error) {
+	c := &Controller{
+		dp: dp, log: log, ports: portInfos(cfg.Ports, macs),
+		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
+	}
+	if err := c.setServices(cfg.Services, cfg.Timeouts); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// setServices rebuilds the model and the first or next snapshot; the
+// caller holds mu (or is the constructor) and publishes.
+func (c *Controller) setServices(svcs []conf.Service, t conf.Timeouts) error {
+	ids := c.ids // ids only grow: a failed build leaves no trace that matters
+	built, err := buildServices(svcs, c.dp.NumWorkers(), &ids)
+	if err != nil {
+		return err
+	}
+	c.ids, c.svcConf, c.services, c.timeouts = ids, svcs, built, t
+	c.neigh.setWanted(c.wantedNeighbours())
+	c.gen++
+	c.snap = lcore.NewSnapshot(c.gen, c.ports, c.services, c.neigh.macs(), timeouts(t))
+	for _, s := range svcs {
+		c.log.Info("service", zap.String("protocol", s.Protocol), zap.String("vip", s.VIP), zap.Int("port", s.Port),
+			zap.String("scheduler", s.Scheduler), zap.Int("servers", len(s.Servers)))
+	}
+	return nil
+}
+
+// wantedNeighbours are the next hops the services need: real servers
+// (or their gateway) and every port's gateway.
+func (c *Controller) wantedNeighbours() map[uint32]int {
+	probe := lcore.NewSnapshot(0, c.ports, nil, nil, timeouts(c.timeouts))
+	want := map[uint32]int{}
+	for _, s := range c.services {
+		for _, d := range s.Dests {
+			if port, hop, ok := probe.Route(d.Addr); ok {
+				want[hop] = port
+			}
+		}
+	}
+	for i, p := range c.ports {
+		if p.Gateway != 0 {
+			want[p.Gateway] = i
+		}
+	}
+	return want
+}
+
+// Snapshot is the current snapshot.
+func (c *Controller) Snapshot() *lcore.Snapshot {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.snap
+}
+
+// Run drives the control loop until ctx ends.
+func (c *Controller) Run(ctx context.Context) {
+	t := time.NewTicker(stepPeriod)
+	defer t.Stop()
+	for {
+		c.step(time.Now())
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// step handles the workers' events, ages the neighbour table, sends ARP
+// requests, and publishes a new snapshot when the neighbours changed.
+func (c *Controller) step(now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	c.dp.DrainEvents(func(ev lcore.Event) {
+		switch ev.Kind {
+		case lcore.EvNeighbour:
+			if c.neigh.learn(ev.IP, ev.MAC, ev.Port, now) {
+				changed = true
+				c.log.Info("neighbour", zap.Stringer("ip", addrOf(ev.IP)), zap.String("mac", ev.MAC.String()),
+					zap.String("port", c.ports[ev.Port].Name))
+			}
+		case lcore.EvNeighbourMiss:
+			c.neigh.miss(ev.IP, ev.Port, now)
+		}
+	})
+	reqs, aged := c.neigh.tick(now)
+	for _, r := range reqs {
+		if !c.dp.RequestARP(r.port, r.ip) {
+			c.log.Warn("ARP request not sent: command ring full", zap.Stringer("ip", addrOf(r.ip)))
+		}
+	}
+	if changed || aged {
+		c.gen++
+		next := c.snap.WithNeighbours(c.gen, c.neigh.macs())
+		if err := c.dp.Publish(next); err != nil {
+			c.log.Error("snapshot not published", zap.Error(err))
+			return
+		}
+		c.snap = next
+	}
+}
+
+// Handle answers lbctl (api.Handler).
+func (c *Controller) Handle(_ context.Context, req api.Request) api.Response {
+	switch req.Op {
+	case api.OpList:
+		return c.list()
+	}
+	return api.Response{Error: fmt.Sprintf("unknown operation %q", req.Op)}
+}
+
+func (c *Controller) list() api.Response {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var resp api.Response
+	var conns uint64
+	for _, ws := range c.dp.WorkerStats() {
+		conns += ws[lcore.Conns]
+	}
+	resp.Info = &api.Info{ConnTableSize: c.dp.ConnCapacity(), Connections: conns}
+	for i, s := range c.services {
+		as := api.Service{
+			Protocol: "TCP", VIP: addrOf(s.Key.VIP).String(), Port: s.Key.Port,
+			Scheduler: c.svcConf[i].Scheduler, Servers: []api.RealServer{},
+		}
+		for _, d := range s.Dests {
+			ds := c.dp.DestStats(d.ID)
+			rs := api.RealServer{
+				Address: addrOf(d.Addr).String(), Port: d.Port, Forward: forwardNames[d.Fwd], Weight: int(d.Weight),
+				ActiveConns: ds[lcore.DestActive], InactiveConns: ds[lcore.DestInactive],
+				Stats: api.Stats{
+					Conns: ds[lcore.DestConns], InPkts: ds[lcore.DestInPkts], OutPkts: ds[lcore.DestOutPkts],
+					InBytes: ds[lcore.DestInBytes], OutBytes: ds[lcore.DestOutBytes],
+				},
+			}
+			as.Stats.Conns += rs.Stats.Conns
+			as.Stats.InPkts += rs.Stats.InPkts
+			as.Stats.OutPkts += rs.Stats.OutPkts
+			as.Stats.InBytes += rs.Stats.InBytes
+			as.Stats.OutBytes += rs.Stats.OutBytes
+			as.Servers = append(as.Servers, rs)
+		}
+		resp.Services = append(resp.Services, as)
+	}
+	return resp
+}

@@ -1,0 +1,114 @@
+package ctl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// Schedulers are the names the configuration may use.
+func Schedulers() []string { return sched.Names() }
+
+// Run is lbd: it takes the control socket, starts DPDK, the ports and the
+// lcores, serves lbctl and /metrics, and on ctx's end stops everything,
+// checking that every mbuf came back. The calling goroutine must be locked
+// to its OS thread (it becomes the EAL main lcore).
+func Run(ctx context.Context, cfg conf.Config, log *zap.Logger) (err error) {
+	if err := cfg.Validate(Schedulers()); err != nil {
+		return err
+	}
+	if n := len(cfg.Dataplane.Workers); n != 1 {
+		return fmt.Errorf("dataplane.workers: %d workers configured; this version runs exactly one (steering VS/NAT replies across lcores is not built yet)", n)
+	}
+	gid := -1
+	if g := cfg.Control.Group; g != "" {
+		grp, err := user.LookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("control.group: %w", err)
+		}
+		gid, _ = strconv.Atoi(grp.Gid)
+	}
+	// The socket first: a second lbd must fail before it touches DPDK.
+	l, err := api.Listen(cfg.Control.Socket, os.FileMode(cfg.Control.SocketMode), gid)
+	if err != nil {
+		return fmt.Errorf("control.socket: %w", err)
+	}
+	defer l.Close()
+	var ml net.Listener
+	if cfg.Metrics.Listen != "" {
+		if ml, err = net.Listen("tcp", cfg.Metrics.Listen); err != nil {
+			return fmt.Errorf("metrics.listen: %w", err)
+		}
+		defer ml.Close()
+	}
+
+	dp, err := OpenDPDK(cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		inUse, cerr := dp.Close()
+		log.Info("mempool in use at exit", zap.Int("in_use", inUse))
+		if inUse != 0 {
+			cerr = errors.Join(cerr, fmt.Errorf("%d mbufs were not returned to the pool", inUse))
+		}
+		if err == nil {
+			err = cerr
+		}
+	}()
+	ctl, err := NewController(dp, cfg, dp.MACs(), log)
+	if err != nil {
+		return err
+	}
+	if err := dp.StartWorkers(ctl.Snapshot()); err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		srv := &api.Server{Handler: ctl, AllowGID: gid, Logf: func(f string, a ...any) { log.Sugar().Infof(f, a...) }}
+		if err := srv.Serve(ctx, l); err != nil {
+			log.Error("control socket", zap.Error(err))
+			cancel()
+		}
+	}()
+	var hs *http.Server
+	if ml != nil {
+		hs = &http.Server{Handler: metricsHandler(dp, ctl), ReadHeaderTimeout: 5 * time.Second}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := hs.Serve(ml); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("metrics", zap.Error(err))
+			}
+		}()
+	}
+	log.Info("lbd running", zap.String("socket", cfg.Control.Socket), zap.String("metrics", cfg.Metrics.Listen),
+		zap.Int("services", len(cfg.Services)))
+	ctl.Run(ctx)
+	log.Info("stopping")
+	if hs != nil {
+		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
+		hs.Shutdown(sctx)
+		scancel()
+	}
+	wg.Wait()
+	return nil
+}

@@ -1,0 +1,328 @@
+package ctl
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/dpdk/eal"
+	"github.com/dplb/dplb/dpdk/ethdev"
+	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// Dataplane is what the controller needs from the lcores. DPDK is the real
+// one; tests of the control plane use a fake.
+type Dataplane interface {
+	NumWorkers() int
+	// Publish hands snap to every worker and returns once all use it.
+	Publish(snap *lcore.Snapshot) error
+	// RequestARP asks the dataplane to send an ARP request; false if the
+	// command ring was full.
+	RequestARP(port int, ip uint32) bool
+	// DrainEvents passes every pending worker event to fn.
+	DrainEvents(fn func(lcore.Event))
+	// WorkerStats reads each worker's counters.
+	WorkerStats() []lcore.Stats
+	// DestStats sums one real server's counters over the workers.
+	DestStats(id uint32) lcore.DestStats
+	// ConnCapacity is the connection tables' total capacity.
+	ConnCapacity() uint64
+}
+
+// DPDK is the real dataplane: the EAL, one packet pool, the ports and the
+// worker lcores.
+type DPDK struct {
+	log     *zap.Logger
+	cfg     conf.Config
+	pool    *mempool.Mempool
+	ports   []openPort
+	workers []*lcore.Worker
+	cmdMu   sync.Mutex // the command rings have one producer: whoever holds this
+}
+
+type openPort struct {
+	name string
+	id   ethdev.Port
+	info ethdev.DevInfo
+	mac  hdr.MAC
+}
+
+// publishTimeout bounds the wait for the workers' acknowledgements.
+const publishTimeout = 2 * time.Second
+
+// OpenDPDK initialises the EAL and starts the ports; the workers start
+// later (StartWorkers) with the first snapshot, which needs the ports' MAC
+// addresses. The calling goroutine must be locked to its thread: it
+// becomes the EAL main lcore. On error everything opened is closed again.
+func OpenDPDK(cfg conf.Config, log *zap.Logger) (d *DPDK, err error) {
+	args := cfg.EALArgs("lbd")
+	log.Info("starting DPDK", zap.Strings("eal_args", args))
+	if err := eal.Init(args); err != nil {
+		return nil, err
+	}
+	d = &DPDK{log: log, cfg: cfg}
+	defer func() {
+		if err != nil {
+			d.Close()
+		}
+	}()
+	dp := cfg.Dataplane
+	d.pool, err = mempool.CreatePktmbufPool(mempool.PktmbufPool{
+		Name: "dplb_pkt", N: uint(dp.Mbufs), Cache: uint(dp.MbufCache), Socket: eal.SocketAny,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dataplane.mbufs: %w", err)
+	}
+	nq := uint16(len(dp.Workers))
+	for i, pc := range cfg.Ports {
+		p, err := d.openPort(i, pc, nq)
+		if err != nil {
+			return nil, err
+		}
+		d.ports = append(d.ports, p)
+	}
+	return d, nil
+}
+
+func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
+	field := fmt.Sprintf("ports[%d] (%s)", i, pc.Name)
+	id, err := ethdev.ByName(pc.DeviceName())
+	if err != nil {
+		return openPort{}, fmt.Errorf("%s.device %q: no such DPDK port (is the device bound to a DPDK driver, or the vdev string right?): %w", field, pc.Device, err)
+	}
+	info, err := id.Info()
+	if err != nil {
+		return openPort{}, fmt.Errorf("%s: %w", field, err)
+	}
+	c := ethdev.Config{RxQueues: nq, TxQueues: nq}
+	if nq > 1 {
+		c.RSSHashFunctions = ethdev.RSSIP | ethdev.RSSTCP | ethdev.RSSUDP
+	}
+	if err := id.Configure(c); err != nil {
+		return openPort{}, fmt.Errorf("%s: %w", field, err)
+	}
+	dp := d.cfg.Dataplane
+	for q := uint16(0); q < nq; q++ {
+		if err := id.RxQueueSetup(q, uint16(dp.RxDescriptors), info.SocketID, d.pool); err != nil {
+			return openPort{}, fmt.Errorf("%s: %w", field, err)
+		}
+		if err := id.TxQueueSetup(q, uint16(dp.TxDescriptors), info.SocketID, 0); err != nil {
+			return openPort{}, fmt.Errorf("%s: %w", field, err)
+		}
+	}
+	if pc.MTU != 0 {
+		if err := id.SetMTU(uint16(pc.MTU)); err != nil {
+			if !ethdev.IsUnsupported(err) {
+				return openPort{}, fmt.Errorf("%s.mtu: %w", field, err)
+			}
+			d.log.Warn("port cannot set its MTU; keeping the device's", zap.String("port", pc.Name), zap.Error(err))
+		}
+	}
+	if err := id.Start(); err != nil {
+		return openPort{}, fmt.Errorf("%s: %w", field, err)
+	}
+	p := openPort{name: pc.Name, id: id, info: info}
+	if pc.Promiscuous {
+		if err := id.SetPromiscuous(true); err != nil {
+			d.log.Warn("port cannot enter promiscuous mode", zap.String("port", pc.Name), zap.Error(err))
+		}
+	}
+	mac, err := id.MACAddr()
+	if err != nil {
+		id.Stop()
+		id.Close()
+		return openPort{}, fmt.Errorf("%s: %w", field, err)
+	}
+	p.mac = hdr.MAC(mac)
+	link, _ := id.Link()
+	mtu, _ := id.MTU()
+	d.log.Info("port up", zap.String("port", pc.Name), zap.Uint16("port_id", uint16(id)),
+		zap.String("driver", info.Driver), zap.String("mac", p.mac.String()), zap.String("address", pc.Address),
+		zap.String("role", pc.Role), zap.String("link", link.String()), zap.Uint16("mtu", mtu),
+		zap.Uint16("queues", nq))
+	return p, nil
+}
+
+// MACs are the ports' addresses, in configuration order.
+func (d *DPDK) MACs() []hdr.MAC {
+	out := make([]hdr.MAC, len(d.ports))
+	for i, p := range d.ports {
+		out[i] = p.mac
+	}
+	return out
+}
+
+// StartWorkers creates and starts one worker per configured CPU.
+func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
+	dp := d.cfg.Dataplane
+	for i, cpu := range dp.Workers {
+		pqs := make([]lcore.PortQueue, len(d.ports))
+		for j, p := range d.ports {
+			pqs[j] = lcore.PortQueue{Port: p.id, RxQueue: uint16(i), TxQueue: uint16(i)}
+		}
+		w, err := lcore.NewWorker(lcore.Config{
+			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,
+			ConnTableSize: dp.ConnTableSize, IdleSleep: dp.IdleSleep, Snapshot: snap,
+		})
+		if err != nil {
+			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
+		}
+		if err := w.Start(); err != nil {
+			w.Free()
+			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
+		}
+		d.workers = append(d.workers, w)
+		d.log.Info("lcore started", zap.Int("worker", i), zap.Int("cpu", cpu), zap.Int("conn_table", w.ConnTableCap()))
+	}
+	return nil
+}
+
+// NumWorkers implements Dataplane.
+func (d *DPDK) NumWorkers() int { return len(d.cfg.Dataplane.Workers) }
+
+// Publish implements Dataplane.
+func (d *DPDK) Publish(snap *lcore.Snapshot) error {
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	deadline := time.Now().Add(publishTimeout)
+	for _, w := range d.workers {
+		for !w.Commands().Push(lcore.Command{Kind: lcore.CmdSnapshot, Snap: snap}) {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("lcore %d: command ring full for %v", w.ID(), publishTimeout)
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	for _, w := range d.workers {
+		for w.AckedGen() < snap.Gen {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("lcore %d did not acknowledge snapshot %d within %v", w.ID(), snap.Gen, publishTimeout)
+			}
+			time.Sleep(50 * time.Microsecond)
+		}
+	}
+	return nil
+}
+
+// RequestARP implements Dataplane; worker 0 sends the requests.
+func (d *DPDK) RequestARP(port int, ip uint32) bool {
+	if len(d.workers) == 0 {
+		return false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdARPRequest, Port: port, IP: ip})
+}
+
+// DrainEvents implements Dataplane. One goroutine (the controller's loop) calls it.
+func (d *DPDK) DrainEvents(fn func(lcore.Event)) {
+	for _, w := range d.workers {
+		for {
+			ev, ok := w.Events().Pop()
+			if !ok {
+				break
+			}
+			fn(ev)
+		}
+	}
+}
+
+// WorkerStats implements Dataplane.
+func (d *DPDK) WorkerStats() []lcore.Stats {
+	out := make([]lcore.Stats, len(d.workers))
+	for i, w := range d.workers {
+		out[i] = w.Stats()
+	}
+	return out
+}
+
+// DestStats implements Dataplane.
+func (d *DPDK) DestStats(id uint32) lcore.DestStats {
+	var sum lcore.DestStats
+	for _, w := range d.workers {
+		s := w.DestStats(id)
+		for i := range sum {
+			sum[i] += s[i]
+		}
+	}
+	return sum
+}
+
+// ConnCapacity implements Dataplane.
+func (d *DPDK) ConnCapacity() uint64 {
+	var n uint64
+	for _, w := range d.workers {
+		n += uint64(w.ConnTableCap())
+	}
+	return n
+}
+
+// PortStat is a port's name and counters, for metrics.
+type PortStat struct {
+	Name  string
+	Stats ethdev.Stats
+}
+
+// PortStats reads every port's counters.
+func (d *DPDK) PortStats() []PortStat {
+	out := make([]PortStat, 0, len(d.ports))
+	for _, p := range d.ports {
+		s, err := p.id.Stats()
+		if err != nil {
+			continue
+		}
+		out = append(out, PortStat{Name: p.name, Stats: s})
+	}
+	return out
+}
+
+// MempoolInUse counts the mbufs out of the pool.
+func (d *DPDK) MempoolInUse() int {
+	if d.pool == nil {
+		return 0
+	}
+	return d.pool.InUse()
+}
+
+// Workers exposes the workers to metrics.
+func (d *DPDK) Workers() []*lcore.Worker { return d.workers }
+
+// Close stops the workers (each frees the mbufs it holds), stops and
+// closes the ports (releasing their queues' mbufs), checks that every mbuf
+// came back, and releases DPDK. It returns the mbufs still in use, which
+// must be 0.
+func (d *DPDK) Close() (inUse int, err error) {
+	for _, w := range d.workers {
+		w.Stop()
+	}
+	var errs []error
+	for _, p := range d.ports {
+		if e := p.id.Stop(); e != nil {
+			errs = append(errs, e)
+		}
+		if e := p.id.Close(); e != nil {
+			errs = append(errs, e)
+		}
+	}
+	for _, w := range d.workers {
+		w.Free()
+	}
+	d.workers, d.ports = nil, nil
+	if d.pool != nil {
+		inUse = d.pool.InUse()
+		if inUse == 0 {
+			d.pool.Free()
+		}
+		d.pool = nil
+	}
+	if e := eal.Cleanup(); e != nil {
+		errs = append(errs, e)
+	}
+	return inUse, errors.Join(errs...)
+}

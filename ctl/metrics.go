@@ -1,0 +1,121 @@
+package ctl
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dplb/dplb/lcore"
+)
+
+// collector reads the dataplane's published counters at scrape time, so
+// metrics cost the lcores nothing.
+type collector struct {
+	dp  *DPDK
+	ctl *Controller
+
+	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
+	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
+	mempoolInUse                                               *prometheus.Desc
+	svcConns, svcPackets, svcBytes                             *prometheus.Desc
+	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
+}
+
+func newCollector(dp *DPDK, ctl *Controller) *collector {
+	d := prometheus.NewDesc
+	svc := []string{"protocol", "vip", "port"}
+	rs := []string{"protocol", "vip", "port", "server"}
+	return &collector{
+		dp: dp, ctl: ctl,
+		portPackets:  d("dplb_port_packets_total", "Packets received (rx) and sent (tx) by a port, as the device counts them.", []string{"port", "dir"}, nil),
+		portBytes:    d("dplb_port_bytes_total", "Bytes received (rx) and sent (tx) by a port.", []string{"port", "dir"}, nil),
+		portErrors:   d("dplb_port_errors_total", "Erroneous packets received (rx) or failed transmissions (tx).", []string{"port", "dir"}, nil),
+		portMissed:   d("dplb_port_rx_missed_total", "Packets the device dropped because its RX queues were full.", []string{"port"}, nil),
+		portNoMbuf:   d("dplb_port_rx_nombuf_total", "RX mbuf allocation failures.", []string{"port"}, nil),
+		lcoreCounter: d("dplb_lcore_events_total", "Per-lcore counters (rx_packets, tx_packets, new_conns, arp_replies, ...).", []string{"lcore", "counter"}, nil),
+		lcoreDrops:   d("dplb_lcore_drops_total", "Packets an lcore dropped, by reason.", []string{"lcore", "reason"}, nil),
+		lcoreConns:   d("dplb_lcore_connections", "Entries in an lcore's connection table.", []string{"lcore"}, nil),
+		jobRuns:      d("dplb_lcore_job_runs_total", "Runs of an lcore's periodic job.", []string{"lcore", "job"}, nil),
+		jobSeconds:   d("dplb_lcore_job_seconds_total", "Time an lcore spent in a periodic job.", []string{"lcore", "job"}, nil),
+		mempoolInUse: d("dplb_mempool_in_use", "Packet buffers taken out of the pool.", nil, nil),
+		svcConns:     d("dplb_service_connections_total", "Connections scheduled for a virtual service.", svc, nil),
+		svcPackets:   d("dplb_service_packets_total", "Packets of a virtual service, in (client to server) and out.", append(svc, "dir"), nil),
+		svcBytes:     d("dplb_service_bytes_total", "Bytes of a virtual service, in (client to server) and out.", append(svc, "dir"), nil),
+		rsConns:      d("dplb_real_server_connections_total", "Connections scheduled to a real server.", rs, nil),
+		rsPackets:    d("dplb_real_server_packets_total", "Packets to (in) and from (out) a real server.", append(rs, "dir"), nil),
+		rsBytes:      d("dplb_real_server_bytes_total", "Bytes to (in) and from (out) a real server.", append(rs, "dir"), nil),
+		rsActive:     d("dplb_real_server_active_connections", "Connections in ESTABLISHED (ipvsadm's ActiveConn).", rs, nil),
+		rsInactive:   d("dplb_real_server_inactive_connections", "Connections in other states (ipvsadm's InActConn).", rs, nil),
+	}
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) { prometheus.DescribeByCollect(c, ch) }
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	for _, p := range c.dp.PortStats() {
+		s := p.Stats
+		counter(c.portPackets, s.IPackets, p.Name, "rx")
+		counter(c.portPackets, s.OPackets, p.Name, "tx")
+		counter(c.portBytes, s.IBytes, p.Name, "rx")
+		counter(c.portBytes, s.OBytes, p.Name, "tx")
+		counter(c.portErrors, s.IErrors, p.Name, "rx")
+		counter(c.portErrors, s.OErrors, p.Name, "tx")
+		counter(c.portMissed, s.IMissed, p.Name)
+		counter(c.portNoMbuf, s.RxNoMbuf, p.Name)
+	}
+	for _, w := range c.dp.Workers() {
+		id := strconv.Itoa(w.ID())
+		st := w.Stats()
+		for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
+			switch {
+			case s == lcore.Conns:
+				gauge(c.lcoreConns, float64(st[s]), id)
+			case s.IsDrop():
+				counter(c.lcoreDrops, st[s], id, s.Name())
+			default:
+				counter(c.lcoreCounter, st[s], id, s.Name())
+			}
+		}
+		for _, j := range w.JobStats() {
+			counter(c.jobRuns, j.Runs, id, j.Name)
+			ch <- prometheus.MustNewConstMetric(c.jobSeconds, prometheus.CounterValue, float64(j.Nanos)/1e9, id, j.Name)
+		}
+	}
+	gauge(c.mempoolInUse, float64(c.dp.MempoolInUse()))
+	for _, s := range c.ctl.list().Services {
+		proto, vip, port := s.Protocol, s.VIP, strconv.Itoa(int(s.Port))
+		counter(c.svcConns, s.Stats.Conns, proto, vip, port)
+		counter(c.svcPackets, s.Stats.InPkts, proto, vip, port, "in")
+		counter(c.svcPackets, s.Stats.OutPkts, proto, vip, port, "out")
+		counter(c.svcBytes, s.Stats.InBytes, proto, vip, port, "in")
+		counter(c.svcBytes, s.Stats.OutBytes, proto, vip, port, "out")
+		for _, r := range s.Servers {
+			server := fmt.Sprintf("%s:%d", r.Address, r.Port)
+			counter(c.rsConns, r.Stats.Conns, proto, vip, port, server)
+			counter(c.rsPackets, r.Stats.InPkts, proto, vip, port, server, "in")
+			counter(c.rsPackets, r.Stats.OutPkts, proto, vip, port, server, "out")
+			counter(c.rsBytes, r.Stats.InBytes, proto, vip, port, server, "in")
+			counter(c.rsBytes, r.Stats.OutBytes, proto, vip, port, server, "out")
+			gauge(c.rsActive, float64(r.ActiveConns), proto, vip, port, server)
+			gauge(c.rsInactive, float64(r.InactiveConns), proto, vip, port, server)
+		}
+	}
+}
+
+// metricsHandler serves /metrics from a registry of its own (no globals).
+func metricsHandler(dp *DPDK, ctl *Controller) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(dp, ctl))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	return mux
+}

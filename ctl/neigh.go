@@ -1,0 +1,131 @@
+package ctl
+
+import (
+	"maps"
+	"time"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The neighbour table maps next-hop addresses to MAC addresses. The
+// control plane owns it: lcores report what ARP packets show (and which
+// next hops they lacked), the table decides whom to ask, and each change
+// reaches the lcores as a new snapshot.
+type neighTable struct {
+	reachable time.Duration // re-resolve an entry not confirmed for this long
+	stale     time.Duration // forget an entry not confirmed for this long
+	entries   map[uint32]*neighEntry
+	wanted    map[uint32]int       // addresses to keep resolved (servers, gateways) -> port
+	misses    map[uint32]neighMiss // addresses the lcores lacked recently
+}
+
+type neighEntry struct {
+	mac       hdr.MAC
+	port      int
+	confirmed time.Time
+	requested time.Time
+}
+
+type neighMiss struct {
+	port      int
+	since     time.Time
+	requested time.Time
+}
+
+const (
+	arpRetry    = time.Second     // at most one request per address per second
+	missForget  = 5 * time.Second // stop asking for an address nobody answers for
+	neighMaxLen = 65536           // bound on entries learnt from traffic
+)
+
+func newNeighTable(reachable, stale time.Duration) *neighTable {
+	return &neighTable{
+		reachable: reachable, stale: stale,
+		entries: map[uint32]*neighEntry{}, wanted: map[uint32]int{}, misses: map[uint32]neighMiss{},
+	}
+}
+
+// learn records an address seen in ARP; it reports whether the
+// dataplane's view changes.
+func (n *neighTable) learn(ip uint32, mac hdr.MAC, port int, now time.Time) bool {
+	delete(n.misses, ip)
+	if e, ok := n.entries[ip]; ok {
+		changed := e.mac != mac || e.port != port
+		e.mac, e.port, e.confirmed = mac, port, now
+		return changed
+	}
+	if len(n.entries) >= neighMaxLen {
+		return false
+	}
+	n.entries[ip] = &neighEntry{mac: mac, port: port, confirmed: now}
+	return true
+}
+
+// miss records that an lcore had no MAC for ip.
+func (n *neighTable) miss(ip uint32, port int, now time.Time) {
+	if _, ok := n.entries[ip]; ok {
+		return
+	}
+	if _, ok := n.misses[ip]; !ok && len(n.misses) < neighMaxLen {
+		n.misses[ip] = neighMiss{port: port, since: now}
+	}
+}
+
+// arpRequest asks one port to resolve one address.
+type arpRequest struct {
+	port int
+	ip   uint32
+}
+
+// tick ages the table and says which addresses to ask for; changed reports
+// whether entries were removed.
+func (n *neighTable) tick(now time.Time) (reqs []arpRequest, changed bool) {
+	for ip, e := range n.entries {
+		age := now.Sub(e.confirmed)
+		switch {
+		case age > n.stale:
+			delete(n.entries, ip)
+			changed = true
+		case age > n.reachable && now.Sub(e.requested) >= arpRetry:
+			e.requested = now
+			reqs = append(reqs, arpRequest{port: e.port, ip: ip})
+		}
+	}
+	for ip, port := range n.wanted {
+		if _, ok := n.entries[ip]; ok {
+			continue
+		}
+		m := n.misses[ip]
+		if now.Sub(m.requested) >= arpRetry {
+			n.misses[ip] = neighMiss{port: port, since: now, requested: now}
+			reqs = append(reqs, arpRequest{port: port, ip: ip})
+		}
+	}
+	for ip, m := range n.misses {
+		if _, want := n.wanted[ip]; want {
+			continue
+		}
+		if now.Sub(m.since) > missForget {
+			delete(n.misses, ip)
+			continue
+		}
+		if now.Sub(m.requested) >= arpRetry {
+			m.requested = now
+			n.misses[ip] = m
+			reqs = append(reqs, arpRequest{port: m.port, ip: ip})
+		}
+	}
+	return reqs, changed
+}
+
+// macs is the table as the lcores see it.
+func (n *neighTable) macs() map[uint32]hdr.MAC {
+	out := make(map[uint32]hdr.MAC, len(n.entries))
+	for ip, e := range n.entries {
+		out[ip] = e.mac
+	}
+	return out
+}
+
+// setWanted replaces the set of addresses kept resolved.
+func (n *neighTable) setWanted(w map[uint32]int) { n.wanted = maps.Clone(w) }

@@ -1,0 +1,85 @@
+package ctl
+
+import (
+	"reflect"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+func sortedReqs(r []arpRequest) []arpRequest {
+	sort.Slice(r, func(i, j int) bool { return r[i].ip < r[j].ip })
+	return r
+}
+
+func TestNeighbourLifecycle(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	n := newNeighTable(30*time.Second, 300*time.Second)
+	n.setWanted(map[uint32]int{11: 1, 12: 1})
+	mac := hdr.MAC{2, 0, 0, 0, 0, 11}
+
+	// Wanted addresses are asked for at once, then at most once a second.
+	reqs, changed := n.tick(t0)
+	if want := []arpRequest{{1, 11}, {1, 12}}; !reflect.DeepEqual(sortedReqs(reqs), want) || changed {
+		t.Fatalf("first tick: %v %v", reqs, changed)
+	}
+	if reqs, _ := n.tick(t0.Add(500 * time.Millisecond)); len(reqs) != 0 {
+		t.Fatalf("asked again within a second: %v", reqs)
+	}
+	if reqs, _ := n.tick(t0.Add(time.Second)); len(reqs) != 2 {
+		t.Fatalf("no retry after a second: %v", reqs)
+	}
+	// An answer makes an entry; the same answer again changes nothing.
+	if !n.learn(11, mac, 1, t0.Add(2*time.Second)) {
+		t.Fatal("new entry not reported as a change")
+	}
+	if n.learn(11, mac, 1, t0.Add(3*time.Second)) {
+		t.Fatal("a confirmation reported as a change")
+	}
+	if got := n.macs(); !reflect.DeepEqual(got, map[uint32]hdr.MAC{11: mac}) {
+		t.Fatalf("macs %v", got)
+	}
+	// A moved MAC is a change.
+	mac2 := hdr.MAC{2, 0, 0, 0, 1, 11}
+	if !n.learn(11, mac2, 1, t0.Add(4*time.Second)) {
+		t.Fatal("a new MAC not reported as a change")
+	}
+	// Past reachable time the entry is re-resolved but still used.
+	reqs, changed = n.tick(t0.Add(40 * time.Second))
+	found := false
+	for _, r := range reqs {
+		found = found || r.ip == 11
+	}
+	if !found || changed || len(n.macs()) != 1 {
+		t.Fatalf("refresh: %v %v", reqs, changed)
+	}
+	// Past stale time without an answer it is removed.
+	if _, changed = n.tick(t0.Add(305 * time.Second)); !changed || len(n.macs()) != 0 {
+		t.Fatal("stale entry kept")
+	}
+}
+
+func TestNeighbourMisses(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	n := newNeighTable(30*time.Second, 300*time.Second)
+	n.miss(7, 0, t0)
+	n.miss(7, 0, t0) // reported by every dropped packet: asked for once
+	if reqs, _ := n.tick(t0); !reflect.DeepEqual(reqs, []arpRequest{{0, 7}}) {
+		t.Fatalf("miss not resolved: %v", reqs)
+	}
+	if reqs, _ := n.tick(t0.Add(time.Second)); len(reqs) != 1 {
+		t.Fatalf("miss not retried: %v", reqs)
+	}
+	// Nobody answers: forgotten after a few seconds.
+	if reqs, _ := n.tick(t0.Add(6 * time.Second)); len(reqs) != 0 || len(n.misses) != 0 {
+		t.Fatalf("unanswered miss kept: %v", reqs)
+	}
+	// A miss for a known address is ignored.
+	n.learn(8, hdr.MAC{1}, 0, t0)
+	n.miss(8, 0, t0)
+	if len(n.misses) != 0 {
+		t.Fatal("miss recorded for a resolved address")
+	}
+}
