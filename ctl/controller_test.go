@@ -1,0 +1,164 @@
+package ctl
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// fakeDataplane records what the controller asks of the lcores.
+type fakeDataplane struct {
+	published []*lcore.Snapshot
+	arps      []arpRequest
+	events    []lcore.Event
+	dest      map[uint32]lcore.DestStats
+	failFull  bool
+}
+
+func (f *fakeDataplane) NumWorkers() int { return 2 }
+func (f *fakeDataplane) Publish(s *lcore.Snapshot) error {
+	f.published = append(f.published, s)
+	return nil
+}
+func (f *fakeDataplane) RequestARP(port int, ip uint32) bool {
+	f.arps = append(f.arps, arpRequest{port, ip})
+	return !f.failFull
+}
+func (f *fakeDataplane) DrainEvents(fn func(lcore.Event)) {
+	for _, e := range f.events {
+		fn(e)
+	}
+	f.events = nil
+}
+func (f *fakeDataplane) WorkerStats() []lcore.Stats {
+	var a, b lcore.Stats
+	a[lcore.Conns], b[lcore.Conns] = 3, 4
+	return []lcore.Stats{a, b}
+}
+func (f *fakeDataplane) DestStats(id uint32) lcore.DestStats { return f.dest[id] }
+func (f *fakeDataplane) ConnCapacity() uint64                { return 2048 }
+
+const testConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server, gateway: 198.51.100.254}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    servers:
+      - {address: 198.51.100.11, port: 80, weight: 1}
+      - {address: 198.51.100.12, port: 8000, weight: 2}
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 21
+    servers:
+      - {address: 198.51.100.12}
+`
+
+func newTestController(t *testing.T) (*Controller, *fakeDataplane) {
+	t.Helper()
+	cfg, err := conf.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
+	c, err := NewController(f, cfg, []hdr.MAC{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, f
+}
+
+func TestFirstSnapshot(t *testing.T) {
+	c, _ := newTestController(t)
+	s := c.Snapshot()
+	if s.Gen != 1 || len(s.Services) != 2 || len(s.Ports) != 2 {
+		t.Fatalf("snapshot gen %d services %d ports %d", s.Gen, len(s.Services), len(s.Ports))
+	}
+	web := s.Services[0]
+	if len(web.Scheds) != 2 {
+		t.Fatalf("want one scheduler per worker, got %d", len(web.Scheds))
+	}
+	if web.Dests[0].ID == web.Dests[1].ID || s.Services[1].Dests[0].ID == web.Dests[1].ID {
+		t.Fatal("dest ids are not distinct per (service, server)")
+	}
+	if web.Dests[1].Port != 8000 || web.Dests[1].Weight != 2 || s.Services[1].Dests[0].Port != 21 {
+		t.Fatalf("dests %+v %+v", web.Dests, s.Services[1].Dests)
+	}
+	if s.Timeouts.For(3) == 0 {
+		t.Fatal("timeouts not set")
+	}
+	if p := s.Ports[1]; p.Addr != ip4(198, 51, 100, 1) || p.Mask != 0xFFFFFF00 || p.Net != ip4(198, 51, 100, 0) || p.Gateway != ip4(198, 51, 100, 254) || p.FacesClients {
+		t.Fatalf("lan port %+v", p)
+	}
+}
+
+func ip4(a, b, c, d byte) uint32 { return uint32(a)<<24 | uint32(b)<<16 | uint32(c)<<8 | uint32(d) }
+
+func TestStepResolvesAndPublishesNeighbours(t *testing.T) {
+	c, f := newTestController(t)
+	now := time.Unix(100, 0)
+	c.step(now)
+	want := map[uint32]bool{ip4(198, 51, 100, 11): true, ip4(198, 51, 100, 12): true, ip4(198, 51, 100, 254): true}
+	if len(f.arps) != 3 {
+		t.Fatalf("ARP requests %v, want the two servers and the gateway", f.arps)
+	}
+	for _, r := range f.arps {
+		if !want[r.ip] || r.port != 1 {
+			t.Fatalf("unexpected request %+v", r)
+		}
+	}
+	if len(f.published) != 0 {
+		t.Fatal("published without a change")
+	}
+	mac := hdr.MAC{2, 0, 0, 0, 0, 11}
+	f.events = []lcore.Event{{Kind: lcore.EvNeighbour, Port: 1, IP: ip4(198, 51, 100, 11), MAC: mac}}
+	c.step(now.Add(stepPeriod))
+	if len(f.published) != 1 {
+		t.Fatalf("published %d snapshots, want 1", len(f.published))
+	}
+	s := f.published[0]
+	if s.Gen != 2 || s.Neigh[ip4(198, 51, 100, 11)] != mac || len(s.Services) != 2 {
+		t.Fatalf("snapshot gen %d neigh %v", s.Gen, s.Neigh)
+	}
+	if c.Snapshot() != s {
+		t.Fatal("controller does not hold the published snapshot")
+	}
+}
+
+func TestListSumsServers(t *testing.T) {
+	c, f := newTestController(t)
+	web := c.Snapshot().Services[0]
+	f.dest[web.Dests[0].ID] = lcore.DestStats{lcore.DestConns: 10, lcore.DestInPkts: 50, lcore.DestOutPkts: 40,
+		lcore.DestInBytes: 5000, lcore.DestOutBytes: 9000, lcore.DestActive: 2, lcore.DestInactive: 8}
+	f.dest[web.Dests[1].ID] = lcore.DestStats{lcore.DestConns: 20, lcore.DestInPkts: 100, lcore.DestActive: 1, lcore.DestInactive: 19}
+	resp := c.Handle(context.Background(), api.Request{Version: api.Version, Op: api.OpList})
+	if resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	if resp.Info.Connections != 7 || resp.Info.ConnTableSize != 2048 {
+		t.Fatalf("info %+v", resp.Info)
+	}
+	s := resp.Services[0]
+	if s.VIP != "203.0.113.100" || s.Port != 80 || s.Protocol != "TCP" || s.Scheduler != "rr" {
+		t.Fatalf("service %+v", s)
+	}
+	if s.Stats != (api.Stats{Conns: 30, InPkts: 150, OutPkts: 40, InBytes: 5000, OutBytes: 9000}) {
+		t.Fatalf("service stats %+v", s.Stats)
+	}
+	r := s.Servers[0]
+	if r.Address != "198.51.100.11" || r.Forward != "Masq" || r.ActiveConns != 2 || r.InactiveConns != 8 || r.Weight != 1 {
+		t.Fatalf("server %+v", r)
+	}
+	if resp := c.Handle(context.Background(), api.Request{Op: "frobnicate"}); resp.Error != `unknown operation "frobnicate"` {
+		t.Fatalf("unknown op: %q", resp.Error)
+	}
+}
