@@ -5,6 +5,7 @@ package dpdktest
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 
@@ -37,8 +38,11 @@ func run(m *testing.M, extra []string) int {
 	}
 	// The thread that runs rte_eal_init becomes the main lcore.
 	runtime.LockOSThread()
+	prefix := fmt.Sprintf("dplbtest%d", os.Getpid())
+	// DPDK leaves its runtime directory behind; a test run must not.
+	defer os.RemoveAll(filepath.Join("/var/run/dpdk", prefix))
 	args := append([]string{os.Args[0], "--no-huge", "-m", "256", "--no-pci", "-l", "0",
-		"--file-prefix", fmt.Sprintf("dplbtest%d", os.Getpid()), "--log-level", "lib.eal:error",
+		"--file-prefix", prefix, "--log-level", "lib.eal:error",
 		"--no-telemetry"}, extra...)
 	if err := eal.Init(args); err != nil {
 		fmt.Fprintln(os.Stderr, err)

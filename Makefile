@@ -1,0 +1,51 @@
+# dplb: build, test and demo. Everything that needs root (DPDK, namespaces)
+# expects to run as root; `make setup` installs what is missing first.
+
+export PATH := /usr/local/go/bin:$(PATH)
+GO      ?= go
+BIN     := bin
+LBD     := $(BIN)/lbd
+LBCTL   := $(BIN)/lbctl
+HELPER  := $(BIN)/nshelper
+
+.PHONY: all build setup test unit e2e demo bench fuzz vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(LBD) ./cmd/lbd
+	$(GO) build -o $(LBCTL) ./cmd/lbctl
+	$(GO) build -o $(HELPER) ./e2e/nshelper
+
+# Debian packages (DPDK 22.11, iproute2, ethtool, ...) and hugepages.
+setup:
+	bash scripts/setup.sh
+
+# The whole suite: pure-Go units, DPDK bindings and the dataplane on virtual
+# devices (--no-huge), and lbd end to end between namespaces.
+test: setup vet
+	$(GO) test -count=1 -timeout 15m ./...
+
+unit: vet
+	$(GO) test -count=1 -short ./...
+
+e2e: setup
+	$(GO) test -count=1 -timeout 10m -v ./e2e/...
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+
+# lbd on its embedded default: a client and two web servers in namespaces.
+demo: setup build
+	$(GO) run ./e2e/cmd/demo -lbd $(LBD) -lbctl $(LBCTL) -nshelper $(HELPER)
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./lcore/hdr
+
+clean:
+	rm -rf $(BIN)
+	bash scripts/clean.sh

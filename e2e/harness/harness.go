@@ -1,0 +1,361 @@
+// Package harness is what the end-to-end test and the demo share around a
+// real lbd: building the binaries, writing lbd's configuration, starting
+// the real servers and lbd in a topo.NAT, talking to lbctl and reading the
+// output of nshelper get.
+package harness
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// RepoRoot returns the directory of the module's go.mod.
+func RepoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err == nil {
+		if mod := strings.TrimSpace(string(out)); mod != "" && mod != os.DevNull {
+			return filepath.Dir(mod), nil
+		}
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("harness: cannot find the repository root")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		return "", fmt.Errorf("harness: cannot find the repository root: %w", err)
+	}
+	return root, nil
+}
+
+// Build runs "go build -o out pkg" in root with a 5-minute timeout.
+func Build(root, pkg, out string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+	}
+	return nil
+}
+
+// Config is what varies in lbd's configuration between the test and the demo.
+type Config struct {
+	FilePrefix    string // eal.file_prefix, unique per run
+	HugePages     bool
+	MemoryMB      int
+	MainCPU       int
+	Workers       []int
+	IdleSleep     string // e.g. "20us"
+	WANIf, LANIf  string // lbd's af_packet interfaces
+	WANAddr       string // "192.0.2.1/24"
+	LANAddr       string // "198.51.100.1/24"
+	Services      []Service
+	Socket        string // control socket path
+	MetricsListen string // host:port inside the LB namespace
+	LogLevel      string
+	LogFormat     string // "json" or "console"; "" leaves lbd's default
+}
+
+// Service is one TCP virtual service.
+type Service struct {
+	VIP       string
+	Port      int
+	Scheduler string
+	Servers   []Server
+}
+
+// Server is one real server of a Service.
+type Server struct {
+	Address string
+	Port    int
+	Weight  int
+}
+
+// NATConfig returns the configuration of a VS/NAT lbd in nat: TCP
+// VIP:80 round robin over every real server's port 8080, weight 1.
+func NATConfig(nat *topo.NAT, suffix, dir string) Config {
+	svc := Service{VIP: nat.VIP.String(), Port: 80, Scheduler: "rr"}
+	for _, h := range nat.Servers {
+		svc.Servers = append(svc.Servers, Server{Address: h.Addr.Addr().String(), Port: 8080, Weight: 1})
+	}
+	return Config{
+		FilePrefix:    "dplb-e2e-" + suffix,
+		MemoryMB:      256,
+		MainCPU:       0,
+		Workers:       []int{1},
+		IdleSleep:     "20us",
+		WANIf:         nat.WANIf,
+		LANIf:         nat.LANIf,
+		WANAddr:       nat.WANAddr.String(),
+		LANAddr:       nat.LANAddr.String(),
+		Services:      []Service{svc},
+		Socket:        filepath.Join(dir, "lbd.sock"),
+		MetricsListen: "127.0.0.1:9180",
+		LogLevel:      "info",
+	}
+}
+
+// YAML renders c in lbd's configuration format.
+func (c Config) YAML() string {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	w("eal:")
+	w("  file_prefix: %s", c.FilePrefix)
+	w("  huge_pages: %t", c.HugePages)
+	w("  memory_mb: %d", c.MemoryMB)
+	w("  main_cpu: %d", c.MainCPU)
+	w("dataplane:")
+	workers := make([]string, len(c.Workers))
+	for i, cpu := range c.Workers {
+		workers[i] = strconv.Itoa(cpu)
+	}
+	w("  workers: [%s]", strings.Join(workers, ", "))
+	if c.IdleSleep != "" {
+		w("  idle_sleep: %s", c.IdleSleep)
+	}
+	w("ports:")
+	w("  - name: wan")
+	w("    device: net_af_packet0,iface=%s", c.WANIf)
+	w("    address: %s", c.WANAddr)
+	w("    role: client")
+	w("  - name: lan")
+	w("    device: net_af_packet1,iface=%s", c.LANIf)
+	w("    address: %s", c.LANAddr)
+	w("    role: server")
+	w("services:")
+	for _, s := range c.Services {
+		w("  - protocol: tcp")
+		w("    vip: %s", s.VIP)
+		w("    port: %d", s.Port)
+		w("    scheduler: %s", s.Scheduler)
+		w("    servers:")
+		for _, rs := range s.Servers {
+			w("      - {address: %s, port: %d, weight: %d}", rs.Address, rs.Port, rs.Weight)
+		}
+	}
+	w("control:")
+	w("  socket: %s", c.Socket)
+	w("metrics:")
+	w("  listen: %q", c.MetricsListen)
+	w("log:")
+	w("  level: %s", c.LogLevel)
+	if c.LogFormat != "" {
+		w("  format: %s", c.LogFormat)
+	}
+	return b.String()
+}
+
+// Buffer is a bytes.Buffer safe for one writer and concurrent readers.
+type Buffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns everything written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// StartServers starts "nshelper serve" in every real server's namespace
+// (listening on the comma-separated ports of listen[i], default ":8080")
+// and waits until each has printed "ready" for every listener.
+func StartServers(t *topo.Topo, nat *topo.NAT, nshelper string, listen map[string]string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for _, h := range nat.Servers {
+		l := listen[h.Name]
+		if l == "" {
+			l = ":8080"
+		}
+		var out Buffer
+		p, err := t.Start(h.NS, &out, nshelper, "serve", "-listen", l, "-name", h.Name)
+		if err != nil {
+			return err
+		}
+		want := len(strings.Split(l, ","))
+		for strings.Count(out.String(), "ready ") < want {
+			select {
+			case <-p.Done():
+				return fmt.Errorf("nshelper serve in %s exited: %v: %s", h.NS, p.Err(), out.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("nshelper serve in %s not ready after %v: %s", h.NS, timeout, out.String())
+			}
+		}
+	}
+	return nil
+}
+
+// LBCtl runs "lbctl --socket socket args..." with a 10-second timeout and
+// returns its standard output.
+func LBCtl(ctx context.Context, lbctl, socket string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, lbctl, append([]string{"--socket", socket}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.String(), fmt.Errorf("lbctl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.String(), nil
+}
+
+// LBCtlJSON runs "lbctl -L -n --stats -o json" and decodes its answer.
+func LBCtlJSON(ctx context.Context, lbctl, socket string) (api.Response, error) {
+	var resp api.Response
+	out, err := LBCtl(ctx, lbctl, socket, "-L", "-n", "--stats", "-o", "json")
+	if err != nil {
+		return resp, err
+	}
+	if err := json.Unmarshal([]byte(out), &resp); err != nil {
+		return resp, fmt.Errorf("lbctl -o json: %w: %q", err, out)
+	}
+	if resp.Error != "" {
+		return resp, fmt.Errorf("lbd refused: %s", resp.Error)
+	}
+	return resp, nil
+}
+
+// WaitReady waits until lbctl -L -n answers, lbd exits or ctx is done.
+func WaitReady(ctx context.Context, lbd *topo.Proc, lbctl, socket string) error {
+	var last error
+	for {
+		select {
+		case <-lbd.Done():
+			return fmt.Errorf("lbd exited before it was ready: %v (exit code %d)", lbd.Err(), lbd.ExitCode())
+		default:
+		}
+		if _, err := os.Stat(socket); err == nil {
+			if _, last = LBCtl(ctx, lbctl, socket, "-L", "-n"); last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("lbd not ready: %w (last error: %v)", ctx.Err(), last)
+		case <-lbd.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Result is one request's outcome as printed by nshelper get.
+type Result struct {
+	I      int    `json:"i"`
+	Body   string `json:"body"`
+	Status int    `json:"status"`
+	Remote string `json:"remote"`
+	Local  string `json:"local"`
+	Err    string `json:"err"`
+	Millis int64  `json:"ms"`
+}
+
+// Server returns the first word of the body: the name of the real server
+// that answered ("" if none).
+func (r Result) Server() string {
+	name, _, _ := strings.Cut(r.Body, " ")
+	return name
+}
+
+// SeenClient returns the client address as the server saw it, from the
+// body ("rs1 192.0.2.2:41234").
+func (r Result) SeenClient() string {
+	_, seen, _ := strings.Cut(r.Body, " ")
+	return seen
+}
+
+// Get runs "nshelper get" in ns and returns every request's result. It
+// fails only if nshelper could not run or its output is not what get
+// prints; failed requests are in the results.
+func Get(ctx context.Context, t *topo.Topo, ns, nshelper, url string, n int, timeout time.Duration) ([]Result, error) {
+	// Each request takes at most timeout; leave room for the rest.
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*timeout+30*time.Second)
+	defer cancel()
+	out, err := t.ExecContext(ctx, ns, nshelper, "get", "-url", url, "-n", strconv.Itoa(n), "-timeout", timeout.String())
+	var exitErr *exec.ExitError
+	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode() == 1) {
+		return nil, err
+	}
+	var res []Result
+	summary := false
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.Contains(line, []byte(`"summary":true`)) {
+			summary = true
+			continue
+		}
+		var r Result
+		if err := json.Unmarshal(line, &r); err != nil {
+			return nil, fmt.Errorf("nshelper get: bad line %q: %w", line, err)
+		}
+		res = append(res, r)
+	}
+	if !summary || len(res) != n {
+		return res, fmt.Errorf("nshelper get: %d results and summary=%t, want %d and a summary:\n%s", len(res), summary, n, out)
+	}
+	return res, nil
+}
+
+var inUseRE = regexp.MustCompile(`"in_use"\s*:\s*(\d+)`)
+
+// MempoolInUse finds lbd's "mempool in use at exit" log line (zap JSON or
+// console format) and returns its in_use field.
+func MempoolInUse(log string) (inUse int, line string, ok bool) {
+	for _, l := range strings.Split(log, "\n") {
+		if !strings.Contains(l, "mempool in use at exit") {
+			continue
+		}
+		m := inUseRE.FindStringSubmatch(l)
+		if m == nil {
+			return 0, l, false
+		}
+		n, err := strconv.Atoi(m[1])
+		return n, l, err == nil
+	}
+	return 0, "", false
+}
+
+// Tail returns the last n lines of s.
+func Tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// WriteConfig writes c to dir/lbd.yaml and returns the path.
+func WriteConfig(c Config, dir string) (string, error) {
+	path := filepath.Join(dir, "lbd.yaml")
+	return path, os.WriteFile(path, []byte(c.YAML()), 0o644)
+}

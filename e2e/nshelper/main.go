@@ -1,0 +1,185 @@
+// Command nshelper is the client and server that end-to-end tests and the
+// demo run inside network namespaces.
+//
+//	nshelper serve -listen :8080[,:21] -name rs1
+//	    HTTP server: every request is answered with the body
+//	    "rs1 <client ip:port as seen by the server>" and the connection is
+//	    closed. Prints "ready <addr>" per listener once it accepts.
+//	nshelper get -url http://192.0.2.100/ -n 200 -timeout 5s
+//	    N sequential requests, each on a new TCP connection, no retries.
+//	    One JSON line per request, then one summary line; exit status 1 if
+//	    any request failed.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Result is one request's outcome, printed as one JSON line by get.
+type Result struct {
+	I      int    `json:"i"`                // 0-based request number
+	Body   string `json:"body,omitempty"`   // response body, trimmed
+	Status int    `json:"status,omitempty"` // HTTP status code
+	Remote string `json:"remote,omitempty"` // remote address of the TCP connection
+	Local  string `json:"local,omitempty"`  // local address of the TCP connection
+	Err    string `json:"err,omitempty"`    // empty on success
+	Millis int64  `json:"ms"`               // duration of the request
+}
+
+// Summary is the last line printed by get.
+type Summary struct {
+	Summary bool `json:"summary"` // always true
+	OK      int  `json:"ok"`
+	Failed  int  `json:"failed"`
+}
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	var err error
+	switch os.Args[1] {
+	case "serve":
+		err = serve(os.Args[2:])
+	case "get":
+		var failed bool
+		failed, err = get(os.Args[2:], os.Stdout)
+		if err == nil && failed {
+			os.Exit(1)
+		}
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "nshelper:", err)
+		os.Exit(2)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D")
+	os.Exit(2)
+}
+
+func serve(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	listen := fs.String("listen", ":8080", "comma-separated listen addresses")
+	name := fs.String("name", "", "name put at the start of every answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		h, _ := os.Hostname()
+		*name = h
+	}
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Connection", "close")
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprintf(w, "%s %s\n", *name, r.RemoteAddr)
+	})
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	var servers []*http.Server
+	for _, addr := range strings.Split(*listen, ",") {
+		ln, err := net.Listen("tcp4", addr)
+		if err != nil {
+			return err
+		}
+		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
+		srv.SetKeepAlivesEnabled(false)
+		servers = append(servers, srv)
+		fmt.Printf("ready %s\n", ln.Addr())
+		go func() { errc <- srv.Serve(ln) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return err
+	}
+	for _, srv := range servers {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = srv.Shutdown(sctx)
+		cancel()
+	}
+	return nil
+}
+
+func get(args []string, out io.Writer) (failed bool, err error) {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	url := fs.String("url", "http://192.0.2.100/", "URL to fetch")
+	n := fs.Int("n", 1, "number of requests")
+	timeout := fs.Duration("timeout", 5*time.Second, "timeout of each request")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	tr := &http.Transport{
+		DisableKeepAlives: true,
+		Proxy:             nil,
+		DialContext:       (&net.Dialer{Timeout: *timeout}).DialContext,
+	}
+	client := &http.Client{Transport: tr, Timeout: *timeout}
+	enc := json.NewEncoder(out)
+	var sum Summary
+	sum.Summary = true
+	for i := 0; i < *n; i++ {
+		res := fetch(client, *url, i)
+		if res.Err == "" {
+			sum.OK++
+		} else {
+			sum.Failed++
+		}
+		if err := enc.Encode(res); err != nil {
+			return true, err
+		}
+	}
+	if err := enc.Encode(sum); err != nil {
+		return true, err
+	}
+	return sum.Failed > 0, nil
+}
+
+func fetch(client *http.Client, url string, i int) (res Result) {
+	res.I = i
+	start := time.Now()
+	defer func() { res.Millis = time.Since(start).Milliseconds() }()
+	trace := &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			res.Remote = info.Conn.RemoteAddr().String()
+			res.Local = info.Conn.LocalAddr().String()
+		},
+	}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(context.Background(), trace), http.MethodGet, url, nil)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	res.Status = resp.StatusCode
+	res.Body = strings.TrimSpace(string(body))
+	if err != nil {
+		res.Err = err.Error()
+	} else if resp.StatusCode != http.StatusOK {
+		res.Err = errors.New(resp.Status).Error()
+	}
+	return res
+}
