@@ -29,7 +29,7 @@ var bins struct {
 	once                 sync.Once
 	dir                  string
 	lbd, lbctl, nshelper string
-	err                  error  // why the tests fail, if they do
+	err                  error // why the tests fail, if they do
 }
 
 func TestMain(m *testing.M) {
