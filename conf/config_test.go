@@ -160,7 +160,7 @@ func TestEALArgs(t *testing.T) {
 		{
 			name: "defaults, no ports",
 			edit: func(*conf.Config) {},
-			want: []string{"lbd", "--file-prefix", "dplb", "-m", "512", "-l", "0", "--main-lcore", "0", "--no-pci"},
+			want: []string{"lbd", "--file-prefix", "dplb", "--huge-unlink", "-m", "512", "-l", "0", "--main-lcore", "0", "--no-pci"},
 		},
 		{
 			name: "vdevs only, no hugepages",
@@ -181,7 +181,7 @@ func TestEALArgs(t *testing.T) {
 				c.Ports = []conf.Port{pci1, pci2}
 				c.EAL.ExtraArgs = []string{"--log-level", "lib.eal:debug"}
 			},
-			want: []string{"lbd", "--file-prefix", "dplb", "-m", "512", "-l", "0", "--main-lcore", "0",
+			want: []string{"lbd", "--file-prefix", "dplb", "--huge-unlink", "-m", "512", "-l", "0", "--main-lcore", "0",
 				"-a", "0000:03:00.0", "-a", "03:00.1,rxq_cqe_comp_en=1", "--log-level", "lib.eal:debug"},
 		},
 		{
@@ -189,7 +189,7 @@ func TestEALArgs(t *testing.T) {
 			edit: func(c *conf.Config) {
 				c.Ports = []conf.Port{ring, pci1, af}
 			},
-			want: []string{"lbd", "--file-prefix", "dplb", "-m", "512", "-l", "0", "--main-lcore", "0",
+			want: []string{"lbd", "--file-prefix", "dplb", "--huge-unlink", "-m", "512", "-l", "0", "--main-lcore", "0",
 				"--vdev", "net_ring0", "-a", "0000:03:00.0", "--vdev", "net_af_packet0,iface=veth0"},
 		},
 	}

@@ -347,7 +347,7 @@ func TestExampleFile(t *testing.T) {
 	if !reflect.DeepEqual(c.Services, wantServices) {
 		t.Errorf("example services =\n%+v\nwant\n%+v", c.Services, wantServices)
 	}
-	wantArgs := []string{"lbd", "--file-prefix", "dplb", "-m", "512", "-l", "0", "--main-lcore", "0",
+	wantArgs := []string{"lbd", "--file-prefix", "dplb", "--huge-unlink", "-m", "512", "-l", "0", "--main-lcore", "0",
 		"--vdev", "net_af_packet0,iface=veth-client", "--vdev", "net_af_packet1,iface=veth-server", "--no-pci"}
 	if got := c.EALArgs("lbd"); !reflect.DeepEqual(got, wantArgs) {
 		t.Errorf("example EALArgs() =\n%q\nwant\n%q", got, wantArgs)

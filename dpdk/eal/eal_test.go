@@ -58,6 +58,7 @@ func TestInit(t *testing.T) {
 		if err := Cleanup(); err != nil {
 			t.Error(err)
 		}
+		os.RemoveAll("/var/run/dpdk/dplb-eal-test")
 	}()
 	if err := Init(args); err == nil || !strings.Contains(err.Error(), "already initialised") {
 		t.Fatalf("second Init: got %v", err)
