@@ -40,7 +40,7 @@ func ip4(a, b, c, d byte) uint32 { return binary.BigEndian.Uint32([]byte{a, b, c
 // rig is a worker between two ring ports: the test writes what the ports
 // receive and reads what they send.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	w      *Worker
 	pool   *mempool.Mempool
 	rx, tx [2]*ring.Ring
@@ -49,7 +49,7 @@ type rig struct {
 
 var rigSeq int
 
-func newRig(t *testing.T, neigh map[uint32]hdr.MAC) *rig {
+func newRig(t testing.TB, neigh map[uint32]hdr.MAC) *rig {
 	t.Helper()
 	dpdktest.Skip(t)
 	rigSeq++
