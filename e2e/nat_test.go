@@ -97,6 +97,8 @@ type natEnv struct {
 	lbctl    string
 	nshelper string
 	url      string // the VIP's port 80
+	cfgPath  string // lbd's configuration file
+	lbdPath  string
 }
 
 func startNAT(t *testing.T) *natEnv {
@@ -126,6 +128,7 @@ func startNAT(t *testing.T) *natEnv {
 
 	e := &natEnv{ctx: ctx, topo: tp, nat: nat, cfg: cfg, log: &harness.Buffer{},
 		lbctl: lbctl, nshelper: nshelper, url: "http://" + nat.VIP.String() + "/"}
+	e.cfgPath, e.lbdPath = cfgPath, lbdPath
 	e.lbd, err = tp.Start(nat.LBNS, e.log, lbdPath, "-c", cfgPath)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +307,11 @@ func TestNATRoundRobin(t *testing.T) {
 		}
 		t.Logf("lbctl %s:\n%s", strings.Join(args, " "), out)
 	}
-	e.logMetrics(t)
+	if resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket); err != nil {
+		t.Error(err)
+	} else {
+		e.checkMetrics(t, resp)
+	}
 	e.stopLBD(t)
 }
 
@@ -350,19 +357,87 @@ func checkStats(resp api.Response, e *natEnv, expected map[string]uint64, slack 
 	return p
 }
 
-// logMetrics scrapes lbd's Prometheus endpoint from inside the LB
-// namespace and logs the outcome; it does not fail the test.
-func (e *natEnv) logMetrics(t *testing.T) {
+// scrapeMetrics reads lbd's Prometheus endpoint from inside the LB namespace.
+func (e *natEnv) scrapeMetrics(t *testing.T) string {
 	t.Helper()
 	url := "http://" + e.cfg.MetricsListen + "/metrics"
 	res, err := harness.Get(e.ctx, e.topo, e.nat.LBNS, e.nshelper, url, 1, 3*time.Second)
-	switch {
-	case err != nil:
-		t.Logf("metrics: %v", err)
-	case res[0].Err != "":
-		t.Logf("metrics: %s: %s", url, res[0].Err)
-	default:
-		t.Logf("metrics: %s answered %d bytes", url, len(res[0].Body))
+	if err != nil {
+		t.Fatalf("metrics: %v", err)
+	}
+	if res[0].Err != "" {
+		t.Fatalf("metrics: %s: %s", url, res[0].Err)
+	}
+	return res[0].Body
+}
+
+// metric finds one sample in a Prometheus text exposition by name and
+// labels (all of them, in any order).
+func metric(body, name string, labels map[string]string) (float64, bool) {
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name) || strings.HasPrefix(line, "#") {
+			continue
+		}
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 {
+			continue
+		}
+		series, value := line[:sp], line[sp+1:]
+		got := map[string]string{}
+		if i := strings.IndexByte(series, '{'); i >= 0 {
+			if series[:i] != name {
+				continue
+			}
+			for _, kv := range strings.Split(strings.TrimSuffix(series[i+1:], "}"), ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				got[k] = strings.Trim(v, `"`)
+			}
+		} else if series != name {
+			continue
+		}
+		match := len(got) == len(labels)
+		for k, v := range labels {
+			match = match && got[k] == v
+		}
+		if match {
+			var f float64
+			if _, err := fmt.Sscan(value, &f); err == nil {
+				return f, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// checkMetrics asserts that /metrics agrees with lbctl's numbers and that
+// the per-port and per-lcore counters moved.
+func (e *natEnv) checkMetrics(t *testing.T, resp api.Response) {
+	t.Helper()
+	body := e.scrapeMetrics(t)
+	svc := findService(resp, e.nat.VIP.String(), 80)
+	if svc == nil {
+		t.Fatal("lbctl lists no service to compare /metrics with")
+	}
+	for _, rs := range svc.Servers {
+		labels := map[string]string{"protocol": "TCP", "vip": svc.VIP, "port": "80", "server": fmt.Sprintf("%s:%d", rs.Address, rs.Port)}
+		if v, ok := metric(body, "dplb_real_server_connections_total", labels); !ok || uint64(v) != rs.Stats.Conns {
+			t.Errorf("/metrics real server %s connections = %v (found %v), lbctl says %d", labels["server"], v, ok, rs.Stats.Conns)
+		}
+	}
+	for _, port := range []string{"wan", "lan"} {
+		for _, dir := range []string{"rx", "tx"} {
+			if v, ok := metric(body, "dplb_port_packets_total", map[string]string{"port": port, "dir": dir}); !ok || v == 0 {
+				t.Errorf("/metrics port %s %s packets = %v (found %v), want > 0", port, dir, v, ok)
+			}
+		}
+	}
+	for _, c := range []string{"rx_packets", "tx_packets", "new_conns", "arp_replies"} {
+		if v, ok := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": "0", "counter": c}); !ok || v == 0 {
+			t.Errorf("/metrics lcore 0 %s = %v (found %v), want > 0", c, v, ok)
+		}
+	}
+	if _, ok := metric(body, "dplb_lcore_drops_total", map[string]string{"lcore": "0", "reason": "no_service"}); !ok {
+		t.Error("/metrics has no drop counter for reason no_service")
 	}
 }
 
@@ -382,6 +457,11 @@ func TestNATRefusesOtherPort(t *testing.T) {
 		if r.Err != "" {
 			t.Errorf("%s after the refused port: request %d failed: %s", e.url, r.I, r.Err)
 		}
+	}
+	// The client retransmits its SYN, so at least one was dropped and counted.
+	body := e.scrapeMetrics(t)
+	if v, ok := metric(body, "dplb_lcore_drops_total", map[string]string{"lcore": "0", "reason": "no_service"}); !ok || v < 1 {
+		t.Errorf("drops for no_service = %v (found %v), want >= 1", v, ok)
 	}
 	e.stopLBD(t)
 }
