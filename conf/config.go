@@ -10,6 +10,7 @@ package conf
 import (
 	"net/netip"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 )
@@ -61,19 +62,26 @@ type Port struct {
 
 // Service is a virtual service: a (protocol, VIP, port) balanced over real servers.
 type Service struct {
-	Protocol  string       `mapstructure:"protocol"`  // "tcp" (UDP is not supported yet); required; reload: yes
-	VIP       string       `mapstructure:"vip"`       // virtual IPv4 address; required; reload: yes
-	Port      int          `mapstructure:"port"`      // virtual port, 1..65535; required; reload: yes
-	Scheduler string       `mapstructure:"scheduler"` // name of a registered scheduler; default "rr"; reload: yes
-	Servers   []RealServer `mapstructure:"servers"`   // real servers; empty drops and counts new connections; default none; reload: yes
+	Protocol    string        `mapstructure:"protocol"`      // "tcp" or "udp"; required; reload: yes
+	VIP         string        `mapstructure:"vip"`           // virtual IPv4 address; required; reload: yes
+	Port        int           `mapstructure:"port"`          // virtual port, 1..65535; required; reload: yes
+	Scheduler   string        `mapstructure:"scheduler"`     // name of a registered scheduler (ipvsadm -s); default "rr"; reload: yes
+	SchedFlags  []string      `mapstructure:"sched_flags"`   // scheduler flags (ipvsadm -b): sh-fallback, sh-port, mh-fallback, mh-port; default none; reload: yes
+	MHTableSize int           `mapstructure:"mh_table_size"` // size of the mh scheduler's Maglev table, a prime in 251..131071 (0 in Go literals: the default); default 65537; reload: yes
+	Persistence time.Duration `mapstructure:"persistence"`   // persistent service (ipvsadm -p): a client (network) keeps its real server while its template lives, 0 = off, else 1s..720h; default 0; reload: yes
+	Netmask     string        `mapstructure:"netmask"`       // persistence granularity (ipvsadm -M), a contiguous IPv4 netmask; default "255.255.255.255"; reload: yes
+	SloppyTCP   bool          `mapstructure:"sloppy_tcp"`    // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
+	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
 }
 
 // RealServer is one destination of a service.
 type RealServer struct {
-	Address string `mapstructure:"address"` // IPv4 address on a server-facing port's subnet; required; reload: yes
-	Port    int    `mapstructure:"port"`    // 1..65535; default the service's port; reload: yes
-	Weight  int    `mapstructure:"weight"`  // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
-	Forward string `mapstructure:"forward"` // forwarding method, "nat" ("dr" and "tun" are not supported yet); default "nat"; reload: yes
+	Address string `mapstructure:"address"`         // IPv4 address; nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
+	Port    int    `mapstructure:"port"`            // 1..65535 (nat only: dr and tun keep the service's port); default the service's port; reload: yes
+	Weight  int    `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
+	Forward string `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g) or "tun" (-i); default "nat"; reload: yes
+	Upper   int    `mapstructure:"upper_threshold"` // no new connections while the server has this many (ipvsadm -x), 0 = no limit, 0..1000000; default 0; reload: yes
+	Lower   int    `mapstructure:"lower_threshold"` // new connections again below this many (ipvsadm -y), 0 = 3/4 of upper_threshold, 0..upper_threshold; default 0; reload: yes
 }
 
 // Timeouts are the connection idle timeouts, as ipvsadm --set; each 1s..720h (30 days).
@@ -121,7 +129,12 @@ const (
 	defaultScheduler = "rr"
 	defaultWeight    = 1
 	defaultForward   = "nat"
+	defaultNetmask   = "255.255.255.255"
+	defaultMHTable   = 65537
 )
+
+// SchedFlags are the scheduler flags a service may carry (ipvsadm -b).
+var SchedFlags = []string{"sh-fallback", "sh-port", "mh-fallback", "mh-port"}
 
 // Default returns the configuration with every default applied and no
 // ports or services.
@@ -210,6 +223,34 @@ func (p Port) DeviceName() string {
 	name, _, _ := strings.Cut(p.Device, ",")
 	return name
 }
+
+// MHTable is the Maglev table size (0 in a struct literal means the default).
+func (s Service) MHTable() int {
+	if s.MHTableSize == 0 {
+		return defaultMHTable
+	}
+	return s.MHTableSize
+}
+
+// NetmaskBits is the persistence netmask's prefix length (32 by default,
+// and for an empty Netmask in a struct literal).
+func (s Service) NetmaskBits() int {
+	m, err := netip.ParseAddr(s.Netmask)
+	if err != nil {
+		return 32
+	}
+	b := m.As4()
+	bits := 0
+	for _, x := range b {
+		for i := 7; i >= 0 && x&(1<<i) != 0; i-- {
+			bits++
+		}
+	}
+	return bits
+}
+
+// HasFlag reports whether the service carries a scheduler flag.
+func (s Service) HasFlag(f string) bool { return slices.Contains(s.SchedFlags, f) }
 
 // VIPAddr returns the service's VIP, the zero Addr if invalid (which
 // Validate rules out).

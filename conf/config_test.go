@@ -203,3 +203,24 @@ func TestEALArgs(t *testing.T) {
 		})
 	}
 }
+
+func TestServiceAccessors(t *testing.T) {
+	for _, tc := range []struct {
+		netmask string
+		bits    int
+	}{{"", 32}, {"255.255.255.255", 32}, {"255.255.255.0", 24}, {"255.255.128.0", 17}, {"0.0.0.0", 0}} {
+		if got := (conf.Service{Netmask: tc.netmask}).NetmaskBits(); got != tc.bits {
+			t.Errorf("NetmaskBits(%q) = %d, want %d", tc.netmask, got, tc.bits)
+		}
+	}
+	if got := (conf.Service{}).MHTable(); got != 65537 {
+		t.Errorf("MHTable() of a literal = %d, want 65537", got)
+	}
+	if got := (conf.Service{MHTableSize: 251}).MHTable(); got != 251 {
+		t.Errorf("MHTable() = %d, want 251", got)
+	}
+	s := conf.Service{SchedFlags: []string{"sh-port"}}
+	if !s.HasFlag("sh-port") || s.HasFlag("sh-fallback") {
+		t.Error("HasFlag")
+	}
+}

@@ -209,6 +209,12 @@ func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		if absent(m, "scheduler") {
 			m["scheduler"] = defaultScheduler
 		}
+		if absent(m, "netmask") {
+			m["netmask"] = defaultNetmask
+		}
+		if absent(m, "mh_table_size") {
+			m["mh_table_size"] = defaultMHTable
+		}
 		servers, ok := m["servers"].([]any)
 		if !ok || absent(m, "port") {
 			break

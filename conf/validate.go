@@ -319,13 +319,11 @@ func (c *Config) validateServices(schedulers []string) error {
 	for i, s := range c.Services {
 		f := fmt.Sprintf("services[%d]", i)
 		switch s.Protocol {
-		case "tcp":
-		case "udp":
-			return fieldErrorf(f+".protocol", "UDP services are not supported yet (only tcp)")
+		case "tcp", "udp":
 		case "":
-			return fieldErrorf(f+".protocol", "must not be empty (want tcp)")
+			return fieldErrorf(f+".protocol", "must not be empty (want tcp or udp)")
 		default:
-			return fieldErrorf(f+".protocol", "%q is not one of tcp", s.Protocol)
+			return fieldErrorf(f+".protocol", "%q is not one of tcp, udp", s.Protocol)
 		}
 		vip, err := parseHost(f+".vip", s.VIP)
 		if err != nil {
@@ -342,6 +340,24 @@ func (c *Config) validateServices(schedulers []string) error {
 			return fieldErrorf(f+".scheduler", "must not be empty")
 		case schedulers != nil && !slices.Contains(schedulers, s.Scheduler):
 			return fieldErrorf(f+".scheduler", "unknown scheduler %q (known: %s)", s.Scheduler, strings.Join(schedulers, ", "))
+		}
+		for j, fl := range s.SchedFlags {
+			if !slices.Contains(SchedFlags, fl) {
+				return fieldErrorf(fmt.Sprintf("%s.sched_flags[%d]", f, j), "unknown flag %q (known: %s)", fl, strings.Join(SchedFlags, ", "))
+			}
+		}
+		if s.MHTableSize != 0 && (!isPrime(s.MHTableSize) || s.MHTableSize < 251 || s.MHTableSize > 131071) {
+			return fieldErrorf(f+".mh_table_size", "%d is not a prime in 251..131071 (e.g. 65537)", s.MHTableSize)
+		}
+		if s.Persistence != 0 {
+			if err := checkDuration(f+".persistence", s.Persistence, time.Second, maxTimeout, "0 (off) or 1s..720h"); err != nil {
+				return err
+			}
+		}
+		if s.Netmask != "" {
+			if err := checkNetmask(f+".netmask", s.Netmask); err != nil {
+				return err
+			}
 		}
 		k := key{s.Protocol, netip.AddrPortFrom(vip, uint16(s.Port))}
 		if j, ok := seen[k]; ok {
@@ -369,19 +385,13 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if j := c.portWithAddr(a); j >= 0 {
 			return fieldErrorf(g+".address", "%s is the address of ports[%d]", a, j)
 		}
-		var subnets []string
-		on := false
-		for _, p := range c.Ports {
-			if p.FacesServers() {
-				subnets = append(subnets, p.Prefix().Masked().String())
-				on = on || p.Prefix().Contains(a)
-			}
+		switch r.Forward {
+		case "nat", "dr", "tun":
+		default:
+			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun", r.Forward)
 		}
-		if !on {
-			if len(subnets) == 0 {
-				return fieldErrorf(g+".address", "%s is not on any server-facing port's subnet (no port has role server or both)", a)
-			}
-			return fieldErrorf(g+".address", "%s is not on any server-facing port's subnet (%s)", a, strings.Join(subnets, ", "))
+		if err := c.checkReachable(g+".address", a, r.Forward); err != nil {
+			return err
 		}
 		if err := checkRange(g+".port", r.Port, 1, 65535); err != nil {
 			return err
@@ -389,12 +399,17 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err := checkRange(g+".weight", r.Weight, 0, 65535); err != nil {
 			return err
 		}
-		switch r.Forward {
-		case "nat":
-		case "dr", "tun":
-			return fieldErrorf(g+".forward", "%q is not supported yet (only nat)", r.Forward)
-		default:
-			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun", r.Forward)
+		if r.Forward != "nat" && r.Port != s.Port {
+			return fieldErrorf(g+".port", "%d differs from the service's port %d: only nat rewrites ports (dr and tun forward the packet unchanged)", r.Port, s.Port)
+		}
+		if err := checkRange(g+".upper_threshold", r.Upper, 0, 1000000); err != nil {
+			return err
+		}
+		if err := checkRange(g+".lower_threshold", r.Lower, 0, max(r.Upper, 0)); err != nil {
+			if r.Upper == 0 && r.Lower != 0 {
+				return fieldErrorf(g+".lower_threshold", "%d needs an upper_threshold", r.Lower)
+			}
+			return err
 		}
 		ap := netip.AddrPortFrom(a, uint16(r.Port))
 		if j, ok := seen[ap]; ok {
@@ -469,4 +484,57 @@ func (l Log) validate() error {
 		return err
 	}
 	return checkOneOf("log.format", l.Format, "json", "console")
+}
+
+// checkReachable says whether the load balancer can forward to a real
+// server by the given method: nat and dr need the server on the subnet of
+// a server-facing port (dr rewrites only the MAC); tun also reaches
+// servers beyond a gateway.
+func (c *Config) checkReachable(field string, a netip.Addr, forward string) error {
+	var subnets []string
+	gateway := false
+	for _, p := range c.Ports {
+		if _, ok := p.GatewayAddr(); ok {
+			gateway = true
+		}
+		if p.FacesServers() {
+			subnets = append(subnets, p.Prefix().Masked().String())
+			if p.Prefix().Contains(a) {
+				return nil
+			}
+		}
+	}
+	if forward == "tun" && gateway {
+		return nil
+	}
+	if len(subnets) == 0 {
+		return fieldErrorf(field, "%s is not on any server-facing port's subnet (no port has role server or both)", a)
+	}
+	return fieldErrorf(field, "%s is not on any server-facing port's subnet (%s)", a, strings.Join(subnets, ", "))
+}
+
+// checkNetmask accepts a contiguous IPv4 netmask such as 255.255.255.0.
+func checkNetmask(field, s string) error {
+	m, err := netip.ParseAddr(s)
+	if err != nil || !m.Is4() {
+		return fieldErrorf(field, "%q is not an IPv4 netmask (want e.g. 255.255.255.0)", s)
+	}
+	b := m.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	if v != 0 && (^v)&(^v+1) != 0 {
+		return fieldErrorf(field, "%s is not a contiguous netmask", s)
+	}
+	return nil
+}
+
+func isPrime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
 }

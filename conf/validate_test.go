@@ -52,6 +52,28 @@ func TestValidateValid(t *testing.T) {
 		{"metrics on all addresses", func(c *conf.Config) { c.Metrics.Listen = ":9180" }, schedulers},
 		{"same real server in two services", func(c *conf.Config) { c.Services[1].Port = 8080 }, schedulers},
 		{"/32 port", func(c *conf.Config) { c.Ports[0].Address = "203.0.113.1/32"; c.Ports[0].Gateway = "" }, schedulers},
+		{"udp service", func(c *conf.Config) {
+			c.Services[1].Protocol = "udp"
+			c.Services[1].Port = 53
+			c.Services[1].Servers[0].Port = 53
+		}, schedulers},
+		{"dr and tun on the subnet, mixed with nat", func(c *conf.Config) {
+			c.Services[0].Servers[0].Forward = "dr"
+			c.Services[1].Servers[0].Forward = "tun"
+		}, schedulers},
+		{"tun beyond the gateway", func(c *conf.Config) {
+			c.Services[1].Servers[0].Forward = "tun"
+			c.Services[1].Servers[0].Address = "192.0.2.7"
+		}, schedulers},
+		{"persistence, netmask, flags, mh table, thresholds", func(c *conf.Config) {
+			c.Services[0].Persistence = 300 * time.Second
+			c.Services[0].Netmask = "255.255.255.0"
+			c.Services[0].SchedFlags = []string{"sh-fallback", "sh-port"}
+			c.Services[0].MHTableSize = 251
+			c.Services[0].Servers[0].Upper, c.Services[0].Servers[0].Lower = 100, 80
+			c.Services[0].Servers[1].Upper = 50
+		}, schedulers},
+		{"netmask 0.0.0.0", func(c *conf.Config) { c.Services[0].Netmask = "0.0.0.0" }, schedulers},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -167,12 +189,22 @@ func TestValidate(t *testing.T) {
 			`ports: no port has role client or both, but services need one to receive client traffic`},
 
 		// services
-		{"udp refused", func(c *conf.Config) { c.Services[1].Protocol = "udp" },
-			`services[1].protocol: UDP services are not supported yet (only tcp)`},
 		{"empty protocol", func(c *conf.Config) { c.Services[0].Protocol = "" },
-			`services[0].protocol: must not be empty (want tcp)`},
+			`services[0].protocol: must not be empty (want tcp or udp)`},
 		{"unknown protocol", func(c *conf.Config) { c.Services[0].Protocol = "sctp" },
-			`services[0].protocol: "sctp" is not one of tcp`},
+			`services[0].protocol: "sctp" is not one of tcp, udp`},
+		{"unknown sched flag", func(c *conf.Config) { c.Services[0].SchedFlags = []string{"sh-port", "sh-portx"} },
+			`services[0].sched_flags[1]: unknown flag "sh-portx" (known: sh-fallback, sh-port, mh-fallback, mh-port)`},
+		{"mh table not prime", func(c *conf.Config) { c.Services[0].MHTableSize = 65536 },
+			`services[0].mh_table_size: 65536 is not a prime in 251..131071 (e.g. 65537)`},
+		{"mh table too small", func(c *conf.Config) { c.Services[0].MHTableSize = 7 },
+			`services[0].mh_table_size: 7 is not a prime in 251..131071 (e.g. 65537)`},
+		{"persistence too short", func(c *conf.Config) { c.Services[0].Persistence = time.Millisecond },
+			`services[0].persistence: 1ms is out of range 0 (off) or 1s..720h`},
+		{"netmask not contiguous", func(c *conf.Config) { c.Services[0].Netmask = "255.0.255.0" },
+			`services[0].netmask: 255.0.255.0 is not a contiguous netmask`},
+		{"netmask not an address", func(c *conf.Config) { c.Services[0].Netmask = "24" },
+			`services[0].netmask: "24" is not an IPv4 netmask (want e.g. 255.255.255.0)`},
 		{"empty vip", func(c *conf.Config) { c.Services[0].VIP = "" },
 			`services[0].vip: must not be empty`},
 		{"bad vip", func(c *conf.Config) { c.Services[0].VIP = "203.0.113.10/32" },
@@ -213,10 +245,23 @@ func TestValidate(t *testing.T) {
 			`services[1].servers[0].weight: -3 is out of range 0..65535`},
 		{"weight too large", func(c *conf.Config) { c.Services[0].Servers[0].Weight = 65536 },
 			`services[0].servers[0].weight: 65536 is out of range 0..65535`},
-		{"dr refused", func(c *conf.Config) { c.Services[0].Servers[0].Forward = "dr" },
-			`services[0].servers[0].forward: "dr" is not supported yet (only nat)`},
-		{"tun refused", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "tun" },
-			`services[0].servers[1].forward: "tun" is not supported yet (only nat)`},
+		{"dr with another port", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "dr" },
+			`services[0].servers[1].port: 8000 differs from the service's port 80: only nat rewrites ports (dr and tun forward the packet unchanged)`},
+		{"tun off every subnet without a gateway", func(c *conf.Config) {
+			c.Ports[0].Gateway = ""
+			c.Services[1].Servers[0].Forward = "tun"
+			c.Services[1].Servers[0].Address = "192.0.2.7"
+		}, `services[1].servers[0].address: 192.0.2.7 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"dr off every subnet", func(c *conf.Config) {
+			c.Services[1].Servers[0].Forward = "dr"
+			c.Services[1].Servers[0].Address = "192.0.2.7"
+		}, `services[1].servers[0].address: 192.0.2.7 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"upper threshold too large", func(c *conf.Config) { c.Services[0].Servers[0].Upper = 1000001 },
+			`services[0].servers[0].upper_threshold: 1000001 is out of range 0..1000000`},
+		{"lower above upper", func(c *conf.Config) { c.Services[0].Servers[0].Upper, c.Services[0].Servers[0].Lower = 10, 11 },
+			`services[0].servers[0].lower_threshold: 11 is out of range 0..10`},
+		{"lower without upper", func(c *conf.Config) { c.Services[0].Servers[0].Lower = 5 },
+			`services[0].servers[0].lower_threshold: 5 needs an upper_threshold`},
 		{"unknown forward", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "" },
 			`services[0].servers[1].forward: "" is not one of nat, dr, tun`},
 		{"duplicate server", func(c *conf.Config) {

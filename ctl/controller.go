@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -162,7 +163,7 @@ func (c *Controller) list() api.Response {
 	resp.Info = &api.Info{ConnTableSize: c.dp.ConnCapacity(), Connections: conns}
 	for i, s := range c.services {
 		as := api.Service{
-			Protocol: "TCP", VIP: addrOf(s.Key.VIP).String(), Port: s.Key.Port,
+			Protocol: strings.ToUpper(c.svcConf[i].Protocol), VIP: addrOf(s.Key.VIP).String(), Port: s.Key.Port,
 			Scheduler: c.svcConf[i].Scheduler, Servers: []api.RealServer{},
 		}
 		for _, d := range s.Dests {

@@ -80,12 +80,41 @@ func portInfos(ports []conf.Port, macs []hdr.MAC) []lcore.PortInfo {
 	return out
 }
 
+// forwardMethods maps the configuration's forward names.
+var forwardMethods = map[string]uint8{"nat": FwdNAT, "dr": FwdDR, "tun": FwdTUN}
+
+// protocols maps the configuration's protocol names.
+var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
+
+// unsupported names a configured feature the dataplane cannot serve yet,
+// so lbd refuses it instead of accepting a service it would not honour.
+func unsupported(i int, s conf.Service) error {
+	f := fmt.Sprintf("services[%d]", i)
+	switch {
+	case s.Protocol == "udp":
+		return fmt.Errorf("%s.protocol: udp services are not supported by the dataplane yet", f)
+	case s.Persistence != 0:
+		return fmt.Errorf("%s.persistence: persistent services are not supported by the dataplane yet", f)
+	case s.SloppyTCP:
+		return fmt.Errorf("%s.sloppy_tcp: not supported by the dataplane yet", f)
+	}
+	for j, rs := range s.Servers {
+		if rs.Forward != "nat" {
+			return fmt.Errorf("%s.servers[%d].forward: %s is not supported by the dataplane yet", f, j, rs.Forward)
+		}
+	}
+	return nil
+}
+
 // buildServices turns configured services into the dataplane's, with one
 // scheduler instance per worker.
 func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Service, error) {
 	out := make([]lcore.Service, 0, len(svcs))
 	for i, s := range svcs {
-		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: hdr.ProtoTCP}
+		if err := unsupported(i, s); err != nil {
+			return nil, err
+		}
+		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
 		ls := lcore.Service{Key: key, Scheduler: s.Scheduler}
 		for _, rs := range s.Servers {
 			addr := ipv4(rs.Addr())
@@ -93,10 +122,13 @@ func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Serv
 			if err != nil {
 				return nil, fmt.Errorf("services[%d]: %w", i, err)
 			}
-			ls.Dests = append(ls.Dests, sched.Dest{ID: id, Addr: addr, Port: uint16(rs.Port), Weight: int32(rs.Weight), Fwd: FwdNAT})
+			ls.Dests = append(ls.Dests, sched.Dest{
+				ID: id, Addr: addr, Port: uint16(rs.Port), Weight: int32(rs.Weight), Fwd: forwardMethods[rs.Forward],
+				Upper: uint32(rs.Upper), Lower: uint32(rs.Lower),
+			})
 		}
 		for w := 0; w < workers; w++ {
-			sc, err := sched.New(s.Scheduler, ls.Dests)
+			sc, err := sched.New(s.Scheduler, ls.Dests, schedOptions(s))
 			if err != nil {
 				return nil, fmt.Errorf("services[%d].scheduler: %w", i, err)
 			}
@@ -117,4 +149,17 @@ func timeouts(t conf.Timeouts) conn.Timeouts {
 		ct.ByState[s] = t.SYN
 	}
 	return ct
+}
+
+// schedOptions maps a service's scheduler settings (ipvsadm -b) onto the
+// scheduler's options.
+func schedOptions(s conf.Service) sched.Options {
+	o := sched.Options{MHTableSize: s.MHTable()}
+	if s.HasFlag("sh-fallback") || s.HasFlag("mh-fallback") {
+		o.Flags |= sched.FlagFallback
+	}
+	if s.HasFlag("sh-port") || s.HasFlag("mh-port") {
+		o.Flags |= sched.FlagPort
+	}
+	return o
 }

@@ -137,3 +137,20 @@ func (c *counters) readDest(id uint32) DestStats {
 	}
 	return s
 }
+
+// Active and Inactive give schedulers this lcore's connection counts of a
+// real server (sched.Counts).
+func (c *counters) Active(id uint32) uint32 {
+	if id >= MaxDests {
+		return 0
+	}
+	return uint32(c.dest[id][DestActive])
+}
+
+// Inactive implements sched.Counts.
+func (c *counters) Inactive(id uint32) uint32 {
+	if id >= MaxDests {
+		return 0
+	}
+	return uint32(c.dest[id][DestInactive])
+}

@@ -134,7 +134,8 @@ func (w *Worker) newConn(src uint32, sport uint16, dst uint32, dport uint16, fla
 	}
 	svc := &snap.Services[si]
 	w.flow = schedFlow(src, sport, dst, dport)
-	idx := svc.Scheds[w.cfg.ID].Schedule(&w.flow)
+	w.flow.Now = w.now
+	idx := svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	if idx < 0 {
 		return 0, DropNoDest
 	}

@@ -86,9 +86,9 @@ func newRig(t testing.TB, neigh map[uint32]hdr.MAC) *rig {
 		pqs = append(pqs, PortQueue{Port: p})
 	}
 	dests := []sched.Dest{{ID: 0, Addr: rs1, Port: 80, Weight: 1}, {ID: 1, Addr: rs2, Port: 8000, Weight: 2}}
-	rr, _ := sched.New("rr", dests)
+	rr, _ := sched.New("rr", dests, sched.Options{})
 	ftp := []sched.Dest{{ID: 2, Addr: rs2, Port: 21, Weight: 1}}
-	rrftp, _ := sched.New("rr", ftp)
+	rrftp, _ := sched.New("rr", ftp, sched.Options{})
 	snap := NewSnapshot(1, []PortInfo{
 		{Name: "wan", MAC: wanMAC, Addr: wanAddr, Net: ip4(203, 0, 113, 0), Mask: 0xFFFFFF00, FacesClients: true},
 		{Name: "lan", MAC: lanMAC, Addr: lanAddr, Net: ip4(198, 51, 100, 0), Mask: 0xFFFFFF00},
@@ -435,7 +435,7 @@ func TestSnapshotSwitch(t *testing.T) {
 	// New snapshot: rs1 removed from the service.
 	old := w.snap
 	dests := []sched.Dest{{ID: 1, Addr: rs2, Port: 8000, Weight: 1}}
-	rr, _ := sched.New("rr", dests)
+	rr, _ := sched.New("rr", dests, sched.Options{})
 	svcs := append([]Service(nil), old.Services...)
 	svcs[0] = Service{Key: svcs[0].Key, Scheduler: "rr", Dests: dests, Scheds: []sched.Scheduler{rr}}
 	next := NewSnapshot(2, old.Ports, svcs, old.Neigh, old.Timeouts)

@@ -7,9 +7,9 @@ type roundRobin struct {
 	next  int // where the next search starts
 }
 
-func newRoundRobin(dests []Dest) Scheduler { return &roundRobin{dests: dests} }
+func newRoundRobin(dests []Dest, _ Options) (Scheduler, error) { return &roundRobin{dests: dests}, nil }
 
-func (r *roundRobin) Schedule(*Flow) int {
+func (r *roundRobin) Schedule(*Flow, Counts) int {
 	n := len(r.dests)
 	for i := 0; i < n; i++ {
 		idx := r.next + i

@@ -19,8 +19,10 @@ type Dest struct {
 	ID     uint32 // stable id of the (service, server) pair; indexes counters
 	Addr   uint32 // IPv4 address, big-endian value of the 4 bytes
 	Port   uint16
-	Weight int32 // 0 = quiescent: no new connections
-	Fwd    uint8 // forwarding method
+	Weight int32  // 0 = quiescent: no new connections
+	Fwd    uint8  // forwarding method
+	Upper  uint32 // no new connections at or above this many (ipvsadm -x); 0 = no limit
+	Lower  uint32 // ... until below this many (ipvsadm -y); 0 = 3/4 of Upper
 }
 
 // Flow is what a scheduler may look at to choose.
@@ -30,17 +32,43 @@ type Flow struct {
 	SrcPort uint16
 	DstPort uint16
 	Proto   uint8
+	Now     int64 // monotonic nanoseconds, for schedulers whose state expires
+}
+
+// Counts gives a scheduler the live connection counts of the real servers,
+// by Dest.ID: active (ESTABLISHED) and inactive (other states), as ipvsadm
+// shows them.
+type Counts interface {
+	Active(id uint32) uint32
+	Inactive(id uint32) uint32
 }
 
 // Scheduler chooses a real server for a new connection.
 type Scheduler interface {
 	// Schedule returns the index of the chosen Dest, or -1 when none can
 	// take the connection. It must not allocate.
-	Schedule(f *Flow) int
+	Schedule(f *Flow, c Counts) int
+}
+
+// Flags are the scheduler flags of ipvsadm -b.
+type Flags uint8
+
+const (
+	// FlagFallback: sh-fallback / mh-fallback, choose another server when
+	// the hashed one is unavailable.
+	FlagFallback Flags = 1 << iota
+	// FlagPort: sh-port / mh-port, hash the source port too.
+	FlagPort
+)
+
+// Options configure a scheduler instance.
+type Options struct {
+	Flags       Flags
+	MHTableSize int // mh's Maglev table size, a prime; 0 = 65537
 }
 
 // Factory makes a scheduler over a fixed list of real servers.
-type Factory func(dests []Dest) Scheduler
+type Factory func(dests []Dest, o Options) (Scheduler, error)
 
 // registry maps scheduler names to factories; it is fixed at build time.
 var registry = map[string]Factory{
@@ -48,12 +76,12 @@ var registry = map[string]Factory{
 }
 
 // New makes the named scheduler over dests.
-func New(name string, dests []Dest) (Scheduler, error) {
+func New(name string, dests []Dest, o Options) (Scheduler, error) {
 	f, ok := registry[name]
 	if !ok {
 		return nil, fmt.Errorf("unknown scheduler %q (known: %s)", name, strings.Join(Names(), ", "))
 	}
-	return f(dests), nil
+	return f(dests, o)
 }
 
 // Names lists the registered schedulers, sorted.

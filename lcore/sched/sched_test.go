@@ -27,13 +27,13 @@ func TestRoundRobinSequences(t *testing.T) {
 		{"one", []int32{1}, []int{0, 0, 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New("rr", dests(tc.weights...))
+			s, err := New("rr", dests(tc.weights...), Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			got := make([]int, len(tc.want))
 			for i := range got {
-				got[i] = s.Schedule(&Flow{})
+				got[i] = s.Schedule(&Flow{}, nil)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
@@ -43,7 +43,7 @@ func TestRoundRobinSequences(t *testing.T) {
 }
 
 func TestRegistry(t *testing.T) {
-	if _, err := New("nope", nil); err == nil || err.Error() != `unknown scheduler "nope" (known: rr)` {
+	if _, err := New("nope", nil, Options{}); err == nil || err.Error() != `unknown scheduler "nope" (known: rr)` {
 		t.Fatalf("unknown scheduler: %v", err)
 	}
 	if got := Names(); !reflect.DeepEqual(got, []string{"rr"}) {
@@ -52,9 +52,9 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestScheduleDoesNotAllocate(t *testing.T) {
-	s, _ := New("rr", dests(1, 1, 0, 1))
+	s, _ := New("rr", dests(1, 1, 0, 1), Options{})
 	f := &Flow{}
-	if n := testing.AllocsPerRun(1000, func() { s.Schedule(f) }); n != 0 {
+	if n := testing.AllocsPerRun(1000, func() { s.Schedule(f, nil) }); n != 0 {
 		t.Fatalf("Schedule allocates %.1f times", n)
 	}
 }
