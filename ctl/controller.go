@@ -22,7 +22,8 @@ type Controller struct {
 	log   *zap.Logger
 	ports []lcore.PortInfo
 
-	mu       sync.Mutex // guards everything below (API handler vs. the loop)
+	mu       sync.Mutex  // guards everything below (API handler vs. the loop)
+	cfg      conf.Config // the running configuration (ports fixed, services as applied)
 	svcConf  []conf.Service
 	services []lcore.Service
 	timeouts conf.Timeouts
@@ -39,32 +40,84 @@ const stepPeriod = 100 * time.Millisecond
 // ports' MAC addresses come from the started devices.
 func NewController(dp Dataplane, cfg conf.Config, macs []hdr.MAC, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
-		dp: dp, log: log, ports: portInfos(cfg.Ports, macs),
+		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, macs),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
-	if err := c.setServices(cfg.Services, cfg.Timeouts); err != nil {
+	u, err := c.prepare(cfg.Services, cfg.Timeouts)
+	if err != nil {
 		return nil, err
 	}
+	c.commit(u)
 	return c, nil
 }
 
-// setServices rebuilds the model and the first or next snapshot; the
-// caller holds mu (or is the constructor) and publishes.
-func (c *Controller) setServices(svcs []conf.Service, t conf.Timeouts) error {
-	ids := c.ids // ids only grow: a failed build leaves no trace that matters
-	built, err := buildServices(svcs, c.dp.NumWorkers(), &ids)
+// update is a validated, built set of services waiting to be published.
+type update struct {
+	svcConf  []conf.Service
+	services []lcore.Service
+	timeouts conf.Timeouts
+	ids      destIDs
+	snap     *lcore.Snapshot
+}
+
+// prepare validates services and timeouts whole (against the running
+// ports) and builds the snapshot that would run them; it changes nothing.
+// The caller holds mu, or is the constructor.
+func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, error) {
+	cfg := c.cfg
+	cfg.Services, cfg.Timeouts = svcs, t
+	if err := cfg.Validate(Schedulers()); err != nil {
+		return nil, err
+	}
+	u := &update{svcConf: svcs, timeouts: t, ids: c.ids.clone()}
+	var err error
+	if u.services, err = buildServices(svcs, c.dp.NumWorkers(), &u.ids); err != nil {
+		return nil, err
+	}
+	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, u.services, c.neigh.macs(), timeouts(t))
+	return u, nil
+}
+
+// commit makes a prepared update the controller's state.
+func (c *Controller) commit(u *update) {
+	c.svcConf, c.services, c.timeouts, c.ids = u.svcConf, u.services, u.timeouts, u.ids
+	c.gen = u.snap.Gen
+	c.snap = u.snap
+	c.cfg.Services, c.cfg.Timeouts = u.svcConf, u.timeouts
+	c.neigh.setWanted(c.wantedNeighbours())
+}
+
+// Apply replaces the services and timeouts in one update: the new set is
+// validated whole and built, then every lcore switches to it between two
+// bursts. Connections in progress keep their real servers. On error nothing
+// changes.
+func (c *Controller) Apply(svcs []conf.Service, t conf.Timeouts) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u, err := c.prepare(svcs, t)
 	if err != nil {
 		return err
 	}
-	c.ids, c.svcConf, c.services, c.timeouts = ids, svcs, built, t
-	c.neigh.setWanted(c.wantedNeighbours())
-	c.gen++
-	c.snap = lcore.NewSnapshot(c.gen, c.ports, c.services, c.neigh.macs(), timeouts(t))
-	for _, s := range svcs {
-		c.log.Info("service", zap.String("protocol", s.Protocol), zap.String("vip", s.VIP), zap.Int("port", s.Port),
-			zap.String("scheduler", s.Scheduler), zap.Int("servers", len(s.Servers)))
+	if err := c.dp.Publish(u.snap); err != nil {
+		return fmt.Errorf("lcores did not take the update: %w", err)
 	}
+	c.commit(u)
+	c.log.Info("services applied", zap.Int("services", len(svcs)), zap.Uint64("generation", u.snap.Gen))
 	return nil
+}
+
+// Services returns a copy of the configured services and timeouts, the
+// base for edits (lbctl -A/-E/-D/-a/-e/-d) that go back through Apply.
+func (c *Controller) Services() ([]conf.Service, conf.Timeouts) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]conf.Service, len(c.svcConf))
+	for i, s := range c.svcConf {
+		s.Servers = append([]conf.RealServer(nil), s.Servers...)
+		s.SchedFlags = append([]string(nil), s.SchedFlags...)
+		out[i] = s
+	}
+	return out, c.timeouts
 }
 
 // wantedNeighbours are the next hops the services need: real servers

@@ -162,3 +162,47 @@ func TestListSumsServers(t *testing.T) {
 		t.Fatalf("unknown op: %q", resp.Error)
 	}
 }
+
+func TestApplyIsAllOrNothing(t *testing.T) {
+	c, f := newTestController(t)
+	svcs, to := c.Services()
+	before := c.Snapshot()
+
+	// A bad edit is refused with the field named; nothing is published.
+	bad, _ := c.Services()
+	bad[0].Servers[1].Weight = -1
+	err := c.Apply(bad, to)
+	if err == nil || err.Error() != "services[0].servers[1].weight: -1 is out of range 0..65535" {
+		t.Fatalf("Apply(bad) = %v", err)
+	}
+	if c.Snapshot() != before || len(f.published) != 0 {
+		t.Fatal("a refused update changed the state")
+	}
+	if got, _ := c.Services(); got[0].Servers[1].Weight != 2 {
+		t.Fatal("the caller's copy aliases the controller's services")
+	}
+
+	// A good edit (a third server) is published as the next generation;
+	// existing servers keep their ids, so their counters continue.
+	svcs[0].Servers = append(svcs[0].Servers, conf.RealServer{Address: "198.51.100.13", Port: 80, Weight: 1, Forward: "nat"})
+	if err := c.Apply(svcs, to); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.published) != 1 || f.published[0].Gen != before.Gen+1 || c.Snapshot() != f.published[0] {
+		t.Fatalf("published %d snapshots", len(f.published))
+	}
+	web := c.Snapshot().Services[0]
+	if len(web.Dests) != 3 || web.Dests[0].ID != before.Services[0].Dests[0].ID || web.Dests[1].ID != before.Services[0].Dests[1].ID {
+		t.Fatalf("dests after apply: %+v", web.Dests)
+	}
+	// The new server is now resolved by ARP.
+	f.arps = nil
+	c.step(time.Unix(500, 0))
+	found := false
+	for _, r := range f.arps {
+		found = found || r.ip == ip4(198, 51, 100, 13)
+	}
+	if !found {
+		t.Fatalf("no ARP request for the new server: %v", f.arps)
+	}
+}

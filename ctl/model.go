@@ -47,6 +47,14 @@ type destIDs struct {
 	next uint32
 }
 
+func (d destIDs) clone() destIDs {
+	c := destIDs{ids: make(map[string]uint32, len(d.ids)), next: d.next}
+	for k, v := range d.ids {
+		c.ids[k] = v
+	}
+	return c
+}
+
 func (d *destIDs) get(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, error) {
 	key := fmt.Sprintf("%d/%d:%d/%d:%d", svc.Proto, svc.VIP, svc.Port, addr, port)
 	if id, ok := d.ids[key]; ok {
