@@ -12,7 +12,6 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Controller owns the service model and the neighbour table, builds the
@@ -37,10 +36,10 @@ type Controller struct {
 const stepPeriod = 100 * time.Millisecond
 
 // NewController builds the first snapshot from the configuration; the
-// ports' MAC addresses come from the started devices.
-func NewController(dp Dataplane, cfg conf.Config, macs []hdr.MAC, log *zap.Logger) (*Controller, error) {
+// ports' MAC addresses, MTUs and offloads come from the started devices.
+func NewController(dp Dataplane, cfg conf.Config, hw []PortHW, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
-		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, macs),
+		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
 	u, err := c.prepare(cfg.Services, cfg.Timeouts)

@@ -70,7 +70,7 @@ func newTestController(t *testing.T) (*Controller, *fakeDataplane) {
 		t.Fatal(err)
 	}
 	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []hdr.MAC{{2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 2}}, zap.NewNop())
+	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

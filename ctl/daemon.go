@@ -69,7 +69,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger) (err error) {
 			err = cerr
 		}
 	}()
-	ctl, err := NewController(dp, cfg, dp.MACs(), log)
+	ctl, err := NewController(dp, cfg, dp.Hardware(), log)
 	if err != nil {
 		return err
 	}

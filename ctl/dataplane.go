@@ -50,8 +50,11 @@ type openPort struct {
 	name string
 	id   ethdev.Port
 	info ethdev.DevInfo
-	mac  hdr.MAC
+	hw   PortHW
 }
+
+// txCsumOffloads are the TX offloads lbd uses when a port has all of them.
+const txCsumOffloads = ethdev.TxOffloadIPv4Cksum | ethdev.TxOffloadTCPCksum | ethdev.TxOffloadUDPCksum
 
 // publishTimeout bounds the wait for the workers' acknowledgements.
 const publishTimeout = 2 * time.Second
@@ -101,6 +104,10 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
 	c := ethdev.Config{RxQueues: nq, TxQueues: nq}
+	offload := info.TxOffloadCapa&txCsumOffloads == txCsumOffloads
+	if offload {
+		c.TxOffloads = txCsumOffloads
+	}
 	if nq > 1 {
 		c.RSSHashFunctions = ethdev.RSSIP | ethdev.RSSTCP | ethdev.RSSUDP
 	}
@@ -112,7 +119,7 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 		if err := id.RxQueueSetup(q, uint16(dp.RxDescriptors), info.SocketID, d.pool); err != nil {
 			return openPort{}, fmt.Errorf("%s: %w", field, err)
 		}
-		if err := id.TxQueueSetup(q, uint16(dp.TxDescriptors), info.SocketID, 0); err != nil {
+		if err := id.TxQueueSetup(q, uint16(dp.TxDescriptors), info.SocketID, c.TxOffloads); err != nil {
 			return openPort{}, fmt.Errorf("%s: %w", field, err)
 		}
 	}
@@ -139,21 +146,24 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 		id.Close()
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
-	p.mac = hdr.MAC(mac)
 	link, _ := id.Link()
-	mtu, _ := id.MTU()
+	mtu, err := id.MTU()
+	if err != nil || mtu == 0 {
+		mtu = 1500
+	}
+	p.hw = PortHW{MAC: hdr.MAC(mac), MTU: mtu, CsumOffload: offload}
 	d.log.Info("port up", zap.String("port", pc.Name), zap.Uint16("port_id", uint16(id)),
-		zap.String("driver", info.Driver), zap.String("mac", p.mac.String()), zap.String("address", pc.Address),
+		zap.String("driver", info.Driver), zap.String("mac", p.hw.MAC.String()), zap.String("address", pc.Address),
 		zap.String("role", pc.Role), zap.String("link", link.String()), zap.Uint16("mtu", mtu),
-		zap.Uint16("queues", nq))
+		zap.Uint16("queues", nq), zap.Bool("tx_checksum_offload", offload))
 	return p, nil
 }
 
-// MACs are the ports' addresses, in configuration order.
-func (d *DPDK) MACs() []hdr.MAC {
-	out := make([]hdr.MAC, len(d.ports))
+// Hardware describes the started ports, in configuration order.
+func (d *DPDK) Hardware() []PortHW {
+	out := make([]PortHW, len(d.ports))
 	for i, p := range d.ports {
-		out[i] = p.mac
+		out[i] = p.hw
 	}
 	return out
 }

@@ -30,15 +30,8 @@ func addrOf(v uint32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// Forwarding methods, as conn.Conn.Fwd and sched.Dest.Fwd carry them.
-const (
-	FwdNAT uint8 = iota
-	FwdDR
-	FwdTUN
-)
-
 // forwardNames are ipvsadm's names of the methods, as -L prints them.
-var forwardNames = [...]string{FwdNAT: "Masq", FwdDR: "Route", FwdTUN: "Tunnel"}
+var forwardNames = [...]string{lcore.FwdNAT: "Masq", lcore.FwdDR: "Route", lcore.FwdTUN: "Tunnel"}
 
 // destIDs hands out stable ids to (service, real server) pairs, so that
 // counters survive configuration changes.
@@ -71,15 +64,23 @@ func (d *destIDs) get(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, e
 	return d.ids[key], nil
 }
 
-// portInfos describes the ports for the lcores; macs come from the devices.
-func portInfos(ports []conf.Port, macs []hdr.MAC) []lcore.PortInfo {
+// PortHW is what the started devices tell about a port.
+type PortHW struct {
+	MAC         hdr.MAC
+	MTU         uint16
+	CsumOffload bool // TX IPv4, TCP and UDP checksum offload enabled
+}
+
+// portInfos describes the ports for the lcores.
+func portInfos(ports []conf.Port, hw []PortHW) []lcore.PortInfo {
 	out := make([]lcore.PortInfo, len(ports))
 	for i, p := range ports {
 		pfx := p.Prefix()
 		mask := ^uint32(0) << (32 - pfx.Bits())
 		out[i] = lcore.PortInfo{
-			Name: p.Name, MAC: macs[i], Addr: ipv4(pfx.Addr()),
+			Name: p.Name, MAC: hw[i].MAC, Addr: ipv4(pfx.Addr()),
 			Net: ipv4(pfx.Masked().Addr()), Mask: mask, FacesClients: p.FacesClients(),
+			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload,
 		}
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)
@@ -89,7 +90,7 @@ func portInfos(ports []conf.Port, macs []hdr.MAC) []lcore.PortInfo {
 }
 
 // forwardMethods maps the configuration's forward names.
-var forwardMethods = map[string]uint8{"nat": FwdNAT, "dr": FwdDR, "tun": FwdTUN}
+var forwardMethods = map[string]uint8{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "tun": lcore.FwdTUN}
 
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
@@ -98,18 +99,8 @@ var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
 // so lbd refuses it instead of accepting a service it would not honour.
 func unsupported(i int, s conf.Service) error {
 	f := fmt.Sprintf("services[%d]", i)
-	switch {
-	case s.Protocol == "udp":
-		return fmt.Errorf("%s.protocol: udp services are not supported by the dataplane yet", f)
-	case s.Persistence != 0:
+	if s.Persistence != 0 {
 		return fmt.Errorf("%s.persistence: persistent services are not supported by the dataplane yet", f)
-	case s.SloppyTCP:
-		return fmt.Errorf("%s.sloppy_tcp: not supported by the dataplane yet", f)
-	}
-	for j, rs := range s.Servers {
-		if rs.Forward != "nat" {
-			return fmt.Errorf("%s.servers[%d].forward: %s is not supported by the dataplane yet", f, j, rs.Forward)
-		}
 	}
 	return nil
 }
@@ -123,7 +114,7 @@ func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Serv
 			return nil, err
 		}
 		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
-		ls := lcore.Service{Key: key, Scheduler: s.Scheduler}
+		ls := lcore.Service{Key: key, Scheduler: s.Scheduler, SloppyTCP: s.SloppyTCP}
 		for _, rs := range s.Servers {
 			addr := ipv4(rs.Addr())
 			id, err := ids.get(key, addr, uint16(rs.Port))

@@ -14,14 +14,18 @@ const (
 	RxBytes
 	TxPackets
 	TxBytes
-	NewConns    // connections created
-	Conns       // connections in the table (a gauge)
-	ARPReplies  // ARP requests answered
-	ARPReceived // ARP replies received (and learnt from)
-	ARPRequests // ARP requests sent to resolve neighbours
-	EventsLost  // events to the control plane lost to a full ring
-	Iterations  // poll loop iterations
-	IdleSleeps  // sleeps taken while idle (idle_sleep)
+	NewConns        // connections created
+	Conns           // connections in the table (a gauge)
+	ARPReplies      // ARP requests answered
+	ARPReceived     // ARP replies received (and learnt from)
+	ARPRequests     // ARP requests sent to resolve neighbours
+	EventsLost      // events to the control plane lost to a full ring
+	Encapsulated    // packets sent to real servers in IPIP (VS/TUN)
+	ICMPEchoReplies // echo requests to a VIP or our address answered
+	ICMPErrors      // ICMP errors about a connection delivered
+	ICMPFragNeeded  // "fragmentation needed" sent for packets too big for a tunnel
+	Iterations      // poll loop iterations
+	IdleSleeps      // sleeps taken while idle (idle_sleep)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -32,7 +36,9 @@ const (
 	DropBadIPChecksum    // IPv4 header checksum wrong
 	DropFragment         // IPv4 fragments are not reassembled
 	DropBadL4            // truncated or malformed TCP header
-	DropUnsupportedProto // neither TCP (UDP and ICMP come with issue #3)
+	DropUnsupportedProto // neither TCP, UDP nor ICMP
+	DropBadICMP          // truncated ICMP, or an error quoting no usable packet
+	DropICMPType         // an ICMP type the balancer neither answers nor forwards
 	DropToLocal          // addressed to one of our own port addresses
 	DropNoService        // to a VIP, on a port/protocol with no service
 	DropNotSYN           // first packet of an unknown TCP flow is not a SYN
@@ -43,6 +49,8 @@ const (
 	DropNoRoute          // no port reaches the destination
 	DropNoNeighbour      // next hop's MAC not resolved (yet)
 	DropTxFull           // the TX queue did not take the packet
+	DropTooBig           // too big for the tunnel and fragmentation allowed (not done)
+	DropNoHeadroom       // no room in the mbuf for an added header
 
 	numStats
 )
@@ -53,14 +61,15 @@ const firstDrop = DropBadEthernet
 var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
-	EventsLost: "events_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
+	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", Iterations: "iterations", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
-	DropUnsupportedProto: "unsupported_proto", DropToLocal: "to_local", DropNoService: "no_service",
+	DropUnsupportedProto: "unsupported_proto", DropBadICMP: "bad_icmp", DropICMPType: "icmp_type", DropToLocal: "to_local", DropNoService: "no_service",
 	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
-	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full",
+	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom",
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -36,6 +36,8 @@ type PortInfo struct {
 	Net, Mask    uint32 // its subnet
 	Gateway      uint32 // next hop for off-link destinations, or 0
 	FacesClients bool   // answers ARP for VIPs
+	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
+	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
 }
 
 // ServiceKey identifies a virtual service.
@@ -49,6 +51,7 @@ type ServiceKey struct {
 type Service struct {
 	Key       ServiceKey
 	Scheduler string
+	SloppyTCP bool // open TCP connections on any packet, not only a SYN
 	Dests     []sched.Dest
 	Scheds    []sched.Scheduler // one per worker, indexed by worker id
 }

@@ -23,6 +23,8 @@ func TestMain(m *testing.M) { dpdktest.Main(m) }
 var (
 	clientIP = ip4(203, 0, 113, 7)
 	vip      = ip4(203, 0, 113, 100)
+	vipDR    = ip4(203, 0, 113, 101)
+	vipTUN   = ip4(203, 0, 113, 102)
 	wanAddr  = ip4(203, 0, 113, 1)
 	lanAddr  = ip4(198, 51, 100, 1)
 	rs1      = ip4(198, 51, 100, 11)
@@ -45,15 +47,21 @@ type rig struct {
 	pool   *mempool.Mempool
 	rx, tx [2]*ring.Ring
 	objs   ring.Objs
+
+	offloadLAN bool // the lan port offloads checksums
 }
 
 var rigSeq int
 
 func newRig(t testing.TB, neigh map[uint32]hdr.MAC) *rig {
+	return newRigWith(t, neigh, false)
+}
+
+func newRigWith(t testing.TB, neigh map[uint32]hdr.MAC, offloadLAN bool) *rig {
 	t.Helper()
 	dpdktest.Skip(t)
 	rigSeq++
-	r := &rig{t: t, objs: ring.NewObjs(64)}
+	r := &rig{t: t, objs: ring.NewObjs(64), offloadLAN: offloadLAN}
 	var err error
 	r.pool, err = mempool.CreatePktmbufPool(mempool.PktmbufPool{Name: fmt.Sprint("rig", rigSeq), N: 1023, Socket: -1})
 	if err != nil {
@@ -89,12 +97,24 @@ func newRig(t testing.TB, neigh map[uint32]hdr.MAC) *rig {
 	rr, _ := sched.New("rr", dests, sched.Options{})
 	ftp := []sched.Dest{{ID: 2, Addr: rs2, Port: 21, Weight: 1}}
 	rrftp, _ := sched.New("rr", ftp, sched.Options{})
+	one := func(key ServiceKey, d sched.Dest) Service {
+		s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+		return Service{Key: key, Scheduler: "rr", Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}}
+	}
 	snap := NewSnapshot(1, []PortInfo{
-		{Name: "wan", MAC: wanMAC, Addr: wanAddr, Net: ip4(203, 0, 113, 0), Mask: 0xFFFFFF00, FacesClients: true},
-		{Name: "lan", MAC: lanMAC, Addr: lanAddr, Net: ip4(198, 51, 100, 0), Mask: 0xFFFFFF00},
+		{Name: "wan", MAC: wanMAC, Addr: wanAddr, Net: ip4(203, 0, 113, 0), Mask: 0xFFFFFF00, FacesClients: true, MTU: 1500},
+		{Name: "lan", MAC: lanMAC, Addr: lanAddr, Net: ip4(198, 51, 100, 0), Mask: 0xFFFFFF00, MTU: 1500, CsumOffload: r.offloadLAN},
 	}, []Service{
 		{Key: ServiceKey{VIP: vip, Port: 80, Proto: hdr.ProtoTCP}, Scheduler: "rr", Dests: dests, Scheds: []sched.Scheduler{rr}},
 		{Key: ServiceKey{VIP: vip, Port: 21, Proto: hdr.ProtoTCP}, Scheduler: "rr", Dests: ftp, Scheds: []sched.Scheduler{rrftp}},
+		one(ServiceKey{VIP: vip, Port: 53, Proto: hdr.ProtoUDP}, sched.Dest{ID: 3, Addr: rs1, Port: 5353, Weight: 1}),
+		one(ServiceKey{VIP: vipDR, Port: 80, Proto: hdr.ProtoTCP}, sched.Dest{ID: 4, Addr: rs1, Port: 80, Weight: 1, Fwd: FwdDR}),
+		one(ServiceKey{VIP: vipTUN, Port: 80, Proto: hdr.ProtoTCP}, sched.Dest{ID: 5, Addr: rs2, Port: 80, Weight: 1, Fwd: FwdTUN}),
+		func() Service {
+			s := one(ServiceKey{VIP: vip, Port: 8080, Proto: hdr.ProtoTCP}, sched.Dest{ID: 6, Addr: rs1, Port: 8080, Weight: 1})
+			s.SloppyTCP = true
+			return s
+		}(),
 	}, neigh, conn.DefaultTimeouts())
 	r.w, err = NewWorker(Config{ID: 0, CPU: -1, Ports: pqs, Pool: r.pool, Burst: 32, ConnTableSize: 1024, Snapshot: snap})
 	if err != nil {
