@@ -95,26 +95,17 @@ var forwardMethods = map[string]uint8{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "t
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
 
-// unsupported names a configured feature the dataplane cannot serve yet,
-// so lbd refuses it instead of accepting a service it would not honour.
-func unsupported(i int, s conf.Service) error {
-	f := fmt.Sprintf("services[%d]", i)
-	if s.Persistence != 0 {
-		return fmt.Errorf("%s.persistence: persistent services are not supported by the dataplane yet", f)
-	}
-	return nil
-}
-
 // buildServices turns configured services into the dataplane's, with one
 // scheduler instance per worker.
 func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Service, error) {
 	out := make([]lcore.Service, 0, len(svcs))
 	for i, s := range svcs {
-		if err := unsupported(i, s); err != nil {
-			return nil, err
-		}
 		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
-		ls := lcore.Service{Key: key, Scheduler: s.Scheduler, SloppyTCP: s.SloppyTCP}
+		ls := lcore.Service{
+			Key: key, Scheduler: s.Scheduler, SloppyTCP: s.SloppyTCP,
+			// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
+			Persistence: int64(s.Persistence), PersistMask: ^uint32(0) << (32 - s.NetmaskBits()),
+		}
 		for _, rs := range s.Servers {
 			addr := ipv4(rs.Addr())
 			id, err := ids.get(key, addr, uint16(rs.Port))

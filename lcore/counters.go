@@ -24,6 +24,8 @@ const (
 	ICMPEchoReplies // echo requests to a VIP or our address answered
 	ICMPErrors      // ICMP errors about a connection delivered
 	ICMPFragNeeded  // "fragmentation needed" sent for packets too big for a tunnel
+	Templates       // persistence templates created
+	TemplatesLost   // templates not stored (table full): the connection went on without
 	Iterations      // poll loop iterations
 	IdleSleeps      // sleeps taken while idle (idle_sleep)
 
@@ -62,7 +64,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", Iterations: "iterations", IdleSleeps: "idle_sleeps",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -88,13 +90,14 @@ type Stats [numStats]uint64
 type DestStat int
 
 const (
-	DestConns    DestStat = iota // connections scheduled to it
-	DestInPkts                   // client -> server packets
-	DestOutPkts                  // server -> client packets
-	DestInBytes                  //
-	DestOutBytes                 //
-	DestActive                   // connections in ESTABLISHED (a gauge)
-	DestInactive                 // connections in other states (a gauge)
+	DestConns      DestStat = iota // connections scheduled to it
+	DestInPkts                     // client -> server packets
+	DestOutPkts                    // server -> client packets
+	DestInBytes                    //
+	DestOutBytes                   //
+	DestActive                     // connections in ESTABLISHED (a gauge)
+	DestInactive                   // connections in other states (a gauge)
+	DestPersistent                 // persistence templates naming it (a gauge)
 	numDestStats
 )
 

@@ -179,7 +179,12 @@ func (w *Worker) newConn(proto uint8, src uint32, sport uint16, dst uint32, dpor
 	}
 	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = src, sport, dst, dport
 	w.flow.Proto, w.flow.Now = proto, w.now
-	idx := svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
+	idx, tmpl := -1, uint32(0)
+	if svc.Persistence > 0 {
+		idx, tmpl = w.persistent(svc, si, proto, src, dst, dport)
+	} else {
+		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
+	}
 	if idx < 0 {
 		return 0, DropNoDest
 	}
@@ -202,6 +207,10 @@ func (w *Worker) newConn(proto uint8, src uint32, sport uint16, dst uint32, dpor
 		return 0, DropTableFull
 	default:
 		return 0, DropConnExists
+	}
+	if tmpl != 0 {
+		w.table.Get(id).Template = tmpl
+		w.table.Get(tmpl-1).Controls++
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[d.ID][DestConns]++

@@ -52,8 +52,12 @@ type Service struct {
 	Key       ServiceKey
 	Scheduler string
 	SloppyTCP bool // open TCP connections on any packet, not only a SYN
-	Dests     []sched.Dest
-	Scheds    []sched.Scheduler // one per worker, indexed by worker id
+	// Persistence (ns; 0: off) keeps a client network (its address
+	// masked by PersistMask) on one real server: ipvsadm -p and -M.
+	Persistence int64
+	PersistMask uint32
+	Dests       []sched.Dest
+	Scheds      []sched.Scheduler // one per worker, indexed by worker id
 }
 
 // NewSnapshot indexes services and ports for the per-packet lookups.
@@ -124,4 +128,14 @@ func (s *Snapshot) Route(dst uint32) (port int, nextHop uint32, ok bool) {
 		return s.gatewayPort, s.Ports[s.gatewayPort].Gateway, true
 	}
 	return -1, 0, false
+}
+
+// destIndex finds a real server of the service by id, or -1.
+func (s *Service) destIndex(id uint32) int {
+	for i := range s.Dests {
+		if s.Dests[i].ID == id {
+			return i
+		}
+	}
+	return -1
 }

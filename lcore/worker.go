@@ -158,7 +158,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		// Room for a whole burst plus the packets the worker makes itself.
 		w.tx = append(w.tx, txQueue{arr: mbuf.NewArray(2 * cfg.Burst)})
 	}
-	w.expire = w.onExpire
+	w.expire = w.expireEntry
 	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
 	w.jobs = []*job{
 		{name: "commands", period: int64(commandPeriod), run: w.runCommands},
@@ -364,10 +364,6 @@ func (w *Worker) runCommands(int64) {
 
 func (w *Worker) runExpire(now int64) {
 	w.table.Expire(now, w.budget, w.expire)
-}
-
-func (w *Worker) onExpire(_ uint32, c *conn.Conn) {
-	w.countState(c.Dest, c.State, false)
 }
 
 func (w *Worker) runPublish(int64) {

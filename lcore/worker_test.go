@@ -115,6 +115,7 @@ func newRigWith(t testing.TB, neigh map[uint32]hdr.MAC, offloadLAN bool) *rig {
 			s.SloppyTCP = true
 			return s
 		}(),
+		persistentService(),
 	}, neigh, conn.DefaultTimeouts())
 	r.w, err = NewWorker(Config{ID: 0, CPU: -1, Ports: pqs, Pool: r.pool, Burst: 32, ConnTableSize: 1024, Snapshot: snap})
 	if err != nil {
@@ -573,4 +574,13 @@ func TestStartStop(t *testing.T) {
 	if !ran {
 		t.Fatal("the publish job never ran")
 	}
+}
+
+// persistentService is VIP:443 persistent for 300 s per client address
+// over rs1 and rs2 (rr).
+func persistentService() Service {
+	d := []sched.Dest{{ID: 7, Addr: rs1, Port: 443, Weight: 1}, {ID: 8, Addr: rs2, Port: 443, Weight: 1}}
+	s, _ := sched.New("rr", d, sched.Options{})
+	return Service{Key: ServiceKey{VIP: vip, Port: 443, Proto: hdr.ProtoTCP}, Scheduler: "rr", Dests: d,
+		Scheds: []sched.Scheduler{s}, Persistence: int64(300 * time.Second), PersistMask: 0xFFFFFFFF}
 }

@@ -239,7 +239,8 @@ func (t *Table) unplace(h, ref uint32) {
 // Expire examines at most budget entries, starting where the previous call
 // stopped and wrapping at Cap, and deletes those with Expires <= now,
 // calling onExpire (if non-nil) on each just before its removal. It returns
-// the number removed; the entry goes whatever onExpire does to it. An lcore
+// the number removed. onExpire may keep an entry by moving its Expires
+// past now (a persistence template that still controls connections). An lcore
 // calls it every few iterations with a small budget, so no call stops the
 // world unless budget >= Cap.
 //
@@ -262,6 +263,9 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 		}
 		if onExpire != nil {
 			onExpire(id, e)
+			if e.Expires > now {
+				continue // the callback extended the entry's life
+			}
 		}
 		t.Delete(id)
 		removed++

@@ -414,3 +414,23 @@ func TestHotPathDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// TestExpireKeepsExtended: a callback that moves Expires past now keeps the
+// entry (persistence templates with live connections).
+func TestExpireKeepsExtended(t *testing.T) {
+	tb, err := conn.NewWithSeed(16, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := tb.Insert(&conn.Conn{Proto: 6, ClientIP: 1, ClientPort: 1, VIP: 2, VPort: 80, RIP: 3, RPort: 80, Expires: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := func(_ uint32, c *conn.Conn) { c.Expires = 500 }
+	if n := tb.Expire(200, 16, keep); n != 0 || tb.Len() != 1 || tb.Get(id).Expires != 500 {
+		t.Fatalf("extended entry removed: n %d len %d", n, tb.Len())
+	}
+	if n := tb.Expire(600, 16, func(uint32, *conn.Conn) {}); n != 1 || tb.Len() != 0 {
+		t.Fatalf("entry not removed once the callback let it go: n %d", n)
+	}
+}

@@ -1,0 +1,104 @@
+package lcore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// connectTo sends a SYN to VIP:443 and returns the real server it reached.
+func connectTo(t *testing.T, r *rig, client uint32, sport uint16) uint32 {
+	t.Helper()
+	r.inject(0, tcpFrame(clientMAC, wanMAC, client, sport, vip, 443, hdr.TCPFlagSYN, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("SYN from %x:%d not forwarded (stats %v)", client, sport, r.w.cnt.own)
+	}
+	_, ip, _ := checkTCP(t, out[0])
+	return ip.Dst()
+}
+
+func TestPersistence(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	other := ip4(203, 0, 113, 8)
+	// rr alone would alternate; the templates keep each client on its server
+	// whatever source port it uses.
+	if got := connectTo(t, r, clientIP, 40000); got != rs1 {
+		t.Fatalf("first client went to %x", got)
+	}
+	if got := connectTo(t, r, other, 50000); got != rs2 {
+		t.Fatalf("second client went to %x", got)
+	}
+	for port := uint16(40001); port < 40006; port++ {
+		if got := connectTo(t, r, clientIP, port); got != rs1 {
+			t.Fatalf("client on port %d moved to %x", port, got)
+		}
+	}
+	if got := connectTo(t, r, other, 50001); got != rs2 {
+		t.Fatalf("second client moved to %x", got)
+	}
+	if w.cnt.own[Templates] != 2 || w.cnt.dest[7][DestPersistent] != 1 || w.cnt.dest[8][DestPersistent] != 1 {
+		t.Fatalf("templates %d, persistent gauges %d/%d", w.cnt.own[Templates], w.cnt.dest[7][DestPersistent], w.cnt.dest[8][DestPersistent])
+	}
+	tid, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443)
+	if !ok || w.table.Get(tid).Controls != 6 {
+		t.Fatalf("template controls %d connections, want 6", w.table.Get(tid).Controls)
+	}
+
+	// rs1 becomes quiescent: the template is re-pointed for new
+	// connections (expire_quiescent_template); old ones stay on rs1.
+	old := w.snap
+	svcs := append([]Service(nil), old.Services...)
+	p := svcs[len(svcs)-1]
+	p.Dests = append([]sched.Dest(nil), p.Dests...)
+	p.Dests[0].Weight = 0
+	rr, _ := sched.New("rr", p.Dests, sched.Options{})
+	p.Scheds = []sched.Scheduler{rr}
+	svcs[len(svcs)-1] = p
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(2, old.Ports, svcs, old.Neigh, old.Timeouts)})
+	w.runCommands(0)
+	if got := connectTo(t, r, clientIP, 40100); got != rs2 {
+		t.Fatalf("client stayed on quiescent rs1")
+	}
+	if got := connectTo(t, r, clientIP, 40101); got != rs2 {
+		t.Fatalf("client left rs2 after the re-point")
+	}
+	if w.cnt.dest[7][DestPersistent] != 0 || w.cnt.dest[8][DestPersistent] != 2 {
+		t.Fatalf("gauges after re-point %d/%d", w.cnt.dest[7][DestPersistent], w.cnt.dest[8][DestPersistent])
+	}
+}
+
+// TestTemplateLivesWhileItControls: past its persistence time a template
+// stays while a connection it chose is alive, then goes.
+func TestTemplateLivesWhileItControls(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	connectTo(t, r, clientIP, 40000)
+	tid, _, _ := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443)
+	cid, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 443)
+	w.table.Get(cid).Expires = w.now + int64(time.Hour) // a long-lived connection
+
+	w.now += int64(301 * time.Second)
+	w.table.Expire(w.now, w.table.Cap(), w.expire)
+	if _, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443); !ok {
+		t.Fatal("template expired while it controls a connection")
+	}
+	// The connection ends: the template goes at its next expiry.
+	w.table.Get(cid).Expires = w.now
+	w.table.Expire(w.now, w.table.Cap(), w.expire)
+	if w.table.Get(tid).Controls != 0 {
+		t.Fatal("the template still counts the expired connection")
+	}
+	w.now += int64(301 * time.Second)
+	w.table.Expire(w.now, w.table.Cap(), w.expire)
+	if _, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443); ok || w.table.Len() != 0 {
+		t.Fatalf("template not expired (len %d)", w.table.Len())
+	}
+	if w.cnt.dest[7][DestPersistent] != 0 || w.cnt.dest[7][DestInactive] != 0 {
+		t.Fatal("gauges not back to 0")
+	}
+}
