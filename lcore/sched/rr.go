@@ -1,22 +1,25 @@
 package sched
 
-// roundRobin is IPVS's rr: servers in turn, skipping quiescent ones
-// (weight 0), all weights otherwise equal.
+// roundRobin is IPVS's rr (net/netfilter/ipvs/ip_vs_rr.c): servers in turn,
+// skipping quiescent (weight 0) and overloaded ones, all weights otherwise
+// equal. The cursor is per instance, so per lcore.
 type roundRobin struct {
-	dests []Dest
-	next  int // where the next search starts
+	pool
+	next int // where the next search starts
 }
 
-func newRoundRobin(dests []Dest, _ Options) (Scheduler, error) { return &roundRobin{dests: dests}, nil }
+func newRoundRobin(dests []Dest, _ Options) (Scheduler, error) {
+	return &roundRobin{pool: newPool(dests)}, nil
+}
 
-func (r *roundRobin) Schedule(*Flow, Counts) int {
+func (r *roundRobin) Schedule(_ *Flow, c Counts) int {
 	n := len(r.dests)
 	for i := 0; i < n; i++ {
 		idx := r.next + i
 		if idx >= n {
 			idx -= n
 		}
-		if r.dests[idx].Weight > 0 {
+		if r.available(idx, c) {
 			r.next = idx + 1
 			if r.next == n {
 				r.next = 0

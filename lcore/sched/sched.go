@@ -1,11 +1,39 @@
 // Package sched holds the connection schedulers of LVS, each in its own
-// file, behind one interface and a registry of names (as ipvsadm's -s).
+// file, behind one interface and a registry of names (as ipvsadm's -s):
+// rr wrr lc wlc sed nq lblc lblcr dh sh mh fo ovf twos, with the semantics of
+// IPVS's net/netfilter/ipvs/ip_vs_<name>.c (each file says where it departs
+// from them). Schedule allocates nothing.
+//
+// Every scheduler treats a dest as available when its weight is positive
+// (0 = quiescent: no new connections, existing ones continue) and it is not
+// overloaded by its -x/-y thresholds: overloaded from the moment its total
+// connections (active + inactive) reach Upper until they drop below Lower,
+// or below 3/4 of Upper when Lower is 0, as IPVS's IP_VS_DEST_F_OVERLOAD.
 //
 // A scheduler instance belongs to one lcore: each worker keeps its own
-// state (rr's cursor, for one), so schedulers need no locks. With several
-// lcores, rr is round robin per lcore: across the machine every server still
-// gets an equal share, but two consecutive connections on different lcores
-// may go to the same server.
+// state, so schedulers need no locks. What that means per algorithm:
+//
+//   - rr, wrr: the cursor (and wrr's current weight) is per lcore, so each
+//     lcore walks its own sequence. Across the machine every server still
+//     gets its share (1:1 for rr, weight-proportional for wrr), but two
+//     consecutive connections on different lcores may go to the same
+//     server, and the interleaving is per lcore.
+//   - lc, wlc, sed, nq, fo, ovf, twos: Counts are the lcore's own
+//     connection counts. RSS spreads flows evenly over the lcores, so each
+//     lcore's counts are about the machine's divided by the number of
+//     lcores, and comparing them picks about what global counts would.
+//     ovf compares active connections to the weight, so with L lcores a
+//     server takes up to about L*weight before overflowing; twos draws from
+//     a per-lcore random source.
+//   - dh, sh, mh: stateless tables built from the same dests and a fixed
+//     hash, identical on every lcore: a flow gets the same server whichever
+//     lcore sees it (only the threshold state, from the lcore's counts,
+//     can differ).
+//   - lblc, lblcr: the destination-address tables are per lcore, so one
+//     address may be mapped to different servers on different lcores. RSS
+//     over the 4-tuple sends one address to every lcore, so locality is
+//     diluted by up to the number of lcores; an RSS key on the
+//     destination address alone would keep it.
 package sched
 
 import (
@@ -72,7 +100,20 @@ type Factory func(dests []Dest, o Options) (Scheduler, error)
 
 // registry maps scheduler names to factories; it is fixed at build time.
 var registry = map[string]Factory{
-	"rr": newRoundRobin,
+	"dh":    newDestHashing,
+	"fo":    newFailover,
+	"lblc":  newLBLC,
+	"lblcr": newLBLCR,
+	"lc":    newLeastConn,
+	"mh":    newMaglev,
+	"nq":    newNeverQueue,
+	"ovf":   newOverflow,
+	"rr":    newRoundRobin,
+	"sed":   newShortestExpectedDelay,
+	"sh":    newSourceHashing,
+	"twos":  newPowerOfTwo,
+	"wlc":   newWeightedLeastConn,
+	"wrr":   newWeightedRoundRobin,
 }
 
 // New makes the named scheduler over dests.
