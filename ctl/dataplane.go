@@ -11,7 +11,9 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/dpdk/eal"
 	"github.com/dplb/dplb/dpdk/ethdev"
+	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/dpdk/ring"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -43,7 +45,8 @@ type DPDK struct {
 	pool    *mempool.Mempool
 	ports   []openPort
 	workers []*lcore.Worker
-	cmdMu   sync.Mutex // the command rings have one producer: whoever holds this
+	rings   []*ring.Ring // handoff rings between workers
+	cmdMu   sync.Mutex   // the command rings have one producer: whoever holds this
 }
 
 type openPort struct {
@@ -58,6 +61,9 @@ const txCsumOffloads = ethdev.TxOffloadIPv4Cksum | ethdev.TxOffloadTCPCksum | et
 
 // publishTimeout bounds the wait for the workers' acknowledgements.
 const publishTimeout = 2 * time.Second
+
+// handoffRingSize is the capacity of each worker-to-worker ring.
+const handoffRingSize = 2048
 
 // OpenDPDK initialises the EAL and starts the ports; the workers start
 // later (StartWorkers) with the first snapshot, which needs the ports' MAC
@@ -103,12 +109,18 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
+	if nq > info.MaxRxQueues || nq > info.MaxTxQueues {
+		return openPort{}, fmt.Errorf("%s: %d workers need %d RX and TX queues, the %s device has %d/%d (for net_af_packet add qpairs=%d to the device string, for net_tap queues=%d)",
+			field, nq, nq, info.Driver, info.MaxRxQueues, info.MaxTxQueues, nq, nq)
+	}
 	c := ethdev.Config{RxQueues: nq, TxQueues: nq}
 	offload := info.TxOffloadCapa&txCsumOffloads == txCsumOffloads
 	if offload {
 		c.TxOffloads = txCsumOffloads
 	}
-	if nq > 1 {
+	if nq > 1 && info.FlowTypeRSSOffloads != 0 {
+		// Spread flows over the queues; the lcores hand packets they do not
+		// own to their owners, so any spreading is correct.
 		c.RSSHashFunctions = ethdev.RSSIP | ethdev.RSSTCP | ethdev.RSSUDP
 	}
 	if err := id.Configure(c); err != nil {
@@ -168,9 +180,30 @@ func (d *DPDK) Hardware() []PortHW {
 	return out
 }
 
-// StartWorkers creates and starts one worker per configured CPU.
+// StartWorkers creates and starts one worker per configured CPU, with a
+// handoff ring for every ordered pair of workers.
 func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 	dp := d.cfg.Dataplane
+	n := len(dp.Workers)
+	handoffs := make([]lcore.Handoff, n)
+	if n > 1 {
+		for i := range handoffs {
+			handoffs[i] = lcore.Handoff{Out: make([]*ring.Ring, n), In: make([]*ring.Ring, n)}
+		}
+		for i := 0; i < n; i++ {
+			for j := 0; j < n; j++ {
+				if i == j {
+					continue
+				}
+				r, err := ring.Create(fmt.Sprintf("dplb_ho_%d_%d", i, j), handoffRingSize, eal.SocketAny, ring.SingleProducer|ring.SingleConsumer)
+				if err != nil {
+					return fmt.Errorf("dataplane.workers: handoff ring %d->%d: %w", i, j, err)
+				}
+				d.rings = append(d.rings, r)
+				handoffs[i].Out[j], handoffs[j].In[i] = r, r
+			}
+		}
+	}
 	for i, cpu := range dp.Workers {
 		pqs := make([]lcore.PortQueue, len(d.ports))
 		for j, p := range d.ports {
@@ -179,6 +212,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 		w, err := lcore.NewWorker(lcore.Config{
 			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,
 			ConnTableSize: dp.ConnTableSize, IdleSleep: dp.IdleSleep, Snapshot: snap,
+			Workers: n, Handoff: handoffs[i],
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
@@ -311,6 +345,18 @@ func (d *DPDK) Close() (inUse int, err error) {
 	for _, w := range d.workers {
 		w.Stop()
 	}
+	// Packets still in flight between lcores go back to the pool.
+	objs := ring.NewObjs(256)
+	for _, r := range d.rings {
+		for n := r.SCDequeueBurst(objs); n > 0; n = r.SCDequeueBurst(objs) {
+			for _, o := range objs[:n] {
+				mbuf.FromPointer(o).Free()
+			}
+		}
+		r.Free()
+	}
+	ring.FreeObjs(objs)
+	d.rings = nil
 	var errs []error
 	for _, p := range d.ports {
 		if e := p.id.Stop(); e != nil {

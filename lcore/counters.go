@@ -24,6 +24,8 @@ const (
 	ICMPEchoReplies // echo requests to a VIP or our address answered
 	ICMPErrors      // ICMP errors about a connection delivered
 	ICMPFragNeeded  // "fragmentation needed" sent for packets too big for a tunnel
+	HandedOff       // packets passed to the lcore that owns their connection
+	HandedIn        // packets received from other lcores
 	Templates       // persistence templates created
 	TemplatesLost   // templates not stored (table full): the connection went on without
 	Iterations      // poll loop iterations
@@ -53,6 +55,7 @@ const (
 	DropTxFull           // the TX queue did not take the packet
 	DropTooBig           // too big for the tunnel and fragmentation allowed (not done)
 	DropNoHeadroom       // no room in the mbuf for an added header
+	DropHandoffFull      // the ring to the owning lcore was full
 
 	numStats
 )
@@ -64,14 +67,14 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
 	DropUnsupportedProto: "unsupported_proto", DropBadICMP: "bad_icmp", DropICMPType: "icmp_type", DropToLocal: "to_local", DropNoService: "no_service",
 	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
-	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom",
+	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full",
 }
 
 // Name is the counter's name (for drops, the reason).

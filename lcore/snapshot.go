@@ -25,7 +25,9 @@ type Snapshot struct {
 
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
-	gatewayPort  int // port whose gateway reaches everything off-link, or -1
+	gatewayPort  int    // port whose gateway reaches everything off-link, or -1
+	steerByAddr  bool   // some service is persistent: steer by client address
+	steerMask    uint32 // ... under the widest persistence netmask
 }
 
 // PortInfo is a port's layer-2/3 identity.
@@ -69,6 +71,12 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		gatewayPort:  -1,
 	}
 	for i, svc := range services {
+		if svc.Persistence > 0 {
+			if !s.steerByAddr {
+				s.steerByAddr, s.steerMask = true, ^uint32(0)
+			}
+			s.steerMask &= svc.PersistMask // contiguous masks: the AND is the widest
+		}
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		for _, d := range svc.Dests {

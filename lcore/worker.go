@@ -42,6 +42,8 @@ type Config struct {
 	ConnTableSize int
 	IdleSleep     time.Duration // >0: sleep this long when idle (shared-CPU machines)
 	Snapshot      *Snapshot     // the first snapshot
+	Workers       int           // number of workers (1: no steering)
+	Handoff       Handoff       // rings to and from the other workers
 }
 
 // CommandKind says what the control plane asks of a worker.
@@ -110,22 +112,26 @@ type txQueue struct {
 
 // Worker is one poll-mode lcore.
 type Worker struct {
-	cfg    Config
-	snap   *Snapshot
-	table  *conn.Table
-	cnt    *counters
-	rx     *mbuf.Array
-	tx     []txQueue
-	free   *mbuf.Array // drops of this burst, freed in one call
-	nfree  int
-	cmds   *spsc.Ring[Command]
-	events *spsc.Ring[Event]
-	jobs   []*job
-	flow   sched.Flow // scratch for the scheduler, so nothing escapes
-	now    int64      // monotonic ns since epoch, read once per iteration
-	epoch  time.Time
-	expire func(id uint32, c *conn.Conn)
-	budget int
+	cfg   Config
+	snap  *Snapshot
+	table *conn.Table
+	cnt   *counters
+	rx    *mbuf.Array
+	tx    []txQueue
+	free  *mbuf.Array // drops of this burst, freed in one call
+	nfree int
+	hout  []txQueue   // packets for other lcores, by worker id
+	hin   *mbuf.Array // packets taken from the peers' rings
+
+	nworkers int
+	cmds     *spsc.Ring[Command]
+	events   *spsc.Ring[Event]
+	jobs     []*job
+	flow     sched.Flow // scratch for the scheduler, so nothing escapes
+	now      int64      // monotonic ns since epoch, read once per iteration
+	epoch    time.Time
+	expire   func(id uint32, c *conn.Conn)
+	budget   int
 
 	stop    atomic.Bool
 	ackGen  atomic.Uint64
@@ -154,6 +160,16 @@ func NewWorker(cfg Config) (*Worker, error) {
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
 	w.ackGen.Store(cfg.Snapshot.Gen)
+	w.nworkers = max(cfg.Workers, 1)
+	if w.nworkers > 1 {
+		if len(cfg.Handoff.Out) != w.nworkers || len(cfg.Handoff.In) != w.nworkers {
+			return nil, fmt.Errorf("lcore %d: %d workers need handoff rings to each", cfg.ID, w.nworkers)
+		}
+		w.hin = mbuf.NewArray(cfg.Burst)
+		for j := 0; j < w.nworkers; j++ {
+			w.hout = append(w.hout, txQueue{arr: mbuf.NewArray(cfg.Burst * len(cfg.Ports))})
+		}
+	}
 	for range cfg.Ports {
 		// Room for a whole burst plus the packets the worker makes itself.
 		w.tx = append(w.tx, txQueue{arr: mbuf.NewArray(2 * cfg.Burst)})
@@ -222,6 +238,12 @@ func (w *Worker) ConnTableCap() int { return w.table.Cap() }
 func (w *Worker) Free() {
 	w.rx.Free()
 	w.free.Free()
+	if w.hin != nil {
+		w.hin.Free()
+	}
+	for i := range w.hout {
+		w.hout[i].arr.Free()
+	}
 	for i := range w.tx {
 		w.tx[i].arr.Free()
 	}
@@ -281,10 +303,17 @@ func (w *Worker) poll() int {
 	for pi := range w.cfg.Ports {
 		pq := &w.cfg.Ports[pi]
 		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
-		for i := 0; i < n; i++ {
-			w.handle(w.rx.Pkt[i], pi)
+		for _, m := range w.rx.Pkt[:n] {
+			if w.nworkers > 1 && w.steer(m) {
+				continue
+			}
+			w.handle(m, pi)
 		}
 		got += n
+	}
+	if w.nworkers > 1 {
+		w.flushHandoffs()
+		got += w.pollHandoffs()
 	}
 	w.flush()
 	return got
