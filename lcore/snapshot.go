@@ -58,6 +58,8 @@ type Service struct {
 	// masked by PersistMask) on one real server: ipvsadm -p and -M.
 	Persistence int64
 	PersistMask uint32
+
+	localOnly bool // every server is DR or TUN and nothing persists: no steering
 	Dests       []sched.Dest
 	Scheds      []sched.Scheduler // one per worker, indexed by worker id
 }
@@ -70,7 +72,12 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		vips:         make(map[uint32]bool),
 		gatewayPort:  -1,
 	}
-	for i, svc := range services {
+	for i := range services {
+		svc := &services[i]
+		svc.localOnly = svc.Persistence == 0 && len(svc.Dests) > 0
+		for _, d := range svc.Dests {
+			svc.localOnly = svc.localOnly && d.Fwd != FwdNAT
+		}
 		if svc.Persistence > 0 {
 			if !s.steerByAddr {
 				s.steerByAddr, s.steerMask = true, ^uint32(0)

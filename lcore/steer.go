@@ -43,6 +43,12 @@ func clientOf(snap *Snapshot, data []byte) (ip uint32, port uint16, ok bool) {
 	switch iph.Protocol() {
 	case hdr.ProtoTCP, hdr.ProtoUDP:
 		if snap.IsVIP(dst) {
+			dport := binary.BigEndian.Uint16(l4[l4DstPort:])
+			if si, ok := snap.service(dst, dport, iph.Protocol()); ok && snap.Services[si].localOnly {
+				// DR/TUN only: no reply comes back, so the lcore the NIC's
+				// RSS gives the flow keeps it; no handoff needed.
+				return 0, 0, false
+			}
 			return src, binary.BigEndian.Uint16(l4[l4SrcPort:]), true
 		}
 		return dst, binary.BigEndian.Uint16(l4[l4DstPort:]), true

@@ -276,3 +276,33 @@ func TestSteeringDoesNotAllocate(t *testing.T) {
 		m.Free()
 	}
 }
+
+// TestOneWayServicesStayLocal: packets of a DR/TUN-only service are handled
+// where they arrive; RSS keeps a flow on one queue and no reply comes back.
+func TestOneWayServicesStayLocal(t *testing.T) {
+	r := newMultiRig(t, false)
+	old := r.w[0].snap
+	svc := old.Services[0]
+	svc.Dests = []sched.Dest{{ID: 0, Addr: rs1, Port: 80, Weight: 1, Fwd: FwdDR}}
+	svc.Scheds = nil
+	for i := 0; i < 2; i++ {
+		s, _ := sched.New("rr", svc.Dests, sched.Options{})
+		svc.Scheds = append(svc.Scheds, s)
+	}
+	next := NewSnapshot(2, old.Ports, []Service{svc}, old.Neigh, old.Timeouts)
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+		w.runCommands(0)
+	}
+	for port := uint16(40000); port < 40010; port++ {
+		q := int(port) % 2
+		r.inject(0, q, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		r.pollBoth()
+		if out := r.take(1, q); len(out) != 1 {
+			t.Fatalf("port %d: DR packet not sent by the lcore it arrived on", port)
+		}
+	}
+	if r.w[0].cnt.own[HandedOff]+r.w[1].cnt.own[HandedOff] != 0 {
+		t.Fatal("DR packets were handed off")
+	}
+}
