@@ -60,8 +60,8 @@ type Service struct {
 	PersistMask uint32
 
 	localOnly bool // every server is DR or TUN and nothing persists: no steering
-	Dests       []sched.Dest
-	Scheds      []sched.Scheduler // one per worker, indexed by worker id
+	Dests     []sched.Dest
+	Scheds    []sched.Scheduler // one per worker, indexed by worker id
 }
 
 // NewSnapshot indexes services and ports for the per-packet lookups.
