@@ -22,11 +22,19 @@ import (
 // Schedulers are the names the configuration may use.
 func Schedulers() []string { return sched.Names() }
 
+// RunOptions are what lbd's main gives Run besides the configuration.
+type RunOptions struct {
+	ConfigPath string             // the file cfg was loaded from; reload re-reads it ("" refuses reload)
+	Reload     <-chan struct{}    // each receive reloads the configuration (SIGHUP)
+	SetLevel   func(string) error // applies a new log.level on reload; nil: log.level needs a restart
+}
+
 // Run is lbd: it takes the control socket, starts DPDK, the ports and the
-// lcores, serves lbctl and /metrics, and on ctx's end stops everything,
-// checking that every mbuf came back. The calling goroutine must be locked
-// to its OS thread (it becomes the EAL main lcore).
-func Run(ctx context.Context, cfg conf.Config, log *zap.Logger) (err error) {
+// lcores, serves lbctl and /metrics, reloads the configuration on
+// opts.Reload, and on ctx's end stops everything, checking that every mbuf
+// came back. The calling goroutine must be locked to its OS thread (it
+// becomes the EAL main lcore).
+func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions) (err error) {
 	if err := cfg.Validate(Schedulers()); err != nil {
 		return err
 	}
@@ -77,13 +85,30 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger) (err error) {
 		return err
 	}
 
+	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, log)
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	if opts.Reload != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-opts.Reload:
+					// Ops logs the outcome; a refusal leaves everything as it was.
+					if _, err := ops.Reload(); err != nil {
+						log.Error("reload refused", zap.String("error", err.Error()))
+					}
+				}
+			}
+		})
+	}
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		srv := &api.Server{Handler: ctl, AllowGID: gid, Logf: func(f string, a ...any) { log.Sugar().Infof(f, a...) }}
+		srv := &api.Server{Handler: ops, AllowGID: gid, Logf: func(f string, a ...any) { log.Sugar().Infof(f, a...) }}
 		if err := srv.Serve(ctx, l); err != nil {
 			log.Error("control socket", zap.Error(err))
 			cancel()

@@ -18,202 +18,150 @@ const (
 )
 
 const usageText = `Usage:
-  lbctl -L|-l [-n] [--stats] [--exact] [-o json]
+  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags]
+  lbctl -D -t|-u VIP:port
+  lbctl -C
+  lbctl -R < rules
+  lbctl -S [-n]
+  lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
+  lbctl -d -t|-u VIP:port -r RIP[:port]
+  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--thresholds|--persistent-conn] [--exact] [--sort] [-o json]
+  lbctl -L -c
+  lbctl -Z [-t|-u VIP:port]
+  lbctl --set tcp tcpfin udp
+  lbctl reload
   lbctl -h|--help
   lbctl -V|--version
 
 Commands:
-  --list         -L|-l     list the table (the default without a command)
+  --add-service     -A     add a virtual service with options
+  --edit-service    -E     change the options given of a virtual service
+  --delete-service  -D     delete a virtual service and its real servers
+  --clear           -C     delete every virtual service
+  --restore         -R     apply rules from stdin (ipvsadm -S format), all or nothing
+  --save            -S     print the rules (ipvsadm -S format)
+  --add-server      -a     add a real server with options
+  --edit-server     -e     change the options given of a real server
+  --delete-server   -d     delete a real server
+  --list            -L|-l  list the table (the default without a command)
+  --zero            -Z     zero the counters of a service or of all
+  --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
+  reload                   make lbd re-read its configuration file (as SIGHUP)
 
 Options:
-  --numeric      -n        numeric output of addresses and ports (always on)
-  --stats                  output of statistics information
-  --rate                   output of rate information (not supported yet)
-  --exact                  expand numbers (display exact values)
-  --output json  -o json   print lbd's response as JSON
-  --socket PATH            lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
-  --help         -h        display this help message
-  --version      -V        display the version
+  --tcp-service  -t VIP:port   TCP service
+  --udp-service  -u VIP:port   UDP service
+  --scheduler    -s NAME       scheduler (default rr)
+  --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
+  --netmask      -M NETMASK    persistence granularity
+  --sched-flags  -b FLAGS      scheduler flags, comma separated
+  --real-server  -r RIP[:port] real server (port: the service's by default)
+  --gatewaying   -g            direct routing
+  --ipip         -i            IP-in-IP tunnel
+  --masquerading -m            NAT (the default)
+  --weight       -w WEIGHT     0..65535 (default 1)
+  --u-threshold  -x UPPER      no new connections at this many (0: no limit)
+  --l-threshold  -y LOWER      new connections again below this many
+  --numeric      -n            numeric output of addresses and ports (always on)
+  --connection   -c            list connections (not supported by the dataplane yet)
+  --stats                      output of statistics information
+  --rate                       output of rate information (not supported yet)
+  --thresholds                 output of thresholds information
+  --persistent-conn            output of persistent connection information
+  --sort                       sort the output (always sorted)
+  --exact                      expand numbers (display exact values)
+  --output json  -o json       print lbd's response as JSON
+  --socket PATH                lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
+  --help         -h            display this help message
+  --version      -V            display the version
 `
 
-type command int
-
-const (
-	cmdList command = iota
-	cmdHelp
-	cmdVersion
-)
-
-// options is the parsed command line.
-type options struct {
-	cmd     command
-	numeric bool
-	stats   bool
-	exact   bool
-	json    bool
-	socket  string
-}
-
-// usageError is a command-line mistake: exit code 2 and a hint.
-type usageError struct{ msg string }
-
-func (e *usageError) Error() string { return e.msg }
-
-func usagef(format string, args ...any) error {
-	return &usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// parseArgs parses ipvsadm-style arguments: short options may be clustered
-// (-Ln), -o takes its value attached (-ojson) or next; long options take
-// theirs after '=' or next.
-func parseArgs(args []string, getenv func(string) string) (options, error) {
-	o := options{cmd: cmdList, socket: api.DefaultSocket}
-	if s := getenv("DPLB_SOCKET"); s != "" {
-		o.socket = s
+// parseArgs parses the command line; the socket comes from --socket,
+// else $DPLB_SOCKET, else the default.
+func parseArgs(args []string, getenv func(string) string) (api.Command, error) {
+	c, err := api.ParseArgs(args)
+	if err != nil {
+		return api.Command{}, err
 	}
-	var rate bool
-	setOutput := func(v string) error {
-		switch v {
-		case "json":
-			o.json = true
-		case "text":
-			o.json = false
-		default:
-			return usagef("unsupported output format %q (want json or text)", v)
-		}
-		return nil
-	}
-	for i := 0; i < len(args); i++ {
-		arg := args[i]
-		// value returns the argument of an option that takes one.
-		value := func(name, attached string, hasAttached bool) (string, error) {
-			if hasAttached {
-				return attached, nil
-			}
-			if i+1 >= len(args) {
-				return "", usagef("option %q needs a value", name)
-			}
-			i++
-			return args[i], nil
-		}
-		switch {
-		case strings.HasPrefix(arg, "--") && len(arg) > 2:
-			name, val, hasVal := strings.Cut(arg, "=")
-			switch name {
-			case "--list", "--numeric", "--stats", "--rate", "--exact", "--help", "--version":
-				if hasVal {
-					return options{}, usagef("option %q takes no value", name)
-				}
-			}
-			switch name {
-			case "--list":
-				o.cmd = cmdList
-			case "--numeric":
-				o.numeric = true
-			case "--stats":
-				o.stats = true
-			case "--rate":
-				rate = true
-			case "--exact":
-				o.exact = true
-			case "--help":
-				o.cmd = cmdHelp
-			case "--version":
-				o.cmd = cmdVersion
-			case "--output":
-				v, err := value(name, val, hasVal)
-				if err != nil {
-					return options{}, err
-				}
-				if err := setOutput(v); err != nil {
-					return options{}, err
-				}
-			case "--socket":
-				v, err := value(name, val, hasVal)
-				if err != nil {
-					return options{}, err
-				}
-				if v == "" {
-					return options{}, usagef("option %q needs a value", name)
-				}
-				o.socket = v
-			default:
-				return options{}, usagef("unknown option %q", name)
-			}
-		case strings.HasPrefix(arg, "-") && len(arg) > 1 && arg != "--":
-			for j := 1; j < len(arg); j++ {
-				switch c := arg[j]; c {
-				case 'L', 'l':
-					o.cmd = cmdList
-				case 'n':
-					o.numeric = true
-				case 'h':
-					o.cmd = cmdHelp
-				case 'V':
-					o.cmd = cmdVersion
-				case 'o':
-					v, err := value("-o", arg[j+1:], j+1 < len(arg))
-					if err != nil {
-						return options{}, err
-					}
-					if err := setOutput(v); err != nil {
-						return options{}, err
-					}
-					j = len(arg)
-				default:
-					if j == 1 {
-						return options{}, usagef("unknown option %q", arg)
-					}
-					return options{}, usagef("unknown option %q in %q", "-"+string(c), arg)
-				}
-			}
-		default:
-			return options{}, usagef("unexpected argument %q", arg)
+	if c.Socket == "" {
+		c.Socket = api.DefaultSocket
+		if s := getenv("DPLB_SOCKET"); s != "" {
+			c.Socket = s
 		}
 	}
-	if rate && o.cmd == cmdList {
-		return options{}, usagef("--rate is not supported yet")
-	}
-	return o, nil
+	return c, nil
 }
 
 // run is lbctl minus the process: it returns the exit code.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
-	o, err := parseArgs(args, getenv)
+func run(ctx context.Context, args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	c, err := parseArgs(args, getenv)
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\nTry 'lbctl --help' for more information.\n", err)
 		return exitUsage
 	}
-	switch o.cmd {
-	case cmdHelp:
+	switch c.Op {
+	case api.CmdHelp:
 		io.WriteString(stdout, usageText)
 		return exitOK
-	case cmdVersion:
+	case api.CmdVersion:
 		fmt.Fprintf(stdout, "lbctl (dplb) API v%d\n", api.Version)
 		return exitOK
+	case api.OpRestore:
+		b, err := io.ReadAll(io.LimitReader(stdin, api.MaxRequestBytes/2))
+		if err != nil {
+			fmt.Fprintf(stderr, "lbctl: reading rules from stdin: %v\n", err)
+			return exitError
+		}
+		c.Text = string(b)
 	}
-
-	resp, err := api.Call(ctx, o.socket, api.Request{Op: api.OpList})
+	req := c.Request
+	if req.Op == api.OpList {
+		req.Service = nil // lbctl filters the listing itself
+	}
+	resp, err := api.Call(ctx, c.Socket, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
 		return exitError
 	}
-	if o.json {
+	if c.Op == api.OpList && c.Service != nil {
+		resp.Services = only(resp.Services, *c.Service)
+	}
+	if c.JSON {
 		b, err := json.MarshalIndent(resp, "", "  ")
-		if err != nil {
-			fmt.Fprintf(stderr, "lbctl: %v\n", err)
-			return exitError
+		if err == nil {
+			_, err = stdout.Write(append(b, '\n'))
 		}
-		b = append(b, '\n')
-		if _, err := stdout.Write(b); err != nil {
+		if err != nil {
 			fmt.Fprintf(stderr, "lbctl: %v\n", err)
 			return exitError
 		}
 		return exitOK
 	}
-	if err := api.WriteList(stdout, resp, api.ListFormat{Stats: o.stats, Exact: o.exact}); err != nil {
+	switch c.Op {
+	case api.OpList:
+		err = api.WriteList(stdout, resp, c.List)
+	case api.OpSave:
+		_, err = io.WriteString(stdout, resp.Text)
+	case api.OpReload:
+		if len(resp.Restart) > 0 {
+			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",
+				strings.Join(resp.Restart, ", "))
+		}
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
 		return exitError
 	}
 	return exitOK
+}
+
+// only keeps the service spec names (lbctl -L -t VIP:port).
+func only(svcs []api.Service, spec api.ServiceSpec) []api.Service {
+	var out []api.Service
+	for _, s := range svcs {
+		if strings.EqualFold(s.Protocol, spec.Protocol) && s.VIP == spec.VIP && int(s.Port) == spec.Port {
+			out = append(out, s)
+		}
+	}
+	return out
 }

@@ -14,9 +14,22 @@ func env(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
 }
 
+// parsed is the part of a Command the tests compare.
+type parsed struct {
+	op      string
+	numeric bool
+	list    api.ListFormat
+	json    bool
+	socket  string
+}
+
+func project(c api.Command) parsed {
+	return parsed{op: c.Op, numeric: c.Numeric, list: c.List, json: c.JSON, socket: c.Socket}
+}
+
 func TestParseArgs(t *testing.T) {
-	def := options{cmd: cmdList, socket: api.DefaultSocket}
-	with := func(f func(*options)) options {
+	def := parsed{op: api.OpList, socket: api.DefaultSocket}
+	with := func(f func(*parsed)) parsed {
 		o := def
 		f(&o)
 		return o
@@ -25,35 +38,43 @@ func TestParseArgs(t *testing.T) {
 		name    string
 		args    []string
 		env     map[string]string
-		want    options
+		want    parsed
 		wantErr string
 	}{
 		{name: "no command lists", args: nil, want: def},
-		{name: "-L -n", args: []string{"-L", "-n"}, want: with(func(o *options) { o.numeric = true })},
-		{name: "-Ln", args: []string{"-Ln"}, want: with(func(o *options) { o.numeric = true })},
+		{name: "-L -n", args: []string{"-L", "-n"}, want: with(func(o *parsed) { o.numeric = true })},
+		{name: "-Ln", args: []string{"-Ln"}, want: with(func(o *parsed) { o.numeric = true })},
 		{name: "-l", args: []string{"-l"}, want: def},
-		{name: "long", args: []string{"--list", "--numeric", "--stats"}, want: with(func(o *options) { o.numeric, o.stats = true, true })},
-		{name: "stats exact", args: []string{"-Ln", "--stats", "--exact"}, want: with(func(o *options) { o.numeric, o.stats, o.exact = true, true, true })},
-		{name: "-o json", args: []string{"-L", "-o", "json"}, want: with(func(o *options) { o.json = true })},
-		{name: "-ojson", args: []string{"-ojson"}, want: with(func(o *options) { o.json = true })},
-		{name: "-Lno json", args: []string{"-Lno", "json"}, want: with(func(o *options) { o.numeric, o.json = true, true })},
-		{name: "--output json", args: []string{"--output", "json"}, want: with(func(o *options) { o.json = true })},
-		{name: "--output=json", args: []string{"--output=json"}, want: with(func(o *options) { o.json = true })},
+		{name: "long", args: []string{"--list", "--numeric", "--stats"}, want: with(func(o *parsed) { o.numeric, o.list.Stats = true, true })},
+		{name: "stats exact", args: []string{"-Ln", "--stats", "--exact"}, want: with(func(o *parsed) { o.numeric, o.list.Stats, o.list.Exact = true, true, true })},
+		{name: "thresholds", args: []string{"-Ln", "--thresholds", "--sort"}, want: with(func(o *parsed) { o.numeric, o.list.Thresholds = true, true })},
+		{name: "persistent-conn", args: []string{"-L", "--persistent-conn"}, want: with(func(o *parsed) { o.list.PersistentConn = true })},
+		{name: "-o json", args: []string{"-L", "-o", "json"}, want: with(func(o *parsed) { o.json = true })},
+		{name: "-ojson", args: []string{"-ojson"}, want: with(func(o *parsed) { o.json = true })},
+		{name: "-Lno json", args: []string{"-Lno", "json"}, want: with(func(o *parsed) { o.numeric, o.json = true, true })},
+		{name: "--output json", args: []string{"--output", "json"}, want: with(func(o *parsed) { o.json = true })},
+		{name: "--output=json", args: []string{"--output=json"}, want: with(func(o *parsed) { o.json = true })},
 		{name: "json then text", args: []string{"-o", "json", "-o", "text"}, want: def},
-		{name: "--socket PATH", args: []string{"--socket", "/tmp/x.sock"}, want: with(func(o *options) { o.socket = "/tmp/x.sock" })},
-		{name: "--socket=PATH", args: []string{"--socket=/tmp/x.sock", "-L"}, want: with(func(o *options) { o.socket = "/tmp/x.sock" })},
-		{name: "env socket", env: map[string]string{"DPLB_SOCKET": "/env.sock"}, want: with(func(o *options) { o.socket = "/env.sock" })},
-		{name: "flag beats env", args: []string{"--socket", "/flag.sock"}, env: map[string]string{"DPLB_SOCKET": "/env.sock"}, want: with(func(o *options) { o.socket = "/flag.sock" })},
-		{name: "-h", args: []string{"-h"}, want: with(func(o *options) { o.cmd = cmdHelp })},
-		{name: "--help after -L", args: []string{"-L", "--help"}, want: with(func(o *options) { o.cmd = cmdHelp })},
-		{name: "-V", args: []string{"-V"}, want: with(func(o *options) { o.cmd = cmdVersion })},
-		{name: "--version", args: []string{"--version"}, want: with(func(o *options) { o.cmd = cmdVersion })},
-		{name: "--rate with --version", args: []string{"--rate", "--version"}, want: with(func(o *options) { o.cmd = cmdVersion })},
+		{name: "--socket PATH", args: []string{"--socket", "/tmp/x.sock"}, want: with(func(o *parsed) { o.socket = "/tmp/x.sock" })},
+		{name: "--socket=PATH", args: []string{"--socket=/tmp/x.sock", "-L"}, want: with(func(o *parsed) { o.socket = "/tmp/x.sock" })},
+		{name: "env socket", env: map[string]string{"DPLB_SOCKET": "/env.sock"}, want: with(func(o *parsed) { o.socket = "/env.sock" })},
+		{name: "flag beats env", args: []string{"--socket", "/flag.sock"}, env: map[string]string{"DPLB_SOCKET": "/env.sock"}, want: with(func(o *parsed) { o.socket = "/flag.sock" })},
+		{name: "-h", args: []string{"-h"}, want: with(func(o *parsed) { o.op = api.CmdHelp })},
+		{name: "--help after -L", args: []string{"-L", "--help"}, want: with(func(o *parsed) { o.op = api.CmdHelp })},
+		{name: "-V", args: []string{"-V"}, want: with(func(o *parsed) { o.op = api.CmdVersion })},
+		{name: "--version", args: []string{"--version"}, want: with(func(o *parsed) { o.op = api.CmdVersion })},
+		{name: "--rate with --version", args: []string{"--rate", "--version"}, want: with(func(o *parsed) { o.op, o.list.Rate = api.CmdVersion, true })},
+		{name: "-C", args: []string{"-C"}, want: with(func(o *parsed) { o.op = api.OpClear })},
+		{name: "-S -n", args: []string{"-Sn"}, want: with(func(o *parsed) { o.op = api.OpSave; o.numeric = true })},
+		{name: "-R", args: []string{"-R"}, want: with(func(o *parsed) { o.op = api.OpRestore })},
+		{name: "-Z", args: []string{"-Z"}, want: with(func(o *parsed) { o.op = api.OpZero })},
+		{name: "-L -c", args: []string{"-L", "-c", "-n"}, want: with(func(o *parsed) { o.op = api.OpConnections; o.numeric = true })},
+		{name: "reload", args: []string{"reload"}, want: with(func(o *parsed) { o.op = api.OpReload })},
 
 		{name: "unknown long", args: []string{"--foo"}, wantErr: `unknown option "--foo"`},
 		{name: "unknown long with value", args: []string{"--foo=bar"}, wantErr: `unknown option "--foo"`},
-		{name: "unknown short", args: []string{"-x"}, wantErr: `unknown option "-x"`},
-		{name: "unknown in cluster", args: []string{"-Lx"}, wantErr: `unknown option "-x" in "-Lx"`},
+		{name: "unknown short", args: []string{"-q"}, wantErr: `unknown option "-q"`},
+		{name: "unknown in cluster", args: []string{"-Lq"}, wantErr: `unknown option "-q" in "-Lq"`},
 		{name: "socket without value", args: []string{"-L", "--socket"}, wantErr: `option "--socket" needs a value`},
 		{name: "socket empty value", args: []string{"--socket="}, wantErr: `option "--socket" needs a value`},
 		{name: "-o without value", args: []string{"-o"}, wantErr: `option "-o" needs a value`},
@@ -63,6 +84,8 @@ func TestParseArgs(t *testing.T) {
 		{name: "rate", args: []string{"-L", "--rate"}, wantErr: `--rate is not supported yet`},
 		{name: "stray argument", args: []string{"-L", "extra"}, wantErr: `unexpected argument "extra"`},
 		{name: "lone dash", args: []string{"-"}, wantErr: `unexpected argument "-"`},
+		{name: "reload twice", args: []string{"reload", "reload"}, wantErr: `unexpected argument "reload"`},
+		{name: "reload and a command", args: []string{"reload", "-C"}, wantErr: `reload and -C: only one command at a time`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,8 +99,8 @@ func TestParseArgs(t *testing.T) {
 			if err != nil {
 				t.Fatalf("parseArgs(%q): %v", tt.args, err)
 			}
-			if got != tt.want {
-				t.Errorf("parseArgs(%q) = %+v, want %+v", tt.args, got, tt.want)
+			if project(got) != tt.want {
+				t.Errorf("parseArgs(%q) = %+v, want %+v", tt.args, project(got), tt.want)
 			}
 		})
 	}
@@ -262,7 +285,7 @@ func TestRun(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tt.args, env(tt.env), &stdout, &stderr)
+			code := run(context.Background(), tt.args, env(tt.env), strings.NewReader(""), &stdout, &stderr)
 			if code != tt.wantCode {
 				t.Errorf("exit code = %d, want %d", code, tt.wantCode)
 			}
@@ -335,7 +358,7 @@ func TestRunJSON(t *testing.T) {
 		{"--output=json", "--stats", "--socket", sock},
 	} {
 		var stdout, stderr bytes.Buffer
-		if code := run(context.Background(), args, env(nil), &stdout, &stderr); code != 0 {
+		if code := run(context.Background(), args, env(nil), strings.NewReader(""), &stdout, &stderr); code != 0 {
 			t.Fatalf("run(%q) = %d, stderr %s", args, code, stderr.String())
 		}
 		if got := stdout.String(); got != want {

@@ -42,7 +42,7 @@ func main() {
 		fmt.Println("lbd: configuration OK")
 		return
 	}
-	log, err := newLogger(cfg.Log)
+	log, level, err := newLogger(cfg.Log)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lbd: log: %v\n", err)
 		os.Exit(2)
@@ -51,17 +51,32 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	// Reloading comes with the control-plane work; until then SIGHUP must
-	// not kill the daemon (its default action).
+	// SIGHUP reloads the configuration file, as lbctl reload does.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
+	reload := make(chan struct{}, 1)
 	go func() {
 		for range hup {
-			log.Warn("SIGHUP: configuration reload is not supported yet; restart lbd to apply changes")
+			log.Info("SIGHUP: reloading", zap.String("path", *path))
+			select {
+			case reload <- struct{}{}:
+			default: // a reload is already pending
+			}
 		}
 	}()
 
-	if err := ctl.Run(ctx, cfg, log); err != nil {
+	opts := ctl.RunOptions{
+		ConfigPath: *path,
+		Reload:     reload,
+		SetLevel: func(l string) error {
+			lv, err := zapcore.ParseLevel(l)
+			if err == nil {
+				level.SetLevel(lv)
+			}
+			return err
+		},
+	}
+	if err := ctl.Run(ctx, cfg, log, opts); err != nil {
 		log.Error("lbd failed", zap.Error(err))
 		log.Sync()
 		os.Exit(1)
@@ -69,10 +84,10 @@ func main() {
 	log.Info("lbd stopped")
 }
 
-func newLogger(c conf.Log) (*zap.Logger, error) {
+func newLogger(c conf.Log) (*zap.Logger, zap.AtomicLevel, error) {
 	level, err := zapcore.ParseLevel(c.Level)
 	if err != nil {
-		return nil, err
+		return nil, zap.AtomicLevel{}, err
 	}
 	zc := zap.NewProductionConfig()
 	if c.Format == "console" {
@@ -81,5 +96,6 @@ func newLogger(c conf.Log) (*zap.Logger, error) {
 	}
 	zc.Level = zap.NewAtomicLevelAt(level)
 	zc.OutputPaths = []string{"stderr"}
-	return zc.Build()
+	log, err := zc.Build()
+	return log, zc.Level, err
 }

@@ -25,12 +25,81 @@ const DefaultSocket = "/run/dplb/lbd.sock"
 const (
 	// OpList returns Info and every Service with its real servers and stats.
 	OpList = "list"
+	// OpAddService adds Request.Service (ipvsadm -A); it must not exist.
+	OpAddService = "add-service"
+	// OpEditService changes the fields of Request.Service that are set
+	// (ipvsadm -E); the others keep their values.
+	OpEditService = "edit-service"
+	// OpDeleteService removes Request.Service and its servers (ipvsadm -D).
+	OpDeleteService = "delete-service"
+	// OpAddServer adds Request.Server to Request.Service (ipvsadm -a).
+	OpAddServer = "add-server"
+	// OpEditServer changes the fields of Request.Server that are set
+	// (ipvsadm -e); the others keep their values.
+	OpEditServer = "edit-server"
+	// OpDeleteServer removes Request.Server from Request.Service (ipvsadm -d).
+	OpDeleteServer = "delete-server"
+	// OpClear removes every service (ipvsadm -C).
+	OpClear = "clear"
+	// OpZero zeroes the counters of Request.Service, or of every service
+	// when it is nil (ipvsadm -Z).
+	OpZero = "zero"
+	// OpSetTimeouts sets the non-zero fields of Request.Timeouts
+	// (ipvsadm --set tcp tcpfin udp).
+	OpSetTimeouts = "set-timeouts"
+	// OpSave returns the services as ipvsadm -S -n prints them, in
+	// Response.Text.
+	OpSave = "save"
+	// OpRestore applies Request.Text, lines in ipvsadm's rule format
+	// (ipvsadm -R), as one update: all of it or nothing.
+	OpRestore = "restore"
+	// OpReload re-reads lbd's configuration file and applies its services
+	// and timeouts; settings that need a restart and differ are listed in
+	// Response.Restart.
+	OpReload = "reload"
+	// OpConnections lists connections (ipvsadm -L -c).
+	OpConnections = "connections"
 )
 
-// Request is what lbctl sends to lbd.
+// Request is what lbctl sends to lbd. Op says which of the optional
+// fields are read.
 type Request struct {
-	Version int    `json:"version"` // must equal Version; Call fills it in when zero
-	Op      string `json:"op"`      // one of the Op* constants
+	Version  int           `json:"version"`            // must equal Version; Call fills it in when zero
+	Op       string        `json:"op"`                 // one of the Op* constants
+	Service  *ServiceSpec  `json:"service,omitempty"`  // the service an op is about
+	Server   *ServerSpec   `json:"server,omitempty"`   // the real server an op is about
+	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
+	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
+}
+
+// ServiceSpec names a virtual service and, for add and edit, its settings.
+// A nil field is the default for add and unchanged for edit.
+type ServiceSpec struct {
+	Protocol    string    `json:"protocol"`              // "tcp" | "udp"
+	VIP         string    `json:"vip"`                   // IPv4 address
+	Port        int       `json:"port"`                  // 1..65535
+	Scheduler   *string   `json:"scheduler,omitempty"`   // -s; default "rr"
+	Persistence *uint32   `json:"persistence,omitempty"` // -p, seconds, 0 = off; default off
+	Netmask     *string   `json:"netmask,omitempty"`     // -M; default 255.255.255.255
+	SchedFlags  *[]string `json:"sched_flags,omitempty"` // -b; default none
+}
+
+// ServerSpec names a real server of a service and, for add and edit, its
+// settings. A nil field is the default for add and unchanged for edit.
+type ServerSpec struct {
+	Address string  `json:"address"`           // IPv4 address
+	Port    int     `json:"port"`              // 0 = the service's port
+	Forward *string `json:"forward,omitempty"` // "nat" (-m), "dr" (-g), "tun" (-i); default "nat"
+	Weight  *int    `json:"weight,omitempty"`  // -w, 0..65535; default 1
+	Upper   *int    `json:"upper,omitempty"`   // -x, 0..1000000, 0 = no limit; default 0
+	Lower   *int    `json:"lower,omitempty"`   // -y, 0..upper; default 0
+}
+
+// TimeoutsSpec is ipvsadm --set: seconds, 0 keeps the current value.
+type TimeoutsSpec struct {
+	TCP    int `json:"tcp"`
+	TCPFin int `json:"tcp_fin"`
+	UDP    int `json:"udp"`
 }
 
 // Response is what lbd answers. When Error is set the other fields are to be
@@ -40,6 +109,8 @@ type Response struct {
 	Error    string    `json:"error,omitempty"` // one-line refusal, for a human
 	Info     *Info     `json:"info,omitempty"`
 	Services []Service `json:"services,omitempty"`
+	Text     string    `json:"text,omitempty"`    // OpSave: the rules
+	Restart  []string  `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 }
 
 // Info describes the load balancer as a whole, like ipvsadm's first line.
@@ -50,12 +121,16 @@ type Info struct {
 
 // Service is one virtual service (ipvsadm -A).
 type Service struct {
-	Protocol  string       `json:"protocol"` // "TCP" | "UDP"
-	VIP       string       `json:"vip"`      // numeric IPv4 or IPv6 address
-	Port      uint16       `json:"port"`
-	Scheduler string       `json:"scheduler"` // "rr", "wrr", "mh", ...
-	Stats     Stats        `json:"stats"`
-	Servers   []RealServer `json:"servers"`
+	Protocol  string `json:"protocol"` // "TCP" | "UDP"
+	VIP       string `json:"vip"`      // numeric IPv4 or IPv6 address
+	Port      uint16 `json:"port"`
+	Scheduler string `json:"scheduler"` // "rr", "wrr", "mh", ...
+	// Persistence is the persistence timeout in seconds, 0 when off (-p).
+	Persistence uint32       `json:"persistence,omitempty"`
+	Netmask     string       `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
+	SchedFlags  []string     `json:"sched_flags,omitempty"` // scheduler flags (-b)
+	Stats       Stats        `json:"stats"`
+	Servers     []RealServer `json:"servers"`
 }
 
 // RealServer is one destination of a Service (ipvsadm -a).
@@ -64,6 +139,8 @@ type RealServer struct {
 	Port          uint16 `json:"port"`
 	Forward       string `json:"forward"` // "Masq" | "Route" | "Tunnel", as ipvsadm prints
 	Weight        int    `json:"weight"`
+	Upper         int    `json:"upper,omitempty"` // upper connection threshold (-x), 0 = none
+	Lower         int    `json:"lower,omitempty"` // lower connection threshold (-y)
 	ActiveConns   uint64 `json:"active_conns"`
 	InactiveConns uint64 `json:"inactive_conns"`
 	Stats         Stats  `json:"stats"`

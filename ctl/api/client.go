@@ -51,11 +51,15 @@ func Call(ctx context.Context, path string, req Request) (Response, error) {
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
-	if err := json.NewEncoder(c).Encode(req); err != nil {
-		return Response{}, fmt.Errorf("sending request to %s: %w", path, err)
-	}
+	// lbd refuses a peer it does not trust before reading its request and
+	// closes the connection, so the write may fail (EPIPE) with the
+	// refusal already waiting to be read: read it before giving up.
+	werr := json.NewEncoder(c).Encode(req)
 	var resp Response
 	if err := json.NewDecoder(io.LimitReader(c, MaxResponseBytes)).Decode(&resp); err != nil {
+		if werr != nil {
+			return Response{}, fmt.Errorf("sending request to %s: %w", path, werr)
+		}
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}

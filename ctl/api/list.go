@@ -8,12 +8,16 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // ListFormat selects the columns of WriteList, like ipvsadm -L's options.
 type ListFormat struct {
-	Stats bool // --stats: counters instead of weights and connections
-	Exact bool // --exact: counters in full instead of scaled to K/M/G/T
+	Stats          bool // --stats: counters instead of weights and connections
+	Exact          bool // --exact: counters in full instead of scaled to K/M/G/T
+	Rate           bool // --rate: not supported yet (ParseArgs refuses it)
+	Thresholds     bool // --thresholds: upper and lower connection thresholds
+	PersistentConn bool // --persistent-conn: persistent connections
 }
 
 // WriteList renders a list Response as ipvsadm -L -n does, byte for byte
@@ -28,12 +32,23 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 		size = resp.Info.ConnTableSize
 	}
 	fmt.Fprintf(bw, "dplb lbctl (API v%d) (size=%d)\n", Version, size)
-	if f.Stats {
+	switch {
+	case f.Stats:
 		fmt.Fprintf(bw, "%-33s %8s %8s %8s %8s %8s\n"+
 			"  -> RemoteAddress:Port\n",
 			"Prot LocalAddress:Port",
 			"Conns", "InPkts", "OutPkts", "InBytes", "OutBytes")
-	} else {
+	case f.Thresholds:
+		fmt.Fprintf(bw, "%-33s %-10s %-10s %-10s %-10s\n"+
+			"  -> RemoteAddress:Port\n",
+			"Prot LocalAddress:Port",
+			"Uthreshold", "Lthreshold", "ActiveConn", "InActConn")
+	case f.PersistentConn:
+		fmt.Fprintf(bw, "%-33s %-9s %-11s %-10s %-10s\n"+
+			"  -> RemoteAddress:Port\n",
+			"Prot LocalAddress:Port",
+			"Weight", "PersistConn", "ActiveConn", "InActConn")
+	default:
 		fmt.Fprintf(bw, "Prot LocalAddress:Port Scheduler Flags\n"+
 			"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn\n")
 	}
@@ -42,11 +57,23 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 	slices.SortStableFunc(svcs, compareServices)
 	for _, s := range svcs {
 		name := fmt.Sprintf("%s  %s", s.Protocol, addrPort(s.VIP, s.Port))
-		if f.Stats {
+		switch {
+		case f.Stats:
 			fmt.Fprintf(bw, "%-33s", name)
 			writeStats(bw, s.Stats, f.Exact)
-		} else {
+		case f.Thresholds || f.PersistentConn:
+			bw.WriteString(name)
+		default:
 			fmt.Fprintf(bw, "%s %s", name, s.Scheduler)
+			if len(s.SchedFlags) > 0 {
+				fmt.Fprintf(bw, " (%s)", strings.Join(s.SchedFlags, ","))
+			}
+			if s.Persistence != 0 {
+				fmt.Fprintf(bw, " persistent %d", s.Persistence)
+				if s.Netmask != "" && s.Netmask != "255.255.255.255" {
+					fmt.Fprintf(bw, " mask %s", s.Netmask)
+				}
+			}
 		}
 		bw.WriteString("\n")
 
@@ -54,17 +81,77 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 		slices.SortStableFunc(rss, compareServers)
 		for _, rs := range rss {
 			dname := addrPort(rs.Address, rs.Port)
-			if f.Stats {
+			switch {
+			case f.Stats:
 				fmt.Fprintf(bw, "  -> %-28s", dname)
 				writeStats(bw, rs.Stats, f.Exact)
 				bw.WriteString("\n")
-			} else {
+			case f.Thresholds:
+				fmt.Fprintf(bw, "  -> %-28s %-10d %-10d %-10d %-10d\n",
+					dname, rs.Upper, rs.Lower, rs.ActiveConns, rs.InactiveConns)
+			case f.PersistentConn:
+				// No persistence templates yet: PersistConn is 0.
+				fmt.Fprintf(bw, "  -> %-28s %-9d %-11d %-10d %-10d\n",
+					dname, rs.Weight, 0, rs.ActiveConns, rs.InactiveConns)
+			default:
 				fmt.Fprintf(bw, "  -> %-28s %-7s %-6d %-10d %-10d\n",
 					dname, rs.Forward, rs.Weight, rs.ActiveConns, rs.InactiveConns)
 			}
 		}
 	}
 	return bw.Flush()
+}
+
+// WriteSave renders services as ipvsadm -S -n does: one -A line per
+// service, then one -a line per real server, sorted as WriteList sorts
+// them. Thresholds, which ipvsadm -S leaves out, are written with -x and
+// -y when set, so that a restore keeps them.
+func WriteSave(w io.Writer, services []Service) error {
+	bw := bufio.NewWriter(w)
+	svcs := slices.Clone(services)
+	slices.SortStableFunc(svcs, compareServices)
+	for _, s := range svcs {
+		flag := "-t"
+		if s.Protocol == "UDP" {
+			flag = "-u"
+		}
+		name := flag + " " + addrPort(s.VIP, s.Port)
+		fmt.Fprintf(bw, "-A %s -s %s", name, s.Scheduler)
+		if s.Persistence != 0 {
+			fmt.Fprintf(bw, " -p %d", s.Persistence)
+			if s.Netmask != "" && s.Netmask != "255.255.255.255" {
+				fmt.Fprintf(bw, " -M %s", s.Netmask)
+			}
+		}
+		if len(s.SchedFlags) > 0 {
+			fmt.Fprintf(bw, " -b %s", strings.Join(s.SchedFlags, ","))
+		}
+		bw.WriteString("\n")
+		rss := slices.Clone(s.Servers)
+		slices.SortStableFunc(rss, compareServers)
+		for _, rs := range rss {
+			fmt.Fprintf(bw, "-a %s -r %s %s -w %d", name, addrPort(rs.Address, rs.Port), forwardSwitch(rs.Forward), rs.Weight)
+			if rs.Upper != 0 {
+				fmt.Fprintf(bw, " -x %d", rs.Upper)
+			}
+			if rs.Lower != 0 {
+				fmt.Fprintf(bw, " -y %d", rs.Lower)
+			}
+			bw.WriteString("\n")
+		}
+	}
+	return bw.Flush()
+}
+
+// forwardSwitch is ipvsadm's option for a forwarding method as -L names it.
+func forwardSwitch(name string) string {
+	switch name {
+	case "Route":
+		return "-g"
+	case "Tunnel":
+		return "-i"
+	}
+	return "-m"
 }
 
 func writeStats(w io.Writer, s Stats, exact bool) {

@@ -1,0 +1,553 @@
+package api
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Pseudo operations of a Command that lbctl answers itself.
+const (
+	CmdHelp    = "help"
+	CmdVersion = "version"
+)
+
+// DefaultPersistence is ipvsadm's persistence timeout for a bare -p.
+const DefaultPersistence = 300
+
+// Command is one ipvsadm-style command line, parsed: the request for lbd
+// (Request.Op is an Op* constant, or CmdHelp/CmdVersion) plus the options
+// that only shape lbctl's output. lbctl parses its arguments with
+// ParseArgs, and lbd each line of a restore (ipvsadm -R) file.
+type Command struct {
+	Request
+	List    ListFormat // -L's columns
+	Numeric bool       // -n (addresses are always numeric)
+	JSON    bool       // -o json
+	Socket  string     // --socket; "" when not given
+	// Options are the options given, by their short name when they have
+	// one ("-t", "-w", "--stats"), in order.
+	Options []string
+}
+
+// usage errors are plain errors: the caller adds the hint.
+
+type argKind int
+
+const (
+	noValue argKind = iota
+	needValue
+	optValue // -p [timeout]
+)
+
+type optSpec struct {
+	name string // canonical: "-t" or "--stats"
+	kind argKind
+}
+
+// longOpts maps ipvsadm's long options (and lbctl's own) to their specs.
+var longOpts = map[string]optSpec{
+	"--add-service": {"-A", noValue}, "--edit-service": {"-E", noValue}, "--delete-service": {"-D", noValue},
+	"--clear": {"-C", noValue}, "--restore": {"-R", noValue}, "--save": {"-S", noValue},
+	"--add-server": {"-a", noValue}, "--edit-server": {"-e", noValue}, "--delete-server": {"-d", noValue},
+	"--list": {"-L", noValue}, "--zero": {"-Z", noValue}, "--set": {"--set", noValue},
+	"--help": {"-h", noValue}, "--version": {"-V", noValue},
+	"--tcp-service": {"-t", needValue}, "--udp-service": {"-u", needValue}, "--fwmark-service": {"-f", needValue},
+	"--scheduler": {"-s", needValue}, "--persistent": {"-p", optValue}, "--netmask": {"-M", needValue},
+	"--sched-flags": {"-b", needValue}, "--real-server": {"-r", needValue},
+	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
+	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
+	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
+	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
+	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
+	"--sort":   {"--sort", noValue},
+	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
+}
+
+// shortOpts are the one-letter options.
+var shortOpts = map[byte]optSpec{}
+
+func init() {
+	for _, s := range longOpts {
+		if len(s.name) == 2 {
+			shortOpts[s.name[1]] = s
+		}
+	}
+	shortOpts['l'] = optSpec{"-L", noValue}
+}
+
+// commandOps maps command options to operations.
+var commandOps = map[string]string{
+	"-A": OpAddService, "-E": OpEditService, "-D": OpDeleteService, "-C": OpClear,
+	"-R": OpRestore, "-S": OpSave, "-a": OpAddServer, "-e": OpEditServer, "-d": OpDeleteServer,
+	"-L": OpList, "-Z": OpZero, "--set": OpSetTimeouts, "-h": CmdHelp, "-V": CmdVersion,
+}
+
+// allowedWith lists, for each option that is not a command, the
+// operations it may go with (ipvsadm's option/command table, simplified).
+var allowedWith = map[string][]string{
+	"-t": {OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpZero, OpList},
+	"-s": {OpAddService, OpEditService}, "-p": {OpAddService, OpEditService},
+	"-M": {OpAddService, OpEditService}, "-b": {OpAddService, OpEditService},
+	"-r": {OpAddServer, OpEditServer, OpDeleteServer},
+	"-g": {OpAddServer, OpEditServer}, "-w": {OpAddServer, OpEditServer},
+	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
+	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
+	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList},
+}
+
+func init() {
+	allowedWith["-u"] = allowedWith["-t"]
+	allowedWith["-i"] = allowedWith["-g"]
+	allowedWith["-m"] = allowedWith["-g"]
+}
+
+// commandName is the option a command is given with, for messages.
+func commandName(op string) string {
+	for k, v := range commandOps {
+		if v == op {
+			return k
+		}
+	}
+	return op
+}
+
+// ParseArgs parses ipvsadm's command line (plus lbctl's -o, --socket and
+// the word "reload"). Short options may be clustered (-Ln); an option's
+// value may be attached (-w3, -ojson) or the next argument; long options
+// take theirs after '=' or next. A usage error is returned as an error
+// whose message names the argument.
+func ParseArgs(args []string) (Command, error) {
+	var c Command
+	var svcFlag, svcVal, rsVal string
+	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
+	var setVals []string
+	conn := false
+	cmd := ""
+	setCmd := func(name string) error {
+		op := commandOps[name]
+		switch {
+		case op == CmdHelp || op == CmdVersion:
+			if cmd != CmdHelp {
+				cmd = op
+			}
+		case cmd == CmdHelp || cmd == CmdVersion:
+		case cmd == "" || cmd == op:
+			cmd = op
+		default:
+			return fmt.Errorf("%s and %s: only one command at a time", commandName(cmd), name)
+		}
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		arg := args[i]
+		// apply handles one option; value is its argument if it has one.
+		apply := func(spec optSpec, value string) error {
+			c.Options = append(c.Options, spec.name)
+			if _, ok := commandOps[spec.name]; ok {
+				if err := setCmd(spec.name); err != nil {
+					return err
+				}
+				if spec.name == "--set" {
+					for len(setVals) < 3 && i+1 < len(args) {
+						i++
+						setVals = append(setVals, args[i])
+					}
+					if len(setVals) < 3 {
+						return fmt.Errorf("option \"--set\" needs three values: tcp tcpfin udp")
+					}
+				}
+				return nil
+			}
+			v := value
+			switch spec.name {
+			case "-t", "-u", "-f":
+				if svcFlag != "" && svcFlag != spec.name {
+					return fmt.Errorf("%s and %s: one service at a time", svcFlag, spec.name)
+				}
+				svcFlag, svcVal = spec.name, v
+			case "-s":
+				sched = &v
+			case "-p":
+				persist = &v
+			case "-M":
+				netmask = &v
+			case "-b":
+				flags = &v
+			case "-r":
+				rsVal = v
+			case "-g", "-i", "-m":
+				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat"}[spec.name]
+				fwd = &f
+			case "-w":
+				weight = &v
+			case "-x":
+				upper = &v
+			case "-y":
+				lower = &v
+			case "-n":
+				c.Numeric = true
+			case "-c":
+				conn = true
+			case "--stats":
+				c.List.Stats = true
+			case "--rate":
+				c.List.Rate = true
+			case "--exact":
+				c.List.Exact = true
+			case "--thresholds":
+				c.List.Thresholds = true
+			case "--persistent-conn":
+				c.List.PersistentConn = true
+			case "--sort":
+			case "-o":
+				switch v {
+				case "json":
+					c.JSON = true
+				case "text":
+					c.JSON = false
+				default:
+					return fmt.Errorf("unsupported output format %q (want json or text)", v)
+				}
+			case "--socket":
+				if v == "" {
+					return fmt.Errorf("option %q needs a value", "--socket")
+				}
+				c.Socket = v
+			}
+			return nil
+		}
+		switch {
+		case strings.HasPrefix(arg, "--") && len(arg) > 2:
+			name, val, hasVal := strings.Cut(arg, "=")
+			spec, ok := longOpts[name]
+			if !ok {
+				return Command{}, fmt.Errorf("unknown option %q", name)
+			}
+			switch spec.kind {
+			case noValue:
+				if hasVal {
+					return Command{}, fmt.Errorf("option %q takes no value", name)
+				}
+			case needValue:
+				if !hasVal {
+					if i+1 >= len(args) {
+						return Command{}, fmt.Errorf("option %q needs a value", name)
+					}
+					i++
+					val = args[i]
+				}
+			case optValue:
+				if !hasVal && i+1 < len(args) && isNumber(args[i+1]) {
+					i++
+					val, hasVal = args[i], true
+				}
+				if !hasVal {
+					val = strconv.Itoa(DefaultPersistence)
+				}
+			}
+			if err := apply(spec, val); err != nil {
+				return Command{}, err
+			}
+		case strings.HasPrefix(arg, "-") && len(arg) > 1 && arg != "--":
+			for j := 1; j < len(arg); j++ {
+				spec, ok := shortOpts[arg[j]]
+				if !ok {
+					if j == 1 && len(arg) == 2 {
+						return Command{}, fmt.Errorf("unknown option %q", arg)
+					}
+					return Command{}, fmt.Errorf("unknown option %q in %q", "-"+string(arg[j]), arg)
+				}
+				val := ""
+				switch spec.kind {
+				case needValue:
+					if j+1 < len(arg) {
+						val = arg[j+1:]
+					} else if i+1 < len(args) {
+						i++
+						val = args[i]
+					} else {
+						return Command{}, fmt.Errorf("option %q needs a value", "-"+string(arg[j]))
+					}
+					j = len(arg)
+				case optValue:
+					switch {
+					case j+1 < len(arg):
+						val = arg[j+1:]
+					case i+1 < len(args) && isNumber(args[i+1]):
+						i++
+						val = args[i]
+					default:
+						val = strconv.Itoa(DefaultPersistence)
+					}
+					j = len(arg)
+				}
+				if err := apply(spec, val); err != nil {
+					return Command{}, err
+				}
+			}
+		case arg == "reload" && cmd == "":
+			cmd = OpReload
+		default:
+			return Command{}, fmt.Errorf("unexpected argument %q", arg)
+		}
+	}
+	if cmd == "" {
+		cmd = OpList
+	}
+	if cmd == OpList && conn {
+		cmd = OpConnections
+	}
+	c.Op = cmd
+	if cmd == CmdHelp || cmd == CmdVersion {
+		return c, nil
+	}
+	for _, o := range c.Options {
+		if _, isCmd := commandOps[o]; isCmd {
+			continue
+		}
+		ok, known := allowedWith[o]
+		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) {
+			return Command{}, fmt.Errorf("option %s is not allowed with %s", o, cmdLabel(cmd))
+		}
+	}
+	if c.List.Rate {
+		return Command{}, fmt.Errorf("--rate is not supported yet")
+	}
+	if svcFlag == "-f" {
+		return Command{}, fmt.Errorf("-f %s: firewall-mark services are not supported", svcVal)
+	}
+	if svcFlag != "" {
+		s, err := parseService(svcFlag, svcVal)
+		if err != nil {
+			return Command{}, err
+		}
+		s.Scheduler = sched
+		if flags != nil {
+			fl := []string{}
+			if *flags != "" {
+				fl = strings.Split(*flags, ",")
+			}
+			s.SchedFlags = &fl
+		}
+		if persist != nil {
+			n, err := parseUint("-p", *persist, 0, MaxPersistence, "timeout")
+			if err != nil {
+				return Command{}, err
+			}
+			p := uint32(n)
+			s.Persistence = &p
+		}
+		if netmask != nil {
+			if a, err := netip.ParseAddr(*netmask); err != nil || !a.Is4() {
+				return Command{}, fmt.Errorf("-M %s: not an IPv4 netmask (want e.g. 255.255.255.0)", *netmask)
+			}
+			s.Netmask = netmask
+		}
+		c.Service = &s
+	}
+	if rsVal != "" {
+		r, err := parseServer(rsVal)
+		if err != nil {
+			return Command{}, err
+		}
+		r.Forward = fwd
+		for _, p := range []struct {
+			flag, what string
+			v          *string
+			max        int
+			dst        **int
+		}{
+			{"-w", "weight", weight, 65535, &r.Weight},
+			{"-x", "upper threshold", upper, MaxThreshold, &r.Upper},
+			{"-y", "lower threshold", lower, MaxThreshold, &r.Lower},
+		} {
+			if p.v == nil {
+				continue
+			}
+			n, err := parseUint(p.flag, *p.v, 0, p.max, p.what)
+			if err != nil {
+				return Command{}, err
+			}
+			*p.dst = &n
+		}
+		c.Server = &r
+	}
+	switch cmd {
+	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer:
+		if c.Service == nil {
+			return Command{}, fmt.Errorf("%s needs a service: -t|-u VIP:port", commandName(cmd))
+		}
+	}
+	switch cmd {
+	case OpAddServer, OpEditServer, OpDeleteServer:
+		if c.Server == nil {
+			return Command{}, fmt.Errorf("%s needs a real server: -r RIP[:port]", commandName(cmd))
+		}
+	}
+	if cmd == OpSetTimeouts {
+		var t [3]int
+		for k, name := range []string{"tcp", "tcpfin", "udp"} {
+			n, err := parseUint("--set", setVals[k], 0, MaxTimeout, name+" timeout")
+			if err != nil {
+				return Command{}, err
+			}
+			t[k] = n
+		}
+		c.Timeouts = &TimeoutsSpec{TCP: t[0], TCPFin: t[1], UDP: t[2]}
+	}
+	return c, nil
+}
+
+// cmdLabel names an operation by its option, or "reload".
+func cmdLabel(op string) string {
+	switch op {
+	case OpReload:
+		return "reload"
+	case OpConnections:
+		return "-L -c"
+	}
+	return commandName(op)
+}
+
+// Limits of the numeric arguments, as lbd's configuration has them.
+const (
+	MaxPersistence = 30 * 24 * 3600 // -p, seconds
+	MaxTimeout     = 30 * 24 * 3600 // --set, seconds
+	MaxThreshold   = 1000000        // -x, -y
+)
+
+func isNumber(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 32)
+	return err == nil
+}
+
+// parseUint parses a decimal in lo..hi for option flag.
+func parseUint(flag, s string, lo, hi int, what string) (int, error) {
+	n, err := strconv.Atoi(s)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s %s: %s is not a number", flag, s, what)
+	case n < 0:
+		return 0, fmt.Errorf("%s %s: %s is negative", flag, s, what)
+	case n < lo || n > hi:
+		return 0, fmt.Errorf("%s %s: %s is out of range %d..%d", flag, s, what, lo, hi)
+	}
+	return n, nil
+}
+
+// parseService parses -t|-u VIP:port.
+func parseService(flag, s string) (ServiceSpec, error) {
+	host, port, ok := strings.Cut(s, ":")
+	if !ok || port == "" {
+		return ServiceSpec{}, fmt.Errorf("%s %s: want VIP:port, e.g. 192.0.2.100:80", flag, s)
+	}
+	spec := ServiceSpec{Protocol: map[string]string{"-t": "tcp", "-u": "udp"}[flag], VIP: host}
+	n, err := strconv.Atoi(port)
+	if err != nil {
+		return ServiceSpec{}, fmt.Errorf("%s %s: port %q is not a number", flag, s, port)
+	}
+	spec.Port = n
+	return spec, spec.Check()
+}
+
+// parseServer parses -r RIP[:port].
+func parseServer(s string) (ServerSpec, error) {
+	host, port, hasPort := strings.Cut(s, ":")
+	r := ServerSpec{Address: host}
+	if hasPort {
+		n, err := strconv.Atoi(port)
+		if err != nil {
+			return ServerSpec{}, fmt.Errorf("-r %s: port %q is not a number", s, port)
+		}
+		if n < 1 || n > 65535 {
+			return ServerSpec{}, fmt.Errorf("-r %s: port %d is out of range 1..65535", s, n)
+		}
+		r.Port = n
+	}
+	return r, r.Check()
+}
+
+// Flag is the option that names the service: -t or -u.
+func (s ServiceSpec) Flag() string {
+	if s.Protocol == "udp" {
+		return "-u"
+	}
+	return "-t"
+}
+
+// String is "-t 192.0.2.100:80".
+func (s ServiceSpec) String() string { return fmt.Sprintf("%s %s:%d", s.Flag(), s.VIP, s.Port) }
+
+// Check verifies the service's name: protocol, IPv4 VIP, port 1..65535.
+// Its settings are checked by lbd against the whole configuration.
+func (s ServiceSpec) Check() error {
+	if s.Protocol != "tcp" && s.Protocol != "udp" {
+		return fmt.Errorf("protocol %q is not tcp (-t) or udp (-u)", s.Protocol)
+	}
+	if a, err := netip.ParseAddr(s.VIP); err != nil || !a.Is4() {
+		return fmt.Errorf("%s %s:%d: %q is not an IPv4 address", s.Flag(), s.VIP, s.Port, s.VIP)
+	}
+	if s.Port < 1 || s.Port > 65535 {
+		return fmt.Errorf("%s: port %d is out of range 1..65535", s, s.Port)
+	}
+	return nil
+}
+
+// Check verifies the server's name: IPv4 address, port 0..65535 (0: the
+// service's).
+func (r ServerSpec) Check() error {
+	name := r.Address
+	if r.Port != 0 {
+		name = fmt.Sprintf("%s:%d", r.Address, r.Port)
+	}
+	if a, err := netip.ParseAddr(r.Address); err != nil || !a.Is4() {
+		return fmt.Errorf("-r %s: %q is not an IPv4 address", name, r.Address)
+	}
+	if r.Port < 0 || r.Port > 65535 {
+		return fmt.Errorf("-r %s: port %d is out of range 1..65535", name, r.Port)
+	}
+	return nil
+}
+
+// ParseRestore parses ipvsadm -R input: one command per line, optionally
+// starting with "ipvsadm"; blank lines and lines starting with '#' are
+// skipped. Only commands that change the table are allowed (-A -E -D -a
+// -e -d -C --set). Errors name the line.
+func ParseRestore(text string) ([]Request, error) {
+	var out []Request
+	for n, line := range strings.Split(text, "\n") {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		if fields[0] == "ipvsadm" {
+			fields = fields[1:]
+		}
+		c, err := ParseArgs(fields)
+		if err == nil {
+			err = checkRestoreLine(c)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n+1, err)
+		}
+		out = append(out, c.Request)
+	}
+	return out, nil
+}
+
+func checkRestoreLine(c Command) error {
+	switch c.Op {
+	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpClear, OpSetTimeouts:
+	default:
+		return fmt.Errorf("%s is not allowed in a restore file", cmdLabel(c.Op))
+	}
+	for _, o := range c.Options {
+		if o == "-o" || o == "--socket" {
+			return fmt.Errorf("option %s is not allowed in a restore file", o)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+package api_test
+
+import (
+	"bytes"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dplb/dplb/ctl/api"
+)
+
+func sp(s string) *string { return &s }
+func ip(n int) *int       { return &n }
+func up(n uint32) *uint32 { return &n }
+
+func TestParseRestoreIpvsadmFile(t *testing.T) {
+	// As ipvsadm -S writes it, plus what hand-written files carry.
+	file := `-A -t 192.0.2.100:80 -s rr
+-a -t 192.0.2.100:80 -r 198.51.100.11:8080 -m -w 1
+-A -u 192.0.2.100:53 -s wrr -p 600 -M 255.255.255.0 -b sh-fallback,sh-port
+-a -u 192.0.2.100:53 -r 198.51.100.21:53 -g -w 5 -x 100 -y 50
+ipvsadm -a -u 192.0.2.100:53 -r 198.51.100.22 -i
+-E -t 192.0.2.100:80 -p
+-D -t 192.0.2.100:80
+-C
+--set 900 120 300
+`
+	want := []api.Request{
+		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80, Scheduler: sp("rr")}},
+		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80},
+			Server: &api.ServerSpec{Address: "198.51.100.11", Port: 8080, Forward: sp("nat"), Weight: ip(1)}},
+		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.100", Port: 53, Scheduler: sp("wrr"),
+			Persistence: up(600), Netmask: sp("255.255.255.0"), SchedFlags: &[]string{"sh-fallback", "sh-port"}}},
+		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.100", Port: 53},
+			Server: &api.ServerSpec{Address: "198.51.100.21", Port: 53, Forward: sp("dr"), Weight: ip(5), Upper: ip(100), Lower: ip(50)}},
+		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.100", Port: 53},
+			Server: &api.ServerSpec{Address: "198.51.100.22", Forward: sp("tun")}},
+		{Op: api.OpEditService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80, Persistence: up(300)}},
+		{Op: api.OpDeleteService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80}},
+		{Op: api.OpClear},
+		{Op: api.OpSetTimeouts, Timeouts: &api.TimeoutsSpec{TCP: 900, TCPFin: 120, UDP: 300}},
+	}
+	got, err := api.ParseRestore(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		for i := range max(len(got), len(want)) {
+			if i >= len(got) || i >= len(want) || !reflect.DeepEqual(got[i], want[i]) {
+				t.Errorf("request %d differs", i)
+			}
+		}
+	}
+}
+
+func TestParseArgsErrors(t *testing.T) {
+	tests := []struct {
+		args string
+		want string
+	}{
+		{"-A", "-A needs a service: -t|-u VIP:port"},
+		{"-a -t 192.0.2.1:80", "-a needs a real server: -r RIP[:port]"},
+		{"-A -t 192.0.2.1", "-t 192.0.2.1: want VIP:port, e.g. 192.0.2.100:80"},
+		{"-A -t 192.0.2.1:http", `-t 192.0.2.1:http: port "http" is not a number`},
+		{"-A -t 192.0.2.1:0", "-t 192.0.2.1:0: port 0 is out of range 1..65535"},
+		{"-A -t 192.0.2.1:65536", "-t 192.0.2.1:65536: port 65536 is out of range 1..65535"},
+		{"-A -t web:80", `-t web:80: "web" is not an IPv4 address`},
+		{"-A -f 1", "-f 1: firewall-mark services are not supported"},
+		{"-A -t 192.0.2.1:80 -u 192.0.2.1:80", "-t and -u: one service at a time"},
+		{"-A -t 192.0.2.1:80 -p 9999999", "-p 9999999: timeout is out of range 0..2592000"},
+		{"-A -t 192.0.2.1:80 -M 24", "-M 24: not an IPv4 netmask (want e.g. 255.255.255.0)"},
+		{"-A -t 192.0.2.1:80 -w 1", "option -w is not allowed with -A"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -s rr", "option -s is not allowed with -a"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1:99999", "-r 198.51.100.1:99999: port 99999 is out of range 1..65535"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -w -1", "-w -1: weight is negative"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -w 65536", "-w 65536: weight is out of range 0..65535"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -x -2", "-x -2: upper threshold is negative"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -w", `option "-w" needs a value`},
+		{"-A -a", "-A and -a: only one command at a time"},
+		{"--set 1 2", `option "--set" needs three values: tcp tcpfin udp`},
+		{"--set 1 x 3", "--set x: tcpfin timeout is not a number"},
+		{"-C --stats", "option --stats is not allowed with -C"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.args, func(t *testing.T) {
+			_, err := api.ParseArgs(strings.Fields(tt.args))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("ParseArgs(%q) = %v, want %q", tt.args, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteSaveAndList(t *testing.T) {
+	svcs := []api.Service{
+		{Protocol: "UDP", VIP: "192.0.2.100", Port: 53, Scheduler: "sh", Persistence: 600, Netmask: "255.255.255.0",
+			SchedFlags: []string{"sh-fallback", "sh-port"}, Servers: []api.RealServer{
+				{Address: "198.51.100.22", Port: 53, Forward: "Tunnel", Weight: 1},
+				{Address: "198.51.100.21", Port: 53, Forward: "Route", Weight: 5, Upper: 100, Lower: 50},
+			}},
+		{Protocol: "TCP", VIP: "192.0.2.100", Port: 80, Scheduler: "rr", Servers: []api.RealServer{
+			{Address: "198.51.100.11", Port: 8080, Forward: "Masq", Weight: 1},
+		}},
+	}
+	var b bytes.Buffer
+	if err := api.WriteSave(&b, svcs); err != nil {
+		t.Fatal(err)
+	}
+	wantSave := `-A -t 192.0.2.100:80 -s rr
+-a -t 192.0.2.100:80 -r 198.51.100.11:8080 -m -w 1
+-A -u 192.0.2.100:53 -s sh -p 600 -M 255.255.255.0 -b sh-fallback,sh-port
+-a -u 192.0.2.100:53 -r 198.51.100.21:53 -g -w 5 -x 100 -y 50
+-a -u 192.0.2.100:53 -r 198.51.100.22:53 -i -w 1
+`
+	if b.String() != wantSave {
+		t.Errorf("save:\n%s\nwant:\n%s", b.String(), wantSave)
+	}
+	// The saved text parses back to the same services.
+	if _, err := api.ParseRestore(b.String()); err != nil {
+		t.Errorf("ParseRestore(save) = %v", err)
+	}
+	b.Reset()
+	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
+	wantList := strings.Join([]string{
+		"dplb lbctl (API v1) (size=0)",
+		"Prot LocalAddress:Port Scheduler Flags",
+		"  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn",
+		"TCP  192.0.2.100:80 rr",
+		"  -> 198.51.100.11:8080           Masq    1      0          0         ",
+		"UDP  192.0.2.100:53 sh (sh-fallback,sh-port) persistent 600 mask 255.255.255.0",
+		"  -> 198.51.100.21:53             Route   5      0          0         ",
+		"  -> 198.51.100.22:53             Tunnel  1      0          0         ",
+		"",
+	}, "\n")
+	if b.String() != wantList {
+		t.Errorf("list:\n%s\nwant:\n%s", b.String(), wantList)
+	}
+	b.Reset()
+	api.WriteList(&b, api.Response{Services: svcs[1:]}, api.ListFormat{PersistentConn: true})
+	wantPC := strings.Join([]string{
+		"dplb lbctl (API v1) (size=0)",
+		"Prot LocalAddress:Port            Weight    PersistConn ActiveConn InActConn ",
+		"  -> RemoteAddress:Port",
+		"TCP  192.0.2.100:80",
+		"  -> 198.51.100.11:8080           1         0           0          0         ",
+		"",
+	}, "\n")
+	if b.String() != wantPC {
+		t.Errorf("--persistent-conn:\n%q\nwant:\n%q", b.String(), wantPC)
+	}
+}
