@@ -195,15 +195,8 @@ func (c *Controller) step(now time.Time) {
 	}
 }
 
-// Handle answers lbctl (api.Handler).
-func (c *Controller) Handle(_ context.Context, req api.Request) api.Response {
-	switch req.Op {
-	case api.OpList:
-		return c.list()
-	}
-	return api.Response{Error: fmt.Sprintf("unknown operation %q", req.Op)}
-}
-
+// list reports every service with its real servers and their counters,
+// summed over the lcores (Ops serves it to lbctl, metrics scrape it).
 func (c *Controller) list() api.Response {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -222,7 +215,7 @@ func (c *Controller) list() api.Response {
 			ds := c.dp.DestStats(d.ID)
 			rs := api.RealServer{
 				Address: addrOf(d.Addr).String(), Port: d.Port, Forward: forwardNames[d.Fwd], Weight: int(d.Weight),
-				ActiveConns: ds[lcore.DestActive], InactiveConns: ds[lcore.DestInactive],
+				ActiveConns: ds[lcore.DestActive], InactiveConns: ds[lcore.DestInactive], PersistConns: ds[lcore.DestPersistent],
 				Stats: api.Stats{
 					Conns: ds[lcore.DestConns], InPkts: ds[lcore.DestInPkts], OutPkts: ds[lcore.DestOutPkts],
 					InBytes: ds[lcore.DestInBytes], OutBytes: ds[lcore.DestOutBytes],

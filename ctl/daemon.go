@@ -38,9 +38,6 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	if err := cfg.Validate(Schedulers()); err != nil {
 		return err
 	}
-	if n := len(cfg.Dataplane.Workers); n != 1 {
-		return fmt.Errorf("dataplane.workers: %d workers configured; this version runs exactly one (steering VS/NAT replies across lcores is not built yet)", n)
-	}
 	gid := -1
 	if g := cfg.Control.Group; g != "" {
 		grp, err := user.LookupGroup(g)

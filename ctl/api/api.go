@@ -143,6 +143,7 @@ type RealServer struct {
 	Lower         int    `json:"lower,omitempty"` // lower connection threshold (-y)
 	ActiveConns   uint64 `json:"active_conns"`
 	InactiveConns uint64 `json:"inactive_conns"`
+	PersistConns  uint64 `json:"persist_conns"` // persistence templates naming it (--persistent-conn)
 	Stats         Stats  `json:"stats"`
 }
 

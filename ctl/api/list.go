@@ -90,9 +90,8 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 				fmt.Fprintf(bw, "  -> %-28s %-10d %-10d %-10d %-10d\n",
 					dname, rs.Upper, rs.Lower, rs.ActiveConns, rs.InactiveConns)
 			case f.PersistentConn:
-				// No persistence templates yet: PersistConn is 0.
 				fmt.Fprintf(bw, "  -> %-28s %-9d %-11d %-10d %-10d\n",
-					dname, rs.Weight, 0, rs.ActiveConns, rs.InactiveConns)
+					dname, rs.Weight, rs.PersistConns, rs.ActiveConns, rs.InactiveConns)
 			default:
 				fmt.Fprintf(bw, "  -> %-28s %-7s %-6d %-10d %-10d\n",
 					dname, rs.Forward, rs.Weight, rs.ActiveConns, rs.InactiveConns)
