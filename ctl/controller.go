@@ -202,8 +202,16 @@ func (c *Controller) list() api.Response {
 	defer c.mu.Unlock()
 	var resp api.Response
 	var conns uint64
-	for _, ws := range c.dp.WorkerStats() {
+	for i, ws := range c.dp.WorkerStats() {
 		conns += ws[lcore.Conns]
+		l := api.Lcore{ID: i, RxPackets: ws[lcore.RxPackets], TxPackets: ws[lcore.TxPackets],
+			HandedOff: ws[lcore.HandedOff], HandedIn: ws[lcore.HandedIn], Connections: ws[lcore.Conns]}
+		for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
+			if s.IsDrop() {
+				l.Drops += ws[s]
+			}
+		}
+		resp.Lcores = append(resp.Lcores, l)
 	}
 	resp.Info = &api.Info{ConnTableSize: c.dp.ConnCapacity(), Connections: conns}
 	for i, s := range c.services {

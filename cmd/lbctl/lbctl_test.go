@@ -339,6 +339,7 @@ func TestRunJSON(t *testing.T) {
 		`          "weight": 1,`,
 		`          "active_conns": 1,`,
 		`          "inactive_conns": 2,`,
+		`          "persist_conns": 0,`,
 		`          "stats": {`,
 		`            "conns": 100,`,
 		`            "in_pkts": 600,`,

@@ -109,8 +109,20 @@ type Response struct {
 	Error    string    `json:"error,omitempty"` // one-line refusal, for a human
 	Info     *Info     `json:"info,omitempty"`
 	Services []Service `json:"services,omitempty"`
+	Lcores   []Lcore   `json:"lcores,omitempty"`
 	Text     string    `json:"text,omitempty"`    // OpSave: the rules
 	Restart  []string  `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
+}
+
+// Lcore is one worker lcore's counters (lbctl -L --per-lcore).
+type Lcore struct {
+	ID          int    `json:"id"`
+	RxPackets   uint64 `json:"rx_packets"`
+	TxPackets   uint64 `json:"tx_packets"`
+	Drops       uint64 `json:"drops"` // all reasons; /metrics has them by reason
+	HandedOff   uint64 `json:"handed_off"`
+	HandedIn    uint64 `json:"handed_in"`
+	Connections uint64 `json:"connections"`
 }
 
 // Info describes the load balancer as a whole, like ipvsadm's first line.

@@ -62,7 +62,7 @@ var longOpts = map[string]optSpec{
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
 	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
-	"--sort":   {"--sort", noValue},
+	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
 }
 
@@ -95,7 +95,7 @@ var allowedWith = map[string][]string{
 	"-g": {OpAddServer, OpEditServer}, "-w": {OpAddServer, OpEditServer},
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
-	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList},
+	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList},
 }
 
 func init() {
@@ -201,6 +201,8 @@ func ParseArgs(args []string) (Command, error) {
 				c.List.Thresholds = true
 			case "--persistent-conn":
 				c.List.PersistentConn = true
+			case "--per-lcore":
+				c.List.PerLcore = true
 			case "--sort":
 			case "-o":
 				switch v {

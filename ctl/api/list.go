@@ -18,6 +18,7 @@ type ListFormat struct {
 	Rate           bool // --rate: not supported yet (ParseArgs refuses it)
 	Thresholds     bool // --thresholds: upper and lower connection thresholds
 	PersistentConn bool // --persistent-conn: persistent connections
+	PerLcore       bool // --per-lcore: add each lcore's counters
 }
 
 // WriteList renders a list Response as ipvsadm -L -n does, byte for byte
@@ -97,6 +98,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 					dname, rs.Forward, rs.Weight, rs.ActiveConns, rs.InactiveConns)
 			}
 		}
+	}
+	if f.PerLcore {
+		writeLcores(bw, resp.Lcores, f.Exact)
 	}
 	return bw.Flush()
 }
@@ -245,4 +249,16 @@ func compareServers(a, b RealServer) int {
 		compareAddr(a.Address, b.Address),
 		cmp.Compare(a.Port, b.Port),
 	)
+}
+
+// writeLcores appends the per-lcore table of --per-lcore; numbers are
+// scaled as the --stats columns are (largeNum pads them to 9).
+func writeLcores(w io.Writer, lcores []Lcore, exact bool) {
+	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %9s %9s\n", "Lcore", "RxPkts", "TxPkts", "Drops", "HandedOff", "HandedIn", "Conns")
+	for _, l := range lcores {
+		fmt.Fprintf(w, "%-5d %9s %9s %9s %9s %9s %9s\n", l.ID,
+			strings.TrimSpace(largeNum(l.RxPackets, exact)), strings.TrimSpace(largeNum(l.TxPackets, exact)),
+			strings.TrimSpace(largeNum(l.Drops, exact)), strings.TrimSpace(largeNum(l.HandedOff, exact)),
+			strings.TrimSpace(largeNum(l.HandedIn, exact)), strings.TrimSpace(largeNum(l.Connections, exact)))
+	}
 }

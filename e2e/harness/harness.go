@@ -73,10 +73,15 @@ type Config struct {
 	MetricsListen string // host:port inside the LB namespace
 	LogLevel      string
 	LogFormat     string // "json" or "console"; "" leaves lbd's default
+	// Ports, when set, replaces the two ports WANIf/LANIf/WANAddr/LANAddr
+	// describe.
+	Ports    []Port
+	Timeouts Timeouts // "" fields keep lbd's defaults
 }
 
-// Service is one TCP virtual service.
+// Service is one virtual service.
 type Service struct {
+	Protocol  string // "tcp" or "udp"; "" is tcp
 	VIP       string
 	Port      int
 	Scheduler string
@@ -88,6 +93,7 @@ type Server struct {
 	Address string
 	Port    int
 	Weight  int
+	Forward string // "nat", "dr" or "tun"; "" leaves lbd's default (nat)
 }
 
 // NATConfig returns the configuration of a VS/NAT lbd in nat: TCP
@@ -133,23 +139,49 @@ func (c Config) YAML() string {
 		w("  idle_sleep: %s", c.IdleSleep)
 	}
 	w("ports:")
-	w("  - name: wan")
-	w("    device: net_af_packet0,iface=%s", c.WANIf)
-	w("    address: %s", c.WANAddr)
-	w("    role: client")
-	w("  - name: lan")
-	w("    device: net_af_packet1,iface=%s", c.LANIf)
-	w("    address: %s", c.LANAddr)
-	w("    role: server")
+	ports := c.Ports
+	if len(ports) == 0 {
+		ports = []Port{
+			AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+			AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+		}
+	}
+	for _, p := range ports {
+		w("  - name: %s", p.Name)
+		w("    device: %s", p.Device)
+		w("    address: %s", p.Address)
+		if p.Gateway != "" {
+			w("    gateway: %s", p.Gateway)
+		}
+		if p.Role != "" {
+			w("    role: %s", p.Role)
+		}
+	}
 	w("services:")
 	for _, s := range c.Services {
-		w("  - protocol: tcp")
+		proto := s.Protocol
+		if proto == "" {
+			proto = "tcp"
+		}
+		w("  - protocol: %s", proto)
 		w("    vip: %s", s.VIP)
 		w("    port: %d", s.Port)
 		w("    scheduler: %s", s.Scheduler)
 		w("    servers:")
 		for _, rs := range s.Servers {
-			w("      - {address: %s, port: %d, weight: %d}", rs.Address, rs.Port, rs.Weight)
+			if rs.Forward != "" {
+				w("      - {address: %s, port: %d, weight: %d, forward: %s}", rs.Address, rs.Port, rs.Weight, rs.Forward)
+			} else {
+				w("      - {address: %s, port: %d, weight: %d}", rs.Address, rs.Port, rs.Weight)
+			}
+		}
+	}
+	if t := c.Timeouts; t != (Timeouts{}) {
+		w("timeouts:")
+		for _, kv := range [][2]string{{"tcp", t.TCP}, {"tcp_fin", t.TCPFin}, {"udp", t.UDP}, {"syn", t.SYN}} {
+			if kv[1] != "" {
+				w("  %s: %s", kv[0], kv[1])
+			}
 		}
 	}
 	w("control:")

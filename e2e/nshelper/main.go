@@ -9,6 +9,18 @@
 //	    N sequential requests, each on a new TCP connection, no retries.
 //	    One JSON line per request, then one summary line; exit status 1 if
 //	    any request failed.
+//	nshelper udpserve -listen :5353[,:53] -name rs1 [-v]
+//	    UDP server: every datagram is answered with "rs1 <client ip:port
+//	    as seen>", from the address it was sent to. Prints "ready <addr>"
+//	    per listener; -v also prints "rx <from> <to> <payload>" per datagram.
+//	nshelper udpget -addr 192.0.2.100:53 -n 100 -timeout 2s [-bind IP]
+//	    N queries, each from a new socket (a new source port), no retries.
+//	    Output as get's; "remote" is the source of the answer.
+//	nshelper decap -dev eth0 -tun dplbtun0 -vip 192.0.2.100
+//	    User-space IPIP decapsulator of a VS/TUN real server: creates the
+//	    TUN device with the VIP/32, prints "ready ...", then writes the
+//	    inner packet of every IPIP packet that arrives on -dev into it.
+//	    SIGUSR1 and exit print "stats frames=N decap=N bad=N errors=N".
 package main
 
 import (
@@ -60,6 +72,16 @@ func main() {
 		if err == nil && failed {
 			os.Exit(1)
 		}
+	case "udpserve":
+		err = udpserve(os.Args[2:])
+	case "udpget":
+		var failed bool
+		failed, err = udpget(os.Args[2:], os.Stdout)
+		if err == nil && failed {
+			os.Exit(1)
+		}
+	case "decap":
+		err = decap(os.Args[2:])
 	default:
 		usage()
 	}
@@ -70,7 +92,9 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D")
+	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D |\n"+
+		"  udpserve -listen :5353 -name NAME [-v] | udpget -addr IP:PORT -n N -timeout D [-bind IP] |\n"+
+		"  decap -dev IF -tun NAME -vip IP")
 	os.Exit(2)
 }
 

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// udpserve answers every datagram with "<name> <source ip:port as seen>",
+// sent from the address the datagram was sent to (IP_PKTINFO), so that a
+// server bound to the wildcard answers from the VIP in VS/DR and VS/TUN.
+// With -v it prints "rx <from> <to> <payload>" per datagram.
+func udpserve(args []string) error {
+	fs := flag.NewFlagSet("udpserve", flag.ContinueOnError)
+	listen := fs.String("listen", ":5353", "comma-separated listen addresses")
+	name := fs.String("name", "", "name put at the start of every answer")
+	verbose := fs.Bool("v", false, "print one line per datagram received")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *name == "" {
+		h, _ := os.Hostname()
+		*name = h
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	errc := make(chan error, 1)
+	var conns []*net.UDPConn
+	for _, addr := range strings.Split(*listen, ",") {
+		ua, err := net.ResolveUDPAddr("udp4", addr)
+		if err != nil {
+			return err
+		}
+		c, err := net.ListenUDP("udp4", ua)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		if err := setPktinfo(c); err != nil {
+			return err
+		}
+		fmt.Printf("ready %s\n", c.LocalAddr())
+		go func() { errc <- answerUDP(c, *name, *verbose) }()
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-errc:
+		return err
+	}
+}
+
+func setPktinfo(c *net.UDPConn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+	}); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("IP_PKTINFO: %w", serr)
+	}
+	return nil
+}
+
+func answerUDP(c *net.UDPConn, name string, verbose bool) error {
+	buf := make([]byte, 65536)
+	oob := make([]byte, 256)
+	for {
+		n, oobn, _, from, err := c.ReadMsgUDP(buf, oob)
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		var dst net.IP
+		var replyOOB []byte
+		if msgs, err := unix.ParseSocketControlMessage(oob[:oobn]); err == nil {
+			for _, m := range msgs {
+				if m.Header.Level == unix.IPPROTO_IP && m.Header.Type == unix.IP_PKTINFO && len(m.Data) >= unix.SizeofInet4Pktinfo {
+					// struct in_pktinfo: ifindex, spec_dst, addr (the header's destination)
+					dst = net.IPv4(m.Data[8], m.Data[9], m.Data[10], m.Data[11])
+					info := unix.Inet4Pktinfo{}
+					copy(info.Spec_dst[:], m.Data[8:12])
+					replyOOB = unix.PktInfo4(&info)
+				}
+			}
+		}
+		if verbose {
+			fmt.Printf("rx %s %s %q\n", from, dst, buf[:n])
+		}
+		reply := fmt.Sprintf("%s %s\n", name, from)
+		if _, _, err := c.WriteMsgUDP([]byte(reply), replyOOB, from); err != nil && verbose {
+			fmt.Printf("tx error %s: %v\n", from, err)
+		}
+	}
+}
+
+// udpget sends n queries to -addr, each from a new socket (a new source
+// port), and waits up to -timeout for one answer each. It prints one JSON
+// line per query (Result: remote is the source of the answer) and a
+// summary line; exit status 1 if any query got no answer.
+func udpget(args []string, out io.Writer) (failed bool, err error) {
+	fs := flag.NewFlagSet("udpget", flag.ContinueOnError)
+	addr := fs.String("addr", "192.0.2.100:53", "address to query")
+	n := fs.Int("n", 1, "number of queries")
+	timeout := fs.Duration("timeout", 2*time.Second, "time to wait for each answer")
+	bind := fs.String("bind", "", "local IPv4 address to send from (default: the route's)")
+	if err := fs.Parse(args); err != nil {
+		return false, err
+	}
+	raddr, err := net.ResolveUDPAddr("udp4", *addr)
+	if err != nil {
+		return false, err
+	}
+	var local net.IP
+	if *bind != "" {
+		if local = net.ParseIP(*bind); local == nil || local.To4() == nil {
+			return false, fmt.Errorf("udpget: -bind %q is not an IPv4 address", *bind)
+		}
+	} else {
+		// Connecting a UDP socket sends nothing; it picks the source address.
+		c, err := net.DialUDP("udp4", nil, raddr)
+		if err != nil {
+			return false, err
+		}
+		local = c.LocalAddr().(*net.UDPAddr).IP
+		c.Close()
+	}
+	enc := json.NewEncoder(out)
+	sum := Summary{Summary: true}
+	for i := 0; i < *n; i++ {
+		res := query(local, raddr, i, *timeout)
+		if res.Err == "" {
+			sum.OK++
+		} else {
+			sum.Failed++
+		}
+		if err := enc.Encode(res); err != nil {
+			return true, err
+		}
+	}
+	if err := enc.Encode(sum); err != nil {
+		return true, err
+	}
+	return sum.Failed > 0, nil
+}
+
+// query sends one datagram from a fresh unconnected socket, so that an
+// answer from any source is received and its source recorded.
+func query(local net.IP, raddr *net.UDPAddr, i int, timeout time.Duration) (res Result) {
+	res.I = i
+	start := time.Now()
+	defer func() { res.Millis = time.Since(start).Milliseconds() }()
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: local})
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	defer c.Close()
+	res.Local = c.LocalAddr().String()
+	if err := c.SetDeadline(start.Add(timeout)); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	if _, err := c.WriteToUDP([]byte(fmt.Sprintf("query %d\n", i)), raddr); err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	buf := make([]byte, 2048)
+	n, from, err := c.ReadFromUDP(buf)
+	if err != nil {
+		res.Err = err.Error()
+		return res
+	}
+	res.Remote = from.String()
+	res.Body = strings.TrimSpace(string(buf[:n]))
+	return res
+}
