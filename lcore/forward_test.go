@@ -358,3 +358,29 @@ func TestChecksumOffload(t *testing.T) {
 		m.Free()
 	}
 }
+
+// TestReplyBeforeTheSnapshotKnowsTheClient: the reply to a client's first
+// packet goes out even before the control plane's neighbour entry for the
+// client arrives, from the MAC its packet came with.
+func TestReplyBeforeTheSnapshotKnowsTheClient(t *testing.T) {
+	r := newRig(t, map[uint32]hdr.MAC{rs1: rs1MAC})
+	w := r.w
+	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 53, "q", true))
+	w.poll()
+	if len(r.sent(1)) != 1 {
+		t.Fatal("query not forwarded")
+	}
+	r.inject(1, udpFrame(rs1MAC, lanMAC, rs1, 5353, clientIP, 40000, "a", true))
+	w.poll()
+	out := r.sent(0)
+	if len(out) != 1 || hdr.Ethernet(out[0]).Dst() != clientMAC {
+		t.Fatalf("reply not sent to the client's MAC (stats %v)", w.cnt.own)
+	}
+	// An off-link source is never learnt (its MAC is a router's).
+	w.neigh = neighCache{}
+	r.inject(0, udpFrame(clientMAC, wanMAC, ip4(192, 0, 2, 50), 40000, vip, 53, "q", true))
+	w.poll()
+	if _, ok := w.neigh.lookup(ip4(192, 0, 2, 50), w.now); ok {
+		t.Fatal("learnt the MAC of an off-link client")
+	}
+}

@@ -100,6 +100,9 @@ func (w *Worker) forward(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, sp
 			return
 		}
 		dir = conn.Original
+		if p := &w.snap.Ports[in]; src&p.Mask == p.Net {
+			w.neigh.learn(src, eth.Src(), w.now)
+		}
 	}
 	c := w.table.Get(id)
 	if proto == hdr.ProtoTCP {
@@ -227,6 +230,9 @@ func (w *Worker) nextHop(dst uint32) (port int, mac hdr.MAC, ok bool) {
 		return -1, mac, false
 	}
 	if mac, ok = snap.Neigh[hop]; !ok {
+		if mac, ok = w.neigh.lookup(hop, w.now); ok {
+			return port, mac, true
+		}
 		w.event(Event{Kind: EvNeighbourMiss, Port: port, IP: hop})
 	}
 	return port, mac, ok

@@ -124,6 +124,7 @@ type Worker struct {
 	hin   *mbuf.Array // packets taken from the peers' rings
 
 	nworkers int
+	neigh    neighCache // clients learnt from their first packet (see neighcache.go)
 	cmds     *spsc.Ring[Command]
 	events   *spsc.Ring[Event]
 	jobs     []*job

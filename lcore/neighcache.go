@@ -1,0 +1,37 @@
+package lcore
+
+import "github.com/dplb/dplb/lcore/hdr"
+
+// The control plane owns the neighbour table, and a new entry reaches the
+// lcores with the next snapshot, some hundred microseconds after the ARP
+// that taught it. A client's first packet can be answered sooner than that
+// (a UDP query and its reply), so each lcore also remembers the Ethernet
+// source of the on-link clients whose connections it opens, in a small
+// fixed table consulted when the snapshot has no entry.
+
+const (
+	neighCacheSize = 1024 // entries, a power of two
+	neighCacheLife = 30e9 // ns an entry is trusted (the neighbour reachable time)
+)
+
+type neighCacheEntry struct {
+	ip    uint32
+	mac   hdr.MAC
+	until int64
+}
+
+type neighCache [neighCacheSize]neighCacheEntry
+
+func neighSlot(ip uint32) uint32 { return (ip * 0x9E3779B1) >> (32 - 10) }
+
+func (c *neighCache) learn(ip uint32, mac hdr.MAC, now int64) {
+	c[neighSlot(ip)] = neighCacheEntry{ip: ip, mac: mac, until: now + neighCacheLife}
+}
+
+func (c *neighCache) lookup(ip uint32, now int64) (hdr.MAC, bool) {
+	e := &c[neighSlot(ip)]
+	if e.ip != ip || e.until <= now {
+		return hdr.MAC{}, false
+	}
+	return e.mac, true
+}
