@@ -101,7 +101,16 @@ type natEnv struct {
 	lbdPath  string
 }
 
-func startNAT(t *testing.T) *natEnv {
+func startNAT(t *testing.T) *natEnv { return startNATWith(t, natOptions{}) }
+
+// natOptions vary the VS/NAT environment.
+type natOptions struct {
+	listen    map[string]string         // real server name -> nshelper listen addresses (default ":8080")
+	configure func(*harness.Config)     // edits lbd's configuration before it starts
+	beforeUse func(*testing.T, *natEnv) // runs once lbd is up, before the readiness check
+}
+
+func startNATWith(t *testing.T, o natOptions) *natEnv {
 	t.Helper()
 	lbdPath, lbctl, nshelper := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -114,12 +123,15 @@ func startNAT(t *testing.T) *natEnv {
 	if err != nil {
 		t.Fatalf("build topology: %v", err)
 	}
-	if err := harness.StartServers(tp, nat, nshelper, nil, 10*time.Second); err != nil {
+	if err := harness.StartServers(tp, nat, nshelper, o.listen, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 
 	cfg := harness.NATConfig(nat, tp.Suffix(), dir)
 	cfg.LogFormat = "json"
+	if o.configure != nil {
+		o.configure(&cfg)
+	}
 	cfgPath, err := harness.WriteConfig(cfg, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +151,9 @@ func startNAT(t *testing.T) *natEnv {
 			t.Logf("lbd log (last 80 lines):\n%s", harness.Tail(e.log.String(), 80))
 		}
 	})
+	if o.beforeUse != nil {
+		o.beforeUse(t, e)
+	}
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
 	defer rcancel()
 	if err := harness.WaitReady(rctx, e.lbd, lbctl, cfg.Socket); err != nil {

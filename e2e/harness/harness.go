@@ -81,11 +81,12 @@ type Config struct {
 
 // Service is one virtual service.
 type Service struct {
-	Protocol  string // "tcp" or "udp"; "" is tcp
-	VIP       string
-	Port      int
-	Scheduler string
-	Servers   []Server
+	Protocol    string // "tcp" or "udp"; "" is tcp
+	VIP         string
+	Port        int
+	Scheduler   string
+	Persistence string // e.g. "300s"; "" is not persistent
+	Servers     []Server
 }
 
 // Server is one real server of a Service.
@@ -167,6 +168,9 @@ func (c Config) YAML() string {
 		w("    vip: %s", s.VIP)
 		w("    port: %d", s.Port)
 		w("    scheduler: %s", s.Scheduler)
+		if s.Persistence != "" {
+			w("    persistence: %s", s.Persistence)
+		}
 		w("    servers:")
 		for _, rs := range s.Servers {
 			if rs.Forward != "" {

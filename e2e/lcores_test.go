@@ -1,0 +1,114 @@
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+)
+
+// TestNATTwoWorkers runs lbd with two worker lcores on two-queue
+// af_packet ports (the kernel spreads flows over the queues by its own
+// hash): every connection works, both lcores carry traffic, and replies
+// arriving on the lcore that does not own their connection are handed
+// to the one that does.
+func TestNATTwoWorkers(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Workers = []int{0, 1}
+		c.Ports = []harness.Port{
+			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+		}
+		for i := range c.Ports {
+			c.Ports[i].Device += ",qpairs=2"
+		}
+	}})
+	e.warmUp(t)
+	got := map[string]int{}
+	for _, r := range e.get(t, e.url, 200, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("request %d: %s", r.I, r.Err)
+		}
+		got[r.Server()]++
+	}
+	// rr runs per lcore, so the split is even within one per lcore.
+	if d := got["rs1"] - got["rs2"]; d < -2 || d > 2 {
+		t.Errorf("answers %v, want an even split", got)
+	}
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Lcores) != 2 {
+		t.Fatalf("lbctl lists %d lcores, want 2", len(resp.Lcores))
+	}
+	var handed uint64
+	for _, l := range resp.Lcores {
+		if l.RxPackets == 0 || l.TxPackets == 0 {
+			t.Errorf("lcore %d carried no traffic: %+v", l.ID, l)
+		}
+		handed += l.HandedOff
+	}
+	if handed == 0 {
+		t.Error("no packet was handed to its owner: the test did not exercise steering")
+	}
+	out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "--per-lcore")
+	t.Logf("lbctl -L -n --per-lcore:\n%s", out)
+	e.stopLBD(t)
+}
+
+// TestNATChecksumOffload puts lbd's client-facing port on net_tap, which
+// advertises TX IPv4/TCP/UDP checksum offload (and computes the checksums
+// in software): replies to the client leave with the checksums left to
+// the "NIC", requests to the servers (af_packet, no offload) with
+// incremental updates. Both must arrive intact.
+func TestNATChecksumOffload(t *testing.T) {
+	var tap string
+	e := startNATWith(t, natOptions{
+		configure: func(c *harness.Config) {
+			tap = "dtap" + c.FilePrefix[len(c.FilePrefix)-6:]
+			c.Ports = []harness.Port{
+				{Name: "wan", Device: "net_tap0,iface=" + tap, Address: c.WANAddr, Role: "client"},
+				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+			}
+		},
+		// lbd made the tap in its namespace: bridge it with the client's link.
+		beforeUse: func(t *testing.T, e *natEnv) {
+			ns := e.nat.LBNS
+			deadline := time.Now().Add(20 * time.Second)
+			for exec.Command("ip", "netns", "exec", ns, "ip", "link", "show", tap).Run() != nil {
+				if time.Now().After(deadline) {
+					t.Fatalf("lbd did not create %s", tap)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			// A wire between the tap and the client's link: tc redirects
+			// every frame both ways, whatever its MAC (a bridge would take
+			// frames to the tap's MAC, which is lbd's, for its own).
+			for _, args := range [][]string{
+				{"sysctl", "-qw", "net.ipv6.conf." + tap + ".disable_ipv6=1"},
+				{"ip", "link", "set", tap, "up"},
+				{"tc", "qdisc", "add", "dev", tap, "ingress"},
+				{"tc", "filter", "add", "dev", tap, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", e.nat.WANIf},
+				{"tc", "qdisc", "add", "dev", e.nat.WANIf, "ingress"},
+				{"tc", "filter", "add", "dev", e.nat.WANIf, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", tap},
+			} {
+				if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+					t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+				}
+			}
+		},
+	})
+	if !strings.Contains(e.log.String(), `"tx_checksum_offload":true`) {
+		t.Fatalf("the tap port does not offload checksums:\n%s", harness.Tail(e.log.String(), 20))
+	}
+	e.warmUp(t)
+	for _, r := range e.get(t, e.url, 50, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("request %d through the offloading port failed: %s", r.I, r.Err)
+		}
+	}
+	e.stopLBD(t)
+}
