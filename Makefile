@@ -8,7 +8,7 @@ LBD     := $(BIN)/lbd
 LBCTL   := $(BIN)/lbctl
 HELPER  := $(BIN)/nshelper
 
-.PHONY: all build setup test unit e2e demo bench fuzz vet clean
+.PHONY: all build setup test unit e2e demo bench perf fuzz vet clean
 
 all: build
 
@@ -42,6 +42,11 @@ demo: setup build
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...
+
+# A perf run over memif on this machine: lbgen against lbd, testpmd and a
+# loop, at increasing loads (about two minutes; results in perf/results).
+perf: setup
+	bash perf/run.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 30s ./lcore/hdr

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/perf/gen"
+)
+
+type options struct {
+	cfg         gen.Config
+	step        gen.Step
+	rates       []float64
+	cpu         int
+	filePrefix  string
+	huge        bool
+	memMB       int
+	jsonPath    string
+	label       string
+	reply       string
+	linkTimeout time.Duration
+}
+
+func (o *options) ealArgs() []string {
+	cpu := strconv.Itoa(o.cpu)
+	a := []string{"lbgen", "--file-prefix", o.filePrefix, "-l", cpu, "--main-lcore", cpu, "-m", strconv.Itoa(o.memMB)}
+	if o.huge {
+		a = append(a, "--huge-unlink")
+	} else {
+		a = append(a, "--no-huge")
+	}
+	pci := false
+	for _, d := range []string{o.cfg.ClientDev, o.cfg.ServerDev} {
+		if strings.HasPrefix(d, "net_") {
+			a = append(a, "--vdev", d)
+		} else {
+			pci = true
+			a = append(a, "-a", d)
+		}
+	}
+	if !pci {
+		a = append(a, "--no-pci")
+	}
+	return append(a, "--log-level", "lib.eal:warning")
+}
+
+func parseFlags(args []string) (*options, error) {
+	fs := flag.NewFlagSet("lbgen", flag.ContinueOnError)
+	o := &options{}
+	var loop, clients, cports, vip, servers, lbSrv, dstMAC, pattern, rates string
+	fs.StringVar(&o.cfg.ClientDev, "client-dev", "", "client-side DPDK device (vdev string or PCI address)")
+	fs.StringVar(&o.cfg.ServerDev, "server-dev", "", "server-side DPDK device")
+	fs.StringVar(&loop, "loop", "", "directory: connect the two ports to each other by memif (no balancer; the reference)")
+	fs.StringVar(&clients, "clients", "203.0.113.100-203.0.113.115", "client address range first-last (on the balancer's client subnet)")
+	fs.StringVar(&cports, "client-ports", "1024-65535", "client port range first-last")
+	fs.StringVar(&vip, "vip", "203.0.113.10:80", "virtual service address:port")
+	fs.StringVar(&servers, "servers", "198.51.100.11-198.51.100.12", "real server addresses the server side answers ARP for")
+	fs.StringVar(&lbSrv, "lb-server-addr", "", "the balancer's server-side address: ARP for it from every server address (fills its neighbour table)")
+	fs.BoolVar(&o.cfg.Resolve, "resolve", true, "learn the balancer's MAC by ARP for the VIP (off with -loop)")
+	fs.StringVar(&dstMAC, "dst-mac", "02:00:00:00:00:01", "destination MAC when not resolving")
+	fs.IntVar(&o.cfg.Flows, "flows", 1000, "concurrent flows (client address x port)")
+	fs.StringVar(&pattern, "pattern", "established", "established, syn-data-fin or udp")
+	fs.IntVar(&o.cfg.Size, "size", 60, "frame size in bytes without FCS (60 = 64 on the wire), 60..1514")
+	fs.StringVar(&o.reply, "reply", "ack", "server answer to data: ack, echo or none")
+	fs.IntVar(&o.cfg.Burst, "burst", 32, "packets per burst")
+	fs.Float64Var(&o.cfg.OpenRate, "open-rate", 200e3, "SYNs per second when opening established flows")
+	fs.StringVar(&rates, "rates", "100k,1M,max", "offered loads in packets per second, comma-separated (k, M suffixes; max = as fast as possible)")
+	fs.DurationVar(&o.step.Warmup, "warmup", time.Second, "warm-up per step, not measured")
+	fs.DurationVar(&o.step.Duration, "duration", 3*time.Second, "measured time per step")
+	fs.DurationVar(&o.step.Drain, "drain", 200*time.Millisecond, "wait for packets in flight after each step")
+	fs.DurationVar(&o.linkTimeout, "link-timeout", 10*time.Second, "wait this long for links and ARP")
+	fs.IntVar(&o.cpu, "cpu", 0, "CPU of the generator's lcore")
+	fs.StringVar(&o.filePrefix, "file-prefix", fmt.Sprintf("lbgen%d", os.Getpid()), "DPDK --file-prefix (unique per process)")
+	fs.BoolVar(&o.huge, "huge", false, "use hugepages (--huge-unlink) instead of --no-huge")
+	fs.IntVar(&o.memMB, "mem", 256, "DPDK memory in MiB")
+	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
+	fs.StringVar(&o.label, "label", "lbgen", "name of this run in the output")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	var err error
+	if loop != "" {
+		o.cfg.ClientDev, o.cfg.ServerDev = loopDevs(loop)
+		o.cfg.Resolve = false
+	}
+	if o.cfg.ClientDev == "" || o.cfg.ServerDev == "" {
+		return nil, errors.New("-client-dev and -server-dev (or -loop) are required")
+	}
+	if o.cfg.Clients, err = parseRange(clients); err != nil {
+		return nil, fmt.Errorf("-clients: %w", err)
+	}
+	if o.cfg.Servers, err = parseRange(servers); err != nil {
+		return nil, fmt.Errorf("-servers: %w", err)
+	}
+	lo, hi, ok := strings.Cut(cports, "-")
+	p0, e1 := strconv.ParseUint(lo, 10, 16)
+	p1, e2 := strconv.ParseUint(hi, 10, 16)
+	if !ok || e1 != nil || e2 != nil {
+		return nil, fmt.Errorf("-client-ports %q: want first-last", cports)
+	}
+	o.cfg.ClientPorts = [2]uint16{uint16(p0), uint16(p1)}
+	ap, err := netip.ParseAddrPort(vip)
+	if err != nil || !ap.Addr().Is4() {
+		return nil, fmt.Errorf("-vip %q: want IPv4:port", vip)
+	}
+	o.cfg.VIP, o.cfg.VPort = addr32(ap.Addr()), ap.Port()
+	if lbSrv != "" {
+		a, err := netip.ParseAddr(lbSrv)
+		if err != nil || !a.Is4() {
+			return nil, fmt.Errorf("-lb-server-addr %q: want an IPv4 address", lbSrv)
+		}
+		o.cfg.LBServerAddr = addr32(a)
+	}
+	if o.cfg.DstMAC, err = hdr.ParseMAC(dstMAC); err != nil {
+		return nil, fmt.Errorf("-dst-mac: %w", err)
+	}
+	if o.cfg.Pattern, err = gen.ParsePattern(pattern); err != nil {
+		return nil, fmt.Errorf("-pattern: %w", err)
+	}
+	if o.cfg.Reply, err = gen.ParseReplyMode(o.reply); err != nil {
+		return nil, fmt.Errorf("-reply: %w", err)
+	}
+	if o.rates, err = parseRates(rates); err != nil {
+		return nil, fmt.Errorf("-rates: %w", err)
+	}
+	if o.step.Duration <= 0 {
+		return nil, errors.New("-duration must be > 0")
+	}
+	return o, nil
+}
+
+func addr32(a netip.Addr) uint32 {
+	b := a.As4()
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
+
+func parseRange(s string) (gen.Range, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		hi = lo
+	}
+	a, err1 := netip.ParseAddr(lo)
+	b, err2 := netip.ParseAddr(hi)
+	if err1 != nil || err2 != nil || !a.Is4() || !b.Is4() || addr32(b) < addr32(a) {
+		return gen.Range{}, fmt.Errorf("%q: want IPv4 first-last with first <= last", s)
+	}
+	return gen.Range{First: addr32(a), Last: addr32(b)}, nil
+}
+
+// parseRates reads "100k,1.5M,max".
+func parseRates(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "max" {
+			out = append(out, 0)
+			continue
+		}
+		mul := 1.0
+		switch {
+		case strings.HasSuffix(f, "k"):
+			mul, f = 1e3, strings.TrimSuffix(f, "k")
+		case strings.HasSuffix(f, "M"):
+			mul, f = 1e6, strings.TrimSuffix(f, "M")
+		}
+		v, err := strconv.ParseFloat(f, 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q: want a positive rate or max", f)
+		}
+		out = append(out, v*mul)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no rates")
+	}
+	return out, nil
+}

@@ -1,0 +1,608 @@
+// Package gen is dplb's traffic generator: a DPDK process with two ports
+// that plays many TCP or UDP clients on one side of a load balancer and its
+// real servers on the other. The client side sends flows to a VIP at a
+// fixed or maximal rate; the server side answers what the load balancer
+// forwards to it (SYN-ACK, ACK or echo, FIN-ACK) so the balancer sees both
+// directions; both sides answer ARP for their address ranges. Every packet
+// carries a sequence number and its send time, so each step of a run
+// reports the received rate, loss and latency percentiles (one way, client
+// to server, and the round trip) of what was sent after a warm-up.
+//
+// One goroutine, locked to the EAL main lcore's thread, does everything:
+// the per-packet work is done on mbuf memory with burst arrays in C memory,
+// one cgo call per burst and no allocation per packet.
+package gen
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/dplb/dplb/dpdk/ethdev"
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// Config describes a generator. The EAL must be initialised by the caller
+// with both devices (--vdev or -a) and the calling thread locked.
+type Config struct {
+	ClientDev, ServerDev string // DPDK device strings (vdev or PCI address)
+
+	Clients     Range     // client addresses; the client side answers ARP for them
+	ClientPorts [2]uint16 // first and last client port
+	VIP         uint32
+	VPort       uint16
+	Servers     Range // addresses the server side answers ARP for (the real servers)
+
+	// Resolve learns the balancer's MAC by ARP for the VIP from every client
+	// address (which also fills the balancer's neighbour table) and, when
+	// LBServerAddr is set, asks the balancer's server-side address from every
+	// server address. Without it frames go to DstMAC (a loop or a plain
+	// forwarder).
+	Resolve      bool
+	LBServerAddr uint32
+	DstMAC       hdr.MAC
+
+	Flows    int
+	Pattern  Pattern
+	Size     int // frame size without FCS
+	Reply    ReplyMode
+	Burst    int
+	OpenRate float64 // SYNs per second when opening established flows
+}
+
+// Step is one measurement at one offered load.
+type Step struct {
+	Rate     float64 // packets per second offered by the client side; 0 = as fast as possible
+	Warmup   time.Duration
+	Duration time.Duration
+	Drain    time.Duration // wait for packets in flight after sending stops
+}
+
+// Latency is a latency distribution, in microseconds.
+type Latency struct {
+	Samples uint64  `json:"samples"`
+	P50     float64 `json:"p50_us"`
+	P99     float64 `json:"p99_us"`
+	P999    float64 `json:"p999_us"`
+	Mean    float64 `json:"mean_us"`
+	Max     float64 `json:"max_us"`
+}
+
+// Result is what one step measured after its warm-up.
+type Result struct {
+	Pattern    string  `json:"pattern"`
+	Flows      int     `json:"flows"`
+	FrameSize  int     `json:"frame_size"`
+	OfferedPPS float64 `json:"offered_pps"` // the rate asked for; 0 = max
+	Seconds    float64 `json:"seconds"`
+	Sent       uint64  `json:"sent"`        // accepted by the client port's TX
+	TxDropped  uint64  `json:"tx_dropped"`  // built but refused by the TX queue (generator-side)
+	ServerRx   uint64  `json:"server_rx"`   // arrived at the server side
+	ClientRx   uint64  `json:"client_rx"`   // replies arrived back at the client side
+	SentPPS    float64 `json:"sent_pps"`    // Sent / Seconds
+	ServerPPS  float64 `json:"server_pps"`  // ServerRx / Seconds
+	ClientPPS  float64 `json:"client_pps"`  // ClientRx / Seconds
+	Loss       float64 `json:"loss"`        // 1 - ServerRx/Sent
+	ReplyLoss  float64 `json:"reply_loss"`  // 1 - ClientRx/(replies the server side sent)
+	RepliesOut uint64  `json:"replies_out"` // replies the server side sent
+	OneWay     Latency `json:"one_way"`     // client TX -> server RX, through the balancer
+	RoundTrip  Latency `json:"round_trip"`  // client TX -> server -> client RX
+}
+
+// Counters are totals since the generator opened.
+type Counters struct {
+	Sent, TxDropped, AllocFailed         uint64
+	ServerRx, ServerOther, ServerReplies uint64
+	ServerReplyDropped, ClientRx         uint64
+	ClientOther, SynAcks, ARPAnswered    uint64
+	ARPReplies                           uint64
+}
+
+type port struct {
+	id  ethdev.Port
+	mac hdr.MAC
+}
+
+// Gen is an open generator.
+type Gen struct {
+	cfg     Config
+	pool    *mempool.Mempool
+	cli     port
+	srv     port
+	b       *Builder
+	tx      *mbuf.Array // client TX burst
+	rx      *mbuf.Array
+	out     *mbuf.Array
+	drop    *mbuf.Array
+	base    time.Time
+	stop    atomic.Bool
+	lbMAC   hdr.MAC
+	lbSrvOK bool
+	lbCliOK bool
+
+	seq    uint32
+	cursor int
+	c      Counters
+
+	// measurement window
+	measuring bool
+	winSeq    uint32
+	win       struct{ sent, txDrop, srvRx, cliRx, replies uint64 }
+	oneWay    Hist
+	roundTrip Hist
+}
+
+const (
+	poolSize  = 32767
+	poolCache = 256
+	ringSize  = 1024
+)
+
+// Open sets up both ports and the packet pool.
+func Open(cfg Config) (_ *Gen, err error) {
+	if cfg.Burst <= 0 || cfg.Burst > 512 {
+		return nil, fmt.Errorf("burst %d: want 1..512", cfg.Burst)
+	}
+	if cfg.Flows <= 0 {
+		return nil, fmt.Errorf("flows %d: want > 0", cfg.Flows)
+	}
+	if cfg.ClientPorts[0] == 0 || cfg.ClientPorts[1] < cfg.ClientPorts[0] {
+		return nil, fmt.Errorf("client ports %d-%d: want 1 <= first <= last", cfg.ClientPorts[0], cfg.ClientPorts[1])
+	}
+	if cfg.Clients.Last < cfg.Clients.First || cfg.Servers.Last < cfg.Servers.First {
+		return nil, errors.New("address ranges must have first <= last")
+	}
+	if max := cfg.Clients.Len() * (int(cfg.ClientPorts[1]-cfg.ClientPorts[0]) + 1); cfg.Flows > max {
+		return nil, fmt.Errorf("flows %d: the client addresses and ports give only %d 5-tuples", cfg.Flows, max)
+	}
+	if cfg.OpenRate <= 0 {
+		cfg.OpenRate = 200e3
+	}
+	g := &Gen{cfg: cfg, base: time.Now()}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	g.pool, err = mempool.CreatePktmbufPool(mempool.PktmbufPool{Name: "lbgen", N: poolSize, Cache: poolCache, Socket: -1})
+	if err != nil {
+		return nil, fmt.Errorf("packet pool: %w", err)
+	}
+	for _, a := range []**mbuf.Array{&g.tx, &g.rx, &g.out, &g.drop} {
+		*a = mbuf.NewArray(cfg.Burst)
+	}
+	if g.cli, err = g.openPort(cfg.ClientDev); err != nil {
+		return nil, fmt.Errorf("client port: %w", err)
+	}
+	if g.srv, err = g.openPort(cfg.ServerDev); err != nil {
+		return nil, fmt.Errorf("server port: %w", err)
+	}
+	return g, nil
+}
+
+func (g *Gen) openPort(dev string) (port, error) {
+	name, _, _ := strings.Cut(dev, ",")
+	id, err := ethdev.ByName(name)
+	if err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := id.Configure(ethdev.Config{RxQueues: 1, TxQueues: 1}); err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	info, err := id.Info()
+	if err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := id.RxQueueSetup(0, ringSize, info.SocketID, g.pool); err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := id.TxQueueSetup(0, ringSize, info.SocketID, 0); err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := id.Start(); err != nil {
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	mac, err := id.MACAddr()
+	if err != nil {
+		id.Stop()
+		return port{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return port{id: id, mac: hdr.MAC(mac)}, nil
+}
+
+// Close stops and closes the ports and frees the pool; it reports mbufs
+// still in use (a leak) as an error.
+func (g *Gen) Close() error {
+	for _, p := range []*port{&g.cli, &g.srv} {
+		if p.mac.IsZero() {
+			continue
+		}
+		p.id.Stop()
+		p.id.Close()
+		p.mac = hdr.MAC{}
+	}
+	for _, a := range []*mbuf.Array{g.tx, g.rx, g.out, g.drop} {
+		if a != nil {
+			a.Free()
+		}
+	}
+	g.tx, g.rx, g.out, g.drop = nil, nil, nil, nil
+	var err error
+	if g.pool != nil {
+		if n := g.pool.InUse(); n != 0 {
+			err = fmt.Errorf("%d mbufs still in use at exit", n)
+		} else {
+			g.pool.Free()
+		}
+		g.pool = nil
+	}
+	return err
+}
+
+// Stop makes a running Setup or Step return early (from another goroutine).
+func (g *Gen) Stop() { g.stop.Store(true) }
+
+// Counters returns the totals so far.
+func (g *Gen) Counters() Counters { return g.c }
+
+// LBMAC is the balancer's client-side MAC learnt by ARP.
+func (g *Gen) LBMAC() hdr.MAC { return g.lbMAC }
+
+func (g *Gen) now() int64 { return int64(time.Since(g.base)) }
+
+// ErrStopped is returned when Stop interrupted the generator.
+var ErrStopped = errors.New("generator stopped")
+
+// Setup waits for both links, resolves the balancer when configured, and
+// opens the flows of the Established pattern (a SYN each, counting the
+// SYN-ACKs that come back).
+func (g *Gen) Setup(timeout time.Duration) (synAcks uint64, err error) {
+	deadline := g.now() + int64(timeout)
+	for _, p := range []port{g.cli, g.srv} {
+		for {
+			if l, _ := p.id.Link(); l.Up {
+				break
+			}
+			if g.now() > deadline {
+				return 0, fmt.Errorf("port %d: link down after %v (is the peer running?)", p.id, timeout)
+			}
+			if g.stop.Load() {
+				return 0, ErrStopped
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	dst := g.cfg.DstMAC
+	if g.cfg.Resolve {
+		next := int64(0)
+		for !g.lbCliOK || (g.cfg.LBServerAddr != 0 && !g.lbSrvOK) {
+			now := g.now()
+			if now > deadline {
+				return 0, fmt.Errorf("no ARP reply from the balancer for %s within %v", ipString(g.cfg.VIP), timeout)
+			}
+			if g.stop.Load() {
+				return 0, ErrStopped
+			}
+			if now >= next {
+				g.sendARPs(g.cli, g.cfg.Clients, g.cfg.VIP)
+				if g.cfg.LBServerAddr != 0 {
+					g.sendARPs(g.srv, g.cfg.Servers, g.cfg.LBServerAddr)
+				}
+				next = now + int64(200*time.Millisecond)
+			}
+			g.poll()
+		}
+		dst = g.lbMAC
+		// Let the balancer publish its neighbour table before traffic.
+		g.idle(300 * time.Millisecond)
+	}
+	proto := uint8(hdr.ProtoTCP)
+	if g.cfg.Pattern == UDP {
+		proto = hdr.ProtoUDP
+	}
+	if g.b, err = NewBuilder(proto, g.cfg.Size, g.cli.mac, dst, g.cfg.VIP, g.cfg.VPort); err != nil {
+		return 0, err
+	}
+	if g.cfg.Pattern != Established {
+		return 0, nil
+	}
+	// Open every flow: one SYN each, paced.
+	start, opened := g.now(), 0
+	for opened < g.cfg.Flows {
+		if g.stop.Load() {
+			return 0, ErrStopped
+		}
+		now := g.now()
+		due := int(float64(now-start)*g.cfg.OpenRate/1e9) - opened
+		if due > g.cfg.Burst {
+			due = g.cfg.Burst
+		}
+		if due > g.cfg.Flows-opened {
+			due = g.cfg.Flows - opened
+		}
+		if due > 0 {
+			g.sendBurst(due, now, hdr.TCPFlagSYN)
+			opened += due
+		}
+		g.poll()
+	}
+	end := g.now() + int64(2*time.Second)
+	for g.c.SynAcks < uint64(g.cfg.Flows) && g.now() < end && !g.stop.Load() {
+		g.poll()
+	}
+	g.cursor = 0
+	return g.c.SynAcks, nil
+}
+
+// idle polls both ports for d (answering ARP and stray packets).
+func (g *Gen) idle(d time.Duration) {
+	end := g.now() + int64(d)
+	for now := g.now(); now < end && !g.stop.Load(); now = g.now() {
+		g.poll()
+	}
+}
+
+// sendARPs asks for target from every address of r, a burst at a time
+// (at most 4096 addresses).
+func (g *Gen) sendARPs(p port, r Range, target uint32) {
+	n := r.Len()
+	if n > 4096 {
+		n = 4096
+	}
+	for i := 0; i < n; {
+		k := min(g.cfg.Burst, n-i)
+		pk := g.out.Pkt[:k]
+		if !allocBulk(g.pool, pk) {
+			g.c.AllocFailed++
+			return
+		}
+		for j, m := range pk {
+			_ = m.SetLen(MinFrame)
+			ARPRequest(m.Data(), p.mac, r.First+uint32(i+j), target)
+		}
+		p.id.TxBurstOrFree(0, pk)
+		i += k
+	}
+}
+
+// Step runs one offered load and returns what was measured.
+func (g *Gen) Step(s Step) (Result, error) {
+	if g.b == nil {
+		return Result{}, errors.New("Step before Setup")
+	}
+	g.oneWay.Reset()
+	g.roundTrip.Reset()
+	g.win = struct{ sent, txDrop, srvRx, cliRx, replies uint64 }{}
+	start := g.now()
+	warmEnd := start + int64(s.Warmup)
+	end := warmEnd + int64(s.Duration)
+	drainEnd := end + int64(s.Drain)
+	var offered int64
+	for {
+		if g.stop.Load() {
+			g.measuring = false
+			return Result{}, ErrStopped
+		}
+		now := g.now()
+		if now >= drainEnd {
+			break
+		}
+		if !g.measuring && now >= warmEnd && now < end {
+			g.measuring = true
+			g.winSeq = g.seq
+		}
+		if now < end {
+			due := int64(g.cfg.Burst)
+			if s.Rate > 0 {
+				due = min(due, int64(float64(now-start)*s.Rate/1e9)-offered)
+			}
+			if due > 0 {
+				g.sendBurst(int(due), now, 0)
+				offered += due
+			}
+		}
+		g.poll()
+	}
+	g.measuring = false
+	secs := s.Duration.Seconds()
+	r := Result{
+		Pattern: g.cfg.Pattern.String(), Flows: g.cfg.Flows, FrameSize: g.cfg.Size,
+		OfferedPPS: s.Rate, Seconds: secs,
+		Sent: g.win.sent, TxDropped: g.win.txDrop, ServerRx: g.win.srvRx, ClientRx: g.win.cliRx,
+		RepliesOut: g.win.replies,
+		SentPPS:    float64(g.win.sent) / secs, ServerPPS: float64(g.win.srvRx) / secs,
+		ClientPPS: float64(g.win.cliRx) / secs,
+		OneWay:    latency(&g.oneWay), RoundTrip: latency(&g.roundTrip),
+	}
+	if r.Sent > 0 {
+		r.Loss = 1 - float64(r.ServerRx)/float64(r.Sent)
+	}
+	if r.RepliesOut > 0 {
+		r.ReplyLoss = 1 - float64(r.ClientRx)/float64(r.RepliesOut)
+	}
+	return r, nil
+}
+
+func latency(h *Hist) Latency {
+	us := func(ns uint64) float64 { return float64(ns) / 1e3 }
+	return Latency{
+		Samples: h.Count(), P50: us(h.Quantile(0.5)), P99: us(h.Quantile(0.99)),
+		P999: us(h.Quantile(0.999)), Mean: h.Mean() / 1e3, Max: us(h.Max()),
+	}
+}
+
+// next picks the flow and flags of the next packet (flags 0: the pattern's data).
+func (g *Gen) next(flags uint8) (src uint32, sport uint16, fl uint8) {
+	c := &g.cfg
+	k := g.cursor
+	fl = flags
+	if fl == 0 {
+		switch c.Pattern {
+		case Connect:
+			switch k % 3 {
+			case 0:
+				fl = hdr.TCPFlagSYN
+			case 1:
+				fl = hdr.TCPFlagACK | hdr.TCPFlagPSH
+			default:
+				fl = hdr.TCPFlagFIN | hdr.TCPFlagACK
+			}
+			k /= 3
+		default:
+			fl = hdr.TCPFlagACK | hdr.TCPFlagPSH
+		}
+	}
+	g.cursor++
+	limit := c.Flows
+	if c.Pattern == Connect && flags == 0 {
+		limit *= 3
+	}
+	if g.cursor >= limit {
+		g.cursor = 0
+	}
+	n := uint32(c.Clients.Len())
+	return c.Clients.First + uint32(k)%n, c.ClientPorts[0] + uint16(uint32(k)/n), fl
+}
+
+// sendBurst builds n client packets and hands them to the client port.
+func (g *Gen) sendBurst(n int, now int64, flags uint8) {
+	pk := g.tx.Pkt[:n]
+	if !allocBulk(g.pool, pk) {
+		g.c.AllocFailed++
+		return
+	}
+	stamp := uint32(now)
+	size := g.b.Size()
+	for _, m := range pk {
+		_ = m.SetLen(size)
+		src, sport, fl := g.next(flags)
+		g.b.Build(m.Data(), src, sport, fl, g.seq, stamp)
+		g.seq++
+	}
+	sent := uint64(g.cli.id.TxBurstOrFree(0, pk))
+	g.c.Sent += sent
+	g.c.TxDropped += uint64(n) - sent
+	if g.measuring {
+		g.win.sent += sent
+		g.win.txDrop += uint64(n) - sent
+	}
+}
+
+// inWindow reports whether a packet with this sequence number was sent in
+// the measurement window.
+func (g *Gen) inWindow(seq uint32) bool { return g.measuring && int32(seq-g.winSeq) >= 0 }
+
+// poll receives one burst on each side and answers it.
+func (g *Gen) poll() {
+	g.pollServer()
+	g.pollClient()
+}
+
+func (g *Gen) pollServer() {
+	rx := g.rx.Pkt
+	n := g.srv.id.RxBurst(0, rx)
+	if n == 0 {
+		return
+	}
+	now := uint32(g.now())
+	out, drop := g.out.Pkt, g.drop.Pkt
+	no, nd := 0, 0
+	for _, m := range rx[:n] {
+		p := m.Data()
+		k, flags, seq, stamp := Stamp(p, false)
+		switch k {
+		case KindTCP, KindUDP:
+			g.c.ServerRx++
+			if g.inWindow(seq) {
+				g.win.srvRx++
+				g.oneWay.Record(now - stamp)
+			}
+			if l := Answer(p, k, flags, g.cfg.Reply); l > 0 {
+				_ = m.SetLen(l)
+				out[no] = m
+				no++
+				continue
+			}
+		case KindARPReq:
+			if AnswerARP(p, g.srv.mac, g.cfg.Servers) {
+				g.c.ARPAnswered++
+				out[no] = m
+				no++
+				continue
+			}
+		case KindARPReply:
+			if ip, _, ok := ARPReplySender(p); ok && ip == g.cfg.LBServerAddr {
+				g.lbSrvOK = true
+			}
+			g.c.ARPReplies++
+		default:
+			g.c.ServerOther++
+		}
+		drop[nd] = m
+		nd++
+	}
+	mbuf.FreeBulk(drop[:nd])
+	if no > 0 {
+		sent := uint64(g.srv.id.TxBurstOrFree(0, out[:no]))
+		g.c.ServerReplies += sent
+		g.c.ServerReplyDropped += uint64(no) - sent
+		if g.measuring {
+			g.win.replies += sent
+		}
+	}
+}
+
+func (g *Gen) pollClient() {
+	rx := g.rx.Pkt
+	n := g.cli.id.RxBurst(0, rx)
+	if n == 0 {
+		return
+	}
+	now := uint32(g.now())
+	out, drop := g.out.Pkt, g.drop.Pkt
+	no, nd := 0, 0
+	for _, m := range rx[:n] {
+		p := m.Data()
+		k, flags, seq, stamp := Stamp(p, true)
+		switch k {
+		case KindTCP, KindUDP:
+			g.c.ClientRx++
+			if flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK {
+				g.c.SynAcks++
+			}
+			if g.inWindow(seq) {
+				g.win.cliRx++
+				g.roundTrip.Record(now - stamp)
+			}
+		case KindARPReq:
+			if AnswerARP(p, g.cli.mac, g.cfg.Clients) {
+				g.c.ARPAnswered++
+				out[no] = m
+				no++
+				continue
+			}
+		case KindARPReply:
+			if ip, mac, ok := ARPReplySender(p); ok && ip == g.cfg.VIP {
+				g.lbMAC = mac
+				g.lbCliOK = true
+			}
+			g.c.ARPReplies++
+		default:
+			g.c.ClientOther++
+		}
+		drop[nd] = m
+		nd++
+	}
+	mbuf.FreeBulk(drop[:nd])
+	if no > 0 {
+		g.cli.id.TxBurstOrFree(0, out[:no])
+	}
+}
+
+func ipString(a uint32) string {
+	return fmt.Sprintf("%d.%d.%d.%d", a>>24, a>>16&0xff, a>>8&0xff, a&0xff)
+}

@@ -1,0 +1,346 @@
+package gen
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// Pattern is the kind of traffic the client side sends.
+type Pattern int
+
+// The traffic patterns.
+const (
+	// Established opens every flow once (SYN, answered by a SYN-ACK) and
+	// then sends data segments (ACK|PSH) round-robin over the flows.
+	Established Pattern = iota
+	// Connect sends SYN, one data segment and FIN for each flow in turn:
+	// the new-connection workload.
+	Connect
+	// UDP sends datagrams round-robin over the flows.
+	UDP
+)
+
+func (p Pattern) String() string {
+	switch p {
+	case Established:
+		return "established"
+	case Connect:
+		return "syn-data-fin"
+	case UDP:
+		return "udp"
+	}
+	return fmt.Sprintf("pattern(%d)", int(p))
+}
+
+// ParsePattern reads a pattern name as String writes it.
+func ParsePattern(s string) (Pattern, error) {
+	for _, p := range []Pattern{Established, Connect, UDP} {
+		if p.String() == s {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown pattern %q (want established, syn-data-fin or udp)", s)
+}
+
+// Frame layout. Every packet the generator sends carries a 32-bit sequence
+// number and the low 32 bits of its send time in nanoseconds: for TCP in
+// the sequence and acknowledgement fields (so 60-byte frames, 64 on the wire
+// with the FCS, still carry them), for UDP in the first 8 bytes of the
+// payload. A server answering TCP swaps the two fields, as a reply's seq/ack
+// would be, so the client finds them swapped in the reply.
+const (
+	ipOff     = hdr.EthernetLen
+	l4Off     = ipOff + hdr.IPv4MinLen
+	tcpEnd    = l4Off + hdr.TCPMinLen // 54
+	udpEnd    = l4Off + hdr.UDPLen    // 42
+	stampLen  = 8
+	MinFrame  = 60   // Ethernet minimum without FCS
+	MaxFrame  = 1514 // Ethernet MTU frame without FCS
+	ipDefTTL  = 64
+	tcpWindow = 65535
+)
+
+// Builder writes the client side's packets from a template: only the
+// source address and port, the flags and the stamp change from packet to
+// packet, so the checksums are the template's sums plus those fields.
+type Builder struct {
+	tmpl   []byte
+	proto  uint8
+	ipSum  uint32 // IPv4 header sum with source 0 and checksum 0
+	l4Sum  uint32 // pseudo-header + L4 header + payload with source, port, stamp, flags 0
+	frame  int
+	srcMAC hdr.MAC
+}
+
+// NewBuilder prepares frames of size bytes (without FCS, MinFrame..MaxFrame)
+// from srcMAC to dstMAC for vip:vport, TCP or UDP.
+func NewBuilder(proto uint8, size int, srcMAC, dstMAC hdr.MAC, vip uint32, vport uint16) (*Builder, error) {
+	end := tcpEnd
+	if proto == hdr.ProtoUDP {
+		end = udpEnd + stampLen
+	} else if proto != hdr.ProtoTCP {
+		return nil, fmt.Errorf("protocol %d: want TCP or UDP", proto)
+	}
+	if size < MinFrame || size > MaxFrame {
+		return nil, fmt.Errorf("frame size %d: want %d..%d bytes (without FCS)", size, MinFrame, MaxFrame)
+	}
+	b := &Builder{tmpl: make([]byte, size), proto: proto, frame: size, srcMAC: srcMAC}
+	t := b.tmpl
+	eth := hdr.Ethernet(t)
+	eth.SetDst(dstMAC)
+	eth.SetSrc(srcMAC)
+	eth.SetEtherType(hdr.EtherTypeIPv4)
+	ip := hdr.IPv4(t[ipOff:])
+	ip.SetVersionIHL(hdr.IPv4MinLen)
+	ip.SetTotalLength(uint16(size - ipOff))
+	ip.SetFlagsFragmentOffset(hdr.IPv4FlagDontFragment, 0)
+	ip.SetTTL(ipDefTTL)
+	ip.SetProtocol(proto)
+	ip.SetDst(vip)
+	// A recognisable payload after the headers.
+	for i := end; i < size; i++ {
+		t[i] = byte(i)
+	}
+	l4len := uint16(size - l4Off)
+	if proto == hdr.ProtoTCP {
+		tcp := hdr.TCP(t[l4Off:])
+		tcp.SetDstPort(vport)
+		tcp.SetDataOffset(hdr.TCPMinLen)
+		tcp.SetWindow(tcpWindow)
+		tcp.SetFlags(0)
+	} else {
+		u := hdr.UDP(t[l4Off:])
+		u.SetDstPort(vport)
+		u.SetLength(l4len)
+	}
+	b.ipSum = hdr.Checksum(t[ipOff:l4Off], 0)
+	b.l4Sum = hdr.Checksum(t[l4Off:], hdr.PseudoHeaderSum(0, vip, proto, l4len))
+	return b, nil
+}
+
+// Size is the frame length.
+func (b *Builder) Size() int { return b.frame }
+
+// Build writes one frame into p (len(p) >= Size) for the flow src:sport:
+// TCP flags (ignored for UDP), the sequence number and the send stamp.
+// It does not allocate.
+func (b *Builder) Build(p []byte, src uint32, sport uint16, flags uint8, seq, stamp uint32) {
+	copy(p, b.tmpl)
+	binary.BigEndian.PutUint32(p[ipOff+12:], src)
+	srcSum := src>>16 + src&0xffff
+	binary.BigEndian.PutUint16(p[ipOff+10:], ^hdr.Fold(b.ipSum+srcSum))
+	binary.BigEndian.PutUint16(p[l4Off:], sport)
+	sum := b.l4Sum + srcSum + uint32(sport) + seq>>16 + seq&0xffff + stamp>>16 + stamp&0xffff
+	if b.proto == hdr.ProtoTCP {
+		binary.BigEndian.PutUint32(p[l4Off+4:], seq)
+		binary.BigEndian.PutUint32(p[l4Off+8:], stamp)
+		p[l4Off+13] = flags
+		sum += uint32(flags) // low byte of the data offset/flags word
+		binary.BigEndian.PutUint16(p[l4Off+16:], ^hdr.Fold(sum))
+		return
+	}
+	binary.BigEndian.PutUint32(p[udpEnd:], seq)
+	binary.BigEndian.PutUint32(p[udpEnd+4:], stamp)
+	c := ^hdr.Fold(sum)
+	if c == 0 {
+		c = 0xffff
+	}
+	binary.BigEndian.PutUint16(p[l4Off+6:], c)
+}
+
+// Kind classifies a received frame.
+type Kind uint8
+
+// Frame kinds.
+const (
+	KindOther    Kind = iota // not ours: count and drop
+	KindTCP                  // TCP with stamp
+	KindUDP                  // UDP with stamp
+	KindARPReq               // ARP request
+	KindARPReply             // ARP reply
+)
+
+// Stamp reads the sequence number and send stamp from a frame the
+// generator built, as received on the server side (fields as sent) or on
+// the client side (a reply: TCP fields swapped by the server). It checks
+// only what it needs to read safely.
+func Stamp(p []byte, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
+	if len(p) < hdr.EthernetLen {
+		return KindOther, 0, 0, 0
+	}
+	switch binary.BigEndian.Uint16(p[12:]) {
+	case hdr.EtherTypeARP:
+		if len(p) < hdr.EthernetLen+hdr.ARPLen {
+			return KindOther, 0, 0, 0
+		}
+		if binary.BigEndian.Uint16(p[ipOff+6:]) == hdr.ARPRequest {
+			return KindARPReq, 0, 0, 0
+		}
+		return KindARPReply, 0, 0, 0
+	case hdr.EtherTypeIPv4:
+	default:
+		return KindOther, 0, 0, 0
+	}
+	if len(p) < l4Off || p[ipOff] != 0x45 {
+		return KindOther, 0, 0, 0
+	}
+	switch p[ipOff+9] {
+	case hdr.ProtoTCP:
+		if len(p) < tcpEnd {
+			return KindOther, 0, 0, 0
+		}
+		a, c := binary.BigEndian.Uint32(p[l4Off+4:]), binary.BigEndian.Uint32(p[l4Off+8:])
+		if reply {
+			a, c = c, a
+		}
+		return KindTCP, p[l4Off+13], a, c
+	case hdr.ProtoUDP:
+		if len(p) < udpEnd+stampLen {
+			return KindOther, 0, 0, 0
+		}
+		return KindUDP, 0, binary.BigEndian.Uint32(p[udpEnd:]), binary.BigEndian.Uint32(p[udpEnd+4:])
+	}
+	return KindOther, 0, 0, 0
+}
+
+// ReplyMode says how the server side answers data.
+type ReplyMode int
+
+// Reply modes.
+const (
+	ReplyACK  ReplyMode = iota // a bare ACK (60-byte frame) for each data segment
+	ReplyEcho                  // the segment back with its payload (same size)
+	ReplyNone                  // nothing: one-way traffic (SYNs and FINs are still answered)
+)
+
+// ParseReplyMode reads ack, echo or none.
+func ParseReplyMode(s string) (ReplyMode, error) {
+	switch s {
+	case "ack":
+		return ReplyACK, nil
+	case "echo":
+		return ReplyEcho, nil
+	case "none":
+		return ReplyNone, nil
+	}
+	return 0, fmt.Errorf("unknown reply mode %q (want ack, echo or none)", s)
+}
+
+// Answer turns a received TCP or UDP frame into the server's reply in place,
+// as Stamp classified it: MACs, addresses and ports swapped, SYN answered by
+// SYN-ACK, FIN by FIN-ACK, data by an ACK or an echo. It returns the reply's
+// length, or 0 when nothing is to be sent. It does not allocate.
+func Answer(p []byte, k Kind, flags uint8, mode ReplyMode) int {
+	if len(p) < MinFrame {
+		return 0
+	}
+	swapL2L3L4(p)
+	if k == KindUDP {
+		if mode == ReplyNone {
+			return 0
+		}
+		return len(p) // UDP checksum is invariant under the swaps
+	}
+	var out uint8
+	switch {
+	case flags&hdr.TCPFlagRST != 0:
+		return 0
+	case flags&hdr.TCPFlagSYN != 0:
+		out = hdr.TCPFlagSYN | hdr.TCPFlagACK
+	case flags&hdr.TCPFlagFIN != 0:
+		out = hdr.TCPFlagFIN | hdr.TCPFlagACK
+	case mode == ReplyNone:
+		return 0
+	case mode == ReplyEcho:
+		out = hdr.TCPFlagACK | hdr.TCPFlagPSH
+	default:
+		out = hdr.TCPFlagACK
+	}
+	// seq and ack swap: invariant in the checksum too.
+	s := p[l4Off+4 : l4Off+12]
+	var tmp [4]byte
+	copy(tmp[:], s[:4])
+	copy(s[:4], s[4:])
+	copy(s[4:], tmp[:])
+	tcp := hdr.TCP(p[l4Off:])
+	if mode == ReplyEcho && out&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) == 0 {
+		hi := uint16(p[l4Off+12]) << 8
+		p[l4Off+13] = out
+		tcp.SetChecksum(hdr.Update16(tcp.Checksum(), hi|uint16(flags), hi|uint16(out)))
+		return len(p)
+	}
+	// A bare ACK, SYN-ACK or FIN-ACK: no payload, padded to the minimum frame.
+	ip := hdr.IPv4(p[ipOff:])
+	p[l4Off+12] = hdr.TCPMinLen / 4 << 4
+	p[l4Off+13] = out
+	ip.SetTotalLength(hdr.IPv4MinLen + hdr.TCPMinLen)
+	ip.SetChecksum(0)
+	ip.SetChecksum(ip.CalculateChecksum())
+	tcp = tcp[:hdr.TCPMinLen]
+	tcp.SetChecksum(0)
+	tcp.SetChecksum(hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, tcp))
+	clear(p[tcpEnd:MinFrame])
+	return MinFrame
+}
+
+func swapL2L3L4(p []byte) {
+	var t [6]byte
+	copy(t[:], p[0:6])
+	copy(p[0:6], p[6:12])
+	copy(p[6:12], t[:])
+	a := p[ipOff+12 : ipOff+20]
+	copy(t[:4], a[:4])
+	copy(a[:4], a[4:])
+	copy(a[4:], t[:4])
+	q := p[l4Off : l4Off+4]
+	copy(t[:2], q[:2])
+	copy(q[:2], q[2:])
+	copy(q[2:], t[:2])
+}
+
+// Range is an inclusive range of IPv4 addresses.
+type Range struct{ First, Last uint32 }
+
+// Contains reports whether a is in r.
+func (r Range) Contains(a uint32) bool { return a >= r.First && a <= r.Last }
+
+// Len is the number of addresses.
+func (r Range) Len() int { return int(r.Last-r.First) + 1 }
+
+// AnswerARP turns an ARP request for an address of r into the reply from
+// mac in place and returns true; anything else is left alone.
+func AnswerARP(p []byte, mac hdr.MAC, r Range) bool {
+	arp := hdr.ARP(p[hdr.EthernetLen:])
+	if !arp.IsValid() || arp.Op() != hdr.ARPRequest || !r.Contains(arp.TargetIP()) {
+		return false
+	}
+	smac, sip, tip := arp.SenderMAC(), arp.SenderIP(), arp.TargetIP()
+	arp.SetReply(mac, tip, smac, sip)
+	eth := hdr.Ethernet(p)
+	eth.SetDst(smac)
+	eth.SetSrc(mac)
+	return true
+}
+
+// ARPRequest writes a "who has target, tell src" broadcast into p
+// (len(p) >= MinFrame) and returns the frame length.
+func ARPRequest(p []byte, mac hdr.MAC, src, target uint32) int {
+	clear(p[:MinFrame])
+	eth := hdr.Ethernet(p)
+	eth.SetDst(hdr.BroadcastMAC)
+	eth.SetSrc(mac)
+	eth.SetEtherType(hdr.EtherTypeARP)
+	hdr.ARP(p[hdr.EthernetLen:]).SetRequest(mac, src, target)
+	return MinFrame
+}
+
+// ARPReplySender reads who answered an ARP reply.
+func ARPReplySender(p []byte) (ip uint32, mac hdr.MAC, ok bool) {
+	arp := hdr.ARP(p[hdr.EthernetLen:])
+	if !arp.IsValid() || arp.Op() != hdr.ARPReply {
+		return 0, hdr.MAC{}, false
+	}
+	return arp.SenderIP(), arp.SenderMAC(), true
+}

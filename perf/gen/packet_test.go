@@ -1,0 +1,175 @@
+package gen
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+var (
+	macC = hdr.MAC{2, 0, 0, 0, 0, 1}
+	macL = hdr.MAC{2, 0, 0, 0, 0, 2}
+	vip  = uint32(0xCB00710A) // 203.0.113.10
+	cip  = uint32(0xCB007164) // 203.0.113.100
+)
+
+// checkFrame verifies a frame's IPv4 and L4 checksums by full recomputation.
+func checkFrame(t *testing.T, p []byte) {
+	t.Helper()
+	ip := hdr.IPv4(p[ipOff:])
+	if !ip.IsValid(len(ip)) || !ip.IsChecksumValid() {
+		t.Fatalf("bad IPv4 header or checksum: % x", p[ipOff:l4Off])
+	}
+	seg := ip.Payload()
+	var got uint16
+	if ip.Protocol() == hdr.ProtoTCP {
+		got = hdr.TCP(seg).Checksum()
+		hdr.TCP(seg).SetChecksum(0)
+		defer hdr.TCP(seg).SetChecksum(got)
+	} else {
+		got = hdr.UDP(seg).Checksum()
+		hdr.UDP(seg).SetChecksum(0)
+		defer hdr.UDP(seg).SetChecksum(got)
+	}
+	if want := hdr.TransportChecksum(ip.Src(), ip.Dst(), ip.Protocol(), seg); got != want {
+		t.Fatalf("L4 checksum %#04x, want %#04x", got, want)
+	}
+}
+
+func TestBuildStampAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		proto uint8
+		size  int
+		mode  ReplyMode
+	}{
+		{hdr.ProtoTCP, 60, ReplyACK}, {hdr.ProtoTCP, 60, ReplyEcho}, {hdr.ProtoTCP, 1514, ReplyACK},
+		{hdr.ProtoTCP, 1514, ReplyEcho}, {hdr.ProtoTCP, 333, ReplyACK}, {hdr.ProtoUDP, 60, ReplyEcho},
+		{hdr.ProtoUDP, 1001, ReplyEcho},
+	} {
+		b, err := NewBuilder(tc.proto, tc.size, macC, macL, vip, 80)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, fl := range []uint8{hdr.TCPFlagSYN, hdr.TCPFlagACK | hdr.TCPFlagPSH, hdr.TCPFlagFIN | hdr.TCPFlagACK} {
+			p := make([]byte, tc.size)
+			for i, seq := range []uint32{0, 1, 0xffffffff, 0x12345678} {
+				stamp := seq*7 + uint32(i)
+				b.Build(p, cip+uint32(i), 1024+uint16(i), fl, seq, stamp)
+				checkFrame(t, p)
+				k, gotFl, gotSeq, gotStamp := Stamp(p, false)
+				wantK := KindTCP
+				if tc.proto == hdr.ProtoUDP {
+					wantK, fl = KindUDP, 0
+				}
+				if k != wantK || gotFl != fl || gotSeq != seq || gotStamp != stamp {
+					t.Fatalf("Stamp = %v %#x %d %d, want %v %#x %d %d", k, gotFl, gotSeq, gotStamp, wantK, fl, seq, stamp)
+				}
+				n := Answer(p, k, gotFl, tc.mode)
+				if n == 0 {
+					t.Fatalf("no answer to flags %#x", fl)
+				}
+				r := p[:n]
+				checkFrame(t, r)
+				ip := hdr.IPv4(r[ipOff:])
+				if ip.Src() != vip || ip.Dst() != cip+uint32(i) || hdr.Ethernet(r).Dst() != macC {
+					t.Fatalf("reply not swapped: %x -> %x", ip.Src(), ip.Dst())
+				}
+				k2, rfl, rseq, rstamp := Stamp(r, true)
+				if k2 != k || rseq != seq || rstamp != stamp {
+					t.Fatalf("reply stamp %d %d, want %d %d", rseq, rstamp, seq, stamp)
+				}
+				if tc.proto == hdr.ProtoTCP {
+					if rfl&hdr.TCPFlagACK == 0 || rfl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) {
+						t.Fatalf("reply flags %#x to %#x", rfl, fl)
+					}
+					bare := tc.mode == ReplyACK || fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != 0
+					if bare && n != MinFrame || !bare && n != tc.size {
+						t.Fatalf("reply to %#x is %d bytes", fl, n)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestARP(t *testing.T) {
+	p := make([]byte, MinFrame)
+	ARPRequest(p, macL, 0xC6336401, 0xC633640B) // lbd asks for RS 198.51.100.11
+	if k, _, _, _ := Stamp(p, false); k != KindARPReq {
+		t.Fatalf("kind %v", k)
+	}
+	if AnswerARP(p, macC, Range{0xC633640C, 0xC633640C}) {
+		t.Fatal("answered for an address out of range")
+	}
+	if !AnswerARP(p, macC, Range{0xC633640B, 0xC633640C}) {
+		t.Fatal("no answer")
+	}
+	ip, mac, ok := ARPReplySender(p)
+	if !ok || ip != 0xC633640B || mac != macC || hdr.Ethernet(p).Dst() != macL {
+		t.Fatalf("reply %x %v %v", ip, mac, ok)
+	}
+}
+
+func TestHistQuantiles(t *testing.T) {
+	var h Hist
+	for i := uint32(1); i <= 100000; i++ {
+		h.Record(i)
+	}
+	for _, q := range []float64{0.5, 0.99, 0.999} {
+		want := q * 100000
+		got := float64(h.Quantile(q))
+		if got < want*0.96 || got > want*1.04 {
+			t.Errorf("q%.3f = %.0f, want %.0f within 4%%", q, got, want)
+		}
+	}
+	h.Record(0xffffffff)
+	if h.Max() != 0xffffffff || h.Quantile(1) != 0xffffffff {
+		t.Errorf("max %d q1 %d", h.Max(), h.Quantile(1))
+	}
+}
+
+// The per-packet functions must not allocate.
+func TestPacketPathDoesNotAllocate(t *testing.T) {
+	b, err := NewBuilder(hdr.ProtoTCP, 128, macC, macL, vip, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := make([]byte, 128)
+	arp := make([]byte, MinFrame)
+	var h Hist
+	seq := uint32(0)
+	allocs := testing.AllocsPerRun(1000, func() {
+		b.Build(p, cip, 1024, hdr.TCPFlagACK, seq, seq)
+		k, fl, s, st := Stamp(p, false)
+		h.Record(s - st)
+		Answer(p, k, fl, ReplyACK)
+		Stamp(p, true)
+		ARPRequest(arp, macL, 1, cip)
+		AnswerARP(arp, macC, Range{cip, cip})
+		ARPReplySender(arp)
+		seq++
+	})
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per packet, want 0", allocs)
+	}
+}
+
+func BenchmarkBuild(b *testing.B) {
+	bl, _ := NewBuilder(hdr.ProtoTCP, 60, macC, macL, vip, 80)
+	p := make([]byte, 60)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		bl.Build(p, cip+uint32(i&15), uint16(i), hdr.TCPFlagACK, uint32(i), uint32(i))
+	}
+}
+
+func BenchmarkAnswer(b *testing.B) {
+	bl, _ := NewBuilder(hdr.ProtoTCP, 60, macC, macL, vip, 80)
+	p := make([]byte, 60)
+	b.ReportAllocs()
+	for i := 0; i < b.N; i++ {
+		bl.Build(p, cip, 1024, hdr.TCPFlagACK, uint32(i), uint32(i))
+		k, fl, _, _ := Stamp(p, false)
+		Answer(p, k, fl, ReplyACK)
+	}
+}

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# perf/run.sh: the perf run on this machine (issue #7). Builds lbd, lbctl,
+# lbgen and perfrun into a temporary directory, then runs perfrun from the
+# repository root: the generator looped back on itself, dpdk-testpmd as a
+# zero-work forwarder, and lbd VS/NAT, each at a series of offered loads.
+# Writes perf/results/<date>.json and .svg. Needs root and DPDK 22.11
+# (make setup); uses --no-huge unless PERF_ARGS contains -huge.
+#
+#   perf/run.sh                                  # defaults: 100k..2M pps and max, 3 s per step
+#   perf/run.sh -rates 500k,max -duration 5s     # any perfrun flag
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="/usr/local/go/bin:$PATH"
+[ "$(id -u)" = 0 ] || { echo "perf/run.sh: needs root (DPDK)" >&2; exit 1; }
+bin="$(mktemp -d /tmp/dplb-perf-bin.XXXXXX)"
+trap 'rm -rf "$bin"' EXIT
+for c in lbd lbctl lbgen; do go build -o "$bin/$c" "./cmd/$c"; done
+go build -o "$bin/perfrun" ./perf/cmd/perfrun
+"$bin/perfrun" -lbd "$bin/lbd" -lbctl "$bin/lbctl" -lbgen "$bin/lbgen" -out perf/results "$@"
