@@ -72,16 +72,19 @@ type Service struct {
 	Netmask     string        `mapstructure:"netmask"`       // persistence granularity (ipvsadm -M), a contiguous IPv4 netmask; default "255.255.255.255"; reload: yes
 	SloppyTCP   bool          `mapstructure:"sloppy_tcp"`    // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
 	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
+	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
+	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
 }
 
 // RealServer is one destination of a service.
 type RealServer struct {
-	Address string `mapstructure:"address"`         // IPv4 address; nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
-	Port    int    `mapstructure:"port"`            // 1..65535 (nat only: dr and tun keep the service's port); default the service's port; reload: yes
-	Weight  int    `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
-	Forward string `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g) or "tun" (-i); default "nat"; reload: yes
-	Upper   int    `mapstructure:"upper_threshold"` // no new connections while the server has this many (ipvsadm -x), 0 = no limit, 0..1000000; default 0; reload: yes
-	Lower   int    `mapstructure:"lower_threshold"` // new connections again below this many (ipvsadm -y), 0 = 3/4 of upper_threshold, 0..upper_threshold; default 0; reload: yes
+	Address string       `mapstructure:"address"`         // IPv4 address; nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
+	Port    int          `mapstructure:"port"`            // 1..65535 (nat only: dr and tun keep the service's port); default the service's port; reload: yes
+	Weight  int          `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
+	Forward string       `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g) or "tun" (-i); default "nat"; reload: yes
+	Upper   int          `mapstructure:"upper_threshold"` // no new connections while the server has this many (ipvsadm -x), 0 = no limit, 0..1000000; default 0; reload: yes
+	Lower   int          `mapstructure:"lower_threshold"` // new connections again below this many (ipvsadm -y), 0 = 3/4 of upper_threshold, 0..upper_threshold; default 0; reload: yes
+	Health  *HealthCheck `mapstructure:"health"`          // this server's own health check: its keys replace the service's, the others inherit them (Load merges); default nil = the service's; reload: yes
 }
 
 // Timeouts are the connection idle timeouts, as ipvsadm --set; each 1s..720h (30 days).

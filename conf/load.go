@@ -141,6 +141,9 @@ func checkKeys(m map[string]any, t reflect.Type, path string) error {
 		if !ok {
 			return fieldErrorf(path+k, "unknown key")
 		}
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
 		switch {
 		case ft.Kind() == reflect.Struct:
 			if sub, ok := m[k].(map[string]any); ok {
@@ -184,6 +187,7 @@ var (
 	portType     = reflect.TypeFor[Port]()
 	serviceType  = reflect.TypeFor[Service]()
 	serverType   = reflect.TypeFor[RealServer]()
+	healthType   = reflect.TypeFor[HealthCheck]()
 	durationType = reflect.TypeFor[time.Duration]()
 )
 
@@ -196,7 +200,7 @@ func absent(m map[string]any, key string) bool {
 // before it is decoded. A real server's port defaults to its service's.
 func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	in, ok := data.(map[string]any)
-	if !ok || (to != portType && to != serviceType && to != serverType) {
+	if !ok || (to != portType && to != serviceType && to != serverType && to != healthType) {
 		return data, nil
 	}
 	m := maps.Clone(in)
@@ -215,19 +219,42 @@ func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		if absent(m, "mh_table_size") {
 			m["mh_table_size"] = defaultMHTable
 		}
+		health, _ := m["health"].(map[string]any)
+		if absent(m, "health") {
+			m["health"] = map[string]any{}
+		}
 		servers, ok := m["servers"].([]any)
-		if !ok || absent(m, "port") {
+		if !ok {
 			break
 		}
 		servers = slices.Clone(servers)
 		for i, s := range servers {
-			if sm, ok := s.(map[string]any); ok && absent(sm, "port") {
-				sm = maps.Clone(sm)
-				sm["port"] = m["port"]
-				servers[i] = sm
+			sm, ok := s.(map[string]any)
+			if !ok {
+				continue
 			}
+			sm = maps.Clone(sm)
+			if absent(sm, "port") && !absent(m, "port") {
+				sm["port"] = m["port"]
+			}
+			// A server's own health keys replace the service's.
+			if own, ok := sm["health"].(map[string]any); ok {
+				merged := maps.Clone(health)
+				if merged == nil {
+					merged = map[string]any{}
+				}
+				maps.Copy(merged, own)
+				sm["health"] = merged
+			}
+			servers[i] = sm
 		}
 		m["servers"] = servers
+	case healthType:
+		for k, v := range healthDefaults() {
+			if absent(m, k) {
+				m[k] = v
+			}
+		}
 	case serverType:
 		if absent(m, "weight") {
 			m["weight"] = defaultWeight

@@ -364,6 +364,9 @@ func (c *Config) validateServices(schedulers []string) error {
 			return fieldErrorf(f, "%s %s is already defined by services[%d]", k.proto, k.addr, j)
 		}
 		seen[k] = i
+		if err := c.validateHealth(f, s, vip); err != nil {
+			return err
+		}
 		if err := c.validateServers(f, s, vip); err != nil {
 			return err
 		}
@@ -409,6 +412,9 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 			if r.Upper == 0 && r.Lower != 0 {
 				return fieldErrorf(g+".lower_threshold", "%d needs an upper_threshold", r.Lower)
 			}
+			return err
+		}
+		if err := validateServerHealth(f, g, s, r); err != nil {
 			return err
 		}
 		ap := netip.AddrPortFrom(a, uint16(r.Port))

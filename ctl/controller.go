@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 )
 
@@ -30,6 +32,9 @@ type Controller struct {
 	neigh    *neighTable
 	gen      uint64
 	snap     *lcore.Snapshot
+	health   *health.Monitor // nil: no health checks
+	ramping  bool            // some server is in its slow start: republish as its weight grows
+	lastRamp time.Time
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -52,6 +57,7 @@ func NewController(dp Dataplane, cfg conf.Config, hw []PortHW, log *zap.Logger) 
 
 // update is a validated, built set of services waiting to be published.
 type update struct {
+	ramping  bool
 	svcConf  []conf.Service
 	services []lcore.Service
 	timeouts conf.Timeouts
@@ -69,12 +75,83 @@ func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, err
 		return nil, err
 	}
 	u := &update{svcConf: svcs, timeouts: t, ids: c.ids.clone()}
-	var err error
-	if u.services, err = buildServices(svcs, c.dp.NumWorkers(), &u.ids); err != nil {
+	now := time.Now()
+	u.ramping = false
+	b, err := buildServices(svcs, c.dp.NumWorkers(), &u.ids, func(s conf.Service, r conf.RealServer) serverState {
+		st := c.serverState(s, r, now)
+		u.ramping = u.ramping || (!st.down && st.weight < r.Weight)
+		return st
+	})
+	if err != nil {
 		return nil, err
 	}
+	u.services = b.services
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, u.services, c.neigh.macs(), timeouts(t))
+	for _, id := range b.expire {
+		u.snap.ExpireDest(id)
+	}
 	return u, nil
+}
+
+// serverState asks the health monitor about a real server: a failed one
+// gets weight 0 (and its connections ended if its check says so); one
+// that recovered ramps its weight over the check's slow start.
+func (c *Controller) serverState(s conf.Service, r conf.RealServer, now time.Time) serverState {
+	st := configured(s, r)
+	if c.health == nil {
+		return st
+	}
+	hs, ok := c.health.State(healthKey(s, r))
+	if !ok {
+		return st
+	}
+	check := s.HealthFor(r)
+	if !hs.Up {
+		return serverState{down: true, weight: 0, expire: check.OnFailure == conf.OnFailureExpire}
+	}
+	st.weight = health.EffectiveWeight(r.Weight, hs.UpSince, now, check.SlowStart)
+	return st
+}
+
+func healthKey(s conf.Service, r conf.RealServer) health.Key {
+	vip := netip.AddrPortFrom(s.VIPAddr(), uint16(s.Port))
+	return health.Key{Service: health.ServiceName(s.Protocol, vip), Addr: netip.AddrPortFrom(r.Addr(), uint16(r.Port))}
+}
+
+// SetHealth attaches the health monitor: its state decides weights from
+// the next update on, and it follows every applied service set.
+func (c *Controller) SetHealth(m *health.Monitor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.health = m
+	m.Update(health.Targets(c.svcConf))
+}
+
+// HealthChanged is the monitor's callback: a server went down or came
+// back, so the lcores get a snapshot with its new weight.
+func (c *Controller) HealthChanged(ch health.Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.Up {
+		c.log.Info("real server up", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
+	} else {
+		c.log.Warn("real server down", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
+	}
+	c.republish()
+}
+
+// republish rebuilds the snapshot from the current services (health or
+// slow start changed a weight); the caller holds mu.
+func (c *Controller) republish() {
+	u, err := c.prepare(c.svcConf, c.timeouts)
+	if err == nil {
+		err = c.dp.Publish(u.snap)
+	}
+	if err != nil {
+		c.log.Error("snapshot not rebuilt after a health change", zap.Error(err))
+		return
+	}
+	c.commit(u)
 }
 
 // commit makes a prepared update the controller's state.
@@ -83,7 +160,11 @@ func (c *Controller) commit(u *update) {
 	c.gen = u.snap.Gen
 	c.snap = u.snap
 	c.cfg.Services, c.cfg.Timeouts = u.svcConf, u.timeouts
+	c.ramping = u.ramping
 	c.neigh.setWanted(c.wantedNeighbours())
+	if c.health != nil {
+		c.health.Update(health.Targets(u.svcConf))
+	}
 }
 
 // Apply replaces the services and timeouts in one update: the new set is
@@ -136,6 +217,13 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 			want[p.Gateway] = i
 		}
 	}
+	for _, s := range c.svcConf { // sorry servers, before they are needed
+		if ap, ok := s.SorryAddr(); ok {
+			if port, hop, ok := probe.Route(ipv4(ap.Addr())); ok {
+				want[hop] = port
+			}
+		}
+	}
 	return want
 }
 
@@ -184,6 +272,11 @@ func (c *Controller) step(now time.Time) {
 			c.log.Warn("ARP request not sent: command ring full", zap.Stringer("ip", addrOf(r.ip)))
 		}
 	}
+	if c.ramping && now.Sub(c.lastRamp) >= time.Second {
+		c.lastRamp = now
+		c.republish()
+		return
+	}
 	if changed || aged {
 		c.gen++
 		next := c.snap.WithNeighbours(c.gen, c.neigh.macs())
@@ -219,7 +312,7 @@ func (c *Controller) list() api.Response {
 			Protocol: strings.ToUpper(c.svcConf[i].Protocol), VIP: addrOf(s.Key.VIP).String(), Port: s.Key.Port,
 			Scheduler: c.svcConf[i].Scheduler, Servers: []api.RealServer{},
 		}
-		for _, d := range s.Dests {
+		for j, d := range s.Dests {
 			ds := c.dp.DestStats(d.ID)
 			rs := api.RealServer{
 				Address: addrOf(d.Addr).String(), Port: d.Port, Forward: forwardNames[d.Fwd], Weight: int(d.Weight),
@@ -234,6 +327,17 @@ func (c *Controller) list() api.Response {
 			as.Stats.OutPkts += rs.Stats.OutPkts
 			as.Stats.InBytes += rs.Stats.InBytes
 			as.Stats.OutBytes += rs.Stats.OutBytes
+			if j < len(c.svcConf[i].Servers) && c.health != nil {
+				if st, ok := c.health.State(healthKey(c.svcConf[i], c.svcConf[i].Servers[j])); ok {
+					rs.Health = "up"
+					if !st.Up {
+						rs.Health = "down"
+						rs.HealthReason = st.LastReason
+					}
+				}
+			} else if j >= len(c.svcConf[i].Servers) {
+				rs.Health = "sorry"
+			}
 			as.Servers = append(as.Servers, rs)
 		}
 		resp.Services = append(resp.Services, as)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore/sched"
 )
 
@@ -87,6 +88,16 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	// Health checks: a failed server's weight drops to 0 in the next
+	// snapshot, and comes back (with slow start) when it passes again.
+	mon := health.New(log, ctl.HealthChanged)
+	defer mon.Close()
+	ctl.SetHealth(mon)
+	wg.Go(func() {
+		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("health monitor", zap.Error(err))
+		}
+	})
 	if opts.Reload != nil {
 		wg.Go(func() {
 			for {
@@ -113,7 +124,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}()
 	var hs *http.Server
 	if ml != nil {
-		hs = &http.Server{Handler: metricsHandler(dp, ctl), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 )
 
@@ -112,9 +113,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // metricsHandler serves /metrics from a registry of its own (no globals).
-func metricsHandler(dp *DPDK, ctl *Controller) http.Handler {
+func metricsHandler(dp *DPDK, ctl *Controller, mon *health.Monitor) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(dp, ctl))
+	reg.MustRegister(newCollector(dp, ctl), health.NewCollector(mon))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

@@ -95,10 +95,30 @@ var forwardMethods = map[string]uint8{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "t
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
 
+// serverState is what the health checks make of a real server now.
+type serverState struct {
+	down   bool // failed its check: no new connections
+	weight int  // weight to schedule with (slow start ramps it)
+	expire bool // down, and its connections are to be ended
+}
+
+// configured is the state of a server nobody checks.
+func configured(_ conf.Service, r conf.RealServer) serverState {
+	return serverState{weight: r.Weight}
+}
+
+// built is the dataplane's view of the services.
+type built struct {
+	services []lcore.Service
+	expire   []uint32 // dest ids whose connections are to be ended
+}
+
 // buildServices turns configured services into the dataplane's, with one
-// scheduler instance per worker.
-func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Service, error) {
-	out := make([]lcore.Service, 0, len(svcs))
+// scheduler instance per worker. state tells how the health checks see
+// each server: a failed one gets weight 0, and when all of a service's
+// servers failed its sorry server (if any) takes the new connections.
+func buildServices(svcs []conf.Service, workers int, ids *destIDs, state func(conf.Service, conf.RealServer) serverState) (built, error) {
+	var out built
 	for i, s := range svcs {
 		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
 		ls := lcore.Service{
@@ -106,25 +126,41 @@ func buildServices(svcs []conf.Service, workers int, ids *destIDs) ([]lcore.Serv
 			// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 			Persistence: int64(s.Persistence), PersistMask: ^uint32(0) << (32 - s.NetmaskBits()),
 		}
+		down := 0
 		for _, rs := range s.Servers {
 			addr := ipv4(rs.Addr())
 			id, err := ids.get(key, addr, uint16(rs.Port))
 			if err != nil {
-				return nil, fmt.Errorf("services[%d]: %w", i, err)
+				return built{}, fmt.Errorf("services[%d]: %w", i, err)
+			}
+			st := state(s, rs)
+			if st.down {
+				down++
+			}
+			if st.expire {
+				out.expire = append(out.expire, id)
 			}
 			ls.Dests = append(ls.Dests, sched.Dest{
-				ID: id, Addr: addr, Port: uint16(rs.Port), Weight: int32(rs.Weight), Fwd: forwardMethods[rs.Forward],
+				ID: id, Addr: addr, Port: uint16(rs.Port), Weight: int32(st.weight), Fwd: forwardMethods[rs.Forward],
 				Upper: uint32(rs.Upper), Lower: uint32(rs.Lower),
 			})
+		}
+		if sorry, ok := s.SorryAddr(); ok && down > 0 && down == len(s.Servers) {
+			addr := ipv4(sorry.Addr())
+			id, err := ids.get(key, addr, sorry.Port())
+			if err != nil {
+				return built{}, fmt.Errorf("services[%d].sorry_server: %w", i, err)
+			}
+			ls.Dests = append(ls.Dests, sched.Dest{ID: id, Addr: addr, Port: sorry.Port(), Weight: 1, Fwd: lcore.FwdNAT})
 		}
 		for w := 0; w < workers; w++ {
 			sc, err := sched.New(s.Scheduler, ls.Dests, schedOptions(s))
 			if err != nil {
-				return nil, fmt.Errorf("services[%d].scheduler: %w", i, err)
+				return built{}, fmt.Errorf("services[%d].scheduler: %w", i, err)
 			}
 			ls.Scheds = append(ls.Scheds, sc)
 		}
-		out = append(out, ls)
+		out.services = append(out.services, ls)
 	}
 	return out, nil
 }

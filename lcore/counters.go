@@ -56,6 +56,7 @@ const (
 	DropTooBig           // too big for the tunnel and fragmentation allowed (not done)
 	DropNoHeadroom       // no room in the mbuf for an added header
 	DropHandoffFull      // the ring to the owning lcore was full
+	DropDestDown         // a connection to a failed server, ended (on_failure: expire)
 
 	numStats
 )
@@ -74,7 +75,7 @@ var statNames = [numStats]string{
 	DropUnsupportedProto: "unsupported_proto", DropBadICMP: "bad_icmp", DropICMPType: "icmp_type", DropToLocal: "to_local", DropNoService: "no_service",
 	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
-	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full",
+	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -384,3 +384,26 @@ func TestReplyBeforeTheSnapshotKnowsTheClient(t *testing.T) {
 		t.Fatal("learnt the MAC of an off-link client")
 	}
 }
+
+// TestExpireDest: connections to a failed server whose check says
+// on_failure: expire end at their next packet (IPVS's expire_nodest_conn).
+func TestExpireDest(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""))
+	w.poll()
+	r.sent(1)
+	old := w.snap
+	next := NewSnapshot(2, old.Ports, old.Services, old.Neigh, old.Timeouts)
+	next.ExpireDest(0) // rs1:80
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+	w.runCommands(0)
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagACK, ""))
+	w.poll()
+	if len(r.sent(1)) != 0 || w.cnt.own[DropDestDown] != 1 || w.table.Len() != 0 {
+		t.Fatalf("connection to an expired server not ended (dest_down %d, conns %d)", w.cnt.own[DropDestDown], w.table.Len())
+	}
+	if w.cnt.dest[0][DestInactive]+w.cnt.dest[0][DestActive] != 0 {
+		t.Fatal("gauges not released")
+	}
+}

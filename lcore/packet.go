@@ -105,6 +105,12 @@ func (w *Worker) forward(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, sp
 		}
 	}
 	c := w.table.Get(id)
+	if w.snap.DestExpired(c.Dest) {
+		w.expireEntry(id, c)
+		w.table.Delete(id)
+		w.drop(m, DropDestDown)
+		return
+	}
 	if proto == hdr.ProtoTCP {
 		if next := conn.NextTCPState(c.State, dir, flags, c.Fwd != FwdNAT); next != c.State {
 			w.countState(c.Dest, c.State, false)

@@ -23,6 +23,11 @@ type Snapshot struct {
 	Timeouts  conn.Timeouts      // per-state connection timeouts
 	MaxDestID uint32             // highest Dest.ID in use, +1
 
+	// ExpireDests marks real servers (by Dest.ID) whose connections are
+	// ended at their next packet: a failed server whose health check says
+	// on_failure: expire (IPVS's expire_nodest_conn).
+	ExpireDests [MaxDests / 64]uint64
+
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
 	gatewayPort  int    // port whose gateway reaches everything off-link, or -1
@@ -153,4 +158,16 @@ func (s *Service) destIndex(id uint32) int {
 		}
 	}
 	return -1
+}
+
+// DestExpired reports whether connections to a real server must end.
+func (s *Snapshot) DestExpired(id uint32) bool {
+	return id < MaxDests && s.ExpireDests[id/64]&(1<<(id%64)) != 0
+}
+
+// ExpireDest marks a real server's connections to be ended.
+func (s *Snapshot) ExpireDest(id uint32) {
+	if id < MaxDests {
+		s.ExpireDests[id/64] |= 1 << (id % 64)
+	}
 }

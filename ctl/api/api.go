@@ -156,7 +156,11 @@ type RealServer struct {
 	ActiveConns   uint64 `json:"active_conns"`
 	InactiveConns uint64 `json:"inactive_conns"`
 	PersistConns  uint64 `json:"persist_conns"` // persistence templates naming it (--persistent-conn)
-	Stats         Stats  `json:"stats"`
+	// Health is "up" or "down" for a server with a health check, "sorry"
+	// for a service's sorry server standing in, "" when nothing checks it.
+	Health       string `json:"health,omitempty"`
+	HealthReason string `json:"health_reason,omitempty"` // why a down server failed
+	Stats        Stats  `json:"stats"`
 }
 
 // Stats are cumulative counters since the service or server was added.

@@ -94,8 +94,18 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 				fmt.Fprintf(bw, "  -> %-28s %-9d %-11d %-10d %-10d\n",
 					dname, rs.Weight, rs.PersistConns, rs.ActiveConns, rs.InactiveConns)
 			default:
-				fmt.Fprintf(bw, "  -> %-28s %-7s %-6d %-10d %-10d\n",
+				fmt.Fprintf(bw, "  -> %-28s %-7s %-6d %-10d %-10d",
 					dname, rs.Forward, rs.Weight, rs.ActiveConns, rs.InactiveConns)
+				// ipvsadm's columns stay as they are; a checked server's
+				// health comes after them.
+				switch rs.Health {
+				case "":
+				case "down":
+					fmt.Fprintf(bw, " down (%s)", rs.HealthReason)
+				default:
+					bw.WriteString(" " + rs.Health)
+				}
+				bw.WriteString("\n")
 			}
 		}
 	}

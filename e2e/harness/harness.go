@@ -86,6 +86,8 @@ type Service struct {
 	Port        int
 	Scheduler   string
 	Persistence string // e.g. "300s"; "" is not persistent
+	Health      string // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
+	SorryServer string // "address:port"; "" none
 	Servers     []Server
 }
 
@@ -170,6 +172,12 @@ func (c Config) YAML() string {
 		w("    scheduler: %s", s.Scheduler)
 		if s.Persistence != "" {
 			w("    persistence: %s", s.Persistence)
+		}
+		if s.Health != "" {
+			w("    health: %s", s.Health)
+		}
+		if s.SorryServer != "" {
+			w("    sorry_server: %s", s.SorryServer)
 		}
 		w("    servers:")
 		for _, rs := range s.Servers {

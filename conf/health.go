@@ -1,0 +1,347 @@
+package conf
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// HealthCheck is how lbd watches a real server: a probe every interval,
+// a server taken out of scheduling after fall consecutive failures and put
+// back after rise consecutive successes (keepalived's semantics: a server
+// is assumed up until it fails). It sits on a service ("health", for all
+// its servers) and may be overridden per server.
+//
+// Probes leave from the LB host's own network stack (the kernel's routing,
+// normally a management interface), optionally bound to Source; they do not
+// go out through the DPDK ports. Real servers must therefore be reachable
+// from the host itself.
+//
+// Zero values in Go literals mean the defaults (Type "" is "none"), as
+// Effective spells out; Load fills the defaults in for absent keys.
+type HealthCheck struct {
+	Type          string        `mapstructure:"type"`            // tcp, http, https, udp, icmp, exec or none (not checked: always up); default "none"; reload: yes
+	Interval      time.Duration `mapstructure:"interval"`        // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
+	Timeout       time.Duration `mapstructure:"timeout"`         // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
+	Rise          int           `mapstructure:"rise"`            // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
+	Fall          int           `mapstructure:"fall"`            // consecutive failures that take an up server out, 1..100; default 3; reload: yes
+	Port          int           `mapstructure:"port"`            // port probed, 0 = the real server's (target vip: the service's), 0..65535; default 0; reload: yes
+	Source        string        `mapstructure:"source"`          // IPv4 address the probes leave from (the management interface's), "" = the kernel's choice; default ""; reload: yes
+	Target        string        `mapstructure:"target"`          // "server" probes the real server's address, "vip" the VIP (dr/tun servers only; see HealthTargetVIP); default "server"; reload: yes
+	Method        string        `mapstructure:"method"`          // http(s): GET, HEAD, POST or OPTIONS; default "GET"; reload: yes
+	Path          string        `mapstructure:"path"`            // http(s): request path, starting with "/"; default "/"; reload: yes
+	Host          string        `mapstructure:"host"`            // http(s): Host header (and TLS server name), "" = the probed address; default ""; reload: yes
+	ExpectStatus  string        `mapstructure:"expect_status"`   // http(s): accepted status codes, comma-separated codes and ranges in 100..599 ("200", "200-399,404"); default "200-399"; reload: yes
+	ExpectBody    string        `mapstructure:"expect_body"`     // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
+	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
+	Send          string        `mapstructure:"send"`            // udp: payload of the probe datagram, required for udp; default ""; reload: yes
+	Expect        string        `mapstructure:"expect"`          // udp: the reply must contain this, "" = any reply; default ""; reload: yes
+	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
+	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
+	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
+}
+
+// Values of HealthCheck.Type.
+const (
+	HealthNone  = "none"
+	HealthTCP   = "tcp"
+	HealthHTTP  = "http"
+	HealthHTTPS = "https"
+	HealthUDP   = "udp"
+	HealthICMP  = "icmp"
+	HealthExec  = "exec"
+)
+
+// Values of HealthCheck.Target. With HealthTargetVIP (dr and tun servers,
+// which hold the VIP on a loopback or tunnel interface) the probe is sent
+// to VIP:port from the host's own stack; it reaches the intended real
+// server only if the host routes the VIP to that server (a host route or a
+// policy route per source address, one server per route). Without such a
+// route the kernel sends it wherever the VIP is routed, so use it only
+// where that route exists.
+const (
+	HealthTargetServer = "server"
+	HealthTargetVIP    = "vip"
+)
+
+// Values of HealthCheck.OnFailure.
+const (
+	OnFailureKeep   = "keep"
+	OnFailureExpire = "expire"
+)
+
+// Limits of the health check settings.
+const (
+	minHealthInterval = 100 * time.Millisecond
+	maxHealthInterval = time.Hour
+	minHealthTimeout  = 10 * time.Millisecond
+	maxHealthCount    = 100
+	maxSlowStart      = time.Hour
+)
+
+// HealthTypes lists the values of HealthCheck.Type.
+var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthICMP, HealthExec, HealthNone}
+
+// httpMethods are the methods an http(s) check may use.
+var httpMethods = []string{"GET", "HEAD", "POST", "OPTIONS"}
+
+// DefaultHealthCheck returns the health check of a service without a
+// "health" key: no checking, with every other default filled in.
+func DefaultHealthCheck() HealthCheck {
+	return HealthCheck{
+		Type:          HealthNone,
+		Interval:      2 * time.Second,
+		Timeout:       time.Second,
+		Rise:          2,
+		Fall:          3,
+		Target:        HealthTargetServer,
+		Method:        "GET",
+		Path:          "/",
+		ExpectStatus:  "200-399",
+		TLSSkipVerify: true,
+		OnFailure:     OnFailureKeep,
+	}
+}
+
+// healthDefaults are the values Load fills in for absent keys of a
+// "health" map.
+func healthDefaults() map[string]any {
+	d := DefaultHealthCheck()
+	return map[string]any{
+		"type": d.Type, "interval": d.Interval, "timeout": d.Timeout,
+		"rise": d.Rise, "fall": d.Fall, "target": d.Target,
+		"method": d.Method, "path": d.Path, "expect_status": d.ExpectStatus,
+		"tls_skip_verify": d.TLSSkipVerify, "on_failure": d.OnFailure,
+	}
+}
+
+// Effective returns h with its zero values replaced by the defaults
+// (TLSSkipVerify excepted: false in a Go literal means verify).
+func (h HealthCheck) Effective() HealthCheck {
+	d := DefaultHealthCheck()
+	if h.Type == "" {
+		h.Type = d.Type
+	}
+	if h.Interval == 0 {
+		h.Interval = d.Interval
+	}
+	if h.Timeout == 0 {
+		h.Timeout = d.Timeout
+	}
+	if h.Rise == 0 {
+		h.Rise = d.Rise
+	}
+	if h.Fall == 0 {
+		h.Fall = d.Fall
+	}
+	if h.Target == "" {
+		h.Target = d.Target
+	}
+	if h.Method == "" {
+		h.Method = d.Method
+	}
+	if h.Path == "" {
+		h.Path = d.Path
+	}
+	if h.ExpectStatus == "" {
+		h.ExpectStatus = d.ExpectStatus
+	}
+	if h.OnFailure == "" {
+		h.OnFailure = d.OnFailure
+	}
+	return h
+}
+
+// Enabled reports whether the check probes anything (its type is not none).
+func (h HealthCheck) Enabled() bool {
+	return h.Type != "" && h.Type != HealthNone
+}
+
+// StatusOK reports whether an HTTP status code is in ExpectStatus (the
+// default 200-399 if empty, nothing if invalid, which Validate rules out).
+func (h HealthCheck) StatusOK(code int) bool {
+	ranges, err := parseStatus(h.Effective().ExpectStatus)
+	if err != nil {
+		return false
+	}
+	for _, r := range ranges {
+		if code >= r[0] && code <= r[1] {
+			return true
+		}
+	}
+	return false
+}
+
+// SourceAddr returns the probes' source address, the zero Addr for the
+// kernel's choice (or an invalid Source, which Validate rules out).
+func (h HealthCheck) SourceAddr() netip.Addr {
+	a, err := netip.ParseAddr(h.Source)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return a
+}
+
+// parseStatus parses "200", "200-399", "200-299,404" into inclusive ranges.
+func parseStatus(s string) ([][2]int, error) {
+	var out [][2]int
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(strings.TrimSpace(lo))
+		if err != nil {
+			return nil, fmt.Errorf("%q is not a status code", part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(strings.TrimSpace(hi)); err != nil {
+				return nil, fmt.Errorf("%q is not a status code range", part)
+			}
+		}
+		if a < 100 || b > 599 || a > b {
+			return nil, fmt.Errorf("%q is not a status code or range in 100..599", part)
+		}
+		out = append(out, [2]int{a, b})
+	}
+	return out, nil
+}
+
+// HealthFor returns the check that applies to a server of the service: the
+// server's own if it has one, else the service's, with defaults applied.
+func (s Service) HealthFor(r RealServer) HealthCheck {
+	if r.Health != nil {
+		return r.Health.Effective()
+	}
+	return s.Health.Effective()
+}
+
+// SorryAddr returns the service's sorry server and whether it has a valid
+// one.
+func (s Service) SorryAddr() (netip.AddrPort, bool) {
+	if s.SorryServer == "" {
+		return netip.AddrPort{}, false
+	}
+	ap, err := netip.ParseAddrPort(s.SorryServer)
+	if err != nil {
+		return netip.AddrPort{}, false
+	}
+	return ap, true
+}
+
+// validate checks a health check written at field path f ("services[0].health").
+func (h HealthCheck) validate(f string) error {
+	if h.Type != "" {
+		if err := checkOneOf(f+".type", h.Type, HealthTypes...); err != nil {
+			return err
+		}
+	}
+	e := h.Effective()
+	if err := checkDuration(f+".interval", e.Interval, minHealthInterval, maxHealthInterval, "100ms..1h"); err != nil {
+		return err
+	}
+	if err := checkDuration(f+".timeout", e.Timeout, minHealthTimeout, maxHealthInterval, "10ms..1h"); err != nil {
+		return err
+	}
+	if e.Timeout >= e.Interval {
+		return fieldErrorf(f+".timeout", "%s is not less than %s.interval %s", e.Timeout, f, e.Interval)
+	}
+	if err := checkRange(f+".rise", e.Rise, 1, maxHealthCount); err != nil {
+		return err
+	}
+	if err := checkRange(f+".fall", e.Fall, 1, maxHealthCount); err != nil {
+		return err
+	}
+	if err := checkRange(f+".port", e.Port, 0, 65535); err != nil {
+		return err
+	}
+	if e.Source != "" {
+		if _, err := parseHost(f+".source", e.Source); err != nil {
+			return err
+		}
+	}
+	if err := checkOneOf(f+".target", e.Target, HealthTargetServer, HealthTargetVIP); err != nil {
+		return err
+	}
+	if err := checkOneOf(f+".method", e.Method, httpMethods...); err != nil {
+		return err
+	}
+	if !strings.HasPrefix(e.Path, "/") || strings.ContainsAny(e.Path, " \t\r\n") {
+		return fieldErrorf(f+".path", "%q is not a request path (want e.g. /healthz)", e.Path)
+	}
+	if strings.ContainsAny(e.Host, " \t\r\n/") {
+		return fieldErrorf(f+".host", "%q is not a host name", e.Host)
+	}
+	if _, err := parseStatus(e.ExpectStatus); err != nil {
+		return &FieldError{Field: f + ".expect_status", Msg: err.Error() + ` (want e.g. "200-399")`, Err: err}
+	}
+	if e.Type == HealthUDP && e.Send == "" {
+		return fieldErrorf(f+".send", "must not be empty for a udp check")
+	}
+	if e.Type == HealthExec && len(e.Command) == 0 {
+		return fieldErrorf(f+".command", "must not be empty for an exec check")
+	}
+	for i, a := range e.Command {
+		g := fmt.Sprintf("%s.command[%d]", f, i)
+		if a == "" {
+			return fieldErrorf(g, "must not be empty")
+		}
+		if i == 0 && !filepath.IsAbs(a) {
+			return fieldErrorf(g, "%q is not an absolute path", a)
+		}
+	}
+	if err := checkOneOf(f+".on_failure", e.OnFailure, OnFailureKeep, OnFailureExpire); err != nil {
+		return err
+	}
+	return checkDuration(f+".slow_start", e.SlowStart, 0, maxSlowStart, "0s..1h")
+}
+
+// validateHealth checks a service's health check and sorry server.
+func (c *Config) validateHealth(f string, s Service, vip netip.Addr) error {
+	if err := s.Health.validate(f + ".health"); err != nil {
+		return err
+	}
+	if s.SorryServer == "" {
+		return nil
+	}
+	g := f + ".sorry_server"
+	ap, err := netip.ParseAddrPort(s.SorryServer)
+	if err != nil || !ap.Addr().Is4() {
+		return fieldErrorf(g, "%q is not an IPv4 address:port (want e.g. 198.51.100.99:80)", s.SorryServer)
+	}
+	if !usable(ap.Addr()) {
+		return fieldErrorf(g, "%s is not a unicast host address", ap.Addr())
+	}
+	if ap.Port() == 0 {
+		return fieldErrorf(g, "port 0 is out of range 1..65535")
+	}
+	if ap.Addr() == vip {
+		return fieldErrorf(g, "%s is the service's VIP", ap.Addr())
+	}
+	if j := c.portWithAddr(ap.Addr()); j >= 0 {
+		return fieldErrorf(g, "%s is the address of ports[%d]", ap.Addr(), j)
+	}
+	// The sorry server is reached by nat (its port may differ).
+	return c.checkReachable(g, ap.Addr(), "nat")
+}
+
+// validateServerHealth checks a server's own health check (field path g is
+// "services[0].servers[1]") and that the check that applies suits the
+// server's forwarding method.
+func validateServerHealth(f, g string, s Service, r RealServer) error {
+	if r.Health != nil {
+		if err := r.Health.validate(g + ".health"); err != nil {
+			return err
+		}
+	}
+	if h := s.HealthFor(r); h.Enabled() && h.Target == HealthTargetVIP && r.Forward == "nat" {
+		field := f + ".health.target"
+		if r.Health != nil {
+			field = g + ".health.target"
+		}
+		return fieldErrorf(field, "vip needs dr or tun servers, %s forwards by nat (its VIP is on the load balancer)", g)
+	}
+	return nil
+}

@@ -1,0 +1,271 @@
+package conf_test
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+)
+
+func TestDefaultHealthCheck(t *testing.T) {
+	want := conf.HealthCheck{
+		Type: "none", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3,
+		Target: "server", Method: "GET", Path: "/", ExpectStatus: "200-399",
+		TLSSkipVerify: true, OnFailure: "keep",
+	}
+	if got := conf.DefaultHealthCheck(); !reflect.DeepEqual(got, want) {
+		t.Errorf("DefaultHealthCheck() =\n%+v\nwant\n%+v", got, want)
+	}
+	// Zero values of a Go literal mean the defaults, but false stays false.
+	want.TLSSkipVerify = false
+	if got := (conf.HealthCheck{}).Effective(); !reflect.DeepEqual(got, want) {
+		t.Errorf("HealthCheck{}.Effective() =\n%+v\nwant\n%+v", got, want)
+	}
+	if (conf.HealthCheck{}).Enabled() || (conf.HealthCheck{Type: "none"}).Enabled() || !(conf.HealthCheck{Type: "tcp"}).Enabled() {
+		t.Errorf("Enabled() wrong")
+	}
+}
+
+func TestHealthLoadDefaultsAndOverride(t *testing.T) {
+	text := `
+ports:
+  - name: s
+    device: net_ring0
+    address: 198.51.100.1/24
+services:
+  - protocol: tcp
+    vip: 203.0.113.10
+    port: 80
+    sorry_server: 198.51.100.99:8080
+    health:
+      type: http
+      interval: 5s
+      path: /healthz
+      expect_status: "200"
+    servers:
+      - address: 198.51.100.11
+      - address: 198.51.100.12
+        health:
+          path: /ping
+          fall: 5
+      - address: 198.51.100.13
+        forward: dr
+        health:
+          type: exec
+          command: [/bin/true]
+          target: vip
+`
+	c, err := conf.Parse([]byte(text))
+	if err != nil {
+		t.Fatalf("Parse() = %v", err)
+	}
+	s := c.Services[0]
+	svc := conf.DefaultHealthCheck()
+	svc.Type, svc.Interval, svc.Path, svc.ExpectStatus = "http", 5*time.Second, "/healthz", "200"
+	if !reflect.DeepEqual(s.Health, svc) {
+		t.Errorf("service health =\n%+v\nwant\n%+v", s.Health, svc)
+	}
+	if s.SorryServer != "198.51.100.99:8080" {
+		t.Errorf("sorry_server = %q", s.SorryServer)
+	}
+	if ap, ok := s.SorryAddr(); !ok || ap != netip.MustParseAddrPort("198.51.100.99:8080") {
+		t.Errorf("SorryAddr() = %v, %v", ap, ok)
+	}
+	if s.Servers[0].Health != nil {
+		t.Errorf("servers[0].health = %+v, want nil (inherits)", s.Servers[0].Health)
+	}
+	if got := s.HealthFor(s.Servers[0]); !reflect.DeepEqual(got, svc) {
+		t.Errorf("HealthFor(servers[0]) =\n%+v\nwant\n%+v", got, svc)
+	}
+	own := svc
+	own.Path, own.Fall = "/ping", 5
+	if s.Servers[1].Health == nil || !reflect.DeepEqual(*s.Servers[1].Health, own) {
+		t.Errorf("servers[1].health =\n%+v\nwant\n%+v", s.Servers[1].Health, own)
+	}
+	ex := svc
+	ex.Type, ex.Command, ex.Target = "exec", []string{"/bin/true"}, "vip"
+	if got := s.HealthFor(s.Servers[2]); !reflect.DeepEqual(got, ex) {
+		t.Errorf("HealthFor(servers[2]) =\n%+v\nwant\n%+v", got, ex)
+	}
+}
+
+func TestHealthLoadErrors(t *testing.T) {
+	base := `
+ports:
+  - name: s
+    device: net_ring0
+    address: 198.51.100.1/24
+services:
+  - protocol: tcp
+    vip: 203.0.113.10
+    port: 80
+`
+	tests := []struct {
+		name, text, want string
+	}{
+		{"unknown service health key", base + "    health: {type: tcp, intervall: 2s}\n",
+			"services[0].health.intervall: unknown key"},
+		{"unknown server health key", base + "    servers:\n      - address: 198.51.100.11\n        health: {pth: /}\n",
+			"services[0].servers[0].health.pth: unknown key"},
+		{"duration without unit", base + "    health: {type: tcp, interval: 2}\n",
+			`services[0].health.interval: 2 has no unit (want e.g. "2s")`},
+		{"inherited error reported at the service", base + "    health: {type: tcp, rise: 101}\n    servers:\n      - address: 198.51.100.11\n        health: {path: /x}\n",
+			"services[0].health.rise: 101 is out of range 1..100"},
+		{"server override error", base + "    health: {type: tcp}\n    servers:\n      - address: 198.51.100.11\n        health: {timeout: 3s}\n",
+			"services[0].servers[0].health.timeout: 3s is not less than services[0].servers[0].health.interval 2s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := conf.Parse([]byte(tt.text))
+			if err == nil || err.Error() != tt.want {
+				t.Errorf("Parse() = %v, want %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHealthValidateValid(t *testing.T) {
+	tests := []struct {
+		name string
+		edit func(*conf.Config)
+	}{
+		{"zero check (none)", func(*conf.Config) {}},
+		{"http", func(c *conf.Config) {
+			c.Services[0].Health = conf.HealthCheck{Type: "http", Interval: time.Second, Timeout: 500 * time.Millisecond,
+				Path: "/healthz", Host: "www.example.com", ExpectStatus: "200,204,300-399", ExpectBody: "ok", Source: "192.0.2.1"}
+		}},
+		{"udp", func(c *conf.Config) {
+			c.Services[0].Health = conf.HealthCheck{Type: "udp", Send: "ping", Expect: "pong"}
+		}},
+		{"exec", func(c *conf.Config) {
+			c.Services[0].Health = conf.HealthCheck{Type: "exec", Command: []string{"/usr/bin/check", "-q"}}
+		}},
+		{"vip target on dr servers", func(c *conf.Config) {
+			c.Services[1].Servers[0].Forward = "dr"
+			c.Services[1].Health = conf.HealthCheck{Type: "tcp", Target: "vip"}
+		}},
+		{"vip target in a none check is unused", func(c *conf.Config) { c.Services[0].Health.Target = "vip" }},
+		{"expire with slow start", func(c *conf.Config) {
+			c.Services[0].Health = conf.HealthCheck{Type: "icmp", OnFailure: "expire", SlowStart: time.Hour}
+		}},
+		{"sorry server", func(c *conf.Config) { c.Services[0].SorryServer = "198.51.100.99:8080" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.edit(&c)
+			if err := c.Validate(schedulers); err != nil {
+				t.Errorf("Validate() = %v", err)
+			}
+		})
+	}
+}
+
+func TestHealthValidateInvalid(t *testing.T) {
+	h := func(c *conf.Config) *conf.HealthCheck {
+		c.Services[0].Health.Type = "tcp"
+		return &c.Services[0].Health
+	}
+	tests := []struct {
+		name string
+		edit func(*conf.Config)
+		want string
+	}{
+		{"type", func(c *conf.Config) { h(c).Type = "ping" },
+			`services[0].health.type: "ping" is not one of tcp, http, https, udp, icmp, exec, none`},
+		{"interval too short", func(c *conf.Config) { h(c).Interval = 50 * time.Millisecond },
+			`services[0].health.interval: 50ms is out of range 100ms..1h`},
+		{"interval negative", func(c *conf.Config) { h(c).Interval = -time.Second },
+			`services[0].health.interval: -1s is out of range 100ms..1h`},
+		{"timeout too short", func(c *conf.Config) { h(c).Timeout = time.Millisecond },
+			`services[0].health.timeout: 1ms is out of range 10ms..1h`},
+		{"timeout not less than interval", func(c *conf.Config) { h(c).Timeout = 2 * time.Second },
+			`services[0].health.timeout: 2s is not less than services[0].health.interval 2s`},
+		{"rise", func(c *conf.Config) { h(c).Rise = 101 }, `services[0].health.rise: 101 is out of range 1..100`},
+		{"fall", func(c *conf.Config) { h(c).Fall = -1 }, `services[0].health.fall: -1 is out of range 1..100`},
+		{"port", func(c *conf.Config) { h(c).Port = 65536 }, `services[0].health.port: 65536 is out of range 0..65535`},
+		{"source", func(c *conf.Config) { h(c).Source = "eth0" }, `services[0].health.source: "eth0" is not an IPv4 address`},
+		{"source loopback", func(c *conf.Config) { h(c).Source = "127.0.0.1" },
+			`services[0].health.source: 127.0.0.1 is not a unicast host address`},
+		{"target", func(c *conf.Config) { h(c).Target = "rs" }, `services[0].health.target: "rs" is not one of server, vip`},
+		{"vip target on nat", func(c *conf.Config) { h(c).Target = "vip" },
+			`services[0].health.target: vip needs dr or tun servers, services[0].servers[0] forwards by nat (its VIP is on the load balancer)`},
+		{"vip target on one nat server's override", func(c *conf.Config) {
+			c.Services[1].Servers[0].Health = &conf.HealthCheck{Type: "tcp", Target: "vip"}
+		}, `services[1].servers[0].health.target: vip needs dr or tun servers, services[1].servers[0] forwards by nat (its VIP is on the load balancer)`},
+		{"method", func(c *conf.Config) { h(c).Method = "get" },
+			`services[0].health.method: "get" is not one of GET, HEAD, POST, OPTIONS`},
+		{"path", func(c *conf.Config) { h(c).Path = "healthz" },
+			`services[0].health.path: "healthz" is not a request path (want e.g. /healthz)`},
+		{"host", func(c *conf.Config) { h(c).Host = "a b" }, `services[0].health.host: "a b" is not a host name`},
+		{"expect_status word", func(c *conf.Config) { h(c).ExpectStatus = "ok" },
+			`services[0].health.expect_status: "ok" is not a status code (want e.g. "200-399")`},
+		{"expect_status range", func(c *conf.Config) { h(c).ExpectStatus = "200-x" },
+			`services[0].health.expect_status: "200-x" is not a status code range (want e.g. "200-399")`},
+		{"expect_status out of range", func(c *conf.Config) { h(c).ExpectStatus = "200,600" },
+			`services[0].health.expect_status: "600" is not a status code or range in 100..599 (want e.g. "200-399")`},
+		{"expect_status reversed", func(c *conf.Config) { h(c).ExpectStatus = "399-200" },
+			`services[0].health.expect_status: "399-200" is not a status code or range in 100..599 (want e.g. "200-399")`},
+		{"udp without send", func(c *conf.Config) { h(c).Type = "udp" },
+			`services[0].health.send: must not be empty for a udp check`},
+		{"exec without command", func(c *conf.Config) { h(c).Type = "exec" },
+			`services[0].health.command: must not be empty for an exec check`},
+		{"exec relative", func(c *conf.Config) { h(c).Type = "exec"; h(c).Command = []string{"check"} },
+			`services[0].health.command[0]: "check" is not an absolute path`},
+		{"exec empty arg", func(c *conf.Config) { h(c).Type = "exec"; h(c).Command = []string{"/bin/check", ""} },
+			`services[0].health.command[1]: must not be empty`},
+		{"on_failure", func(c *conf.Config) { h(c).OnFailure = "drop" },
+			`services[0].health.on_failure: "drop" is not one of keep, expire`},
+		{"slow_start", func(c *conf.Config) { h(c).SlowStart = 2 * time.Hour },
+			`services[0].health.slow_start: 2h0m0s is out of range 0s..1h`},
+		{"server override", func(c *conf.Config) { c.Services[0].Servers[1].Health = &conf.HealthCheck{Type: "https", Rise: 1000} },
+			`services[0].servers[1].health.rise: 1000 is out of range 1..100`},
+		{"sorry not addr:port", func(c *conf.Config) { c.Services[0].SorryServer = "198.51.100.99" },
+			`services[0].sorry_server: "198.51.100.99" is not an IPv4 address:port (want e.g. 198.51.100.99:80)`},
+		{"sorry port 0", func(c *conf.Config) { c.Services[0].SorryServer = "198.51.100.99:0" },
+			`services[0].sorry_server: port 0 is out of range 1..65535`},
+		{"sorry multicast", func(c *conf.Config) { c.Services[0].SorryServer = "224.0.0.1:80" },
+			`services[0].sorry_server: 224.0.0.1 is not a unicast host address`},
+		{"sorry is the vip", func(c *conf.Config) { c.Services[0].SorryServer = "203.0.113.10:8080" },
+			`services[0].sorry_server: 203.0.113.10 is the service's VIP`},
+		{"sorry is a port", func(c *conf.Config) { c.Services[0].SorryServer = "198.51.100.1:80" },
+			`services[0].sorry_server: 198.51.100.1 is the address of ports[1]`},
+		{"sorry unreachable", func(c *conf.Config) { c.Services[0].SorryServer = "192.0.2.9:80" },
+			`services[0].sorry_server: 192.0.2.9 is not on any server-facing port's subnet (198.51.100.0/24)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := validConfig()
+			tt.edit(&c)
+			err := c.Validate(schedulers)
+			if err == nil || err.Error() != tt.want {
+				t.Fatalf("Validate() =\n%v\nwant\n%s", err, tt.want)
+			}
+			var fe *conf.FieldError
+			if !errors.As(err, &fe) {
+				t.Errorf("Validate() error %T is not a *conf.FieldError", err)
+			}
+		})
+	}
+}
+
+func TestStatusOK(t *testing.T) {
+	tests := []struct {
+		expect string
+		code   int
+		want   bool
+	}{
+		{"", 200, true}, {"", 399, true}, {"", 400, false}, {"", 199, false},
+		{"200", 200, true}, {"200", 201, false},
+		{"200-299, 404", 404, true}, {"200-299, 404", 403, false}, {"200-299, 404", 250, true},
+		{"bogus", 200, false},
+	}
+	for _, tt := range tests {
+		if got := (conf.HealthCheck{ExpectStatus: tt.expect}).StatusOK(tt.code); got != tt.want {
+			t.Errorf("StatusOK(%q, %d) = %v, want %v", tt.expect, tt.code, got, tt.want)
+		}
+	}
+}

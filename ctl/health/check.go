@@ -1,0 +1,298 @@
+package health
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+)
+
+// Checker runs one probe of a target and says whether it passed and, if
+// not, why. It must return once ctx is done. Probe is the real one; tests
+// of the Monitor pass their own through WithChecker.
+type Checker func(ctx context.Context, t Target) (ok bool, reason string)
+
+// maxBody is how much of an HTTP body expect_body searches, and
+// maxOutput how much of a command's output a reason quotes from.
+const (
+	maxBody   = 64 << 10
+	maxOutput = 4 << 10
+	maxReason = 200
+)
+
+// Probe runs the target's check once, within its timeout, and returns
+// whether it passed and, if not, a short reason ("connect: connection
+// refused", "HTTP status 500, want 200-399", "timeout after 1s"). A check
+// of type none passes.
+func Probe(ctx context.Context, t Target) (ok bool, reason string) {
+	t.Check = t.Check.Effective()
+	ctx, cancel := context.WithTimeout(ctx, t.Check.Timeout)
+	defer cancel()
+	if ctx.Err() != nil {
+		return false, errReason(ctx, ctx.Err(), t.Check.Timeout)
+	}
+	switch t.Check.Type {
+	case conf.HealthNone:
+		return true, ""
+	case conf.HealthTCP:
+		return probeTCP(ctx, t)
+	case conf.HealthHTTP, conf.HealthHTTPS:
+		return probeHTTP(ctx, t)
+	case conf.HealthUDP:
+		return probeUDP(ctx, t)
+	case conf.HealthICMP:
+		return probeICMP(ctx, t)
+	case conf.HealthExec:
+		return probeExec(ctx, t)
+	}
+	return false, fmt.Sprintf("unknown check type %q", t.Check.Type)
+}
+
+// dialer returns a dialer bound to the check's source address, if any.
+func dialer(c conf.HealthCheck, network string) *net.Dialer {
+	d := &net.Dialer{}
+	src := c.SourceAddr()
+	if !src.IsValid() {
+		return d
+	}
+	switch network {
+	case "udp4":
+		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+	default:
+		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+	}
+	return d
+}
+
+// errReason turns a probe's error into a reason. ctx is the probe's
+// context, timeout its check's timeout.
+func errReason(ctx context.Context, err error, timeout time.Duration) string {
+	var ne net.Error
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded), errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &ne) && ne.Timeout():
+		return "timeout after " + timeout.String()
+	case ctx.Err() != nil:
+		return "canceled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset"
+	case errors.Is(err, syscall.EHOSTUNREACH):
+		return "host unreachable"
+	case errors.Is(err, syscall.ENETUNREACH):
+		return "network unreachable"
+	case errors.Is(err, syscall.EADDRNOTAVAIL):
+		return "source address not available"
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection closed by the server"
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Err != nil {
+		return truncate(oe.Err.Error())
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) && ue.Err != nil {
+		return truncate(ue.Err.Error())
+	}
+	return truncate(err.Error())
+}
+
+// dialReason is errReason for a failed connection, prefixed "connect: "
+// unless it is a timeout.
+func dialReason(ctx context.Context, err error, timeout time.Duration) string {
+	r := errReason(ctx, err, timeout)
+	if strings.HasPrefix(r, "timeout") || r == "canceled" {
+		return r
+	}
+	return "connect: " + r
+}
+
+func truncate(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > maxReason {
+		return s[:maxReason] + "..."
+	}
+	return s
+}
+
+func probeTCP(ctx context.Context, t Target) (bool, string) {
+	conn, err := dialer(t.Check, "tcp4").DialContext(ctx, "tcp4", t.ProbeAddr().String())
+	if err != nil {
+		return false, dialReason(ctx, err, t.Check.Timeout)
+	}
+	conn.Close()
+	return true, ""
+}
+
+func probeHTTP(ctx context.Context, t Target) (bool, string) {
+	c := t.Check
+	addr := t.ProbeAddr().String()
+	serverName := c.Host
+	if h, _, err := net.SplitHostPort(c.Host); err == nil {
+		serverName = h
+	}
+	if serverName == "" {
+		serverName = t.ProbeAddr().Addr().String()
+	}
+	d := dialer(c, "tcp4")
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "tcp4", addr)
+		},
+		TLSClientConfig: &tls.Config{
+			InsecureSkipVerify: c.TLSSkipVerify, //nolint:gosec // configured: real servers' certificates are usually for the VIP's name
+			ServerName:         serverName,
+		},
+		DisableKeepAlives:      true, // every probe opens a fresh connection
+		DisableCompression:     true,
+		MaxResponseHeaderBytes: maxBody,
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	req, err := http.NewRequestWithContext(ctx, c.Method, c.Type+"://"+addr+c.Path, nil)
+	if err != nil {
+		return false, truncate(err.Error())
+	}
+	if c.Host != "" {
+		req.Host = c.Host
+	}
+	req.Header.Set("User-Agent", "dplb-health")
+	resp, err := client.Do(req)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) && oe.Op == "dial" {
+			return false, dialReason(ctx, err, c.Timeout)
+		}
+		var ce *tls.CertificateVerificationError
+		if errors.As(err, &ce) {
+			return false, truncate("TLS: " + ce.Err.Error())
+		}
+		return false, errReason(ctx, err, c.Timeout)
+	}
+	defer resp.Body.Close()
+	if !c.StatusOK(resp.StatusCode) {
+		return false, fmt.Sprintf("HTTP status %d, want %s", resp.StatusCode, c.ExpectStatus)
+	}
+	if c.ExpectBody == "" {
+		return true, ""
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
+	if err != nil {
+		return false, "reading body: " + errReason(ctx, err, c.Timeout)
+	}
+	if !bytes.Contains(body, []byte(c.ExpectBody)) {
+		return false, fmt.Sprintf("body does not contain %q", c.ExpectBody)
+	}
+	return true, ""
+}
+
+// deadlineConn is a connection whose deadline is ctx's, and which ctx's
+// end interrupts.
+func deadlineConn(ctx context.Context, conn net.Conn) (stop func() bool) {
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	return context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+}
+
+func probeUDP(ctx context.Context, t Target) (bool, string) {
+	c := t.Check
+	conn, err := dialer(c, "udp4").DialContext(ctx, "udp4", t.ProbeAddr().String())
+	if err != nil {
+		return false, dialReason(ctx, err, c.Timeout)
+	}
+	defer conn.Close()
+	stop := deadlineConn(ctx, conn)
+	defer stop()
+	if _, err := conn.Write([]byte(c.Send)); err != nil {
+		return false, "send: " + errReason(ctx, err, c.Timeout)
+	}
+	buf := make([]byte, maxBody)
+	n, err := conn.Read(buf)
+	if err != nil {
+		r := errReason(ctx, err, c.Timeout)
+		if strings.HasPrefix(r, "timeout") {
+			return false, "no reply within " + c.Timeout.String()
+		}
+		if r == "connection refused" {
+			return false, "port unreachable"
+		}
+		return false, r
+	}
+	if c.Expect != "" && !bytes.Contains(buf[:n], []byte(c.Expect)) {
+		return false, fmt.Sprintf("reply does not contain %q", c.Expect)
+	}
+	return true, ""
+}
+
+// limitedBuffer keeps the first maxOutput bytes written to it.
+type limitedBuffer struct{ bytes.Buffer }
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if room := maxOutput - b.Len(); room > 0 {
+		b.Buffer.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
+
+// lastLine returns the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
+func probeExec(ctx context.Context, t Target) (bool, string) {
+	c := t.Check
+	if len(c.Command) == 0 {
+		return false, "exec: no command"
+	}
+	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
+	probe := t.ProbeAddr()
+	cmd.Env = append(os.Environ(),
+		"DPLB_RS_ADDR="+probe.Addr().String(),
+		"DPLB_RS_PORT="+strconv.Itoa(int(probe.Port())),
+		"DPLB_VIP="+t.VIP.Addr().String(),
+		"DPLB_VPORT="+strconv.Itoa(int(t.VIP.Port())),
+	)
+	var out limitedBuffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	// The command and whatever it starts form a process group, killed
+	// whole when the probe times out.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 100 * time.Millisecond
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		return false, errReason(ctx, ctx.Err(), c.Timeout)
+	}
+	if err == nil {
+		return true, ""
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		r := ee.String() // "exit status 2", "signal: killed"
+		if l := lastLine(out.String()); l != "" {
+			r += ": " + l
+		}
+		return false, truncate(r)
+	}
+	return false, truncate("exec: " + err.Error())
+}

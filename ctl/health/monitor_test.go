@@ -1,0 +1,451 @@
+package health_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/health"
+)
+
+// fastCheck probes every millisecond.
+func fastCheck(rise, fall int) conf.HealthCheck {
+	return conf.HealthCheck{Type: "tcp", Interval: time.Millisecond, Timeout: time.Second, Rise: rise, Fall: fall}
+}
+
+func fakeTarget(i int, c conf.HealthCheck) health.Target {
+	return health.Target{
+		Service: "tcp/192.0.2.100:80",
+		Addr:    netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(10 + i)}), 80),
+		VIP:     vip,
+		Check:   c,
+	}
+}
+
+// recorder collects changes.
+type recorder struct {
+	mu      sync.Mutex
+	changes []health.Change
+}
+
+func (r *recorder) add(c health.Change) {
+	r.mu.Lock()
+	r.changes = append(r.changes, c)
+	r.mu.Unlock()
+}
+
+func (r *recorder) get() []health.Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]health.Change(nil), r.changes...)
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// start runs m in the background and returns a function that closes it
+// and checks that Run returned nil.
+func start(t *testing.T, m *health.Monitor) {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(context.Background()) }()
+	t.Cleanup(func() {
+		m.Close()
+		if err := <-errc; err != nil {
+			t.Errorf("Run() = %v", err)
+		}
+	})
+}
+
+// step is one expected change: after probe number Probe (1-based) the
+// target went Up (or down) for Reason.
+type step struct {
+	Probe  int
+	Up     bool
+	Reason string
+}
+
+func TestRiseFall(t *testing.T) {
+	const T, F = true, false
+	tests := []struct {
+		name       string
+		rise, fall int
+		results    []bool
+		want       []step
+	}{
+		{"healthy", 2, 3, []bool{T, T, T, T}, nil},
+		{"down after fall failures", 2, 3, []bool{F, F, F}, []step{{3, F, "fail 3"}}},
+		{"a pass resets the failures", 2, 3, []bool{F, F, T, F, F, T, F, F, F}, []step{{9, F, "fail 9"}}},
+		{"never reaches fall", 2, 3, []bool{F, T, F, F, T, F, F, T}, nil},
+		{"back after rise passes", 2, 3, []bool{F, F, F, T, F, T, T, T}, []step{{3, F, "fail 3"}, {7, T, "2 consecutive probes passed"}}},
+		{"flapping below rise stays down", 3, 1, []bool{F, T, T, F, T, T, F, T, T, T}, []step{{1, F, "fail 1"}, {10, T, "3 consecutive probes passed"}}},
+		{"rise 1 fall 1", 1, 1, []bool{F, T, F, T}, []step{{1, F, "fail 1"}, {2, T, "1 consecutive probes passed"}, {3, F, "fail 3"}, {4, T, "1 consecutive probes passed"}}},
+		{"down stays down", 2, 2, []bool{F, F, F, F, F, F}, []step{{2, F, "fail 2"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var n atomic.Int32
+			exhausted := make(chan struct{})
+			check := func(ctx context.Context, _ health.Target) (bool, string) {
+				i := int(n.Add(1))
+				if i > len(tt.results) {
+					if i == len(tt.results)+1 {
+						close(exhausted)
+					}
+					<-ctx.Done()
+					return false, "stopped"
+				}
+				if tt.results[i-1] {
+					return true, ""
+				}
+				return false, fmt.Sprintf("fail %d", i)
+			}
+			var rec recorder
+			m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+			tg := fakeTarget(0, fastCheck(tt.rise, tt.fall))
+			m.Update([]health.Target{tg})
+			start(t, m)
+			<-exhausted
+			waitFor(t, "the changes", func() bool { return len(rec.get()) >= len(tt.want) })
+			time.Sleep(20 * time.Millisecond) // let any extra change show
+			var got []step
+			for _, c := range rec.get() {
+				got = append(got, step{Up: c.Up, Reason: c.Reason})
+				if c.Target.Key() != tg.Key() || c.At.IsZero() {
+					t.Errorf("change %+v: wrong target or time", c)
+				}
+			}
+			var want []step
+			for _, s := range tt.want {
+				want = append(want, step{Up: s.Up, Reason: s.Reason})
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("changes = %+v, want %+v", got, want)
+			}
+			st, ok := m.State(tg.Key())
+			if !ok {
+				t.Fatal("State() not found")
+			}
+			// The final state agrees with the last change.
+			wantUp := len(tt.want) == 0 || tt.want[len(tt.want)-1].Up
+			if st.Up != wantUp || st.Passed+st.Failed != uint64(len(tt.results)) {
+				t.Errorf("state %+v, want up %v after %d probes", st, wantUp, len(tt.results))
+			}
+			var ups, downs uint64
+			for _, s := range tt.want {
+				if s.Up {
+					ups++
+				} else {
+					downs++
+				}
+			}
+			if st.WentUp != ups || st.WentDown != downs {
+				t.Errorf("WentUp, WentDown = %d, %d, want %d, %d", st.WentUp, st.WentDown, ups, downs)
+			}
+		})
+	}
+}
+
+// scripted is a fake checker whose result per server address can be set
+// while it runs, and which counts calls per address.
+type scripted struct {
+	mu    sync.Mutex
+	fail  map[netip.AddrPort]bool
+	calls map[netip.AddrPort]int
+	seen  map[netip.AddrPort]conf.HealthCheck
+}
+
+func newScripted() *scripted {
+	return &scripted{fail: map[netip.AddrPort]bool{}, calls: map[netip.AddrPort]int{}, seen: map[netip.AddrPort]conf.HealthCheck{}}
+}
+
+func (s *scripted) check(_ context.Context, t health.Target) (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[t.Addr]++
+	s.seen[t.Addr] = t.Check
+	if s.fail[t.Addr] {
+		return false, "scripted failure"
+	}
+	return true, ""
+}
+
+func (s *scripted) set(a netip.AddrPort, fail bool) {
+	s.mu.Lock()
+	s.fail[a] = fail
+	s.mu.Unlock()
+}
+
+func (s *scripted) count(a netip.AddrPort) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[a]
+}
+
+func (s *scripted) lastCheck(a netip.AddrPort) conf.HealthCheck {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.seen[a]
+}
+
+func TestUpdate(t *testing.T) {
+	sc := newScripted()
+	var rec recorder
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(sc.check))
+	a, b, c := fakeTarget(1, fastCheck(2, 3)), fakeTarget(2, fastCheck(2, 3)), fakeTarget(3, fastCheck(2, 3))
+	none := fakeTarget(4, conf.HealthCheck{Type: "none"})
+
+	// Before Run: recorded, up, not probed.
+	m.Update([]health.Target{a, b, none})
+	if st := m.States(); len(st) != 2 || !st[0].Up || !st[1].Up || st[0].Target.Addr != a.Addr || st[1].Target.Addr != b.Addr {
+		t.Fatalf("States() before Run = %+v, want a and b up", st)
+	}
+	if _, ok := m.State(none.Key()); ok {
+		t.Errorf("a target of type none is watched")
+	}
+	sc.set(b.Addr, true)
+	start(t, m)
+	waitFor(t, "b down", func() bool { st, _ := m.State(b.Key()); return !st.Up })
+	waitFor(t, "b failing further", func() bool { st, _ := m.State(b.Key()); return st.Failures >= 6 })
+
+	// The same targets again: nothing restarts (b's failure count goes on).
+	m.Update([]health.Target{a, b, none})
+	if st, _ := m.State(b.Key()); st.Up || st.Failures < 6 || st.LastReason != "scripted failure" || st.LastFailure.IsZero() {
+		t.Errorf("b after an identical Update = %+v, want down with its failures kept", st)
+	}
+
+	// b's check changes: it restarts, still down, its counts from zero.
+	b2 := b
+	b2.Check.Path = "/other"
+	b2.Check.Timeout = 500 * time.Millisecond
+	// a is removed, c added.
+	m.Update([]health.Target{b2, c})
+	st, _ := m.State(b.Key())
+	if st.Up || st.Failures != 0 || st.Successes != 0 || st.WentDown != 1 || st.Target.Check.Path != "/other" {
+		t.Errorf("b after a changed check = %+v, want down with counts reset", st)
+	}
+	if _, ok := m.State(a.Key()); ok {
+		t.Errorf("a is still watched after its removal")
+	}
+	calls := sc.count(a.Addr)
+	waitFor(t, "c probed", func() bool { return sc.count(c.Addr) > 5 })
+	if n := sc.count(a.Addr); n > calls+1 {
+		t.Errorf("a probed %d more times after its removal", n-calls)
+	}
+	waitFor(t, "b probed with its new check", func() bool { return sc.lastCheck(b.Addr).Path == "/other" })
+
+	// b recovers after rise passes of the new check.
+	sc.set(b.Addr, false)
+	waitFor(t, "b up", func() bool { st, _ := m.State(b.Key()); return st.Up })
+	st, _ = m.State(b.Key())
+	if st.UpSince.IsZero() || st.LastChange.IsZero() || st.WentUp != 1 {
+		t.Errorf("b after recovery = %+v", st)
+	}
+	waitFor(t, "b's changes", func() bool { return len(rec.get()) == 2 })
+	ch := rec.get()
+	if ch[0].Up || ch[0].Target.Addr != b.Addr || ch[0].Reason != "scripted failure" ||
+		!ch[1].Up || ch[1].Target.Addr != b.Addr || ch[1].Reason != "2 consecutive probes passed" {
+		t.Errorf("changes = %+v", ch)
+	}
+
+	// Everything removed.
+	m.Update(nil)
+	if st := m.States(); len(st) != 0 {
+		t.Errorf("States() after Update(nil) = %+v", st)
+	}
+}
+
+func TestChangesAreSerial(t *testing.T) {
+	// Many targets flapping at every probe: onChange never runs twice at
+	// once, and each target alternates down, up, down...
+	var inFlight, maxInFlight atomic.Int32
+	var mu sync.Mutex
+	last := map[health.Key]bool{}
+	var bad atomic.Int32
+	var count atomic.Int32
+	onChange := func(c health.Change) {
+		n := inFlight.Add(1)
+		for {
+			m := maxInFlight.Load()
+			if n <= m || maxInFlight.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		mu.Lock()
+		prev, seen := last[c.Target.Key()]
+		if !seen {
+			prev = true
+		}
+		if prev == c.Up {
+			bad.Add(1)
+		}
+		last[c.Target.Key()] = c.Up
+		mu.Unlock()
+		time.Sleep(100 * time.Microsecond)
+		count.Add(1)
+		inFlight.Add(-1)
+	}
+	var flip sync.Map
+	check := func(_ context.Context, t health.Target) (bool, string) {
+		v, _ := flip.LoadOrStore(t.Addr, new(atomic.Bool))
+		b := v.(*atomic.Bool)
+		ok := b.Load()
+		b.Store(!ok)
+		return ok, "flap"
+	}
+	m := health.New(zap.NewNop(), onChange, health.WithChecker(check))
+	var targets []health.Target
+	for i := range 20 {
+		targets = append(targets, fakeTarget(i, fastCheck(1, 1)))
+	}
+	m.Update(targets)
+	start(t, m)
+	waitFor(t, "many changes", func() bool { return count.Load() >= 200 })
+	m.Close()
+	if n := maxInFlight.Load(); n != 1 {
+		t.Errorf("onChange ran %d times at once", n)
+	}
+	if n := bad.Load(); n != 0 {
+		t.Errorf("%d changes repeated the previous state of their target", n)
+	}
+}
+
+func TestMonitorStopsCleanly(t *testing.T) {
+	// A hanging web server, a live one and a checker stuck in a probe:
+	// Close returns promptly and leaves no goroutine behind.
+	hang := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang)
+	before := runtime.NumGoroutine()
+
+	m := health.New(zap.NewNop(), nil)
+	slow := conf.HealthCheck{Type: "http", Interval: 10 * time.Second, Timeout: 9 * time.Second}
+	m.Update([]health.Target{
+		target(serverAddr(srv.URL), slow),
+		target("127.0.0.1:1", conf.HealthCheck{Type: "exec", Command: []string{"/bin/sleep", "30"}, Interval: 10 * time.Second, Timeout: 9 * time.Second}),
+		target("127.0.0.1:2", conf.HealthCheck{Type: "icmp", Interval: 5 * time.Millisecond, Timeout: 2 * time.Millisecond}),
+	})
+	done := make(chan error, 1)
+	go func() { done <- m.Run(context.Background()) }()
+	time.Sleep(1200 * time.Millisecond) // the first probes are under way
+	if err := m.Run(context.Background()); !errors.Is(err, health.ErrRunning) {
+		t.Errorf("a second Run() = %v, want ErrRunning", err)
+	}
+	start := time.Now()
+	m.Close()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v", err)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("Close() took %s", took)
+	}
+	m.Close() // again: a no-op
+	if err := m.Run(context.Background()); !errors.Is(err, health.ErrRunning) {
+		t.Errorf("Run() after Close = %v, want ErrRunning", err)
+	}
+	m.Update(nil) // after Run: allowed, starts nothing
+	waitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestRunStopsWithContext(t *testing.T) {
+	before := runtime.NumGoroutine()
+	sc := newScripted()
+	m := health.New(nil, nil, health.WithChecker(sc.check))
+	m.Update([]health.Target{fakeTarget(1, fastCheck(1, 1))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	waitFor(t, "probes", func() bool { return sc.count(fakeTarget(1, conf.HealthCheck{}).Addr) > 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run() = %v", err)
+	}
+	waitFor(t, "the goroutines to end", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+func TestMonitorRealHTTP(t *testing.T) {
+	// A real server whose health endpoint starts failing and recovers.
+	var status atomic.Int32
+	status.Store(200)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer srv.Close()
+	var rec recorder
+	m := health.New(zap.NewNop(), rec.add)
+	tg := target(serverAddr(srv.URL), conf.HealthCheck{Type: "http", Path: "/healthz", Interval: 20 * time.Millisecond, Timeout: 15 * time.Millisecond, Rise: 2, Fall: 2})
+	m.Update([]health.Target{tg})
+	start(t, m)
+	waitFor(t, "probes", func() bool { st, _ := m.State(tg.Key()); return st.Passed >= 2 })
+	status.Store(500)
+	waitFor(t, "down", func() bool { return len(rec.get()) == 1 })
+	status.Store(200)
+	waitFor(t, "up", func() bool { return len(rec.get()) == 2 })
+	ch := rec.get()
+	if ch[0].Up || ch[0].Reason != "HTTP status 500, want 200-399" || !ch[1].Up {
+		t.Errorf("changes = %+v", ch)
+	}
+
+	// The collector reports it.
+	reg := prometheus.NewPedanticRegistry()
+	if err := reg.Register(health.NewCollector(m)); err != nil {
+		t.Fatal(err)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, mt := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range mt.GetLabel() {
+				if l.GetName() != "service" && l.GetName() != "server" {
+					name += "/" + l.GetValue()
+				}
+				if l.GetName() == "server" && l.GetValue() != tg.Addr.String() || l.GetName() == "service" && l.GetValue() != tg.Service {
+					t.Errorf("label %s=%s", l.GetName(), l.GetValue())
+				}
+			}
+			switch {
+			case mt.GetGauge() != nil:
+				got[name] = mt.GetGauge().GetValue()
+			case mt.GetCounter() != nil:
+				got[name] = mt.GetCounter().GetValue()
+			}
+		}
+	}
+	st, _ := m.State(tg.Key())
+	if got["dplb_real_server_up"] != 1 || got["dplb_health_state_changes_total/down"] != 1 ||
+		got["dplb_health_state_changes_total/up"] != 1 || got["dplb_health_checks_total/failed"] < 2 ||
+		got["dplb_health_checks_total/passed"] < 4 || len(got) != 5 || st.Failed < 2 {
+		t.Errorf("metrics = %v", got)
+	}
+}

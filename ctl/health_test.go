@@ -1,0 +1,119 @@
+package ctl
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/health"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// switchable is a health checker whose verdict per server the test sets.
+type switchable struct {
+	mu   sync.Mutex
+	down map[string]bool
+}
+
+func (s *switchable) set(addr string, down bool) {
+	s.mu.Lock()
+	s.down[addr] = down
+	s.mu.Unlock()
+}
+
+func (s *switchable) check(_ context.Context, t health.Target) (bool, string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down[t.Addr.Addr().String()] {
+		return false, "connect: connection refused"
+	}
+	return true, ""
+}
+
+const healthConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    sorry_server: 198.51.100.99:80
+    health: {type: tcp, interval: 100ms, timeout: 50ms, rise: 1, fall: 1, on_failure: expire}
+    servers:
+      - {address: 198.51.100.11, weight: 4}
+      - {address: 198.51.100.12, weight: 4}
+`
+
+func TestHealthDrivesWeights(t *testing.T) {
+	cfg, err := conf.Parse([]byte(healthConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
+	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sw := &switchable{down: map[string]bool{}}
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mon.Run(ctx)
+	defer mon.Close()
+	c.SetHealth(mon)
+
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s", what)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	weights := func() []int32 {
+		s := c.Snapshot().Services[0]
+		var w []int32
+		for _, d := range s.Dests {
+			w = append(w, d.Weight)
+		}
+		return w
+	}
+	rs1 := c.Snapshot().Services[0].Dests[0].ID
+
+	sw.set("198.51.100.11", true)
+	waitFor("rs1 down", func() bool { w := weights(); return len(w) == 2 && w[0] == 0 && w[1] == 4 })
+	if !c.Snapshot().DestExpired(rs1) {
+		t.Fatal("on_failure: expire did not mark rs1's connections")
+	}
+	resp := c.list()
+	if rs := resp.Services[0].Servers[0]; rs.Health != "down" || rs.HealthReason != "connect: connection refused" {
+		t.Fatalf("listing shows %q %q", rs.Health, rs.HealthReason)
+	}
+
+	// Both down: the sorry server stands in.
+	sw.set("198.51.100.12", true)
+	waitFor("sorry server", func() bool { return len(weights()) == 3 })
+	sorry := c.Snapshot().Services[0].Dests[2]
+	if sorry.Addr != ip4(198, 51, 100, 99) || sorry.Port != 80 || sorry.Weight != 1 {
+		t.Fatalf("sorry dest %+v", sorry)
+	}
+	if rs := c.list().Services[0].Servers[2]; rs.Health != "sorry" {
+		t.Fatalf("sorry server listed as %q", rs.Health)
+	}
+
+	// Recovery: back to the configured weights, the sorry server gone.
+	sw.set("198.51.100.11", false)
+	sw.set("198.51.100.12", false)
+	waitFor("recovery", func() bool { w := weights(); return len(w) == 2 && w[0] == 4 && w[1] == 4 })
+	if c.Snapshot().DestExpired(rs1) {
+		t.Fatal("a recovered server's connections are still being ended")
+	}
+}

@@ -1,0 +1,140 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// mgmtAddr is the LB host's own address on the servers' segment: health
+// probes leave from the host's network stack, as on a real deployment with
+// a management interface, not through the DPDK ports.
+const mgmtAddr = "198.51.100.250/24"
+
+// addMgmtLink gives the LB namespace's kernel a link to the servers' bridge.
+func addMgmtLink(t *testing.T, e *natEnv) {
+	t.Helper()
+	tp, nat := e.topo, e.nat
+	lb, sw := tp.IfName("mgm"), tp.IfName("mgs")
+	for _, err := range []error{
+		tp.Veth(nat.LBNS, lb, nat.SwitchNS, sw),
+		tp.NoIPv6(nat.LBNS, lb),
+		tp.Addr(nat.LBNS, lb, mgmtAddr),
+		tp.Up(nat.LBNS, lb),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tp.Exec(nat.SwitchNS, "ip", "link", "set", sw, "master", nat.Bridge, "up"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serverHealth reads a real server's health column from lbctl's JSON.
+func serverHealth(t *testing.T, e *natEnv, addr string) (string, string) {
+	t.Helper()
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := findServer(findService(resp, e.nat.VIP.String(), 80), addr, 8080); rs != nil {
+		return rs.Health, rs.HealthReason
+	}
+	t.Fatalf("no server %s", addr)
+	return "", ""
+}
+
+func waitHealth(t *testing.T, e *natEnv, addr, want string) string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		h, reason := serverHealth(t, e, addr)
+		if h == want {
+			return reason
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed %q (%s), want %q", addr, h, reason, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestHealthCheckFailover: a real server whose service stops answering is
+// taken out of scheduling (clients never see it), and put back when it
+// recovers.
+func TestHealthCheckFailover(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Services[0].Health = "{type: tcp, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"
+	}})
+	addMgmtLink(t, e)
+	e.warmUp(t)
+	rs1 := e.nat.Servers[0]
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+
+	// rs1's service dies: after two failed probes it is out.
+	killServe(t, rs1.NS)
+	reason := waitHealth(t, e, rs1.Addr.Addr().String(), "down")
+	if !strings.Contains(reason, "refused") {
+		t.Errorf("down reason %q, want a refused connection", reason)
+	}
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs2" {
+			t.Fatalf("with rs1 down, request %d: %q %s", r.I, r.Server(), r.Err)
+		}
+	}
+	out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
+	if !strings.Contains(out, "down (") {
+		t.Errorf("lbctl -L -n does not show the server down:\n%s", out)
+	}
+
+	// It comes back after two passed probes and takes connections again.
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs1}, e.nshelper, ":8080", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	got := map[string]int{}
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("after recovery, request %d: %s", r.I, r.Err)
+		}
+		got[r.Server()]++
+	}
+	if got["rs1"] == 0 {
+		t.Fatalf("rs1 got no connection after recovering: %v", got)
+	}
+	body := e.scrapeMetrics(t)
+	if v, ok := metric(body, "dplb_health_state_changes_total", map[string]string{"service": "tcp/192.0.2.100:80", "server": rs1.Addr.Addr().String() + ":8080", "to": "down"}); !ok || v != 1 {
+		t.Errorf("metrics: state changes to down = %v (found %v), want 1", v, ok)
+	}
+	e.stopLBD(t)
+}
+
+// killServe kills the HTTP server nshelper runs in one namespace (pkill
+// would see every namespace's: they share the PID namespace).
+func killServe(t *testing.T, ns string) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "pids", ns).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	killed := 0
+	for _, f := range strings.Fields(string(out)) {
+		pid, _ := strconv.Atoi(f)
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if strings.Contains(string(cmd), "serve") && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	if killed == 0 {
+		t.Fatalf("no server to kill in %s", ns)
+	}
+}
