@@ -3,10 +3,13 @@ package ctl
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/dpdk/eal"
@@ -180,10 +183,47 @@ func (d *DPDK) Hardware() []PortHW {
 	return out
 }
 
+// confineControlThreads moves every thread of the process (the Go
+// runtime's, the control plane's, DPDK's interrupt thread) off the workers'
+// CPUs, so none preempts a poll loop; threads made later inherit the mask.
+// With no CPU left over (workers on every CPU) nothing changes.
+func confineControlThreads(workers []int) (unix.CPUSet, error) {
+	var all, set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &all); err != nil {
+		return set, err
+	}
+	set = all
+	for _, cpu := range workers {
+		set.Clear(cpu)
+	}
+	if set.Count() == 0 {
+		return all, nil
+	}
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return set, err
+	}
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			continue
+		}
+		if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
+			return set, fmt.Errorf("thread %d: %w", tid, err)
+		}
+	}
+	return set, nil
+}
+
 // StartWorkers creates and starts one worker per configured CPU, with a
 // handoff ring for every ordered pair of workers.
 func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 	dp := d.cfg.Dataplane
+	if set, err := confineControlThreads(dp.Workers); err != nil {
+		d.log.Warn("control threads not moved off the worker CPUs", zap.Error(err))
+	} else {
+		d.log.Info("control threads confined", zap.Int("cpus", set.Count()))
+	}
 	n := len(dp.Workers)
 	handoffs := make([]lcore.Handoff, n)
 	if n > 1 {
