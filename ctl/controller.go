@@ -299,6 +299,7 @@ func (c *Controller) list() api.Response {
 		conns += ws[lcore.Conns]
 		l := api.Lcore{ID: i, RxPackets: ws[lcore.RxPackets], TxPackets: ws[lcore.TxPackets],
 			HandedOff: ws[lcore.HandedOff], HandedIn: ws[lcore.HandedIn], Connections: ws[lcore.Conns]}
+		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
 		for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
 			if s.IsDrop() {
 				l.Drops += ws[s]
@@ -343,4 +344,17 @@ func (c *Controller) list() api.Response {
 		resp.Services = append(resp.Services, as)
 	}
 	return resp
+}
+
+// cycleAccounting derives an lcore's load and cost per packet from its
+// counters: busy time over loop time, and busy cycles over the packets it
+// processed (received from its queues or handed in by peers).
+func cycleAccounting(ws lcore.Stats, tscHz uint64) (busyPercent, cyclesPerPacket float64) {
+	if ws[lcore.LoopNanos] > 0 {
+		busyPercent = 100 * float64(ws[lcore.BusyNanos]) / float64(ws[lcore.LoopNanos])
+	}
+	if pkts := ws[lcore.RxPackets]; pkts > 0 {
+		cyclesPerPacket = float64(ws[lcore.BusyNanos]) * float64(tscHz) / 1e9 / float64(pkts)
+	}
+	return busyPercent, cyclesPerPacket
 }

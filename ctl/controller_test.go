@@ -43,6 +43,7 @@ func (f *fakeDataplane) WorkerStats() []lcore.Stats {
 }
 func (f *fakeDataplane) DestStats(id uint32) lcore.DestStats { return f.dest[id] }
 func (f *fakeDataplane) ConnCapacity() uint64                { return 2048 }
+func (f *fakeDataplane) TSCHz() uint64                       { return 2e9 }
 
 const testConfig = `
 ports:
@@ -197,5 +198,18 @@ func TestApplyIsAllOrNothing(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no ARP request for the new server: %v", f.arps)
+	}
+}
+
+func TestCycleAccounting(t *testing.T) {
+	var ws lcore.Stats
+	ws[lcore.LoopNanos], ws[lcore.BusyNanos], ws[lcore.RxPackets] = 10e9, 2.5e9, 50e6
+	busy, cpp := cycleAccounting(ws, 2e9)
+	// 2.5 s busy of 10 s; 2.5 s at 2 GHz over 50 M packets = 100 cycles each.
+	if busy != 25 || cpp != 100 {
+		t.Fatalf("busy %v%%, %v cycles/packet; want 25%%, 100", busy, cpp)
+	}
+	if b, c := cycleAccounting(lcore.Stats{}, 2e9); b != 0 || c != 0 {
+		t.Fatalf("an idle lcore: %v %v", b, c)
 	}
 }

@@ -38,6 +38,8 @@ type Dataplane interface {
 	DestStats(id uint32) lcore.DestStats
 	// ConnCapacity is the connection tables' total capacity.
 	ConnCapacity() uint64
+	// TSCHz is the CPU clock, to turn time into cycles.
+	TSCHz() uint64
 }
 
 // DPDK is the real dataplane: the EAL, one packet pool, the ports and the
@@ -337,6 +339,9 @@ func (d *DPDK) DestStats(id uint32) lcore.DestStats {
 	}
 	return sum
 }
+
+// TSCHz implements Dataplane.
+func (d *DPDK) TSCHz() uint64 { return eal.TSCHz() }
 
 // ConnCapacity implements Dataplane.
 func (d *DPDK) ConnCapacity() uint64 {

@@ -29,6 +29,8 @@ const (
 	Templates       // persistence templates created
 	TemplatesLost   // templates not stored (table full): the connection went on without
 	Iterations      // poll loop iterations
+	BusyNanos       // time spent in polls that carried packets (VPP's "busy" time)
+	LoopNanos       // time the poll loop has run (a gauge, set when published)
 	IdleSleeps      // sleeps taken while idle (idle_sleep)
 
 	DropBadEthernet      // shorter than an Ethernet header
@@ -68,7 +70,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", IdleSleeps: "idle_sleeps",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

@@ -561,6 +561,9 @@ func TestStartStop(t *testing.T) {
 	if st := w.Stats(); st[NewConns] != 50 || st[TxPackets] != 50 {
 		t.Fatalf("new %d tx %d, want 50", st[NewConns], st[TxPackets])
 	}
+	if st := w.Stats(); st[BusyNanos] == 0 || st[LoopNanos] <= st[BusyNanos] {
+		t.Fatalf("cycle accounting: busy %d ns of %d ns", st[BusyNanos], st[LoopNanos])
+	}
 	if got := len(r.sent(1)); got != 50 {
 		t.Fatalf("lan ring holds %d, want 50", got)
 	}

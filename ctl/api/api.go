@@ -123,6 +123,10 @@ type Lcore struct {
 	HandedOff   uint64 `json:"handed_off"`
 	HandedIn    uint64 `json:"handed_in"`
 	Connections uint64 `json:"connections"`
+	// Cycle accounting (VPP's show runtime): the share of time spent in
+	// bursts that carried packets, and the CPU cycles per packet they cost.
+	BusyPercent     float64 `json:"busy_percent"`
+	CyclesPerPacket float64 `json:"cycles_per_packet"`
 }
 
 // Info describes the load balancer as a whole, like ipvsadm's first line.

@@ -264,11 +264,12 @@ func compareServers(a, b RealServer) int {
 // writeLcores appends the per-lcore table of --per-lcore; numbers are
 // scaled as the --stats columns are (largeNum pads them to 9).
 func writeLcores(w io.Writer, lcores []Lcore, exact bool) {
-	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %9s %9s\n", "Lcore", "RxPkts", "TxPkts", "Drops", "HandedOff", "HandedIn", "Conns")
+	fmt.Fprintf(w, "%-5s %9s %9s %9s %9s %9s %9s %6s %8s\n", "Lcore", "RxPkts", "TxPkts", "Drops", "HandedOff", "HandedIn", "Conns", "Busy%", "Cyc/Pkt")
 	for _, l := range lcores {
-		fmt.Fprintf(w, "%-5d %9s %9s %9s %9s %9s %9s\n", l.ID,
+		fmt.Fprintf(w, "%-5d %9s %9s %9s %9s %9s %9s %6.1f %8.0f\n", l.ID,
 			strings.TrimSpace(largeNum(l.RxPackets, exact)), strings.TrimSpace(largeNum(l.TxPackets, exact)),
 			strings.TrimSpace(largeNum(l.Drops, exact)), strings.TrimSpace(largeNum(l.HandedOff, exact)),
-			strings.TrimSpace(largeNum(l.HandedIn, exact)), strings.TrimSpace(largeNum(l.Connections, exact)))
+			strings.TrimSpace(largeNum(l.HandedIn, exact)), strings.TrimSpace(largeNum(l.Connections, exact)),
+			l.BusyPercent, l.CyclesPerPacket)
 	}
 }

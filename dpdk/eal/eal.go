@@ -88,6 +88,10 @@ func SocketID() int { return int(int32(C.rte_socket_id())) }
 // LcoreSocket is the NUMA socket of an lcore.
 func LcoreSocket(lcore uint) int { return int(int32(C.rte_lcore_to_socket_id(C.uint(lcore)))) }
 
+// TSCHz is the CPU's time-stamp counter frequency as DPDK measured it, to
+// turn time into cycles.
+func TSCHz() uint64 { return uint64(C.rte_get_tsc_hz()) }
+
 // SocketAny lets DPDK choose any NUMA socket.
 const SocketAny = -1
 

@@ -63,6 +63,9 @@ func TestInit(t *testing.T) {
 	if err := Init(args); err == nil || !strings.Contains(err.Error(), "already initialised") {
 		t.Fatalf("second Init: got %v", err)
 	}
+	if hz := TSCHz(); hz < 100e6 || hz > 10e9 {
+		t.Errorf("TSCHz = %d, not a plausible CPU clock", hz)
+	}
 	if MainLcore() != 0 {
 		t.Errorf("MainLcore = %d, want 0", MainLcore())
 	}
