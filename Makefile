@@ -22,9 +22,12 @@ setup:
 	bash scripts/setup.sh
 
 # The whole suite: pure-Go units, DPDK bindings and the dataplane on virtual
-# devices (--no-huge), and lbd end to end between namespaces.
+# devices (--no-huge), and lbd end to end between namespaces; then the
+# dataplane and control plane again under the race detector (lcores share
+# nothing but their rings).
 test: setup vet
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 10m ./lcore/... ./ctl/...
 
 unit: vet
 	$(GO) test -count=1 -short ./...

@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"github.com/dplb/dplb/lcore/conn"
 	"testing"
 	"time"
 
@@ -100,5 +101,53 @@ func TestTemplateLivesWhileItControls(t *testing.T) {
 	}
 	if w.cnt.dest[7][DestPersistent] != 0 || w.cnt.dest[7][DestInactive] != 0 {
 		t.Fatal("gauges not back to 0")
+	}
+}
+
+// TestDumpConnections: the worker lists its connections (and templates)
+// for lbctl -c, a slice of its table per commands job, with filters.
+func TestDumpConnections(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	connectTo(t, r, clientIP, 40000) // VIP:443, persistent: a template too
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40001, vip, 80, hdr.TCPFlagSYN, ""))
+	r.inject(0, tcpFrame(clientMAC, wanMAC, ip4(203, 0, 113, 9), 40002, vip, 80, hdr.TCPFlagSYN, ""))
+	w.poll()
+	r.sent(1)
+	dump := func(req *DumpRequest) []ConnInfo {
+		w.Commands().Push(Command{Kind: CmdDump, Dump: req})
+		for i := 0; i < 10 && !req.Done(); i++ {
+			w.runCommands(0)
+		}
+		if !req.Done() {
+			t.Fatal("dump not done")
+		}
+		return req.Out
+	}
+	all := dump(&DumpRequest{Out: make([]ConnInfo, 0, 16)})
+	if len(all) != 4 {
+		t.Fatalf("listed %d entries, want 3 connections and 1 template: %+v", len(all), all)
+	}
+	templates := 0
+	for _, c := range all {
+		if c.Template {
+			templates++
+			if c.ClientPort != 0 || c.VPort != 443 {
+				t.Fatalf("template %+v", c)
+			}
+		}
+		if c.Expires <= 0 {
+			t.Fatalf("entry %+v has no time left", c)
+		}
+	}
+	if templates != 1 {
+		t.Fatalf("%d templates", templates)
+	}
+	if got := dump(&DumpRequest{ConnFilter: ConnFilter{VPort: 80, Client: clientIP}, Out: make([]ConnInfo, 0, 16)}); len(got) != 1 || got[0].ClientPort != 40001 || got[0].State != conn.StateSynRecv {
+		t.Fatalf("filtered: %+v", got)
+	}
+	small := &DumpRequest{Out: make([]ConnInfo, 0, 2)}
+	if got := dump(small); len(got) != 2 || !small.Truncated {
+		t.Fatalf("a full listing must say it was cut: %d %v", len(got), small.Truncated)
 	}
 }

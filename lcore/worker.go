@@ -54,6 +54,9 @@ const (
 	CmdSnapshot CommandKind = iota + 1
 	// CmdARPRequest sends an ARP request for Command.IP out of Command.Port.
 	CmdARPRequest
+	// CmdDump lists the connections matching Command.Dump, a slice of the
+	// table per commands job, and marks it done.
+	CmdDump
 )
 
 // Command is a message from the control plane to a worker.
@@ -62,6 +65,7 @@ type Command struct {
 	Snap *Snapshot
 	Port int
 	IP   uint32
+	Dump *DumpRequest
 }
 
 // EventKind says what a worker tells the control plane.
@@ -124,7 +128,8 @@ type Worker struct {
 	hin   *mbuf.Array // packets taken from the peers' rings
 
 	nworkers int
-	neigh    neighCache // clients learnt from their first packet (see neighcache.go)
+	dump     *DumpRequest // a connection listing in progress
+	neigh    neighCache   // clients learnt from their first packet (see neighcache.go)
 	cmds     *spsc.Ring[Command]
 	events   *spsc.Ring[Event]
 	jobs     []*job
@@ -299,6 +304,9 @@ func (w *Worker) loop() {
 	}
 	w.flush()
 	w.runPublish(0)
+	if w.dump != nil {
+		w.dump.done.Store(true) // whatever it holds: the worker is gone
+	}
 }
 
 // poll receives one burst from every port, handles it and sends the result.
@@ -378,6 +386,9 @@ func (w *Worker) flushPort(pi int) {
 }
 
 func (w *Worker) runCommands(int64) {
+	if w.dump != nil {
+		w.runDump()
+	}
 	for {
 		cmd, ok := w.cmds.Pop()
 		if !ok {
@@ -391,6 +402,12 @@ func (w *Worker) runCommands(int64) {
 			}
 		case CmdARPRequest:
 			w.sendARPRequest(cmd.Port, cmd.IP)
+		case CmdDump:
+			if w.dump != nil { // one at a time: the control plane waits for each
+				w.dump.Truncated = true
+				w.dump.done.Store(true)
+			}
+			w.dump = cmd.Dump
 		}
 	}
 }

@@ -274,6 +274,22 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	return removed
 }
 
+// Scan calls fn for the live entries among at most budget slots from
+// cursor on, and returns where the next call should start and whether this
+// call reached the end of the table. An lcore lists its connections for the
+// control plane a few thousand slots at a time this way, never stopping
+// the world.
+func (t *Table) Scan(cursor uint32, budget int, fn func(id uint32, c *Conn)) (next uint32, done bool) {
+	n := uint32(len(t.entries))
+	for ; budget > 0 && cursor < n; budget-- {
+		if e := &t.entries[cursor]; e.indexed&indexedLive != 0 {
+			fn(cursor, e)
+		}
+		cursor++
+	}
+	return cursor, cursor >= n
+}
+
 // Range calls fn for each live connection in id order until fn returns
 // false. It is O(Cap), for the control-plane listing, not the packet path.
 // fn may Delete the id it is given.

@@ -434,3 +434,20 @@ func TestExpireKeepsExtended(t *testing.T) {
 		t.Fatalf("entry not removed once the callback let it go: n %d", n)
 	}
 }
+
+func TestScanInSteps(t *testing.T) {
+	tb, _ := conn.NewWithSeed(64, 3)
+	for i := 0; i < 20; i++ {
+		if _, err := tb.Insert(&conn.Conn{Proto: 6, ClientIP: uint32(i + 1), ClientPort: 1, VIP: 2, VPort: 80, RIP: 3, RPort: 80}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint32]bool{}
+	cursor, steps := uint32(0), 0
+	for done := false; !done; steps++ {
+		cursor, done = tb.Scan(cursor, 10, func(_ uint32, c *conn.Conn) { seen[c.ClientIP] = true })
+	}
+	if len(seen) != 20 || steps != 7 { // 64 slots, 10 a step
+		t.Fatalf("saw %d connections in %d steps", len(seen), steps)
+	}
+}
