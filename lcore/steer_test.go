@@ -18,14 +18,14 @@ import (
 // multiRig is two workers sharing two ring ports of two queues each:
 // worker q polls queue q of both ports.
 type multiRig struct {
-	t      *testing.T
+	t      testing.TB
 	w      [2]*Worker
 	pool   *mempool.Mempool
 	rx, tx [2][2]*ring.Ring // [port][queue]
 	objs   ring.Objs
 }
 
-func newMultiRig(t *testing.T, persistent bool) *multiRig {
+func newMultiRig(t testing.TB, persistent bool) *multiRig {
 	t.Helper()
 	dpdktest.Skip(t)
 	rigSeq++
