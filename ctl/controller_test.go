@@ -18,6 +18,7 @@ type fakeDataplane struct {
 	arps      []arpRequest
 	events    []lcore.Event
 	dest      map[uint32]lcore.DestStats
+	conns     []lcore.ConnInfo
 	failFull  bool
 }
 
@@ -44,6 +45,15 @@ func (f *fakeDataplane) WorkerStats() []lcore.Stats {
 func (f *fakeDataplane) DestStats(id uint32) lcore.DestStats { return f.dest[id] }
 func (f *fakeDataplane) ConnCapacity() uint64                { return 2048 }
 func (f *fakeDataplane) TSCHz() uint64                       { return 2e9 }
+func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
+	var out []lcore.ConnInfo
+	for _, c := range f.conns {
+		if (filter.VIP == 0 || c.VIP == filter.VIP) && (filter.Client == 0 || c.ClientIP == filter.Client) && len(out) < max {
+			out = append(out, c)
+		}
+	}
+	return out, len(out) < len(f.conns) && len(out) == max, nil
+}
 
 const testConfig = `
 ports:

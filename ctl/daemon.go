@@ -84,6 +84,8 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}
 
 	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, log)
+	rates := NewRates(ctl.list) // IPVS's estimator, for --rate and /metrics
+	ops.rates = rates
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -93,6 +95,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	mon := health.New(log, ctl.HealthChanged)
 	defer mon.Close()
 	ctl.SetHealth(mon)
+	wg.Go(func() { rates.Run(ctx) })
 	wg.Go(func() {
 		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("health monitor", zap.Error(err))
@@ -124,7 +127,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}()
 	var hs *http.Server
 	if ml != nil {
-		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

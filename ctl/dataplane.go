@@ -40,6 +40,9 @@ type Dataplane interface {
 	ConnCapacity() uint64
 	// TSCHz is the CPU clock, to turn time into cycles.
 	TSCHz() uint64
+	// DumpConns lists the lcores' connections matching filter, at most
+	// about max in all.
+	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)
 }
 
 // DPDK is the real dataplane: the EAL, one packet pool, the ports and the
@@ -338,6 +341,39 @@ func (d *DPDK) DestStats(id uint32) lcore.DestStats {
 		}
 	}
 	return sum
+}
+
+// dumpTimeout bounds the wait for the lcores' connection listings.
+const dumpTimeout = 10 * time.Second
+
+// DumpConns implements Dataplane: each worker lists its own table a slice
+// at a time between bursts; this waits for all of them.
+func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
+	reqs := make([]*lcore.DumpRequest, len(d.workers))
+	d.cmdMu.Lock()
+	for i, w := range d.workers {
+		r := &lcore.DumpRequest{ConnFilter: filter, Out: make([]lcore.ConnInfo, 0, max/len(d.workers)+1)}
+		if !w.Commands().Push(lcore.Command{Kind: lcore.CmdDump, Dump: r}) {
+			d.cmdMu.Unlock()
+			return nil, false, fmt.Errorf("lcore %d: command ring full", w.ID())
+		}
+		reqs[i] = r
+	}
+	d.cmdMu.Unlock()
+	deadline := time.Now().Add(dumpTimeout)
+	var out []lcore.ConnInfo
+	truncated := false
+	for i, r := range reqs {
+		for !r.Done() {
+			if time.Now().After(deadline) {
+				return nil, false, fmt.Errorf("lcore %d did not list its connections within %v", i, dumpTimeout)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		out = append(out, r.Out...)
+		truncated = truncated || r.Truncated
+	}
+	return out, truncated, nil
 }
 
 // TSCHz implements Dataplane.

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 )
@@ -15,22 +16,24 @@ import (
 // collector reads the dataplane's published counters at scrape time, so
 // metrics cost the lcores nothing.
 type collector struct {
-	dp  *DPDK
-	ctl *Controller
+	dp    *DPDK
+	ctl   *Controller
+	rates *Rates
 
 	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
 	mempoolInUse                                               *prometheus.Desc
 	svcConns, svcPackets, svcBytes                             *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
+	svcRate, rsRate                                            *prometheus.Desc
 }
 
-func newCollector(dp *DPDK, ctl *Controller) *collector {
+func newCollector(dp *DPDK, ctl *Controller, rates *Rates) *collector {
 	d := prometheus.NewDesc
 	svc := []string{"protocol", "vip", "port"}
 	rs := []string{"protocol", "vip", "port", "server"}
 	return &collector{
-		dp: dp, ctl: ctl,
+		dp: dp, ctl: ctl, rates: rates,
 		portPackets:  d("dplb_port_packets_total", "Packets received (rx) and sent (tx) by a port, as the device counts them.", []string{"port", "dir"}, nil),
 		portBytes:    d("dplb_port_bytes_total", "Bytes received (rx) and sent (tx) by a port.", []string{"port", "dir"}, nil),
 		portErrors:   d("dplb_port_errors_total", "Erroneous packets received (rx) or failed transmissions (tx).", []string{"port", "dir"}, nil),
@@ -50,6 +53,10 @@ func newCollector(dp *DPDK, ctl *Controller) *collector {
 		rsBytes:      d("dplb_real_server_bytes_total", "Bytes to (in) and from (out) a real server.", append(rs, "dir"), nil),
 		rsActive:     d("dplb_real_server_active_connections", "Connections in ESTABLISHED (ipvsadm's ActiveConn).", rs, nil),
 		rsInactive:   d("dplb_real_server_inactive_connections", "Connections in other states (ipvsadm's InActConn).", rs, nil),
+		svcRate: d("dplb_service_rate", "A virtual service's rates as IPVS's estimator computes them (lbctl -L --rate): "+
+			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(svc, "kind"), nil),
+		rsRate: d("dplb_real_server_rate", "A real server's rates as IPVS's estimator computes them (lbctl -L --rate): "+
+			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(rs, "kind"), nil),
 	}
 }
 
@@ -92,8 +99,21 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(c.mempoolInUse, float64(c.dp.MempoolInUse()))
-	for _, s := range c.ctl.list().Services {
+	resp := c.ctl.list()
+	if c.rates != nil {
+		c.rates.Fill(&resp)
+	}
+	rates := func(d *prometheus.Desc, r api.Rates, labels ...string) {
+		for _, k := range [...]struct {
+			kind string
+			v    uint64
+		}{{"cps", r.CPS}, {"inpps", r.InPPS}, {"outpps", r.OutPPS}, {"inbps", r.InBPS}, {"outbps", r.OutBPS}} {
+			gauge(d, float64(k.v), append(labels, k.kind)...)
+		}
+	}
+	for _, s := range resp.Services {
 		proto, vip, port := s.Protocol, s.VIP, strconv.Itoa(int(s.Port))
+		rates(c.svcRate, s.Rates, proto, vip, port)
 		counter(c.svcConns, s.Stats.Conns, proto, vip, port)
 		counter(c.svcPackets, s.Stats.InPkts, proto, vip, port, "in")
 		counter(c.svcPackets, s.Stats.OutPkts, proto, vip, port, "out")
@@ -108,14 +128,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			counter(c.rsBytes, r.Stats.OutBytes, proto, vip, port, server, "out")
 			gauge(c.rsActive, float64(r.ActiveConns), proto, vip, port, server)
 			gauge(c.rsInactive, float64(r.InactiveConns), proto, vip, port, server)
+			rates(c.rsRate, r.Rates, proto, vip, port, server)
 		}
 	}
 }
 
 // metricsHandler serves /metrics from a registry of its own (no globals).
-func metricsHandler(dp *DPDK, ctl *Controller, mon *health.Monitor) http.Handler {
+func metricsHandler(dp *DPDK, ctl *Controller, mon *health.Monitor, rates *Rates) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(dp, ctl), health.NewCollector(mon))
+	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

@@ -35,8 +35,9 @@ type Ops struct {
 	started  conf.Config        // the configuration lbd started with
 	setLevel func(string) error // changes the log level on reload; nil: log.level needs a restart
 
-	mu   sync.Mutex
-	base map[destKey]api.Stats // subtracted from the dataplane's counters in listings
+	mu    sync.Mutex
+	base  map[destKey]api.Stats // subtracted from the dataplane's counters in listings
+	rates *Rates                // fills the listings' rates; nil: rates stay 0
 }
 
 // destKey names a real server of a service.
@@ -79,7 +80,11 @@ func (o *Ops) Handle(_ context.Context, req api.Request) api.Response {
 		o.log.Info("counters zeroed", zap.String("service", serviceOrAll(req.Service)))
 		return api.Response{}
 	case api.OpConnections:
-		return o.refuse(req, errors.New("-c: listing connections is not supported yet (the connection tables are private to the lcores)"))
+		resp, err := o.c.connections(req)
+		if err != nil {
+			return o.refuse(req, err)
+		}
+		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
 		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore:
 		svcs, t := o.c.Services()
@@ -247,6 +252,9 @@ func (o *Ops) list() api.Response {
 			as.Stats.OutBytes += rs.Stats.OutBytes
 		}
 	}
+	if o.rates != nil {
+		o.rates.Fill(&resp)
+	}
 	return resp
 }
 
@@ -263,6 +271,7 @@ func (o *Ops) zero(spec *api.ServiceSpec) error {
 		}
 	}
 	raw := o.c.list()
+	var zeroed []api.Service
 	for _, s := range raw.Services {
 		if spec != nil && (strings.ToLower(s.Protocol) != spec.Protocol || s.VIP != addrString(spec.VIP) || int(s.Port) != spec.Port) {
 			continue
@@ -270,6 +279,10 @@ func (o *Ops) zero(spec *api.ServiceSpec) error {
 		for _, rs := range s.Servers {
 			o.base[apiKey(s, rs)] = rs.Stats
 		}
+		zeroed = append(zeroed, s)
+	}
+	if o.rates != nil {
+		o.rates.Zero(zeroed)
 	}
 	return nil
 }

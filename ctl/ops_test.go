@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"github.com/dplb/dplb/lcore/conn"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -98,7 +99,7 @@ func TestOpsRefusals(t *testing.T) {
 			return api.Request{Op: api.OpSetTimeouts, Timeouts: &api.TimeoutsSpec{TCP: -1}}
 		}, "--set: tcp timeout -1 is out of range 0..2592000 seconds"},
 		{"zero missing service", line("-Z -t 203.0.113.100:81"), "-Z -t 203.0.113.100:81: service does not exist"},
-		{"connections", line("-L -c"), "-c: listing connections is not supported yet (the connection tables are private to the lcores)"},
+		{"connections of a bad client", line("-L -c --client 2001:db8::1"), "--client 2001:db8::1: not an IPv4 address"},
 		{"reload without a file", line("reload"), "reload: lbd was started without a configuration file"},
 		{"restore: a line fails", restoreReq("-A -t 203.0.113.101:80 -s rr\n-a -t 203.0.113.100:80 -r 198.51.100.11:80 -m -w 1\n"),
 			"line 2: -a -t 203.0.113.100:80 -r 198.51.100.11:80: server already exists"},
@@ -347,5 +348,34 @@ func TestOpsReload(t *testing.T) {
 	svcs, to := c.Services()
 	if len(svcs) != 1 || len(svcs[0].Servers) != 1 || svcs[0].Servers[0].Weight != 5 || to.TCP.Seconds() != 100 || len(f.published) != 1 {
 		t.Errorf("after reload: %+v %+v (%d published)", svcs, to, len(f.published))
+	}
+}
+
+func TestOpsConnections(t *testing.T) {
+	o, _, f := newTestOps(t)
+	f.conns = []lcore.ConnInfo{
+		{Proto: 6, State: conn.StateEstablished, ClientIP: ip4(203, 0, 113, 7), ClientPort: 40000, VIP: ip4(203, 0, 113, 100), VPort: 80,
+			RIP: ip4(198, 51, 100, 11), RPort: 80, Expires: 895e9},
+		{Proto: 6, Template: true, ClientIP: ip4(203, 0, 113, 8), VIP: ip4(203, 0, 113, 100), VPort: 80,
+			RIP: ip4(198, 51, 100, 12), RPort: 8000, Expires: 61e9},
+	}
+	resp := o.Handle(context.Background(), rule(t, "-L -n -c"))
+	if resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	var b strings.Builder
+	if err := api.WriteConns(&b, resp); err != nil {
+		t.Fatal(err)
+	}
+	want := "IPVS connection entries\n" +
+		"pro expire state       source             virtual            destination\n" +
+		"TCP 14:55  ESTABLISHED 203.0.113.7:40000  203.0.113.100:80   198.51.100.11:80\n" +
+		"TCP 01:01  NONE        203.0.113.8:0      203.0.113.100:80   198.51.100.12:8000\n"
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	resp = o.Handle(context.Background(), rule(t, "-L -n -c --client 203.0.113.8"))
+	if len(resp.Conns) != 1 || resp.Conns[0].Client != "203.0.113.8:0" {
+		t.Fatalf("client filter: %+v", resp.Conns)
 	}
 }

@@ -87,7 +87,6 @@ func TestLBCtlDrivesLBD(t *testing.T) {
 		{[]string{"-a", "-t", svc, "-r", rip1}, "lbctl: -a -t " + svc + " -r " + rip1 + ": server already exists\n"},
 		{[]string{"-d", "-t", vip + ":82", "-r", rip1}, "lbctl: -d -t " + vip + ":82: service does not exist\n"},
 		{[]string{"-e", "-t", svc, "-r", "198.51.100.250:8080", "-w", "2"}, "lbctl: -e -t " + svc + " -r 198.51.100.250:8080: server does not exist\n"},
-		{[]string{"-L", "-c"}, "lbctl: -c: listing connections is not supported yet (the connection tables are private to the lcores)\n"},
 	} {
 		_, errOut, code := e.lbctlRun(t, "", tc.args...)
 		if code != 1 || errOut != tc.want {

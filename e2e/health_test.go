@@ -20,9 +20,8 @@ import (
 const mgmtAddr = "198.51.100.250/24"
 
 // addMgmtLink gives the LB namespace's kernel a link to the servers' bridge.
-func addMgmtLink(t *testing.T, e *natEnv) {
+func addMgmtLink(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 	t.Helper()
-	tp, nat := e.topo, e.nat
 	lb, sw := tp.IfName("mgm"), tp.IfName("mgs")
 	for _, err := range []error{
 		tp.Veth(nat.LBNS, lb, nat.SwitchNS, sw),
@@ -72,10 +71,12 @@ func waitHealth(t *testing.T, e *natEnv, addr, want string) string {
 // taken out of scheduling (clients never see it), and put back when it
 // recovers.
 func TestHealthCheckFailover(t *testing.T) {
-	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
-		c.Services[0].Health = "{type: tcp, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"
-	}})
-	addMgmtLink(t, e)
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: tcp, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"
+		},
+	})
 	e.warmUp(t)
 	rs1 := e.nat.Servers[0]
 	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
@@ -112,8 +113,8 @@ func TestHealthCheckFailover(t *testing.T) {
 		t.Fatalf("rs1 got no connection after recovering: %v", got)
 	}
 	body := e.scrapeMetrics(t)
-	if v, ok := metric(body, "dplb_health_state_changes_total", map[string]string{"service": "tcp/192.0.2.100:80", "server": rs1.Addr.Addr().String() + ":8080", "to": "down"}); !ok || v != 1 {
-		t.Errorf("metrics: state changes to down = %v (found %v), want 1", v, ok)
+	if v, ok := metric(body, "dplb_health_state_changes_total", map[string]string{"service": "tcp/192.0.2.100:80", "server": rs1.Addr.Addr().String() + ":8080", "to": "down"}); !ok || v < 1 {
+		t.Errorf("metrics: state changes to down = %v (found %v), want at least 1", v, ok)
 	}
 	e.stopLBD(t)
 }

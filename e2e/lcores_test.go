@@ -1,6 +1,9 @@
 package e2e
 
 import (
+	"encoding/json"
+
+	"github.com/dplb/dplb/e2e/topo"
 	"os/exec"
 	"strings"
 	"testing"
@@ -110,5 +113,81 @@ func TestNATChecksumOffload(t *testing.T) {
 			t.Fatalf("request %d through the offloading port failed: %s", r.I, r.Err)
 		}
 	}
+	e.stopLBD(t)
+}
+
+// TestNATFourWorkers: four worker lcores (two per CPU) on four-queue
+// af_packet ports; thousands of TCP connections, up to two thousand open
+// at once, each carrying several messages: all succeed, none is split
+// across real servers, every lcore works and packets are handed to their
+// owners (the kernel's queue choice does not follow ours).
+func TestNATFourWorkers(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			_, _, nshelper := binaries(t)
+			for _, h := range nat.Servers {
+				var out harness.Buffer
+				if _, err := tp.Start(h.NS, &out, nshelper, "echo", "-listen", ":9000", "-name", h.Name); err != nil {
+					t.Fatal(err)
+				}
+				deadline := time.Now().Add(10 * time.Second)
+				for !strings.Contains(out.String(), "ready") {
+					if time.Now().After(deadline) {
+						t.Fatalf("echo server in %s not ready: %s", h.NS, out.String())
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		},
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1, 0, 1}
+			c.ConnTableSize = 65536
+			c.Ports = []harness.Port{
+				harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+			}
+			for i := range c.Ports {
+				c.Ports[i].Device += ",qpairs=4"
+			}
+			c.Services = append(c.Services, harness.Service{VIP: c.Services[0].VIP, Port: 9000, Scheduler: "rr",
+				Servers: []harness.Server{{Address: c.Services[0].Servers[0].Address, Port: 9000, Weight: 1},
+					{Address: c.Services[0].Servers[1].Address, Port: 9000, Weight: 1}}})
+		},
+	})
+	e.warmUp(t)
+	out, err := e.topo.Exec(e.nat.Client.NS, e.nshelper, "conns", "-addr", e.nat.VIP.String()+":9000",
+		"-n", "4000", "-parallel", "2000", "-msgs", "3", "-pause", "300ms", "-timeout", "10s")
+	var sum struct {
+		OK, Failed, Split int
+		Servers           map[string]int
+		MaxConcurrent     int    `json:"max_concurrent"`
+		FirstError        string `json:"first_error"`
+	}
+	if jerr := json.Unmarshal([]byte(strings.TrimSpace(out)), &sum); jerr != nil {
+		t.Fatalf("conns: %v %v: %s", err, jerr, out)
+	}
+	t.Logf("conns: %+v", sum)
+	if sum.OK != 4000 || sum.Failed != 0 || sum.Split != 0 {
+		t.Fatalf("%d connections ok, %d failed (%s), %d split across servers", sum.OK, sum.Failed, sum.FirstError, sum.Split)
+	}
+	if sum.MaxConcurrent < 1000 || sum.Servers["rs1"] < 1500 || sum.Servers["rs2"] < 1500 {
+		t.Errorf("load not as intended: %+v", sum)
+	}
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var handed uint64
+	for _, l := range resp.Lcores {
+		if l.RxPackets == 0 {
+			t.Errorf("lcore %d received nothing", l.ID)
+		}
+		handed += l.HandedOff
+	}
+	if len(resp.Lcores) != 4 || handed == 0 {
+		t.Errorf("%d lcores, %d packets handed off", len(resp.Lcores), handed)
+	}
+	text, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "--per-lcore")
+	t.Logf("lbctl -L -n --per-lcore:\n%s", text)
 	e.stopLBD(t)
 }

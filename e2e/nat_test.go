@@ -105,9 +105,10 @@ func startNAT(t *testing.T) *natEnv { return startNATWith(t, natOptions{}) }
 
 // natOptions vary the VS/NAT environment.
 type natOptions struct {
-	listen    map[string]string         // real server name -> nshelper listen addresses (default ":8080")
-	configure func(*harness.Config)     // edits lbd's configuration before it starts
-	beforeUse func(*testing.T, *natEnv) // runs once lbd is up, before the readiness check
+	listen    map[string]string                       // real server name -> nshelper listen addresses (default ":8080")
+	setup     func(*testing.T, *topo.Topo, *topo.NAT) // adds to the topology before lbd starts
+	configure func(*harness.Config)                   // edits lbd's configuration before it starts
+	beforeUse func(*testing.T, *natEnv)               // runs once lbd is up, before the readiness check
 }
 
 func startNATWith(t *testing.T, o natOptions) *natEnv {
@@ -125,6 +126,9 @@ func startNATWith(t *testing.T, o natOptions) *natEnv {
 	}
 	if err := harness.StartServers(tp, nat, nshelper, o.listen, 10*time.Second); err != nil {
 		t.Fatal(err)
+	}
+	if o.setup != nil {
+		o.setup(t, tp, nat)
 	}
 
 	cfg := harness.NATConfig(nat, tp.Suffix(), dir)
@@ -326,6 +330,22 @@ func TestNATRoundRobin(t *testing.T) {
 		t.Error(err)
 	} else {
 		e.checkMetrics(t, resp)
+	}
+	// lbctl -L -n -c lists every connection, each to one of the servers.
+	out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2+200 {
+		t.Errorf("lbctl -L -n -c lists %d lines, want the 200 connections:\n%s", len(lines), harness.Tail(out, 5))
+	}
+	for _, l := range lines[2:] {
+		f := strings.Fields(l)
+		if len(f) != 6 || f[4] != "192.0.2.100:80" || !strings.HasPrefix(f[3], "192.0.2.2:") || !strings.HasPrefix(f[5], "198.51.100.1") {
+			t.Errorf("odd connection line %q", l)
+			break
+		}
 	}
 	e.stopLBD(t)
 }

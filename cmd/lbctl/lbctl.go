@@ -25,7 +25,7 @@ const usageText = `Usage:
   lbctl -S [-n]
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
-  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--thresholds|--persistent-conn] [--exact] [--sort] [-o json]
+  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--exact] [--sort] [-o json]
   lbctl -L -c
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
@@ -65,7 +65,7 @@ Options:
   --numeric      -n            numeric output of addresses and ports (always on)
   --connection   -c            list connections (not supported by the dataplane yet)
   --stats                      output of statistics information
-  --rate                       output of rate information (not supported yet)
+  --rate                       output of rate information
   --thresholds                 output of thresholds information
   --persistent-conn            output of persistent connection information
   --sort                       sort the output (always sorted)
@@ -140,6 +140,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	switch c.Op {
 	case api.OpList:
 		err = api.WriteList(stdout, resp, c.List)
+	case api.OpConnections:
+		err = api.WriteConns(stdout, resp)
 	case api.OpSave:
 		_, err = io.WriteString(stdout, resp.Text)
 	case api.OpReload:

@@ -70,6 +70,7 @@ type Request struct {
 	Server   *ServerSpec   `json:"server,omitempty"`   // the real server an op is about
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
+	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -110,8 +111,11 @@ type Response struct {
 	Info     *Info     `json:"info,omitempty"`
 	Services []Service `json:"services,omitempty"`
 	Lcores   []Lcore   `json:"lcores,omitempty"`
-	Text     string    `json:"text,omitempty"`    // OpSave: the rules
-	Restart  []string  `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
+	Conns    []Conn    `json:"conns,omitempty"` // OpConnections
+	// ConnsTruncated: more connections matched than one answer lists.
+	ConnsTruncated bool     `json:"conns_truncated,omitempty"`
+	Text           string   `json:"text,omitempty"`    // OpSave: the rules
+	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 }
 
 // Lcore is one worker lcore's counters (lbctl -L --per-lcore).
@@ -147,6 +151,7 @@ type Service struct {
 	SchedFlags  []string     `json:"sched_flags,omitempty"` // scheduler flags (-b)
 	Stats       Stats        `json:"stats"`
 	Servers     []RealServer `json:"servers"`
+	Rates       Rates        `json:"rates"` // --rate: the estimator's rates
 }
 
 // RealServer is one destination of a Service (ipvsadm -a).
@@ -165,6 +170,7 @@ type RealServer struct {
 	Health       string `json:"health,omitempty"`
 	HealthReason string `json:"health_reason,omitempty"` // why a down server failed
 	Stats        Stats  `json:"stats"`
+	Rates        Rates  `json:"rates"` // --rate: the estimator's rates
 }
 
 // Stats are cumulative counters since the service or server was added.
@@ -174,6 +180,18 @@ type Stats struct {
 	OutPkts  uint64 `json:"out_pkts"`
 	InBytes  uint64 `json:"in_bytes"`
 	OutBytes uint64 `json:"out_bytes"`
+}
+
+// Rates are per-second rates averaged as IPVS's estimator does
+// (net/netfilter/ipvs/ip_vs_est.c): sampled every 2 seconds, smoothed
+// exponentially, rounded as ip_vs_read_estimator rounds them. Zero until
+// the service or server has been sampled twice.
+type Rates struct {
+	CPS    uint64 `json:"cps"`     // connections per second
+	InPPS  uint64 `json:"in_pps"`  // packets per second, client to server
+	OutPPS uint64 `json:"out_pps"` // packets per second, server to client
+	InBPS  uint64 `json:"in_bps"`  // bytes per second, client to server
+	OutBPS uint64 `json:"out_bps"` // bytes per second, server to client
 }
 
 // Handler executes one request that has passed the credential and version
@@ -205,3 +223,14 @@ type RemoteError struct {
 }
 
 func (e *RemoteError) Error() string { return e.Msg }
+
+// Conn is one connection or persistence template (lbctl -L -c).
+type Conn struct {
+	Protocol    string `json:"protocol"` // "TCP" | "UDP"
+	State       string `json:"state"`    // IPVS's names: ESTABLISHED, SYN_RECV, ..., NONE for a template
+	Template    bool   `json:"template,omitempty"`
+	ExpiresSecs uint64 `json:"expires_secs"`
+	Client      string `json:"client"`      // address:port (port 0 for a template)
+	Virtual     string `json:"virtual"`     // VIP:port
+	Destination string `json:"destination"` // real server address:port
+}

@@ -63,6 +63,7 @@ var longOpts = map[string]optSpec{
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
 	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
 	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
+	"--client": {"--client", needValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
 }
 
@@ -95,7 +96,7 @@ var allowedWith = map[string][]string{
 	"-g": {OpAddServer, OpEditServer}, "-w": {OpAddServer, OpEditServer},
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
-	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList},
+	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList}, "--client": {OpConnections},
 }
 
 func init() {
@@ -203,6 +204,11 @@ func ParseArgs(args []string) (Command, error) {
 				c.List.PersistentConn = true
 			case "--per-lcore":
 				c.List.PerLcore = true
+			case "--client":
+				if _, err := netip.ParseAddr(v); err != nil {
+					return fmt.Errorf("--client %q: not an IPv4 address", v)
+				}
+				c.Client = v
 			case "--sort":
 			case "-o":
 				switch v {
@@ -314,9 +320,6 @@ func ParseArgs(args []string) (Command, error) {
 		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) {
 			return Command{}, fmt.Errorf("option %s is not allowed with %s", o, cmdLabel(cmd))
 		}
-	}
-	if c.List.Rate {
-		return Command{}, fmt.Errorf("--rate is not supported yet")
 	}
 	if svcFlag == "-f" {
 		return Command{}, fmt.Errorf("-f %s: firewall-mark services are not supported", svcVal)

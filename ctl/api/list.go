@@ -15,7 +15,7 @@ import (
 type ListFormat struct {
 	Stats          bool // --stats: counters instead of weights and connections
 	Exact          bool // --exact: counters in full instead of scaled to K/M/G/T
-	Rate           bool // --rate: not supported yet (ParseArgs refuses it)
+	Rate           bool // --rate: rates instead of weights and connections
 	Thresholds     bool // --thresholds: upper and lower connection thresholds
 	PersistentConn bool // --persistent-conn: persistent connections
 	PerLcore       bool // --per-lcore: add each lcore's counters
@@ -39,6 +39,11 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 			"  -> RemoteAddress:Port\n",
 			"Prot LocalAddress:Port",
 			"Conns", "InPkts", "OutPkts", "InBytes", "OutBytes")
+	case f.Rate:
+		fmt.Fprintf(bw, "%-33s %8s %8s %8s %8s %8s\n"+
+			"  -> RemoteAddress:Port\n",
+			"Prot LocalAddress:Port",
+			"CPS", "InPPS", "OutPPS", "InBPS", "OutBPS")
 	case f.Thresholds:
 		fmt.Fprintf(bw, "%-33s %-10s %-10s %-10s %-10s\n"+
 			"  -> RemoteAddress:Port\n",
@@ -62,6 +67,11 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 		case f.Stats:
 			fmt.Fprintf(bw, "%-33s", name)
 			writeStats(bw, s.Stats, f.Exact)
+		case f.Rate:
+			fmt.Fprintf(bw, "%-33s", name)
+			for _, n := range [...]uint64{s.Rates.CPS, s.Rates.InPPS, s.Rates.OutPPS, s.Rates.InBPS, s.Rates.OutBPS} {
+				bw.WriteString(largeNum(n, f.Exact))
+			}
 		case f.Thresholds || f.PersistentConn:
 			bw.WriteString(name)
 		default:
@@ -87,6 +97,12 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 				fmt.Fprintf(bw, "  -> %-28s", dname)
 				writeStats(bw, rs.Stats, f.Exact)
 				bw.WriteString("\n")
+			case f.Rate:
+				// ipvsadm prints a server's CPS and PPS with %8u, its BPS
+				// with print_largenum (the service's line uses
+				// print_largenum for all five).
+				fmt.Fprintf(bw, "  -> %-28s %8d %8d %8d%s%s\n", dname, rs.Rates.CPS, rs.Rates.InPPS, rs.Rates.OutPPS,
+					largeNum(rs.Rates.InBPS, f.Exact), largeNum(rs.Rates.OutBPS, f.Exact))
 			case f.Thresholds:
 				fmt.Fprintf(bw, "  -> %-28s %-10d %-10d %-10d %-10d\n",
 					dname, rs.Upper, rs.Lower, rs.ActiveConns, rs.InactiveConns)
@@ -272,4 +288,19 @@ func writeLcores(w io.Writer, lcores []Lcore, exact bool) {
 			strings.TrimSpace(largeNum(l.HandedIn, exact)), strings.TrimSpace(largeNum(l.Connections, exact)),
 			l.BusyPercent, l.CyclesPerPacket)
 	}
+}
+
+// WriteConns renders a connection listing as ipvsadm -L -n -c does.
+func WriteConns(w io.Writer, resp Response) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("IPVS connection entries\n")
+	fmt.Fprintf(bw, "pro expire state       source             virtual            destination\n")
+	for _, c := range resp.Conns {
+		fmt.Fprintf(bw, "%-3s %02d:%02d  %-11s %-18s %-18s %s\n", c.Protocol,
+			c.ExpiresSecs/60, c.ExpiresSecs%60, c.State, c.Client, c.Virtual, c.Destination)
+	}
+	if resp.ConnsTruncated {
+		fmt.Fprintf(bw, "(%d shown; more matched: narrow with -t/-u or --client)\n", len(resp.Conns))
+	}
+	return bw.Flush()
 }

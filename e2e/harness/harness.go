@@ -65,6 +65,7 @@ type Config struct {
 	MainCPU       int
 	Workers       []int
 	IdleSleep     string // e.g. "20us"
+	ConnTableSize int    // per lcore; 0 keeps lbd's default
 	WANIf, LANIf  string // lbd's af_packet interfaces
 	WANAddr       string // "192.0.2.1/24"
 	LANAddr       string // "198.51.100.1/24"
@@ -140,6 +141,9 @@ func (c Config) YAML() string {
 	w("  workers: [%s]", strings.Join(workers, ", "))
 	if c.IdleSleep != "" {
 		w("  idle_sleep: %s", c.IdleSleep)
+	}
+	if c.ConnTableSize != 0 {
+		w("  conn_table_size: %d", c.ConnTableSize)
 	}
 	w("ports:")
 	ports := c.Ports

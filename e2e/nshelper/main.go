@@ -66,6 +66,14 @@ func main() {
 	switch os.Args[1] {
 	case "serve":
 		err = serve(os.Args[2:])
+	case "echo":
+		err = echoServe(os.Args[2:])
+	case "conns":
+		var failed bool
+		failed, err = conns(os.Args[2:], os.Stdout)
+		if err == nil && failed {
+			os.Exit(1)
+		}
 	case "get":
 		var failed bool
 		failed, err = get(os.Args[2:], os.Stdout)
@@ -94,7 +102,8 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D |\n"+
 		"  udpserve -listen :5353 -name NAME [-v] | udpget -addr IP:PORT -n N -timeout D [-bind IP] |\n"+
-		"  decap -dev IF -tun NAME -vip IP")
+		"  decap -dev IF -tun NAME -vip IP | echo -listen :9000 -name NAME |\n"+
+		"  conns -addr IP:PORT -n N -parallel P -msgs K")
 	os.Exit(2)
 }
 
