@@ -36,6 +36,7 @@ type Controller struct {
 	health   *health.Monitor // nil: no health checks
 	ramping  bool            // some server is in its slow start: republish as its weight grows
 	lastRamp time.Time
+	passive  passiveState // passive health checking (see passive.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -99,6 +100,9 @@ func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, err
 // that recovered ramps its weight over the check's slow start.
 func (c *Controller) serverState(s conf.Service, r conf.RealServer, now time.Time) serverState {
 	st := configured(s, r)
+	if c.passive.isSuspect(healthKey(s, r)) {
+		return serverState{down: true, weight: 0}
+	}
 	if c.health == nil {
 		return st
 	}
@@ -272,6 +276,10 @@ func (c *Controller) step(now time.Time) {
 		if !c.dp.RequestARP(r.port, r.ip) {
 			c.log.Warn("ARP request not sent: command ring full", zap.Stringer("ip", addrOf(r.ip)))
 		}
+	}
+	if c.observePassive(now) {
+		c.republish()
+		return
 	}
 	if c.ramping && now.Sub(c.lastRamp) >= time.Second {
 		c.lastRamp = now

@@ -117,3 +117,66 @@ func TestHealthDrivesWeights(t *testing.T) {
 		t.Fatal("a recovered server's connections are still being ended")
 	}
 }
+
+const passiveConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    health: {passive: true}
+    servers:
+      - {address: 198.51.100.11, weight: 3}
+      - {address: 198.51.100.12, weight: 3}
+`
+
+// TestPassiveHealth: a server whose new connections mostly never reach
+// ESTABLISHED for two windows is held out, then let back in.
+func TestPassiveHealth(t *testing.T) {
+	cfg, err := conf.Parse([]byte(passiveConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
+	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs1, rs2 := c.Snapshot().Services[0].Dests[0].ID, c.Snapshot().Services[0].Dests[1].ID
+	t0 := time.Unix(1000, 0)
+	window := func(i int, rs1New, rs1Est uint64) {
+		d := f.dest[rs1]
+		d[lcore.DestConns] += rs1New
+		d[lcore.DestEstablished] += rs1Est
+		f.dest[rs1] = d
+		e := f.dest[rs2] // rs2 answers everything
+		e[lcore.DestConns] += 50
+		e[lcore.DestEstablished] += 50
+		f.dest[rs2] = e
+		c.step(t0.Add(time.Duration(i) * passiveWindow))
+	}
+	weights := func() (int32, int32) {
+		d := c.Snapshot().Services[0].Dests
+		return d[0].Weight, d[1].Weight
+	}
+	window(0, 0, 0)   // first sample
+	window(1, 40, 2)  // bad
+	if w1, _ := weights(); w1 != 3 {
+		t.Fatal("suspect after one bad window")
+	}
+	window(2, 40, 1) // bad again: suspect
+	if w1, w2 := weights(); w1 != 0 || w2 != 3 {
+		t.Fatalf("weights %d/%d after two bad windows, want 0/3", w1, w2)
+	}
+	window(3, 0, 0) // held out: no attempts
+	window(4, 0, 0)
+	if w1, _ := weights(); w1 != 0 {
+		t.Fatal("let back in too early")
+	}
+	window(6, 0, 0) // past the hold
+	if w1, _ := weights(); w1 != 3 {
+		t.Fatalf("rs1 weight %d after the hold, want 3", w1)
+	}
+}

@@ -22,6 +22,7 @@ type collector struct {
 
 	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
+	lcoreConnCap, lcoreRing                                    *prometheus.Desc
 	mempoolInUse                                               *prometheus.Desc
 	svcConns, svcPackets, svcBytes                             *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
@@ -42,6 +43,8 @@ func newCollector(dp *DPDK, ctl *Controller, rates *Rates) *collector {
 		lcoreCounter: d("dplb_lcore_events_total", "Per-lcore counters (rx_packets, tx_packets, new_conns, arp_replies, ...).", []string{"lcore", "counter"}, nil),
 		lcoreDrops:   d("dplb_lcore_drops_total", "Packets an lcore dropped, by reason.", []string{"lcore", "reason"}, nil),
 		lcoreConns:   d("dplb_lcore_connections", "Entries in an lcore's connection table.", []string{"lcore"}, nil),
+		lcoreConnCap: d("dplb_lcore_connection_capacity", "Capacity of an lcore's connection table.", []string{"lcore"}, nil),
+		lcoreRing:    d("dplb_lcore_ring_used", "Entries waiting in an lcore's rings: commands (to it), events (from it), handoff (from it to each peer).", []string{"lcore", "ring"}, nil),
 		jobRuns:      d("dplb_lcore_job_runs_total", "Runs of an lcore's periodic job.", []string{"lcore", "job"}, nil),
 		jobSeconds:   d("dplb_lcore_job_seconds_total", "Time an lcore spent in a periodic job.", []string{"lcore", "job"}, nil),
 		mempoolInUse: d("dplb_mempool_in_use", "Packet buffers taken out of the pool.", nil, nil),
@@ -91,6 +94,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				counter(c.lcoreDrops, st[s], id, s.Name())
 			default:
 				counter(c.lcoreCounter, st[s], id, s.Name())
+			}
+		}
+		gauge(c.lcoreConnCap, float64(w.ConnTableCap()), id)
+		gauge(c.lcoreRing, float64(w.Commands().Len()), id, "commands")
+		gauge(c.lcoreRing, float64(w.Events().Len()), id, "events")
+		for j, n := range w.HandoffBacklog() {
+			if n >= 0 {
+				gauge(c.lcoreRing, float64(n), id, "handoff_to_"+strconv.Itoa(j))
 			}
 		}
 		for _, j := range w.JobStats() {

@@ -48,6 +48,12 @@ func (d destIDs) clone() destIDs {
 	return c
 }
 
+// lookup finds the id of a (service, server) pair without making one.
+func (d *destIDs) lookup(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, bool) {
+	id, ok := d.ids[fmt.Sprintf("%d/%d:%d/%d:%d", svc.Proto, svc.VIP, svc.Port, addr, port)]
+	return id, ok
+}
+
 func (d *destIDs) get(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, error) {
 	key := fmt.Sprintf("%d/%d:%d/%d:%d", svc.Proto, svc.VIP, svc.Port, addr, port)
 	if id, ok := d.ids[key]; ok {

@@ -474,6 +474,17 @@ func (e *natEnv) checkMetrics(t *testing.T, resp api.Response) {
 	if _, ok := metric(body, "dplb_lcore_drops_total", map[string]string{"lcore": "0", "reason": "no_service"}); !ok {
 		t.Error("/metrics has no drop counter for reason no_service")
 	}
+	if v, ok := metric(body, "dplb_lcore_connection_capacity", map[string]string{"lcore": "0"}); !ok || v < 1024 {
+		t.Errorf("/metrics connection capacity %v (found %v)", v, ok)
+	}
+	for _, ring := range []string{"commands", "events"} {
+		if _, ok := metric(body, "dplb_lcore_ring_used", map[string]string{"lcore": "0", "ring": ring}); !ok {
+			t.Errorf("/metrics has no occupancy of the %s ring", ring)
+		}
+	}
+	if v, ok := metric(body, "dplb_mempool_in_use", nil); !ok || v < 0 {
+		t.Error("/metrics has no mempool occupancy")
+	}
 }
 
 func TestNATRefusesOtherPort(t *testing.T) {

@@ -96,14 +96,15 @@ type Stats [numStats]uint64
 type DestStat int
 
 const (
-	DestConns      DestStat = iota // connections scheduled to it
-	DestInPkts                     // client -> server packets
-	DestOutPkts                    // server -> client packets
-	DestInBytes                    //
-	DestOutBytes                   //
-	DestActive                     // connections in ESTABLISHED (a gauge)
-	DestInactive                   // connections in other states (a gauge)
-	DestPersistent                 // persistence templates naming it (a gauge)
+	DestConns       DestStat = iota // connections scheduled to it
+	DestInPkts                      // client -> server packets
+	DestOutPkts                     // server -> client packets
+	DestInBytes                     //
+	DestOutBytes                    //
+	DestActive                      // connections in ESTABLISHED (a gauge)
+	DestInactive                    // connections in other states (a gauge)
+	DestPersistent                  // persistence templates naming it (a gauge)
+	DestEstablished                 // TCP connections that reached ESTABLISHED (passive health checks)
 	numDestStats
 )
 

@@ -115,6 +115,9 @@ func (w *Worker) forward(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, sp
 		if next := conn.NextTCPState(c.State, dir, flags, c.Fwd != FwdNAT); next != c.State {
 			w.countState(c.Dest, c.State, false)
 			w.countState(c.Dest, next, true)
+			if next == conn.StateEstablished {
+				w.cnt.dest[c.Dest][DestEstablished]++
+			}
 			c.State = next
 		}
 	}

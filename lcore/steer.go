@@ -157,3 +157,17 @@ func mbufObjs(p []*mbuf.Mbuf) ring.Objs {
 	}
 	return unsafe.Slice((*unsafe.Pointer)(unsafe.Pointer(&p[0])), len(p))
 }
+
+// HandoffBacklog is how many packets wait in the rings from this worker to
+// each peer (-1 for itself), for metrics. It reads the rings' counters (a
+// cgo call each): not for the packet path.
+func (w *Worker) HandoffBacklog() []int {
+	out := make([]int, len(w.cfg.Handoff.Out))
+	for j, r := range w.cfg.Handoff.Out {
+		out[j] = -1
+		if r != nil {
+			out[j] = r.Count()
+		}
+	}
+	return out
+}

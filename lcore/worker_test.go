@@ -294,6 +294,9 @@ func TestNATBothDirections(t *testing.T) {
 		t.Fatalf("dest stats %v %v", d0, d1)
 	}
 	// rs1's connection saw SYN, SYN-ACK, ACK: ESTABLISHED (active).
+	if d0[DestEstablished] != 1 || d1[DestEstablished] != 0 {
+		t.Fatalf("established: rs1 %d rs2 %d", d0[DestEstablished], d1[DestEstablished])
+	}
 	if d0[DestActive] != 1 || d0[DestInactive] != 0 || d1[DestActive] != 0 || d1[DestInactive] != 1 {
 		t.Fatalf("active/inactive: rs1 %d/%d rs2 %d/%d", d0[DestActive], d0[DestInactive], d1[DestActive], d1[DestInactive])
 	}
