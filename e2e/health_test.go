@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -138,4 +139,142 @@ func killServe(t *testing.T, ns string) {
 	if killed == 0 {
 		t.Fatalf("no server to kill in %s", ns)
 	}
+}
+
+// load keeps a client sending requests until stop is closed and records
+// when each batch was sent and how it went.
+type loadSample struct {
+	at      time.Time
+	results []harness.Result
+}
+
+func runLoad(t *testing.T, e *natEnv, stop <-chan struct{}) <-chan []loadSample {
+	done := make(chan []loadSample, 1)
+	go func() {
+		var samples []loadSample
+		for {
+			select {
+			case <-stop:
+				done <- samples
+				return
+			default:
+			}
+			at := time.Now()
+			res, err := harness.Get(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, e.url, 5, 2*time.Second)
+			if err != nil {
+				done <- samples
+				return
+			}
+			samples = append(samples, loadSample{at, res})
+		}
+	}()
+	return done
+}
+
+// failuresAfter counts failed requests in batches sent after t0, and the
+// answers per server.
+func failuresAfter(samples []loadSample, t0 time.Time) (failed int, by map[string]int) {
+	by = map[string]int{}
+	for _, s := range samples {
+		if s.at.Before(t0) {
+			continue
+		}
+		for _, r := range s.results {
+			if r.Err != "" {
+				failed++
+			} else {
+				by[r.Server()]++
+			}
+		}
+	}
+	return failed, by
+}
+
+// TestHealthUnderLoad: with a client sending requests all along, rs1's
+// application starts answering 500, then recovers, then its process dies
+// and comes back. After fall x interval no request reaches the sick
+// server (only those during detection may fail, and are counted); after
+// rise x interval it takes requests again.
+func TestHealthUnderLoad(t *testing.T) {
+	const interval, rise, fall = 200 * time.Millisecond, 2, 2
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink,
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: http, path: /, expect_status: \"200-399\", interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"
+		},
+	})
+	e.warmUp(t)
+	rs1 := e.nat.Servers[0]
+	failFile := filepath.Join(t.TempDir(), "sick")
+	killServe(t, rs1.NS)
+	var out harness.Buffer
+	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+
+	detect := time.Duration(fall)*interval + 600*time.Millisecond // plus a probe timeout and a snapshot
+	recover := time.Duration(rise)*interval + 600*time.Millisecond
+	stop := make(chan struct{})
+	load := runLoad(t, e, stop)
+	time.Sleep(time.Second)
+
+	sick := time.Now()
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil { // rs1 answers 500
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1.Addr.Addr().String(), "down")
+	time.Sleep(detect)
+	healed := time.Now()
+	os.Remove(failFile)
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	time.Sleep(recover)
+	died := time.Now()
+	killServe(t, rs1.NS)
+	waitHealth(t, e, rs1.Addr.Addr().String(), "down")
+	time.Sleep(detect)
+	revived := time.Now()
+	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	time.Sleep(recover + time.Second)
+	close(stop)
+	samples := <-load
+
+	window := func(from, to time.Time) (failed int, by map[string]int) {
+		var in []loadSample
+		for _, s := range samples {
+			if !s.at.Before(from) && s.at.Before(to) {
+				in = append(in, s)
+			}
+		}
+		return failuresAfter(in, from)
+	}
+	for _, ph := range []struct {
+		name     string
+		from, to time.Time
+		wantRS1  bool
+	}{
+		{"rs1 answering 500, after detection", sick.Add(detect), healed, false},
+		{"rs1 healed, after rise", healed.Add(recover), died, true},
+		{"rs1 dead, after detection", died.Add(detect), revived, false},
+		{"rs1 back, after rise", revived.Add(recover + 500*time.Millisecond), time.Now(), true},
+	} {
+		failed, by := window(ph.from, ph.to)
+		t.Logf("%s: %d failed, answers %v", ph.name, failed, by)
+		if failed != 0 {
+			t.Errorf("%s: %d requests failed", ph.name, failed)
+		}
+		if got := by["rs1"] > 0; got != ph.wantRS1 {
+			t.Errorf("%s: rs1 answered %d requests", ph.name, by["rs1"])
+		}
+		if by["rs2"] == 0 {
+			t.Errorf("%s: no request was answered", ph.name)
+		}
+	}
+	during, _ := window(sick, sick.Add(detect))
+	during2, _ := window(died, died.Add(detect))
+	t.Logf("requests failed while the failures were being detected: %d (500s) and %d (dead)", during, during2)
+	e.stopLBD(t)
 }

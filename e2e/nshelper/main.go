@@ -111,6 +111,7 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	listen := fs.String("listen", ":8080", "comma-separated listen addresses")
 	name := fs.String("name", "", "name put at the start of every answer")
+	failFile := fs.String("fail-file", "", "while this file exists, answer 500 (a sick application)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -121,6 +122,11 @@ func serve(args []string) error {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Content-Type", "text/plain")
+		if *failFile != "" {
+			if _, err := os.Stat(*failFile); err == nil {
+				w.WriteHeader(http.StatusInternalServerError)
+			}
+		}
 		fmt.Fprintf(w, "%s %s\n", *name, r.RemoteAddr)
 	})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
