@@ -150,9 +150,8 @@ func (w *Worker) forwardNAT(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, c *conn
 	if dir == conn.Reply {
 		towards = c.ClientIP
 	}
-	port, mac, ok := w.nextHop(towards)
+	port, mac, ok := w.nextHopOrDrop(m, towards)
 	if !ok {
-		w.drop(m, DropNoNeighbour)
 		return
 	}
 	offload := w.snap.Ports[port].CsumOffload
@@ -247,18 +246,24 @@ func (w *Worker) nextHop(dst uint32) (port int, mac hdr.MAC, ok bool) {
 	return port, mac, ok
 }
 
-// output sends a packet whose IP header is final towards dst.
-func (w *Worker) output(m *mbuf.Mbuf, eth hdr.Ethernet, dst uint32) {
-	port, mac, ok := w.nextHop(dst)
-	if !ok {
+// nextHopOrDrop is nextHop for a packet in hand: without a route or a
+// MAC the packet is dropped under the right reason.
+func (w *Worker) nextHopOrDrop(m *mbuf.Mbuf, dst uint32) (port int, mac hdr.MAC, ok bool) {
+	if port, mac, ok = w.nextHop(dst); !ok {
 		if port < 0 {
 			w.drop(m, DropNoRoute)
 		} else {
 			w.drop(m, DropNoNeighbour)
 		}
-		return
 	}
-	w.transmit(m, eth, port, mac)
+	return port, mac, ok
+}
+
+// output sends a packet whose IP header is final towards dst.
+func (w *Worker) output(m *mbuf.Mbuf, eth hdr.Ethernet, dst uint32) {
+	if port, mac, ok := w.nextHopOrDrop(m, dst); ok {
+		w.transmit(m, eth, port, mac)
+	}
 }
 
 // transmit writes the Ethernet addresses and queues the packet.

@@ -18,13 +18,8 @@ const protoIPIP = 4
 // forbids fragmentation, with an ICMP "fragmentation needed" carrying the
 // reduced MTU, so the client's path MTU discovery adapts.
 func (w *Worker) forwardTUN(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, rip uint32) {
-	port, mac, ok := w.nextHop(rip)
+	port, mac, ok := w.nextHopOrDrop(m, rip)
 	if !ok {
-		if port < 0 {
-			w.drop(m, DropNoRoute)
-		} else {
-			w.drop(m, DropNoNeighbour)
-		}
 		return
 	}
 	out := &w.snap.Ports[port]
