@@ -74,6 +74,7 @@ type Service struct {
 	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
 	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
 	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
+	Feedback    Feedback      `mapstructure:"feedback"`      // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
 }
 
 // RealServer is one destination of a service.

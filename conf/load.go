@@ -188,6 +188,7 @@ var (
 	serviceType  = reflect.TypeFor[Service]()
 	serverType   = reflect.TypeFor[RealServer]()
 	healthType   = reflect.TypeFor[HealthCheck]()
+	feedbackType = reflect.TypeFor[Feedback]()
 	durationType = reflect.TypeFor[time.Duration]()
 )
 
@@ -196,11 +197,12 @@ func absent(m map[string]any, key string) bool {
 	return m[key] == nil
 }
 
-// elementDefaults fills the defaults into a port, service or real server
-// before it is decoded. A real server's port defaults to its service's.
+// elementDefaults fills the defaults into a port, service, real server,
+// health check or feedback policy before it is decoded. A real server's
+// port defaults to its service's.
 func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 	in, ok := data.(map[string]any)
-	if !ok || (to != portType && to != serviceType && to != serverType && to != healthType) {
+	if !ok || (to != portType && to != serviceType && to != serverType && to != healthType && to != feedbackType) {
 		return data, nil
 	}
 	m := maps.Clone(in)
@@ -222,6 +224,9 @@ func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		health, _ := m["health"].(map[string]any)
 		if absent(m, "health") {
 			m["health"] = map[string]any{}
+		}
+		if absent(m, "feedback") {
+			m["feedback"] = map[string]any{}
 		}
 		servers, ok := m["servers"].([]any)
 		if !ok {
@@ -251,6 +256,12 @@ func elementDefaults(_ reflect.Type, to reflect.Type, data any) (any, error) {
 		m["servers"] = servers
 	case healthType:
 		for k, v := range healthDefaults() {
+			if absent(m, k) {
+				m[k] = v
+			}
+		}
+	case feedbackType:
+		for k, v := range feedbackDefaults() {
 			if absent(m, k) {
 				m[k] = v
 			}

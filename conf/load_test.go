@@ -111,7 +111,7 @@ log:
 			{Name: "c", Device: "net_tap0,iface=dtap0", Address: "203.0.113.1/24", Gateway: "203.0.113.254", Role: "client", MTU: 1500, Promiscuous: true},
 			{Name: "s", Device: "0000:03:00.0", Address: "198.51.100.1/24", Role: "server"},
 		},
-		Services: []conf.Service{{Protocol: "tcp", VIP: "203.0.113.10", Port: 443, Scheduler: "wrr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Servers: []conf.RealServer{
+		Services: []conf.Service{{Protocol: "tcp", VIP: "203.0.113.10", Port: 443, Scheduler: "wrr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
 			{Address: "198.51.100.11", Port: 8443, Weight: 0, Forward: "nat"},
 		}}},
 		Timeouts:  conf.Timeouts{TCP: time.Hour, TCPFin: 2 * time.Minute, UDP: 30 * time.Second, SYN: 10 * time.Second},
@@ -162,12 +162,12 @@ services:
 		{Name: "s", Device: "net_ring1", Address: "198.51.100.1/24", Role: "both"},
 	}
 	wantServices := []conf.Service{
-		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Servers: []conf.RealServer{
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
 			{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "nat"},
 			{Address: "198.51.100.12", Port: 8000, Weight: 2, Forward: "nat"},
 			{Address: "198.51.100.13", Port: 80, Weight: 0, Forward: "nat"},
 		}},
-		{Protocol: "tcp", VIP: "203.0.113.10", Port: 21, Scheduler: "wrr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Servers: nil},
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 21, Scheduler: "wrr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: nil},
 	}
 	if !reflect.DeepEqual(got.Ports, wantPorts) {
 		t.Errorf("Ports =\n%+v\nwant\n%+v", got.Ports, wantPorts)
@@ -336,11 +336,11 @@ func TestExampleFile(t *testing.T) {
 		t.Errorf("example settings =\n%+v\nwant defaults\n%+v", got, want)
 	}
 	wantServices := []conf.Service{
-		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", SchedFlags: []string{}, MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Servers: []conf.RealServer{
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", SchedFlags: []string{}, MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
 			{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "nat"},
 			{Address: "198.51.100.12", Port: 8000, Weight: 2, Forward: "nat"},
 		}},
-		{Protocol: "tcp", VIP: "203.0.113.10", Port: 21, Scheduler: "rr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Servers: []conf.RealServer{
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 21, Scheduler: "rr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
 			{Address: "198.51.100.12", Port: 21, Weight: 1, Forward: "nat"},
 		}},
 	}

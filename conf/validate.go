@@ -367,6 +367,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := c.validateHealth(f, s, vip); err != nil {
 			return err
 		}
+		if err := s.Feedback.validate(f + ".feedback"); err != nil {
+			return err
+		}
 		if err := c.validateServers(f, s, vip); err != nil {
 			return err
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -33,8 +34,9 @@ type Controller struct {
 	neigh    *neighTable
 	gen      uint64
 	snap     *lcore.Snapshot
-	health   *health.Monitor // nil: no health checks
-	ramping  bool            // some server is in its slow start: republish as its weight grows
+	health   *health.Monitor  // nil: no health checks
+	feedback *feedback.Poller // nil: no dynamic weights
+	ramping  bool             // some server is in its slow start: republish as its weight grows
 	lastRamp time.Time
 	passive  passiveState // passive health checking (see passive.go)
 }
@@ -80,8 +82,8 @@ func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, err
 	now := time.Now()
 	u.ramping = false
 	b, err := buildServices(svcs, c.dp.NumWorkers(), &u.ids, func(s conf.Service, r conf.RealServer) serverState {
-		st := c.serverState(s, r, now)
-		u.ramping = u.ramping || (!st.down && st.weight < r.Weight)
+		st, ramping := c.serverState(s, r, now)
+		u.ramping = u.ramping || ramping
 		return st
 	})
 	if err != nil {
@@ -95,27 +97,33 @@ func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, err
 	return u, nil
 }
 
-// serverState asks the health monitor about a real server: a failed one
-// gets weight 0 (and its connections ended if its check says so); one
-// that recovered ramps its weight over the check's slow start.
-func (c *Controller) serverState(s conf.Service, r conf.RealServer, now time.Time) serverState {
-	st := configured(s, r)
-	if c.passive.isSuspect(healthKey(s, r)) {
-		return serverState{down: true, weight: 0}
+// serverState decides a real server's weight for the next snapshot: the
+// configured one, scaled by dynamic feedback (the servers' reported load),
+// ramped over slow start after a recovery, and 0 when a health check (or
+// passive checking) finds it failed; ramping reports a slow start under way.
+func (c *Controller) serverState(s conf.Service, r conf.RealServer, now time.Time) (st serverState, ramping bool) {
+	key := healthKey(s, r)
+	if c.passive.isSuspect(key) {
+		return serverState{down: true}, false
 	}
+	w := r.Weight
+	if c.feedback != nil {
+		w = c.feedback.Weight(key, r.Weight)
+	}
+	st = serverState{weight: w}
 	if c.health == nil {
-		return st
+		return st, false
 	}
-	hs, ok := c.health.State(healthKey(s, r))
+	hs, ok := c.health.State(key)
 	if !ok {
-		return st
+		return st, false
 	}
 	check := s.HealthFor(r)
 	if !hs.Up {
-		return serverState{down: true, weight: 0, expire: check.OnFailure == conf.OnFailureExpire}
+		return serverState{down: true, expire: check.OnFailure == conf.OnFailureExpire}, false
 	}
-	st.weight = health.EffectiveWeight(r.Weight, hs.UpSince, now, check.SlowStart)
-	return st
+	st.weight = health.EffectiveWeight(w, hs.UpSince, now, check.SlowStart)
+	return st, st.weight < w
 }
 
 func healthKey(s conf.Service, r conf.RealServer) health.Key {
@@ -170,6 +178,26 @@ func (c *Controller) commit(u *update) {
 	if c.health != nil {
 		c.health.Update(health.Targets(u.svcConf))
 	}
+	if c.feedback != nil {
+		c.feedback.Update(feedback.Targets(u.svcConf))
+	}
+}
+
+// SetFeedback attaches the dynamic weight poller; it follows every applied
+// service set.
+func (c *Controller) SetFeedback(p *feedback.Poller) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.feedback = p
+	p.Update(feedback.Targets(c.svcConf))
+}
+
+// FeedbackChanged is the poller's callback: a server's load moved its
+// weight, so the lcores get a snapshot with it.
+func (c *Controller) FeedbackChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.republish()
 }
 
 // Apply replaces the services and timeouts in one update: the new set is

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore/sched"
 )
@@ -95,6 +96,15 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	mon := health.New(log, ctl.HealthChanged)
 	defer mon.Close()
 	ctl.SetHealth(mon)
+	// Dynamic feedback: servers' reported load scales their weights.
+	fb := feedback.New(log, ctl.FeedbackChanged)
+	defer fb.Close()
+	ctl.SetFeedback(fb)
+	wg.Go(func() {
+		if err := fb.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("feedback poller", zap.Error(err))
+		}
+	})
 	wg.Go(func() { rates.Run(ctx) })
 	wg.Go(func() {
 		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {

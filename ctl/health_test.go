@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -161,8 +162,8 @@ func TestPassiveHealth(t *testing.T) {
 		d := c.Snapshot().Services[0].Dests
 		return d[0].Weight, d[1].Weight
 	}
-	window(0, 0, 0)   // first sample
-	window(1, 40, 2)  // bad
+	window(0, 0, 0)  // first sample
+	window(1, 40, 2) // bad
 	if w1, _ := weights(); w1 != 3 {
 		t.Fatal("suspect after one bad window")
 	}
@@ -178,5 +179,56 @@ func TestPassiveHealth(t *testing.T) {
 	window(6, 0, 0) // past the hold
 	if w1, _ := weights(); w1 != 3 {
 		t.Fatalf("rs1 weight %d after the hold, want 3", w1)
+	}
+}
+
+const feedbackConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    feedback: {type: http, interval: 100ms, timeout: 50ms, smoothing: 0, hysteresis_percent: 5}
+    servers:
+      - {address: 198.51.100.11, weight: 100}
+      - {address: 198.51.100.12, weight: 100}
+`
+
+// TestFeedbackDrivesWeights: a busy server's reported load lowers its
+// weight in the lcores' snapshot; an idle one keeps its configured weight.
+func TestFeedbackDrivesWeights(t *testing.T) {
+	cfg, err := conf.Parse([]byte(feedbackConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
+	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	load := map[string]float64{"198.51.100.11": 80, "198.51.100.12": 0}
+	fb := feedback.New(zap.NewNop(), c.FeedbackChanged, feedback.WithProber(func(_ context.Context, t feedback.Target) (float64, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return load[t.Addr.Addr().String()], nil
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go fb.Run(ctx)
+	defer fb.Close()
+	c.SetFeedback(fb)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d := c.Snapshot().Services[0].Dests
+		if d[0].Weight == 20 && d[1].Weight == 100 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("weights %d/%d, want 20/100 (loads 80%% and 0%%)", d[0].Weight, d[1].Weight)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
