@@ -58,10 +58,11 @@ type DPDK struct {
 }
 
 type openPort struct {
-	name string
-	id   ethdev.Port
-	info ethdev.DevInfo
-	hw   PortHW
+	name   string
+	id     ethdev.Port
+	info   ethdev.DevInfo
+	hw     PortHW
+	queues uint16 // queue pairs: one per worker, or fewer if the device has fewer
 }
 
 // txCsumOffloads are the TX offloads lbd uses when a port has all of them.
@@ -117,9 +118,13 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
-	if nq > info.MaxRxQueues || nq > info.MaxTxQueues {
-		return openPort{}, fmt.Errorf("%s: %d workers need %d RX and TX queues, the %s device has %d/%d (for net_af_packet add qpairs=%d to the device string, for net_tap queues=%d)",
-			field, nq, nq, info.Driver, info.MaxRxQueues, info.MaxTxQueues, nq, nq)
+	if most := min(info.MaxRxQueues, info.MaxTxQueues); nq > most {
+		// Fewer queues than workers: the first ones poll the port, the
+		// others hand it what they send (software steering).
+		d.log.Warn("port has fewer queues than workers; the others reach it through them",
+			zap.String("port", pc.Name), zap.Uint16("queues", most), zap.Uint16("workers", nq),
+			zap.String("hint", fmt.Sprintf("for net_af_packet add qpairs=%d to the device string, for net_tap queues=%d", nq, nq)))
+		nq = most
 	}
 	c := ethdev.Config{RxQueues: nq, TxQueues: nq}
 	offload := info.TxOffloadCapa&txCsumOffloads == txCsumOffloads
@@ -154,7 +159,7 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if err := id.Start(); err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
-	p := openPort{name: pc.Name, id: id, info: info}
+	p := openPort{name: pc.Name, id: id, info: info, queues: nq}
 	if pc.Promiscuous {
 		if err := id.SetPromiscuous(true); err != nil {
 			d.log.Warn("port cannot enter promiscuous mode", zap.String("port", pc.Name), zap.Error(err))
@@ -253,6 +258,9 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 		pqs := make([]lcore.PortQueue, len(d.ports))
 		for j, p := range d.ports {
 			pqs[j] = lcore.PortQueue{Port: p.id, RxQueue: uint16(i), TxQueue: uint16(i)}
+			if uint16(i) >= p.queues {
+				pqs[j] = lcore.PortQueue{Port: p.id, NoQueue: true, TxVia: i % int(p.queues)}
+			}
 		}
 		w, err := lcore.NewWorker(lcore.Config{
 			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,

@@ -191,3 +191,31 @@ func TestNATFourWorkers(t *testing.T) {
 	t.Logf("lbctl -L -n --per-lcore:\n%s", text)
 	e.stopLBD(t)
 }
+
+// TestNATFewerQueues: two workers, but the server-facing port keeps one
+// queue (af_packet without qpairs): worker 1 does not poll it and hands
+// what it sends there to worker 0. Everything still works.
+func TestNATFewerQueues(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Workers = []int{0, 1}
+		c.Ports = []harness.Port{
+			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+		}
+		c.Ports[0].Device += ",qpairs=2"
+	}})
+	if !strings.Contains(e.log.String(), "fewer queues than workers") {
+		t.Errorf("lbd did not say the lan port has fewer queues:\n%s", harness.Tail(e.log.String(), 20))
+	}
+	e.warmUp(t)
+	for _, r := range e.get(t, e.url, 100, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("request %d: %s", r.I, r.Err)
+		}
+	}
+	body := e.scrapeMetrics(t)
+	if v, ok := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": "1", "counter": "tx_handed_off"}); !ok || v == 0 {
+		t.Errorf("worker 1 handed nothing to worker 0 to send (%v %v)", v, ok)
+	}
+	e.stopLBD(t)
+}

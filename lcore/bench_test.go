@@ -139,7 +139,7 @@ func BenchmarkHandoff(b *testing.B) {
 	copy(m.Data(), frame)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if !w.steer(m) {
+		if !w.steer(m, 0) {
 			b.Fatal("not handed off")
 		}
 		w.hout[1].n = 0

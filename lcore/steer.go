@@ -89,9 +89,10 @@ func (s *Snapshot) Owner(clientIP uint32, clientPort uint16, n int) int {
 	return int(uint64(h) * uint64(n) >> 32)
 }
 
-// steer hands a packet to its owner when that is another lcore; it
-// reports whether it did.
-func (w *Worker) steer(m *mbuf.Mbuf) bool {
+// steer hands a packet that arrived on port index in to its owner when
+// that is another lcore; it reports whether it did. The port index
+// travels in the mbuf's port field.
+func (w *Worker) steer(m *mbuf.Mbuf, in int) bool {
 	ip, port, ok := clientOf(w.snap, m.Data())
 	if !ok {
 		return false
@@ -101,6 +102,7 @@ func (w *Worker) steer(m *mbuf.Mbuf) bool {
 		return false
 	}
 	q := &w.hout[owner]
+	m.SetPort(uint16(in))
 	q.arr.Pkt[q.n] = m
 	q.n++
 	return true
@@ -132,22 +134,16 @@ func (w *Worker) pollHandoffs() int {
 		}
 		n := r.SCDequeueBurst(mbufObjs(w.hin.Pkt))
 		for _, m := range w.hin.Pkt[:n] {
-			w.handle(m, w.portIndex(m.Port()))
+			if p := m.Port(); p&txMark != 0 {
+				w.send(m, int(p&^txMark)) // finished: only to transmit
+			} else {
+				w.handle(m, int(p))
+			}
 		}
 		w.cnt.own[HandedIn] += uint64(n)
 		got += n
 	}
 	return got
-}
-
-// portIndex maps a DPDK port id to the worker's port index.
-func (w *Worker) portIndex(id uint16) int {
-	for i := range w.cfg.Ports {
-		if uint16(w.cfg.Ports[i].Port) == id {
-			return i
-		}
-	}
-	return 0
 }
 
 // mbufObjs views a C array of mbuf pointers as ring objects (same memory).
@@ -170,4 +166,22 @@ func (w *Worker) HandoffBacklog() []int {
 		}
 	}
 	return out
+}
+
+// txMark tags a packet handed over only to be transmitted; the mbuf's
+// port field carries it with the output port's index (a packet handed
+// over to be processed carries its input port's index).
+const txMark = 0x8000
+
+// handOffTx passes a finished packet to the worker that has a TX queue on
+// a port this worker has none on.
+func (w *Worker) handOffTx(m *mbuf.Mbuf, port, via int) {
+	q := &w.hout[via]
+	if q.n == len(q.arr.Pkt) {
+		w.flushHandoffs()
+	}
+	m.SetPort(txMark | uint16(port))
+	q.arr.Pkt[q.n] = m
+	q.n++
+	w.cnt.own[TxHandedOff]++
 }

@@ -27,6 +27,13 @@ type multiRig struct {
 
 func newMultiRig(t testing.TB, persistent bool) *multiRig {
 	t.Helper()
+	return newMultiRigQueues(t, persistent, 2)
+}
+
+// newMultiRigQueues gives the lan port lanQueues queues (1: worker 1 has
+// none there and sends through worker 0).
+func newMultiRigQueues(t testing.TB, persistent bool, lanQueues int) *multiRig {
+	t.Helper()
 	dpdktest.Skip(t)
 	rigSeq++
 	r := &multiRig{t: t, objs: ring.NewObjs(64)}
@@ -45,13 +52,17 @@ func newMultiRig(t testing.TB, persistent bool) *multiRig {
 				t.Fatal(err)
 			}
 		}
-		if ports[p], err = ethdev.FromRings(fmt.Sprintf("mrig%d-p%d", rigSeq, p), r.rx[p][:], r.tx[p][:], -1); err != nil {
+		qs := 2
+		if p == 1 {
+			qs = lanQueues
+		}
+		if ports[p], err = ethdev.FromRings(fmt.Sprintf("mrig%d-p%d", rigSeq, p), r.rx[p][:qs], r.tx[p][:qs], -1); err != nil {
 			t.Fatal(err)
 		}
-		if err := ports[p].Configure(ethdev.Config{RxQueues: 2, TxQueues: 2}); err != nil {
+		if err := ports[p].Configure(ethdev.Config{RxQueues: uint16(qs), TxQueues: uint16(qs)}); err != nil {
 			t.Fatal(err)
 		}
-		for q := uint16(0); q < 2; q++ {
+		for q := uint16(0); q < uint16(qs); q++ {
 			if err := ports[p].RxQueueSetup(q, 256, -1, r.pool); err != nil {
 				t.Fatal(err)
 			}
@@ -86,6 +97,9 @@ func newMultiRig(t testing.TB, persistent bool) *multiRig {
 	}, []Service{svc}, defaultNeigh(), conn.DefaultTimeouts())
 	for i := 0; i < 2; i++ {
 		pqs := []PortQueue{{Port: ports[0], RxQueue: uint16(i), TxQueue: uint16(i)}, {Port: ports[1], RxQueue: uint16(i), TxQueue: uint16(i)}}
+		if i >= lanQueues {
+			pqs[1] = PortQueue{Port: ports[1], NoQueue: true, TxVia: i % lanQueues}
+		}
 		if r.w[i], err = NewWorker(Config{ID: i, CPU: -1, Ports: pqs, Pool: r.pool, Burst: 32, ConnTableSize: 1024,
 			Snapshot: snap, Workers: 2, Handoff: hs[i]}); err != nil {
 			t.Fatal(err)
@@ -385,5 +399,31 @@ func TestAlignedQueuesNeedNoHandoff(t *testing.T) {
 		if w.cnt.own[HandedOff] != 0 || w.cnt.own[HandedIn] != 0 {
 			t.Fatalf("lcore %d handed %d off, %d in, with aligned queues", i, w.cnt.own[HandedOff], w.cnt.own[HandedIn])
 		}
+	}
+}
+
+// TestPortWithFewerQueues: the lan port has one queue for two workers.
+// Worker 1 never polls it and hands what it sends there to worker 0;
+// every connection still works both ways.
+func TestPortWithFewerQueues(t *testing.T) {
+	r := newMultiRigQueues(t, false, 1)
+	snap := r.w[0].snap
+	for port := uint16(42000); port < 42030; port++ {
+		owner := snap.Owner(clientIP, port, 2)
+		r.inject(0, owner, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		r.pollBoth()
+		out := r.take(1, 0) // the lan port's only queue
+		if len(out) != 1 {
+			t.Fatalf("port %d (owner %d): SYN not sent", port, owner)
+		}
+		_, ip, _ := checkTCP(t, out[0])
+		r.inject(1, 0, tcpFrame(rs1MAC, lanMAC, ip.Dst(), 80, clientIP, port, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""))
+		r.pollBoth()
+		if len(r.take(0, owner)) != 1 {
+			t.Fatalf("port %d: reply lost", port)
+		}
+	}
+	if r.w[1].cnt.own[TxHandedOff] == 0 || r.w[0].cnt.own[TxHandedOff] != 0 {
+		t.Fatalf("tx handoffs: worker 0 %d, worker 1 %d", r.w[0].cnt.own[TxHandedOff], r.w[1].cnt.own[TxHandedOff])
 	}
 }

@@ -25,11 +25,15 @@ import (
 	"github.com/dplb/dplb/lcore/spsc"
 )
 
-// PortQueue is one port as a worker sees it: its own RX and TX queue.
+// PortQueue is one port as a worker sees it: its own RX and TX queue, or,
+// on a port with fewer queues than workers, none: the worker does not
+// poll the port and hands what it sends there to worker TxVia.
 type PortQueue struct {
 	Port    ethdev.Port
 	RxQueue uint16
 	TxQueue uint16
+	NoQueue bool
+	TxVia   int
 }
 
 // Config describes a worker.
@@ -303,6 +307,12 @@ func (w *Worker) loop() {
 		}
 	}
 	w.flush()
+	for j := range w.hout { // handed-off packets not enqueued: the peers are stopping
+		if q := &w.hout[j]; q.n > 0 {
+			mbuf.FreeBulk(q.arr.Pkt[:q.n])
+			q.n = 0
+		}
+	}
 	w.runPublish(0)
 	if w.dump != nil {
 		w.dump.done.Store(true) // whatever it holds: the worker is gone
@@ -314,9 +324,12 @@ func (w *Worker) poll() int {
 	got := 0
 	for pi := range w.cfg.Ports {
 		pq := &w.cfg.Ports[pi]
+		if pq.NoQueue {
+			continue
+		}
 		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
 		for _, m := range w.rx.Pkt[:n] {
-			if w.nworkers > 1 && w.steer(m) {
+			if w.nworkers > 1 && w.steer(m, pi) {
 				continue
 			}
 			w.handle(m, pi)
@@ -326,6 +339,7 @@ func (w *Worker) poll() int {
 	if w.nworkers > 1 {
 		w.flushHandoffs()
 		got += w.pollHandoffs()
+		w.flushHandoffs() // what handling the handed-in packets gave to others
 	}
 	w.flush()
 	return got
@@ -346,6 +360,10 @@ func (w *Worker) drop(m *mbuf.Mbuf, why Stat) {
 
 // send queues a packet for a port's TX queue.
 func (w *Worker) send(m *mbuf.Mbuf, port int) {
+	if pq := &w.cfg.Ports[port]; pq.NoQueue {
+		w.handOffTx(m, port, pq.TxVia)
+		return
+	}
 	q := &w.tx[port]
 	if q.n == len(q.arr.Pkt) {
 		w.flushPort(port)

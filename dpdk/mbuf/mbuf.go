@@ -96,6 +96,10 @@ func (m *Mbuf) NbSegs() int { return int(*(*uint16)(m.at(offNbSegs))) }
 // Port is the input port.
 func (m *Mbuf) Port() uint16 { return *(*uint16)(m.at(offPort)) }
 
+// SetPort overwrites the input port field (the dataplane reuses it to tag
+// a packet it hands to another lcore).
+func (m *Mbuf) SetPort(p uint16) { *(*uint16)(m.at(offPort)) = p }
+
 // Headroom is the free space before the data.
 func (m *Mbuf) Headroom() int { return int(m.dataOff()) }
 
