@@ -131,11 +131,16 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if offload {
 		c.TxOffloads = txCsumOffloads
 	}
-	if nq > 1 && info.FlowTypeRSSOffloads != 0 {
-		// Spread flows over the queues; the lcores hand packets they do not
-		// own to their owners, so any spreading is correct.
-		c.RSSHashFunctions = ethdev.RSSIP | ethdev.RSSTCP | ethdev.RSSUDP
+	// Spread flows over the queues: aligned with the lcores' ownership
+	// where the device can, else any spread (the lcores hand packets over).
+	// Persistence is a matter of the services, which can change: the
+	// alignment chosen at start holds only while it matches (Snapshot).
+	byAddr := false
+	for _, s := range d.cfg.Services {
+		byAddr = byAddr || s.Persistence > 0
 	}
+	var rssMode uint8
+	c.RSSHashFunctions, rssMode = rssFor(info, pc.Role, nq, byAddr)
 	if err := id.Configure(c); err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}
@@ -176,11 +181,11 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if err != nil || mtu == 0 {
 		mtu = 1500
 	}
-	p.hw = PortHW{MAC: hdr.MAC(mac), MTU: mtu, CsumOffload: offload}
+	p.hw = PortHW{MAC: hdr.MAC(mac), MTU: mtu, CsumOffload: offload, RSS: rssMode}
 	d.log.Info("port up", zap.String("port", pc.Name), zap.Uint16("port_id", uint16(id)),
 		zap.String("driver", info.Driver), zap.String("mac", p.hw.MAC.String()), zap.String("address", pc.Address),
 		zap.String("role", pc.Role), zap.String("link", link.String()), zap.Uint16("mtu", mtu),
-		zap.Uint16("queues", nq), zap.Bool("tx_checksum_offload", offload))
+		zap.Uint16("queues", nq), zap.Bool("tx_checksum_offload", offload), zap.Bool("rss_aligned", rssMode != lcore.RSSSoftware))
 	return p, nil
 }
 

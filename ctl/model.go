@@ -74,7 +74,8 @@ func (d *destIDs) get(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, e
 type PortHW struct {
 	MAC         hdr.MAC
 	MTU         uint16
-	CsumOffload bool // TX IPv4, TCP and UDP checksum offload enabled
+	CsumOffload bool  // TX IPv4, TCP and UDP checksum offload enabled
+	RSS         uint8 // lcore.RSS...: how the NIC spreads packets over the lcores
 }
 
 // portInfos describes the ports for the lcores.
@@ -86,7 +87,7 @@ func portInfos(ports []conf.Port, hw []PortHW) []lcore.PortInfo {
 		out[i] = lcore.PortInfo{
 			Name: p.Name, MAC: hw[i].MAC, Addr: ipv4(pfx.Addr()),
 			Net: ipv4(pfx.Masked().Addr()), Mask: mask, FacesClients: p.FacesClients(),
-			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload,
+			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload, RSS: hw[i].RSS,
 		}
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)

@@ -33,6 +33,7 @@ type Snapshot struct {
 	gatewayPort  int    // port whose gateway reaches everything off-link, or -1
 	steerByAddr  bool   // some service is persistent: steer by client address
 	steerMask    uint32 // ... under the widest persistence netmask
+	hwSteered    bool   // the NICs already deliver each packet to its owner
 }
 
 // PortInfo is a port's layer-2/3 identity.
@@ -44,8 +45,21 @@ type PortInfo struct {
 	Gateway      uint32 // next hop for off-link destinations, or 0
 	FacesClients bool   // answers ARP for VIPs
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
+	RSS          uint8  // how the NIC spreads this port's packets over the lcores (RSS...)
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
 }
+
+// How a port's NIC spreads packets over the lcores' queues.
+const (
+	// RSSSoftware: any spread; the lcores hand packets to their owners.
+	RSSSoftware uint8 = iota
+	// RSSAlignedEndpoint: client ports hash the source address and port,
+	// server ports the destination's, so both directions of a connection
+	// reach the same lcore.
+	RSSAlignedEndpoint
+	// RSSAlignedAddress: the same on addresses alone (persistence).
+	RSSAlignedAddress
+)
 
 // ServiceKey identifies a virtual service.
 type ServiceKey struct {
@@ -101,6 +115,17 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		if p.Gateway != 0 && s.gatewayPort < 0 {
 			s.gatewayPort = i
 		}
+	}
+	// The NICs deliver every packet to its owner when all ports hash
+	// alike, on what the owner depends on (the address alone once a
+	// service is persistent).
+	want := RSSAlignedEndpoint
+	if s.steerByAddr {
+		want = RSSAlignedAddress
+	}
+	s.hwSteered = len(ports) > 0
+	for _, p := range ports {
+		s.hwSteered = s.hwSteered && p.RSS == want
 	}
 	if s.Neigh == nil {
 		s.Neigh = map[uint32]hdr.MAC{}

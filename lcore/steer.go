@@ -93,6 +93,9 @@ func (s *Snapshot) Owner(clientIP uint32, clientPort uint16, n int) int {
 // that is another lcore; it reports whether it did. The port index
 // travels in the mbuf's port field.
 func (w *Worker) steer(m *mbuf.Mbuf, in int) bool {
+	if w.snap.hwSteered {
+		return false
+	}
 	ip, port, ok := clientOf(w.snap, m.Data())
 	if !ok {
 		return false

@@ -427,3 +427,53 @@ func TestPortWithFewerQueues(t *testing.T) {
 		t.Fatalf("tx handoffs: worker 0 %d, worker 1 %d", r.w[0].cnt.own[TxHandedOff], r.w[1].cnt.own[TxHandedOff])
 	}
 }
+
+// TestHardwareSteering: when every port's NIC hashes like the owner
+// function (source fields on client ports, destination fields on server
+// ports), the lcores trust the NIC and hand nothing over; a persistent
+// service needs address-only hashing, else software steering resumes.
+func TestHardwareSteering(t *testing.T) {
+	r := newMultiRig(t, false)
+	old := r.w[0].snap
+	aligned := func(mode uint8) []PortInfo {
+		ps := append([]PortInfo(nil), old.Ports...)
+		for i := range ps {
+			ps[i].RSS = mode
+		}
+		return ps
+	}
+	persistent := old.Services[0]
+	persistent.Persistence, persistent.PersistMask = int64(time.Minute), 0xFFFFFFFF
+	for _, tc := range []struct {
+		name     string
+		ports    []PortInfo
+		services []Service
+		want     bool
+	}{
+		{"software", old.Ports, old.Services, false},
+		{"aligned on endpoints", aligned(RSSAlignedEndpoint), old.Services, true},
+		{"aligned on endpoints, a persistent service", aligned(RSSAlignedEndpoint), []Service{persistent}, false},
+		{"aligned on addresses, a persistent service", aligned(RSSAlignedAddress), []Service{persistent}, true},
+		{"one port aligned", append(aligned(RSSAlignedEndpoint)[:1], old.Ports[1]), old.Services, false},
+	} {
+		if got := NewSnapshot(9, tc.ports, tc.services, old.Neigh, old.Timeouts).hwSteered; got != tc.want {
+			t.Errorf("%s: hardware steering %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	next := NewSnapshot(2, aligned(RSSAlignedEndpoint), old.Services, old.Neigh, old.Timeouts)
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+		w.runCommands(0)
+	}
+	for port := uint16(43000); port < 43010; port++ {
+		q := int(port) % 2
+		r.inject(0, q, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		r.pollBoth()
+		if len(r.take(1, q)) != 1 {
+			t.Fatalf("port %d: not handled where it arrived", port)
+		}
+	}
+	if r.w[0].cnt.own[HandedOff]+r.w[1].cnt.own[HandedOff] != 0 {
+		t.Fatal("packets handed off although the NICs steer")
+	}
+}

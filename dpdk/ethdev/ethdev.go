@@ -37,6 +37,13 @@ const (
 	RSSIP  = uint64(C.RTE_ETH_RSS_IP)
 	RSSTCP = uint64(C.RTE_ETH_RSS_TCP)
 	RSSUDP = uint64(C.RTE_ETH_RSS_UDP)
+
+	// Hash only the source (or destination) fields: lets a balancer make
+	// the client's packets and the real server's replies hash alike.
+	RSSL3SrcOnly = uint64(C.RTE_ETH_RSS_L3_SRC_ONLY)
+	RSSL3DstOnly = uint64(C.RTE_ETH_RSS_L3_DST_ONLY)
+	RSSL4SrcOnly = uint64(C.RTE_ETH_RSS_L4_SRC_ONLY)
+	RSSL4DstOnly = uint64(C.RTE_ETH_RSS_L4_DST_ONLY)
 )
 
 // Count is the number of usable ports.
@@ -115,6 +122,9 @@ func (p Port) Configure(c Config) error {
 			p, info.Driver, c.RxQueues, c.TxQueues, info.MaxRxQueues, info.MaxTxQueues)
 	}
 	rss := c.RSSHashFunctions & info.FlowTypeRSSOffloads
+	if rss&^(RSSL3SrcOnly|RSSL3DstOnly|RSSL4SrcOnly|RSSL4DstOnly) == 0 {
+		rss = 0 // modifiers alone select no packet type
+	}
 	if c.RSSHashFunctions != 0 && rss == 0 {
 		return fmt.Errorf("port %d (%s): RSS requested but the device supports none of hash functions %#x", p, info.Driver, c.RSSHashFunctions)
 	}
