@@ -109,13 +109,16 @@ static inline int dplb_link_get(uint16_t port, struct dplb_link *out) {
 
 /* Port configuration flattened for the Go side. */
 static inline int dplb_eth_configure(uint16_t port, uint16_t nrx, uint16_t ntx,
-		uint64_t rss_hf, uint64_t rx_offloads, uint64_t tx_offloads, uint32_t mtu) {
+		uint64_t rss_hf, uint8_t *rss_key, uint8_t rss_key_len,
+		uint64_t rx_offloads, uint64_t tx_offloads, uint32_t mtu) {
 	struct rte_eth_conf conf;
 	memset(&conf, 0, sizeof(conf));
 	if (rss_hf != 0) {
 		conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
 		conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
 		/* NULL key: the driver's default Toeplitz key. */
+		conf.rx_adv_conf.rss_conf.rss_key = rss_key;
+		conf.rx_adv_conf.rss_conf.rss_key_len = rss_key_len;
 	}
 	conf.rxmode.offloads = rx_offloads;
 	conf.rxmode.mtu = mtu;

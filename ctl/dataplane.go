@@ -141,6 +141,11 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	}
 	var rssMode uint8
 	c.RSSHashFunctions, rssMode = rssFor(info, pc.Role, nq, byAddr)
+	if rssMode != lcore.RSSSoftware {
+		// Both sides must hash with the same key for a connection's two
+		// directions to meet.
+		c.RSSKey = rssKey(int(info.HashKeySize))
+	}
 	if err := id.Configure(c); err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
 	}

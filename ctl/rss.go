@@ -42,3 +42,13 @@ func rssFor(info ethdev.DevInfo, role string, queues uint16, byAddr bool) (hf ui
 	}
 	return hf | only, mode
 }
+
+// rssKey is the Toeplitz key every aligned port gets, n bytes of the
+// common 0x6d5a pattern (any key works, as long as all ports share it).
+func rssKey(n int) []byte {
+	k := make([]byte, n)
+	for i := range k {
+		k[i] = [2]byte{0x6d, 0x5a}[i%2]
+	}
+	return k
+}

@@ -103,8 +103,11 @@ type Config struct {
 	// RSSHashFunctions spreads RX over the queues (RSS*); 0 disables RSS. It
 	// is masked by what the device supports, and refused if nothing is left.
 	RSSHashFunctions uint64
-	RxOffloads       uint64
-	TxOffloads       uint64
+	// RSSKey is the Toeplitz key, of the device's HashKeySize; nil keeps
+	// the driver's. Ports that must hash alike need the same key.
+	RSSKey     []byte
+	RxOffloads uint64
+	TxOffloads uint64
 }
 
 // Configure applies c. Queue counts and offloads are checked against the
@@ -134,8 +137,16 @@ func (p Port) Configure(c Config) error {
 	if miss := c.TxOffloads &^ info.TxOffloadCapa; miss != 0 {
 		return fmt.Errorf("port %d (%s): TX offloads %#x not supported", p, info.Driver, miss)
 	}
+	var key *C.uint8_t
+	if rss != 0 && len(c.RSSKey) > 0 {
+		if len(c.RSSKey) != int(info.HashKeySize) {
+			return fmt.Errorf("port %d (%s): RSS key of %d bytes, the device takes %d", p, info.Driver, len(c.RSSKey), info.HashKeySize)
+		}
+		key = (*C.uint8_t)(C.CBytes(c.RSSKey))
+		defer C.free(unsafe.Pointer(key))
+	}
 	ret := C.dplb_eth_configure(C.uint16_t(p), C.uint16_t(c.RxQueues), C.uint16_t(c.TxQueues),
-		C.uint64_t(rss), C.uint64_t(c.RxOffloads), C.uint64_t(c.TxOffloads), 0)
+		C.uint64_t(rss), key, C.uint8_t(len(c.RSSKey)), C.uint64_t(c.RxOffloads), C.uint64_t(c.TxOffloads), 0)
 	return p.err("rte_eth_dev_configure", ret)
 }
 

@@ -231,3 +231,29 @@ func TestVdevHotplug(t *testing.T) {
 		t.Fatal("removed vdev still has a port")
 	}
 }
+
+func TestRSSKey(t *testing.T) {
+	dpdktest.Skip(t)
+	p, err := ethdev.ByName("net_null1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := p.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ethdev.Config{RxQueues: 2, TxQueues: 2, RSSHashFunctions: ethdev.RSSIP, RSSKey: make([]byte, info.HashKeySize+1)}
+	if err := p.Configure(c); err == nil || !strings.Contains(err.Error(), "RSS key") {
+		t.Fatalf("a key of the wrong size: %v", err)
+	}
+	if info.HashKeySize == 0 {
+		return // net_null takes no key: only the refusal is testable
+	}
+	c.RSSKey = make([]byte, info.HashKeySize)
+	for i := range c.RSSKey {
+		c.RSSKey[i] = byte(i)
+	}
+	if err := p.Configure(c); err != nil {
+		t.Fatal(err)
+	}
+}
