@@ -46,8 +46,10 @@ demo: setup build
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...
 
-# A perf run over memif on this machine: lbgen against lbd, testpmd and a
-# loop, at increasing loads (about two minutes; results in perf/results).
+# A perf run over memif on this machine: lbgen against lbd (NAT, DR, TUN;
+# 1k and 1M flows; new connections; 1, 2 and 4 lcores), testpmd and a loop,
+# at increasing loads (about three minutes; a markdown report, JSON and
+# plots in perf/results).
 perf: setup
 	bash perf/run.sh
 

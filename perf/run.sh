@@ -2,11 +2,14 @@
 # perf/run.sh: the perf run on this machine (issue #7). Builds lbd, lbctl,
 # lbgen and perfrun into a temporary directory, then runs perfrun from the
 # repository root: the generator looped back on itself, dpdk-testpmd as a
-# zero-work forwarder, and lbd VS/NAT, each at a series of offered loads.
-# Writes perf/results/<date>.json and .svg. Needs root and DPDK 22.11
+# zero-work forwarder (two-way and one-way), and lbd in VS/NAT, VS/DR and
+# VS/TUN with 1k and 1M flows, new connections and 2/4 worker lcores, each at
+# a series of offered loads.
+# Writes perf/results/<date>.md, .json and .svg plots. Needs root and DPDK 22.11
 # (make setup); uses --no-huge unless PERF_ARGS contains -huge.
 #
-#   perf/run.sh                                  # defaults: 100k..2M pps and max, 3 s per step
+#   perf/run.sh                                  # defaults: 500k..2M pps and max, 1 s per step (~5 min)
+#   perf/run.sh -long                            # 8 loads, 3 s per step (~15 min)
 #   perf/run.sh -rates 500k,max -duration 5s     # any perfrun flag
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
@@ -63,9 +64,9 @@ func run(o *options) error {
 	}()
 	res, runErr := measure(o, g)
 	c := g.Counters()
-	fmt.Fprintf(os.Stderr, "lbgen: totals: sent %d (tx refused %d, alloc failures %d), server rx %d (other %d, replies %d, reply tx refused %d), client rx %d (other %d), SYN-ACKs %d, ARP answered %d, ARP replies %d\n",
+	fmt.Fprintf(os.Stderr, "lbgen: totals: sent %d (tx refused %d, alloc failures %d), server rx %d (other %d, replies %d, reply tx refused %d), client rx %d (other %d), SYN-ACKs %d, server SYNs %d, IPIP %d, ARP answered %d, ARP replies %d\n",
 		c.Sent, c.TxDropped, c.AllocFailed, c.ServerRx, c.ServerOther, c.ServerReplies, c.ServerReplyDropped,
-		c.ClientRx, c.ClientOther, c.SynAcks, c.ARPAnswered, c.ARPReplies)
+		c.ClientRx, c.ClientOther, c.SynAcks, c.ServerSyns, c.ServerIPIP, c.ARPAnswered, c.ARPReplies)
 	if err := g.Close(); err != nil && runErr == nil {
 		runErr = err
 	}
@@ -85,8 +86,43 @@ func run(o *options) error {
 type Report struct {
 	Label   string        `json:"label"`
 	Setup   SetupResult   `json:"setup"`
-	Steps   []gen.Result  `json:"steps"`
+	Steps   []StepReport  `json:"steps"`
 	Options ReportOptions `json:"options"`
+	// TSCHz is this machine's TSC rate, to turn cycles into time.
+	TSCHz uint64 `json:"tsc_hz"`
+	// AfterSetup is -step-cmd's output after setup (the baseline).
+	AfterSetup *Hook `json:"after_setup,omitempty"`
+}
+
+// StepReport is a step's result and what -step-cmd printed after it.
+type StepReport struct {
+	gen.Result
+	After *Hook `json:"after_step,omitempty"`
+}
+
+// Hook is one run of -step-cmd.
+type Hook struct {
+	Seconds float64         `json:"t_seconds"` // since the generator opened
+	Output  json.RawMessage `json:"output"`    // JSON as printed, else a JSON string
+	Error   string          `json:"error,omitempty"`
+}
+
+// runHook runs -step-cmd (between steps: never on the packet path).
+func runHook(o *options, t0 time.Time) *Hook {
+	if o.stepCmd == "" {
+		return nil
+	}
+	out, err := exec.Command("sh", "-c", o.stepCmd).Output()
+	h := &Hook{Seconds: time.Since(t0).Seconds()}
+	if err != nil {
+		h.Error = err.Error()
+	}
+	if json.Valid(out) {
+		h.Output = out
+	} else {
+		h.Output, _ = json.Marshal(string(out))
+	}
+	return h
 }
 
 // SetupResult says how opening the flows went.
@@ -107,7 +143,8 @@ type ReportOptions struct {
 }
 
 func measure(o *options, g *gen.Gen) (Report, error) {
-	rep := Report{Label: o.label, Options: ReportOptions{
+	start := time.Now()
+	rep := Report{Label: o.label, TSCHz: eal.TSCHz(), Options: ReportOptions{
 		ClientDev: o.cfg.ClientDev, ServerDev: o.cfg.ServerDev, Warmup: o.step.Warmup.String(),
 		Duration: o.step.Duration.String(), Burst: o.cfg.Burst, Reply: o.reply,
 	}}
@@ -120,8 +157,9 @@ func measure(o *options, g *gen.Gen) (Report, error) {
 	if o.cfg.Resolve {
 		rep.Setup.LBMAC = g.LBMAC().String()
 	}
-	fmt.Fprintf(os.Stderr, "lbgen: %s: ready in %.2fs (%d flows, %s, SYN-ACKs %d, balancer MAC %s)\n",
-		o.label, rep.Setup.Seconds, o.cfg.Flows, o.cfg.Pattern, syn, rep.Setup.LBMAC)
+	fmt.Fprintf(os.Stderr, "lbgen: %s: ready in %.2fs (%d flows, %s, %d queues, SYNs answered/arrived %d, balancer MAC %s)\n",
+		o.label, rep.Setup.Seconds, o.cfg.Flows, o.cfg.Pattern, o.cfg.Queues, syn, rep.Setup.LBMAC)
+	rep.AfterSetup = runHook(o, start)
 	printHeader(o.label)
 	for _, rate := range o.rates {
 		s := o.step
@@ -130,7 +168,7 @@ func measure(o *options, g *gen.Gen) (Report, error) {
 		if err != nil {
 			return rep, err
 		}
-		rep.Steps = append(rep.Steps, r)
+		rep.Steps = append(rep.Steps, StepReport{Result: r, After: runHook(o, start)})
 		printRow(r)
 	}
 	return rep, nil

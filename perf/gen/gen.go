@@ -23,8 +23,13 @@ import (
 	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
+	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
 )
+
+// owner is a snapshot with no persistent service: its Owner is lbd's
+// steering function for plain client endpoints.
+var owner = &lcore.Snapshot{}
 
 // Config describes a generator. The EAL must be initialised by the caller
 // with both devices (--vdev or -a) and the calling thread locked.
@@ -52,6 +57,20 @@ type Config struct {
 	Reply    ReplyMode
 	Burst    int
 	OpenRate float64 // SYNs per second when opening established flows
+
+	// Queues is the number of RX and TX queues on each port (0 = 1): as
+	// many as the balancer's workers, so that memif connects them all.
+	// The client side sends each flow on one queue, the server side
+	// answers on the queue a packet arrived on.
+	Queues int
+	// AlignOwner puts each flow on the queue of the lbd worker that owns
+	// its client endpoint (lcore.Snapshot.Owner without persistence), so
+	// that lbd hands nothing over; else flow k goes to queue k mod Queues.
+	AlignOwner bool
+	// OneWay: the balancer forwards with VS/DR or VS/TUN, whose replies do
+	// not pass through it; the server side counts what arrives (IPIP
+	// unwrapped) and answers nothing, not even SYNs.
+	OneWay bool
 }
 
 // Step is one measurement at one offered load.
@@ -99,7 +118,7 @@ type Counters struct {
 	ServerRx, ServerOther, ServerReplies uint64
 	ServerReplyDropped, ClientRx         uint64
 	ClientOther, SynAcks, ARPAnswered    uint64
-	ARPReplies                           uint64
+	ARPReplies, ServerSyns, ServerIPIP   uint64
 }
 
 type port struct {
@@ -125,7 +144,11 @@ type Gen struct {
 	lbCliOK bool
 
 	seq    uint32
-	cursor int
+	nq     uint16
+	txq    uint16     // queue of the next client burst
+	qflows [][]uint32 // flow indexes per queue (nil: queue 0 has all, in order)
+	qcur   []int      // per queue: position in its flows (x3 for syn-data-fin)
+	newK   uint64     // SYN pattern: next tuple of the whole client space
 	c      Counters
 
 	// measurement window
@@ -162,7 +185,25 @@ func Open(cfg Config) (_ *Gen, err error) {
 	if cfg.OpenRate <= 0 {
 		cfg.OpenRate = 200e3
 	}
-	g := &Gen{cfg: cfg, base: time.Now()}
+	if cfg.Queues <= 0 {
+		cfg.Queues = 1
+	}
+	if cfg.Queues > 64 {
+		return nil, fmt.Errorf("queues %d: want 1..64", cfg.Queues)
+	}
+	g := &Gen{cfg: cfg, base: time.Now(), nq: uint16(cfg.Queues)}
+	g.qcur = make([]int, cfg.Queues)
+	if cfg.Queues > 1 {
+		g.qflows = make([][]uint32, cfg.Queues)
+		for k := 0; k < cfg.Flows; k++ {
+			q := k % cfg.Queues
+			if cfg.AlignOwner {
+				src, sport := g.tuple(uint64(k))
+				q = owner.Owner(src, sport, cfg.Queues)
+			}
+			g.qflows[q] = append(g.qflows[q], uint32(k))
+		}
+	}
 	defer func() {
 		if err != nil {
 			g.Close()
@@ -190,18 +231,20 @@ func (g *Gen) openPort(dev string) (port, error) {
 	if err != nil {
 		return port{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := id.Configure(ethdev.Config{RxQueues: 1, TxQueues: 1}); err != nil {
+	if err := id.Configure(ethdev.Config{RxQueues: g.nq, TxQueues: g.nq}); err != nil {
 		return port{}, fmt.Errorf("%s: %w", name, err)
 	}
 	info, err := id.Info()
 	if err != nil {
 		return port{}, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := id.RxQueueSetup(0, ringSize, info.SocketID, g.pool); err != nil {
-		return port{}, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := id.TxQueueSetup(0, ringSize, info.SocketID, 0); err != nil {
-		return port{}, fmt.Errorf("%s: %w", name, err)
+	for q := uint16(0); q < g.nq; q++ {
+		if err := id.RxQueueSetup(q, ringSize, info.SocketID, g.pool); err != nil {
+			return port{}, fmt.Errorf("%s: queue %d: %w", name, q, err)
+		}
+		if err := id.TxQueueSetup(q, ringSize, info.SocketID, 0); err != nil {
+			return port{}, fmt.Errorf("%s: queue %d: %w", name, q, err)
+		}
 	}
 	if err := id.Start(); err != nil {
 		return port{}, fmt.Errorf("%s: %w", name, err)
@@ -310,32 +353,48 @@ func (g *Gen) Setup(timeout time.Duration) (synAcks uint64, err error) {
 	if g.cfg.Pattern != Established {
 		return 0, nil
 	}
-	// Open every flow: one SYN each, paced.
+	// Open every flow: one SYN each, paced, queue by queue.
 	start, opened := g.now(), 0
-	for opened < g.cfg.Flows {
-		if g.stop.Load() {
-			return 0, ErrStopped
+	for q := 0; q < int(g.nq); q++ {
+		n := g.queueFlows(q)
+		for done := 0; done < n; {
+			if g.stop.Load() {
+				return 0, ErrStopped
+			}
+			now := g.now()
+			due := int(float64(now-start)*g.cfg.OpenRate/1e9) - opened
+			due = min(due, g.cfg.Burst, n-done)
+			if due > 0 {
+				// SYNs the TX queue refused are sent again: a flow
+				// without its SYN would have no connection in the balancer.
+				sent := g.sendBurstQ(uint16(q), due, now, hdr.TCPFlagSYN)
+				g.qcur[q] = (g.qcur[q] - (due - sent) + n) % n
+				opened += sent
+				done += sent
+			}
+			g.poll()
 		}
-		now := g.now()
-		due := int(float64(now-start)*g.cfg.OpenRate/1e9) - opened
-		if due > g.cfg.Burst {
-			due = g.cfg.Burst
+	}
+	answered := func() uint64 {
+		if g.cfg.OneWay {
+			return g.c.ServerSyns
 		}
-		if due > g.cfg.Flows-opened {
-			due = g.cfg.Flows - opened
-		}
-		if due > 0 {
-			g.sendBurst(due, now, hdr.TCPFlagSYN)
-			opened += due
-		}
-		g.poll()
+		return g.c.SynAcks
 	}
 	end := g.now() + int64(2*time.Second)
-	for g.c.SynAcks < uint64(g.cfg.Flows) && g.now() < end && !g.stop.Load() {
+	for answered() < uint64(g.cfg.Flows) && g.now() < end && !g.stop.Load() {
 		g.poll()
 	}
-	g.cursor = 0
-	return g.c.SynAcks, nil
+	clear(g.qcur)
+	return answered(), nil
+}
+
+// queueFlows is the number of flows queue q sends.
+func (g *Gen) queueFlows(q int) int {
+	if g.qflows == nil {
+		return g.cfg.Flows
+	}
+	return len(g.qflows[q])
 }
 
 // idle polls both ports for d (answering ARP and stray packets).
@@ -435,11 +494,29 @@ func latency(h *Hist) Latency {
 	}
 }
 
-// next picks the flow and flags of the next packet (flags 0: the pattern's data).
-func (g *Gen) next(flags uint8) (src uint32, sport uint16, fl uint8) {
+// tuple is the client address and port of flow (or tuple) k.
+func (g *Gen) tuple(k uint64) (src uint32, sport uint16) {
+	n := uint64(g.cfg.Clients.Len())
+	return g.cfg.Clients.First + uint32(k%n), g.cfg.ClientPorts[0] + uint16(k/n)
+}
+
+// next picks the flow and flags of the next packet on queue q (flags 0:
+// the pattern's data).
+func (g *Gen) next(q uint16, flags uint8) (src uint32, sport uint16, fl uint8) {
 	c := &g.cfg
-	k := g.cursor
+	if c.Pattern == SYN && flags == 0 {
+		// Every packet a new connection: the whole client address x port
+		// space in turn.
+		src, sport = g.tuple(g.newK)
+		g.newK++
+		if g.newK >= g.tuples() {
+			g.newK = 0
+		}
+		return src, sport, hdr.TCPFlagSYN
+	}
+	k := g.qcur[q]
 	fl = flags
+	mult := 1
 	if fl == 0 {
 		switch c.Pattern {
 		case Connect:
@@ -452,59 +529,81 @@ func (g *Gen) next(flags uint8) (src uint32, sport uint16, fl uint8) {
 				fl = hdr.TCPFlagFIN | hdr.TCPFlagACK
 			}
 			k /= 3
+			mult = 3
 		default:
 			fl = hdr.TCPFlagACK | hdr.TCPFlagPSH
 		}
 	}
-	g.cursor++
-	limit := c.Flows
-	if c.Pattern == Connect && flags == 0 {
-		limit *= 3
+	g.qcur[q]++
+	if g.qcur[q] >= g.queueFlows(int(q))*mult {
+		g.qcur[q] = 0
 	}
-	if g.cursor >= limit {
-		g.cursor = 0
+	if g.qflows != nil {
+		k = int(g.qflows[q][k])
 	}
-	n := uint32(c.Clients.Len())
-	return c.Clients.First + uint32(k)%n, c.ClientPorts[0] + uint16(uint32(k)/n), fl
+	src, sport = g.tuple(uint64(k))
+	return src, sport, fl
 }
 
-// sendBurst builds n client packets and hands them to the client port.
+// tuples is the size of the client address x port space.
+func (g *Gen) tuples() uint64 {
+	return uint64(g.cfg.Clients.Len()) * (uint64(g.cfg.ClientPorts[1]-g.cfg.ClientPorts[0]) + 1)
+}
+
+// sendBurst builds n client packets for the next queue in turn.
 func (g *Gen) sendBurst(n int, now int64, flags uint8) {
+	q := g.txq
+	g.txq++
+	if g.txq == g.nq {
+		g.txq = 0
+	}
+	if g.queueFlows(int(q)) == 0 && g.cfg.Pattern != SYN {
+		return
+	}
+	g.sendBurstQ(q, n, now, flags)
+}
+
+// sendBurstQ builds n client packets and hands them to queue q of the
+// client port; it returns how many the queue took.
+func (g *Gen) sendBurstQ(q uint16, n int, now int64, flags uint8) int {
 	pk := g.tx.Pkt[:n]
 	if !allocBulk(g.pool, pk) {
 		g.c.AllocFailed++
-		return
+		return 0
 	}
 	stamp := uint32(now)
 	size := g.b.Size()
 	for _, m := range pk {
 		_ = m.SetLen(size)
-		src, sport, fl := g.next(flags)
+		src, sport, fl := g.next(q, flags)
 		g.b.Build(m.Data(), src, sport, fl, g.seq, stamp)
 		g.seq++
 	}
-	sent := uint64(g.cli.id.TxBurstOrFree(0, pk))
+	sent := uint64(g.cli.id.TxBurstOrFree(q, pk))
 	g.c.Sent += sent
 	g.c.TxDropped += uint64(n) - sent
 	if g.measuring {
 		g.win.sent += sent
 		g.win.txDrop += uint64(n) - sent
 	}
+	return int(sent)
 }
 
 // inWindow reports whether a packet with this sequence number was sent in
 // the measurement window.
 func (g *Gen) inWindow(seq uint32) bool { return g.measuring && int32(seq-g.winSeq) >= 0 }
 
-// poll receives one burst on each side and answers it.
+// poll receives one burst on each queue of each side and answers it.
 func (g *Gen) poll() {
-	g.pollServer()
-	g.pollClient()
+	for q := uint16(0); q < g.nq; q++ {
+		g.pollServer(q)
+		g.pollClient(q)
+	}
 }
 
-func (g *Gen) pollServer() {
+func (g *Gen) pollServer(q uint16) {
 	rx := g.rx.Pkt
-	n := g.srv.id.RxBurst(0, rx)
+	n := g.srv.id.RxBurst(q, rx)
 	if n == 0 {
 		return
 	}
@@ -515,11 +614,20 @@ func (g *Gen) pollServer() {
 		p := m.Data()
 		k, flags, seq, stamp := Stamp(p, false)
 		switch k {
-		case KindTCP, KindUDP:
+		case KindTCP, KindUDP, KindIPIPTCP, KindIPIPUDP:
 			g.c.ServerRx++
+			if flags&hdr.TCPFlagSYN != 0 && k != KindUDP && k != KindIPIPUDP {
+				g.c.ServerSyns++
+			}
+			if k >= KindIPIPTCP {
+				g.c.ServerIPIP++
+			}
 			if g.inWindow(seq) {
 				g.win.srvRx++
 				g.oneWay.Record(now - stamp)
+			}
+			if g.cfg.OneWay || k >= KindIPIPTCP {
+				break
 			}
 			if l := Answer(p, k, flags, g.cfg.Reply); l > 0 {
 				_ = m.SetLen(l)
@@ -547,7 +655,7 @@ func (g *Gen) pollServer() {
 	}
 	mbuf.FreeBulk(drop[:nd])
 	if no > 0 {
-		sent := uint64(g.srv.id.TxBurstOrFree(0, out[:no]))
+		sent := uint64(g.srv.id.TxBurstOrFree(q, out[:no]))
 		g.c.ServerReplies += sent
 		g.c.ServerReplyDropped += uint64(no) - sent
 		if g.measuring {
@@ -556,9 +664,9 @@ func (g *Gen) pollServer() {
 	}
 }
 
-func (g *Gen) pollClient() {
+func (g *Gen) pollClient(q uint16) {
 	rx := g.rx.Pkt
-	n := g.cli.id.RxBurst(0, rx)
+	n := g.cli.id.RxBurst(q, rx)
 	if n == 0 {
 		return
 	}
@@ -599,7 +707,7 @@ func (g *Gen) pollClient() {
 	}
 	mbuf.FreeBulk(drop[:nd])
 	if no > 0 {
-		g.cli.id.TxBurstOrFree(0, out[:no])
+		g.cli.id.TxBurstOrFree(q, out[:no])
 	}
 }
 

@@ -20,6 +20,10 @@ const (
 	Connect
 	// UDP sends datagrams round-robin over the flows.
 	UDP
+	// SYN sends only SYNs, each from the next client address and port of
+	// the whole client space (-clients x -client-ports), wrapping around:
+	// every packet a new connection for the balancer while the space lasts.
+	SYN
 )
 
 func (p Pattern) String() string {
@@ -30,18 +34,20 @@ func (p Pattern) String() string {
 		return "syn-data-fin"
 	case UDP:
 		return "udp"
+	case SYN:
+		return "syn"
 	}
 	return fmt.Sprintf("pattern(%d)", int(p))
 }
 
 // ParsePattern reads a pattern name as String writes it.
 func ParsePattern(s string) (Pattern, error) {
-	for _, p := range []Pattern{Established, Connect, UDP} {
+	for _, p := range []Pattern{Established, Connect, UDP, SYN} {
 		if p.String() == s {
 			return p, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown pattern %q (want established, syn-data-fin or udp)", s)
+	return 0, fmt.Errorf("unknown pattern %q (want established, syn-data-fin, syn or udp)", s)
 }
 
 // Frame layout. Every packet the generator sends carries a 32-bit sequence
@@ -59,6 +65,7 @@ const (
 	MinFrame  = 60   // Ethernet minimum without FCS
 	MaxFrame  = 1514 // Ethernet MTU frame without FCS
 	ipDefTTL  = 64
+	protoIPIP = 4 // IP in IP (RFC 2003): VS/TUN
 	tcpWindow = 65535
 )
 
@@ -160,6 +167,8 @@ const (
 	KindUDP                  // UDP with stamp
 	KindARPReq               // ARP request
 	KindARPReply             // ARP reply
+	KindIPIPTCP              // TCP with stamp inside IPIP (VS/TUN)
+	KindIPIPUDP              // UDP with stamp inside IPIP
 )
 
 // Stamp reads the sequence number and send stamp from a frame the
@@ -186,21 +195,42 @@ func Stamp(p []byte, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
 	if len(p) < l4Off || p[ipOff] != 0x45 {
 		return KindOther, 0, 0, 0
 	}
-	switch p[ipOff+9] {
+	if p[ipOff+9] == protoIPIP && !reply {
+		// VS/TUN: the client's packet inside an outer IPv4 header.
+		k, flags, seq, stamp = stampL3(p, ipOff+hdr.IPv4MinLen, false)
+		switch k {
+		case KindTCP:
+			k = KindIPIPTCP
+		case KindUDP:
+			k = KindIPIPUDP
+		}
+		return k, flags, seq, stamp
+	}
+	return stampL3(p, ipOff, reply)
+}
+
+// stampL3 reads the stamp of the IPv4 packet at p[ip:].
+func stampL3(p []byte, ip int, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
+	l4 := ip + hdr.IPv4MinLen
+	if len(p) < l4 || p[ip] != 0x45 {
+		return KindOther, 0, 0, 0
+	}
+	switch p[ip+9] {
 	case hdr.ProtoTCP:
-		if len(p) < tcpEnd {
+		if len(p) < l4+hdr.TCPMinLen {
 			return KindOther, 0, 0, 0
 		}
-		a, c := binary.BigEndian.Uint32(p[l4Off+4:]), binary.BigEndian.Uint32(p[l4Off+8:])
+		a, c := binary.BigEndian.Uint32(p[l4+4:]), binary.BigEndian.Uint32(p[l4+8:])
 		if reply {
 			a, c = c, a
 		}
-		return KindTCP, p[l4Off+13], a, c
+		return KindTCP, p[l4+13], a, c
 	case hdr.ProtoUDP:
-		if len(p) < udpEnd+stampLen {
+		u := l4 + hdr.UDPLen
+		if len(p) < u+stampLen {
 			return KindOther, 0, 0, 0
 		}
-		return KindUDP, 0, binary.BigEndian.Uint32(p[udpEnd:]), binary.BigEndian.Uint32(p[udpEnd+4:])
+		return KindUDP, 0, binary.BigEndian.Uint32(p[u:]), binary.BigEndian.Uint32(p[u+4:])
 	}
 	return KindOther, 0, 0, 0
 }

@@ -173,3 +173,27 @@ func BenchmarkAnswer(b *testing.B) {
 		Answer(p, k, fl, ReplyACK)
 	}
 }
+
+// A VS/TUN packet: the client's IPv4 packet inside an outer IPv4 header
+// (protocol 4); Stamp reads the inner stamp and says it was tunnelled.
+func TestStampIPIP(t *testing.T) {
+	b, err := NewBuilder(hdr.ProtoTCP, MinFrame, macC, macL, vip, 80)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner := make([]byte, MinFrame)
+	b.Build(inner, cip, 40000, hdr.TCPFlagSYN, 7, 12345)
+	p := make([]byte, MinFrame+hdr.IPv4MinLen)
+	copy(p, inner[:ipOff])
+	copy(p[ipOff+hdr.IPv4MinLen:], inner[ipOff:])
+	outer := hdr.IPv4(p[ipOff:])
+	outer.SetVersionIHL(hdr.IPv4MinLen)
+	outer.SetProtocol(protoIPIP)
+	k, flags, seq, stamp := Stamp(p, false)
+	if k != KindIPIPTCP || flags != hdr.TCPFlagSYN || seq != 7 || stamp != 12345 {
+		t.Fatalf("got kind %d flags %#x seq %d stamp %d", k, flags, seq, stamp)
+	}
+	if k, _, seq, _ := Stamp(inner, false); k != KindTCP || seq != 7 {
+		t.Fatalf("plain frame: kind %d seq %d", k, seq)
+	}
+}

@@ -1,14 +1,18 @@
 // Command perfrun is dplb's perf run on one machine: it drives lbd with
-// lbgen over memif at a series of offered loads and compares it with two
-// references measured in the same run, the generator looped back on itself
+// lbgen over memif at a series of offered loads and compares it with
+// references measured in the same run: the generator looped back on itself
 // (no forwarder at all) and dpdk-testpmd forwarding in lbd's place (a
-// zero-work DPDK forwarder, when installed). It prints a table and writes
-// perf/results/<date>.json and .svg.
+// zero-work DPDK forwarder, two-way and one-way, when installed). lbd runs
+// in VS/NAT, VS/DR and VS/TUN, with 1k and 1M established flows, with new
+// connections, and with several worker lcores; after each step lbgen
+// records lbctl's per-lcore JSON, from which perfrun derives cycles per
+// packet. It prints tables and writes perf/results/<date>.md (the report),
+// .json (everything) and .svg (plots).
 //
 //	go build -o bin/lbd ./cmd/lbd && go build -o bin/lbctl ./cmd/lbctl && go build -o bin/lbgen ./cmd/lbgen
-//	go run ./perf/cmd/perfrun -rates 100k,500k,1M,2M,max
+//	go run ./perf/cmd/perfrun -cases testpmd,nat,dr -rates 100k,500k,1M,2M,max
 //
-// lbd runs with its EAL main lcore on CPU 0 and its one worker on CPU 1;
+// lbd runs with its EAL main lcore on CPU 0 and its workers on CPU 1;
 // lbgen runs on CPU 0 at nice 19 (see perf/README.md for why).
 package main
 
@@ -18,6 +22,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,7 +43,21 @@ type options struct {
 	huge                       bool
 	cases                      string
 	genCPU, lbdCPU             int
+	workerCPUs                 string
+	connTable                  int
+	openRate                   float64
+	long                       bool
 }
+
+// Defaults of the quick run (make perf, a few minutes) and of -long.
+const (
+	quickRates = "500k,1M,2M,max"
+	longRates  = "100k,250k,500k,1M,1.5M,2M,2.5M,max"
+	// defaultCases: the references, then lbd in every forwarding method
+	// with 1k established flows, 1M established flows and new
+	// connections, then 2 and 4 worker lcores.
+	defaultCases = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
+)
 
 func main() {
 	var o options
@@ -47,18 +66,43 @@ func main() {
 	flag.StringVar(&o.lbgen, "lbgen", "bin/lbgen", "lbgen binary")
 	flag.StringVar(&o.testpmd, "testpmd", "dpdk-testpmd", "dpdk-testpmd binary for the forwarder reference (\"\" skips it)")
 	flag.StringVar(&o.out, "out", "perf/results", "directory for <date>.json and <date>.svg")
-	flag.StringVar(&o.rates, "rates", "100k,250k,500k,1M,2M,max", "offered loads (lbgen -rates)")
-	flag.DurationVar(&o.warmup, "warmup", time.Second, "warm-up per step")
-	flag.DurationVar(&o.duration, "duration", 3*time.Second, "measured time per step")
-	flag.IntVar(&o.flows, "flows", 1000, "concurrent flows")
+	flag.StringVar(&o.rates, "rates", quickRates, "offered loads (lbgen -rates); -long: "+longRates)
+	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per step; -long: 1s")
+	flag.DurationVar(&o.duration, "duration", time.Second, "measured time per step; -long: 3s")
+	flag.BoolVar(&o.long, "long", false, "the long version: more offered loads and longer steps (about 15 minutes) unless -rates/-warmup/-duration are given")
+	flag.IntVar(&o.flows, "flows", 1000, "concurrent flows of the cases without a flow count in their name")
 	flag.IntVar(&o.size, "size", 60, "frame size without FCS")
-	flag.StringVar(&o.pattern, "pattern", "established", "lbgen -pattern")
-	flag.StringVar(&o.reply, "reply", "ack", "lbgen -reply")
+	flag.StringVar(&o.pattern, "pattern", "established", "lbgen -pattern of the cases that do not name one")
+	flag.StringVar(&o.reply, "reply", "ack", "lbgen -reply (VS/NAT and the two-way references)")
 	flag.BoolVar(&o.huge, "huge", false, "lbd and lbgen on hugepages (else --no-huge)")
-	flag.StringVar(&o.cases, "cases", "loop,testpmd,lbd", "cases to run, in order")
+	flag.StringVar(&o.cases, "cases", defaultCases, "cases to run, in order: loop, testpmd, testpmd-1way, and lbd cases named METHOD[-1m|-FLOWS][-new][-Nlc] with METHOD nat, dr or tun (lbd = nat)")
 	flag.IntVar(&o.genCPU, "gen-cpu", 0, "CPU of lbgen, lbd's main lcore and every non-worker thread")
 	flag.IntVar(&o.lbdCPU, "lbd-cpu", 1, "CPU of lbd's worker (and testpmd's forwarding lcore)")
+	flag.StringVar(&o.workerCPUs, "worker-cpus", "", "CPUs of lbd's workers for the -Nlc cases, comma-separated (first N used); empty: -lbd-cpu repeated N times")
+	flag.IntVar(&o.connTable, "conn-table", 2097152, "lbd dataplane.conn_table_size (per lcore)")
+	flag.Float64Var(&o.openRate, "open-rate", 500e3, "SYNs per second when lbgen opens established flows")
+	rerender := flag.String("report-from", "", "write the .md report again from a results .json of an earlier run (no measurement)")
 	flag.Parse()
+	if *rerender != "" {
+		if err := reportFrom(*rerender, o); err != nil {
+			fmt.Fprintf(os.Stderr, "perfrun: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if o.long {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if !set["rates"] {
+			o.rates = longRates
+		}
+		if !set["warmup"] {
+			o.warmup = time.Second
+		}
+		if !set["duration"] {
+			o.duration = 3 * time.Second
+		}
+	}
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "perfrun: %v\n", err)
 		os.Exit(1)
@@ -69,10 +113,16 @@ func main() {
 type Case struct {
 	Name   string          `json:"name"`
 	About  string          `json:"about"`
+	Spec   *lbdCase        `json:"lbd,omitempty"` // nil for the references
+	OneWay bool            `json:"one_way"`       // no replies: the server side only counts
 	Report json.RawMessage `json:"lbgen"`
-	Extra  map[string]any  `json:"extra,omitempty"`
-	Error  string          `json:"error,omitempty"`
-	steps  []step
+	// Metrics are lbd's per-step numbers derived from lbctl's JSON after
+	// each step (the raw JSON is in the lbgen report, steps[].after_step).
+	Metrics []StepMetrics  `json:"step_metrics,omitempty"`
+	Extra   map[string]any `json:"extra,omitempty"`
+	Error   string         `json:"error,omitempty"`
+	steps   []step
+	tscHz   uint64
 }
 
 // step is the part of lbgen's per-step result the summary uses.
@@ -91,6 +141,13 @@ type step struct {
 		P50 float64 `json:"p50_us"`
 		P99 float64 `json:"p99_us"`
 	} `json:"round_trip"`
+	After *hook `json:"after_step"`
+}
+
+// hook is one output of lbgen -step-cmd.
+type hook struct {
+	Seconds float64         `json:"t_seconds"`
+	Output  json.RawMessage `json:"output"`
 }
 
 // Results is the JSON file.
@@ -102,19 +159,29 @@ type Results struct {
 	Options []string `json:"command"`
 	// LoadBefore is /proc/loadavg at the start: other work on this
 	// machine's two CPUs skews every number.
-	LoadBefore string  `json:"loadavg_before"`
-	Cases      []*Case `json:"cases"`
-	Summary    []Row   `json:"summary"`
+	LoadBefore string   `json:"loadavg_before"`
+	Cases      []*Case  `json:"cases"`
+	Summary    []Row    `json:"summary"`
+	Targets    []Target `json:"targets"`
 }
 
-// Row is a line of the summary at the maximal offered load.
+// Row is a line of the summary: the step with the highest received rate,
+// latency at the step chosen by latencyStep.
 type Row struct {
-	Case        string  `json:"case"`
-	MaxRxPPS    float64 `json:"max_rx_pps"`
-	VsLoop      float64 `json:"ratio_to_loop,omitempty"`
-	VsTestpmd   float64 `json:"ratio_to_testpmd,omitempty"`
-	LossAtMax   float64 `json:"loss_at_max"`
-	P99AtLowest float64 `json:"p99_us_at_lowest_load"`
+	Case      string  `json:"case"`
+	MaxRxPPS  float64 `json:"max_rx_pps"`
+	VsLoop    float64 `json:"ratio_to_loop,omitempty"`
+	VsTestpmd float64 `json:"ratio_to_testpmd,omitempty"`
+	Reference string  `json:"reference,omitempty"` // testpmd or testpmd-1way
+	LossAtMax float64 `json:"loss_at_max"`
+	// CyclesPerPacket and BusyPercent at the max step (lbd only; 0 = none).
+	CyclesPerPacket float64 `json:"cycles_per_packet,omitempty"`
+	BusyPercent     float64 `json:"busy_percent,omitempty"`
+	NewConnsPerSec  float64 `json:"new_conns_per_sec,omitempty"`
+	LatOffered      float64 `json:"latency_at_offered_pps"`
+	P50             float64 `json:"p50_us"`
+	P99             float64 `json:"p99_us"`
+	P999            float64 `json:"p999_us"`
 }
 
 func run(o options) error {
@@ -132,11 +199,12 @@ func run(o options) error {
 	res.CPUs = cpuModel()
 	res.LoadBefore = strings.TrimSpace(readFile("/proc/loadavg"))
 	for _, name := range strings.Split(o.cases, ",") {
+		name = strings.TrimSpace(name)
 		var c *Case
-		switch strings.TrimSpace(name) {
+		switch name {
 		case "loop":
 			c = runLoop(ctx, o, dir)
-		case "testpmd":
+		case "testpmd", "testpmd-1way":
 			if o.testpmd == "" {
 				continue
 			}
@@ -144,11 +212,13 @@ func run(o options) error {
 				fmt.Fprintf(os.Stderr, "perfrun: %s not found: skipping the forwarder reference\n", o.testpmd)
 				continue
 			}
-			c = runTestpmd(ctx, o, dir)
-		case "lbd":
-			c = runLBD(ctx, o, dir)
+			c = runTestpmd(ctx, o, dir, name == "testpmd-1way")
 		default:
-			return fmt.Errorf("-cases: unknown case %q (loop, testpmd, lbd)", name)
+			spec, err := parseCase(name, o)
+			if err != nil {
+				return err
+			}
+			c = runLBD(ctx, o, dir, spec)
 		}
 		if c.Error != "" {
 			fmt.Fprintf(os.Stderr, "perfrun: %s: %s\n", c.Name, c.Error)
@@ -159,6 +229,7 @@ func run(o options) error {
 		}
 	}
 	res.Summary = summarize(res.Cases)
+	res.Targets = targets(res.Cases)
 	printSummary(res)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -168,10 +239,20 @@ func run(o options) error {
 	if err := os.WriteFile(stem+".json", append(b, '\n'), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(stem+".svg", plot(res.Cases), 0o644); err != nil {
+	plots := plotGroups(res.Cases)
+	var svgs []string
+	for _, g := range plots {
+		f := stem + g.suffix + ".svg"
+		if err := os.WriteFile(f, plot(g.cases), 0o644); err != nil {
+			return err
+		}
+		svgs = append(svgs, filepath.Base(f))
+		g.file = filepath.Base(f)
+	}
+	if err := os.WriteFile(stem+".md", report(res, o, plots, filepath.Base(stem)), 0o644); err != nil {
 		return err
 	}
-	fmt.Printf("\nwrote %s.json and %s.svg\n", stem, stem)
+	fmt.Printf("\nwrote %s.md, %s.json and %s\n", stem, stem, strings.Join(svgs, ", "))
 	for _, c := range res.Cases {
 		if c.Error != "" {
 			return fmt.Errorf("case %s failed: %s", c.Name, c.Error)
@@ -181,11 +262,12 @@ func run(o options) error {
 }
 
 // genArgs are lbgen's arguments common to every case.
-func genArgs(o options, dir, name string) []string {
+func genArgs(o options, dir, name string, flows int, pattern string) []string {
 	a := []string{
 		"-label", name, "-json", filepath.Join(dir, name+".json"),
 		"-rates", o.rates, "-warmup", o.warmup.String(), "-duration", o.duration.String(),
-		"-flows", fmt.Sprint(o.flows), "-size", fmt.Sprint(o.size), "-pattern", o.pattern, "-reply", o.reply,
+		"-flows", fmt.Sprint(flows), "-size", fmt.Sprint(o.size), "-pattern", pattern, "-reply", o.reply,
+		"-open-rate", fmt.Sprint(o.openRate),
 		"-cpu", fmt.Sprint(o.genCPU), "-file-prefix", fmt.Sprintf("lbgen-%s-%d", name, os.Getpid()),
 	}
 	if o.huge {
@@ -199,7 +281,10 @@ func genArgs(o options, dir, name string) []string {
 // DPDK control threads), which share that CPU, preempt it at once when they
 // wake up instead of stalling the worker they serve.
 func runGen(ctx context.Context, o options, c *Case, dir string, args []string) {
-	timeout := time.Duration(len(strings.Split(o.rates, ",")))*(o.warmup+o.duration+time.Second) + 30*time.Second
+	timeout := time.Duration(len(strings.Split(o.rates, ",")))*(o.warmup+o.duration+2*time.Second) + 30*time.Second
+	if c.Spec != nil {
+		timeout += time.Duration(float64(c.Spec.Flows) / o.openRate * float64(time.Second))
+	}
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	full := append([]string{"-n", "19", "taskset", "-c", fmt.Sprint(o.genCPU), o.lbgen}, args...)
@@ -229,15 +314,16 @@ func runGen(ctx context.Context, o options, c *Case, dir string, args []string) 
 	c.Report = b
 	var r struct {
 		Steps []step `json:"steps"`
+		TSCHz uint64 `json:"tsc_hz"`
 	}
 	if err := json.Unmarshal(b, &r); err == nil {
-		c.steps = r.Steps
+		c.steps, c.tscHz = r.Steps, r.TSCHz
 	}
 }
 
 func runLoop(ctx context.Context, o options, dir string) *Case {
 	c := &Case{Name: "loop", About: "lbgen's client port wired to its server port by one memif pair, nothing in between (the generator's own ceiling)"}
-	runGen(ctx, o, c, dir, append(genArgs(o, dir, c.Name), "-loop", dir))
+	runGen(ctx, o, c, dir, append(genArgs(o, dir, c.Name, o.flows, o.pattern), "-loop", dir))
 	return c
 }
 
@@ -245,8 +331,12 @@ func memif(id int, sock string, role string) string {
 	return fmt.Sprintf("net_memif%d,role=%s,socket=%s,socket-abstract=no", id, role, sock)
 }
 
-func runTestpmd(ctx context.Context, o options, dir string) *Case {
-	c := &Case{Name: "testpmd", About: fmt.Sprintf("dpdk-testpmd --forward-mode=io between two memif ports, forwarding on CPU %d (a zero-work DPDK forwarder in lbd's place)", o.lbdCPU)}
+func runTestpmd(ctx context.Context, o options, dir string, oneWay bool) *Case {
+	c := &Case{Name: "testpmd", About: fmt.Sprintf("dpdk-testpmd --forward-mode=io between two memif ports, forwarding on CPU %d (a zero-work DPDK forwarder in lbd's place), the server side answering", o.lbdCPU)}
+	if oneWay {
+		c.Name, c.OneWay = "testpmd-1way", true
+		c.About = fmt.Sprintf("dpdk-testpmd --forward-mode=io as above, one way (the server side answers nothing): the reference for VS/DR and VS/TUN")
+	}
 	cs, ss := filepath.Join(dir, "tp-client.sock"), filepath.Join(dir, "tp-server.sock")
 	args := []string{"-c", fmt.Sprint(o.genCPU), o.testpmd,
 		"--file-prefix", fmt.Sprintf("dplb-perf-tp-%d", os.Getpid()), "--no-pci", "-m", "512",
@@ -280,99 +370,17 @@ func runTestpmd(ctx context.Context, o options, dir string) *Case {
 		<-p.done
 		return c
 	}
-	runGen(ctx, o, c, dir, append(genArgs(o, dir, c.Name), "-resolve=false",
-		"-client-dev", memif(0, cs, "client"), "-server-dev", memif(1, ss, "client")))
+	a := append(genArgs(o, dir, c.Name, o.flows, o.pattern), "-resolve=false",
+		"-client-dev", memif(0, cs, "client"), "-server-dev", memif(1, ss, "client"))
+	if oneWay {
+		a = append(a, "-one-way")
+	}
+	runGen(ctx, o, c, dir, a)
 	enter.Write([]byte("\n"))
 	if err := waitTimeout(p, 10*time.Second); err != nil && c.Error == "" {
 		c.Error = fmt.Sprintf("testpmd: %v", err)
 	}
 	return c
-}
-
-func runLBD(ctx context.Context, o options, dir string) *Case {
-	c := &Case{Name: "lbd", About: fmt.Sprintf("lbd VS/NAT, one service with two real servers, worker on CPU %d, main lcore on CPU %d", o.lbdCPU, o.genCPU),
-		Extra: map[string]any{}}
-	cs, ss, ctl := filepath.Join(dir, "lbd-client.sock"), filepath.Join(dir, "lbd-server.sock"), filepath.Join(dir, "lbd.sock")
-	cfg := lbdConfig(o, cs, ss, ctl)
-	cfgPath := filepath.Join(dir, "lbd.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		c.Error = err.Error()
-		return c
-	}
-	c.Extra["config"] = cfg
-	log := filepath.Join(dir, "lbd.log")
-	// All of lbd's threads start on the generator's CPU; the worker moves
-	// itself to its own CPU (dataplane.workers), so nothing else runs there.
-	p, err := start("taskset", []string{"-c", fmt.Sprint(o.genCPU), o.lbd, "-c", cfgPath}, log)
-	if err != nil {
-		c.Error = err.Error()
-		return c
-	}
-	if err := waitFile(ss, 15*time.Second); err != nil {
-		c.Error = fmt.Sprintf("lbd: %v: %s", err, lastLines(readFile(log), 5))
-		p.Process.Kill()
-		<-p.done
-		return c
-	}
-	runGen(ctx, o, c, dir, append(genArgs(o, dir, c.Name), "-lb-server-addr", "198.51.100.1",
-		"-vip", "203.0.113.10:80", "-clients", "203.0.113.100-203.0.113.115", "-servers", "198.51.100.11-198.51.100.12",
-		"-client-dev", memif(0, cs, "client"), "-server-dev", memif(1, ss, "client")))
-	for _, args := range [][]string{{"-L", "-n", "--stats", "--exact"}, {"-L", "-n"}} {
-		out, err := exec.Command(o.lbctl, append([]string{"--socket", ctl}, args...)...).CombinedOutput()
-		fmt.Printf("$ lbctl %s\n%s", strings.Join(args, " "), out)
-		c.Extra["lbctl "+strings.Join(args, " ")] = string(out)
-		if err != nil && c.Error == "" {
-			c.Error = fmt.Sprintf("lbctl: %v", err)
-		}
-	}
-	p.Process.Signal(syscall.SIGTERM)
-	if err := waitTimeout(p, 15*time.Second); err != nil && c.Error == "" {
-		c.Error = fmt.Sprintf("lbd exit: %v: %s", err, lastLines(readFile(log), 5))
-	}
-	for _, l := range strings.Split(readFile(log), "\n") {
-		if strings.Contains(l, "mempool in use at exit") {
-			c.Extra["lbd_exit"] = strings.TrimSpace(l)
-		}
-	}
-	return c
-}
-
-func lbdConfig(o options, clientSock, serverSock, ctlSock string) string {
-	return fmt.Sprintf(`# written by perfrun
-eal:
-  file_prefix: dplb-perf-%d
-  memory_mb: 512
-  huge_pages: %t
-  main_cpu: %d
-dataplane:
-  workers: [%d]
-  conn_table_size: 1048576
-ports:
-  - name: client
-    device: %s
-    address: 203.0.113.1/24
-    role: client
-  - name: server
-    device: %s
-    address: 198.51.100.1/24
-    role: server
-services:
-  - protocol: tcp
-    vip: 203.0.113.10
-    port: 80
-    scheduler: rr
-    servers:
-      - address: 198.51.100.11
-        port: 8080
-      - address: 198.51.100.12
-        port: 8080
-control:
-  socket: %s
-metrics:
-  listen: ""
-log:
-  level: info
-`, os.Getpid(), o.huge, o.genCPU, o.lbdCPU, memif(0, clientSock, "server"), memif(1, serverSock, "server"), ctlSock)
 }
 
 // proc is a background process and the result of its Wait.
@@ -452,4 +460,62 @@ func cpuModel() string {
 		}
 	}
 	return ""
+}
+
+// reportFrom rewrites <stem>.md (and the plots) from <stem>.json, with the
+// options the run recorded in its command line.
+func reportFrom(path string, o options) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var res Results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if len(res.Options) > 1 {
+		fs := flag.NewFlagSet("perfrun", flag.ContinueOnError)
+		fs.StringVar(&o.rates, "rates", o.rates, "")
+		fs.DurationVar(&o.warmup, "warmup", o.warmup, "")
+		fs.DurationVar(&o.duration, "duration", o.duration, "")
+		fs.IntVar(&o.size, "size", o.size, "")
+		fs.BoolVar(&o.huge, "huge", o.huge, "")
+		fs.BoolVar(&o.long, "long", false, "")
+		fs.SetOutput(io.Discard)
+		_ = fs.Parse(res.Options[1:]) // unknown flags end the parse: defaults stay
+	}
+	for _, c := range res.Cases {
+		var r struct {
+			Steps []step `json:"steps"`
+			TSCHz uint64 `json:"tsc_hz"`
+		}
+		if len(c.Report) > 0 && json.Unmarshal(c.Report, &r) == nil {
+			c.steps, c.tscHz = r.Steps, r.TSCHz
+		}
+		if d, ok := c.Extra["drops"].(map[string]any); ok {
+			m := map[string]uint64{}
+			for k, v := range d {
+				if f, ok := v.(float64); ok {
+					m[k] = uint64(f)
+				}
+			}
+			c.Extra["drops"] = m
+		}
+	}
+	res.Summary = summarize(res.Cases)
+	res.Targets = targets(res.Cases)
+	stem := strings.TrimSuffix(path, ".json")
+	plots := plotGroups(res.Cases)
+	for _, g := range plots {
+		f := stem + g.suffix + ".svg"
+		if err := os.WriteFile(f, plot(g.cases), 0o644); err != nil {
+			return err
+		}
+		g.file = filepath.Base(f)
+	}
+	out, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(path, append(out, '\n'), 0o644); err != nil {
+		return err
+	}
+	return os.WriteFile(stem+".md", report(res, o, plots, filepath.Base(stem)), 0o644)
 }

@@ -12,7 +12,7 @@ import (
 // one line per case. The offered rate of a "max" step is what was sent.
 func plot(cases []*Case) []byte {
 	const w, h, pad = 460, 320, 60
-	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"}
+	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"}
 	var xmax, ymax, lmin, lmax float64 = 1, 1, math.Inf(1), 1
 	for _, c := range cases {
 		for _, s := range c.steps {

@@ -12,33 +12,84 @@ func signalContext() (context.Context, context.CancelFunc) {
 	return signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 }
 
-// maxRx is the highest rate received at the server side over a case's steps.
-func maxRx(c *Case) (rx, loss float64) {
-	for _, s := range c.steps {
+// maxStep is the index of the step with the highest rate received at the
+// server side (-1 without steps).
+func maxStep(c *Case) int {
+	best, rx := -1, -1.0
+	for i, s := range c.steps {
 		if s.SrvPPS > rx {
-			rx, loss = s.SrvPPS, s.Loss
+			best, rx = i, s.SrvPPS
 		}
 	}
-	return rx, loss
+	return best
+}
+
+// latencyOffered is the offered load at which the summary shows latency:
+// well below every case's saturation on this machine.
+const latencyOffered = 1e6
+
+// latencyStep is the step at latencyOffered, else the lowest offered load.
+func latencyStep(c *Case) int {
+	for i, s := range c.steps {
+		if s.Offered == latencyOffered {
+			return i
+		}
+	}
+	if len(c.steps) > 0 {
+		return 0
+	}
+	return -1
+}
+
+// refFor is the reference forwarder of a case: testpmd-1way for one-way
+// cases when it ran, else testpmd.
+func refFor(c *Case, byName map[string]*Case) *Case {
+	if c.OneWay {
+		if r := byName["testpmd-1way"]; r != nil && len(r.steps) > 0 {
+			return r
+		}
+	}
+	return byName["testpmd"]
 }
 
 func summarize(cases []*Case) []Row {
-	ref := map[string]float64{}
+	byName := map[string]*Case{}
 	for _, c := range cases {
-		ref[c.Name], _ = maxRx(c)
+		byName[c.Name] = c
+	}
+	rx := func(c *Case) float64 {
+		if c == nil || maxStep(c) < 0 {
+			return 0
+		}
+		return c.steps[maxStep(c)].SrvPPS
 	}
 	var rows []Row
 	for _, c := range cases {
-		if len(c.steps) == 0 {
+		i := maxStep(c)
+		if i < 0 {
 			continue
 		}
-		r := Row{Case: c.Name, P99AtLowest: c.steps[0].OneWay.P99}
-		r.MaxRxPPS, r.LossAtMax = maxRx(c)
-		if v := ref["loop"]; v > 0 && c.Name != "loop" {
-			r.VsLoop = r.MaxRxPPS / v
+		s := c.steps[i]
+		r := Row{Case: c.Name, MaxRxPPS: s.SrvPPS, LossAtMax: s.Loss}
+		if v := rx(byName["loop"]); v > 0 && c.Name != "loop" {
+			r.VsLoop = s.SrvPPS / v
 		}
-		if v := ref["testpmd"]; v > 0 && c.Name != "testpmd" {
-			r.VsTestpmd = r.MaxRxPPS / v
+		if ref := refFor(c, byName); ref != nil && ref != c && rx(ref) > 0 && c.Spec != nil {
+			r.VsTestpmd, r.Reference = s.SrvPPS/rx(ref), ref.Name
+		}
+		if i < len(c.Metrics) {
+			m := c.Metrics[i]
+			r.CyclesPerPacket = m.CyclesPerPacket
+			for _, b := range m.LcoreBusy {
+				r.BusyPercent = max(r.BusyPercent, b)
+			}
+		}
+		for _, m := range c.Metrics {
+			r.NewConnsPerSec = max(r.NewConnsPerSec, m.NewConnsPerSec)
+		}
+		if j := latencyStep(c); j >= 0 {
+			l := c.steps[j]
+			r.LatOffered, r.P50, r.P99, r.P999 = l.Offered, l.OneWay.P50, l.OneWay.P99, l.OneWay.P999
 		}
 		rows = append(rows, r)
 	}
@@ -46,21 +97,30 @@ func summarize(cases []*Case) []Row {
 }
 
 func printSummary(res Results) {
-	fmt.Printf("\n== summary (%s, %s)\n", res.CPUs, res.Date)
-	fmt.Printf("%-8s %12s %11s %11s %8s %9s %9s %9s %9s\n", "case", "offered_pps", "sent_pps", "rx_pps", "loss_%", "p50_us", "p99_us", "p99.9_us", "rtt_p99")
+	fmt.Printf("\n== steps (%s, %s)\n", res.CPUs, res.Date)
+	fmt.Printf("%-13s %11s %11s %11s %8s %8s %8s %9s %8s %8s\n", "case", "offered_pps", "sent_pps", "rx_pps", "loss_%", "cyc/pkt", "p50_us", "p99_us", "p99.9_us", "rtt_p99")
 	for _, c := range res.Cases {
-		for _, s := range c.steps {
+		for i, s := range c.steps {
 			off := "max"
 			if s.Offered > 0 {
 				off = fmt.Sprintf("%.0f", s.Offered)
 			}
-			fmt.Printf("%-8s %12s %11.0f %11.0f %8.3f %9.1f %9.1f %9.1f %9.1f\n", c.Name, off, s.SentPPS, s.SrvPPS,
-				100*s.Loss, s.OneWay.P50, s.OneWay.P99, s.OneWay.P999, s.RoundTrip.P99)
+			cpp := "-"
+			if i < len(c.Metrics) && c.Metrics[i].CyclesPerPacket > 0 {
+				cpp = fmt.Sprintf("%.0f", c.Metrics[i].CyclesPerPacket)
+			}
+			fmt.Printf("%-13s %11s %11.0f %11.0f %8.3f %8s %8.1f %9.1f %8.1f %8.1f\n", c.Name, off, s.SentPPS, s.SrvPPS,
+				100*s.Loss, cpp, s.OneWay.P50, s.OneWay.P99, s.OneWay.P999, s.RoundTrip.P99)
 		}
 	}
-	fmt.Printf("\n%-8s %12s %10s %12s %10s\n", "case", "max_rx_pps", "vs_loop", "vs_testpmd", "p99@low_us")
+	fmt.Printf("\n%-13s %10s %8s %7s %8s %8s %9s %9s %s\n", "case", "max_rx_pps", "cyc/pkt", "busy_%", "vs_loop", "vs_ref", "new_c/s", "loss_%", "p50/p99/p99.9 us @1M")
 	for _, r := range res.Summary {
-		fmt.Printf("%-8s %12.0f %10s %12s %10.1f\n", r.Case, r.MaxRxPPS, ratio(r.VsLoop), ratio(r.VsTestpmd), r.P99AtLowest)
+		fmt.Printf("%-13s %10.0f %8s %7s %8s %8s %9s %9.3f %.1f/%.1f/%.1f\n", r.Case, r.MaxRxPPS, dash(r.CyclesPerPacket, "%.0f"),
+			dash(r.BusyPercent, "%.0f"), ratio(r.VsLoop), ratio(r.VsTestpmd), dash(r.NewConnsPerSec, "%.0f"), 100*r.LossAtMax, r.P50, r.P99, r.P999)
+	}
+	fmt.Println("\n== targets (issue #7; tracked, not asserted)")
+	for _, t := range res.Targets {
+		fmt.Printf("%-58s %-40s %s\n", t.Target, t.Measured, t.Verdict)
 	}
 	fmt.Fprintln(os.Stdout)
 }
@@ -70,4 +130,11 @@ func ratio(v float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.2f", v)
+}
+
+func dash(v float64, f string) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf(f, v)
 }
