@@ -6,19 +6,19 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 )
 
-// benchCaps are a cache-resident table, to show the CPU cost, and the
-// 1M-entry table the brief sizes for, where DRAM and TLB misses dominate.
+// benchCaps are a cache-resident table, to show the CPU cost, the
+// 1M-entry table lbd defaults to, and a 16M-entry one (10M connections,
+// about 1.6 GB with its index), where DRAM and TLB misses dominate.
 var benchCaps = []struct {
-	name string
-	cap  int
-}{{"cap=64k", 1 << 16}, {"cap=1M", 1 << 20}}
+	name      string
+	cap, live int
+}{{"cap=64k", 1 << 16, 1 << 15}, {"cap=1M", 1 << 20, 1 << 19}, {"cap=16M,live=10M", 1 << 24, 10_000_000}}
 
-// forEachCap runs fn on a table of each size filled to 50% load.
+// forEachCap runs fn on a table of each size filled as benchCaps says.
 func forEachCap(b *testing.B, fn func(b *testing.B, tb *conn.Table, live int)) {
 	for _, bc := range benchCaps {
 		b.Run(bc.name, func(b *testing.B) {
-			live := bc.cap / 2
-			fn(b, benchTable(b, bc.cap, live), live)
+			fn(b, benchTable(b, bc.cap, bc.live), bc.live)
 		})
 	}
 }
