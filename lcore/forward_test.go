@@ -8,6 +8,7 @@ import (
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // ipFrame builds Ethernet/IPv4 around an L4 payload with valid checksums;
@@ -405,5 +406,36 @@ func TestExpireDest(t *testing.T) {
 	}
 	if w.cnt.dest[0][DestInactive]+w.cnt.dest[0][DestActive] != 0 {
 		t.Fatal("gauges not released")
+	}
+}
+
+// TestMixedMethods: one service whose real servers use different methods
+// (ipvsadm -a ... -m on one, -g on another): each connection follows its
+// server's method.
+func TestMixedMethods(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	old := w.snap
+	dests := []sched.Dest{{ID: 9, Addr: rs1, Port: 80, Weight: 1, Fwd: FwdNAT}, {ID: 10, Addr: rs2, Port: 80, Weight: 1, Fwd: FwdDR}}
+	rr, _ := sched.New("rr", dests, sched.Options{})
+	svcs := append([]Service(nil), old.Services...)
+	svcs[0] = Service{Key: svcs[0].Key, Scheduler: "rr", Dests: dests, Scheds: []sched.Scheduler{rr}}
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(2, old.Ports, svcs, old.Neigh, old.Timeouts)})
+	w.runCommands(0)
+
+	natSyn := tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, "")
+	drSyn := tcpFrame(clientMAC, wanMAC, clientIP, 40001, vip, 80, hdr.TCPFlagSYN, "")
+	r.inject(0, natSyn)
+	r.inject(0, drSyn)
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("sent %d", len(out))
+	}
+	if _, ip, _ := checkTCP(t, out[0]); ip.Dst() != rs1 {
+		t.Fatalf("the NAT server's connection was not DNATed: %x", ip.Dst())
+	}
+	if eth := hdr.Ethernet(out[1]); eth.Dst() != rs2MAC || !bytes.Equal(out[1][14:], drSyn[14:]) {
+		t.Fatal("the DR server's connection was not forwarded unchanged to its MAC")
 	}
 }
