@@ -42,6 +42,7 @@ type HealthCheck struct {
 	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
+	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (TCP only: lbd sends a SYN from its port's address through the DPDK port and reads the answer), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive       bool          `mapstructure:"passive"`         // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
 }
 
@@ -66,6 +67,12 @@ const (
 const (
 	HealthTargetServer = "server"
 	HealthTargetVIP    = "vip"
+)
+
+// Values of HealthCheck.Via.
+const (
+	HealthViaHost = "host"
+	HealthViaLBD  = "lbd"
 )
 
 // Values of HealthCheck.OnFailure.
@@ -141,6 +148,7 @@ func (h HealthCheck) Effective() HealthCheck {
 	if h.Target == "" {
 		h.Target = d.Target
 	}
+
 	if h.Method == "" {
 		h.Method = d.Method
 	}
@@ -240,6 +248,14 @@ func (h HealthCheck) validate(f string) error {
 		}
 	}
 	e := h.Effective()
+	if h.Via != "" {
+		if err := checkOneOf(f+".via", h.Via, HealthViaHost, HealthViaLBD); err != nil {
+			return err
+		}
+		if h.Via == HealthViaLBD && e.Type != HealthTCP {
+			return fieldErrorf(f+".via", "lbd sends TCP probes only (type is %s)", e.Type)
+		}
+	}
 	if err := checkDuration(f+".interval", e.Interval, minHealthInterval, maxHealthInterval, "100ms..1h"); err != nil {
 		return err
 	}

@@ -269,3 +269,22 @@ func TestStatusOK(t *testing.T) {
 		}
 	}
 }
+
+func TestHealthVia(t *testing.T) {
+	for _, tc := range []struct {
+		h    conf.HealthCheck
+		want string
+	}{
+		{conf.HealthCheck{Type: "tcp", Via: "lbd"}, ""},
+		{conf.HealthCheck{Type: "tcp", Via: "host"}, ""},
+		{conf.HealthCheck{Type: "http", Via: "lbd"}, "services[0].health.via: lbd sends TCP probes only (type is http)"},
+		{conf.HealthCheck{Type: "tcp", Via: "kernel"}, `services[0].health.via: "kernel" is not one of host, lbd`},
+	} {
+		c := validConfig()
+		c.Services[0].Health = tc.h
+		err := c.Validate(nil)
+		if (err == nil) != (tc.want == "") || err != nil && err.Error() != tc.want {
+			t.Errorf("via %q type %q: got %v, want %q", tc.h.Via, tc.h.Type, err, tc.want)
+		}
+	}
+}

@@ -39,10 +39,11 @@ type Controller struct {
 	ramping  bool             // some server is in its slow start: republish as its weight grows
 	lastRamp time.Time
 	passive  passiveState // passive health checking (see passive.go)
+	probes   probeState   // health probes through lbd (see probe.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
-const stepPeriod = 100 * time.Millisecond
+const stepPeriod = 20 * time.Millisecond
 
 // NewController builds the first snapshot from the configuration; the
 // ports' MAC addresses, MTUs and offloads come from the started devices.
@@ -297,6 +298,8 @@ func (c *Controller) step(now time.Time) {
 			}
 		case lcore.EvNeighbourMiss:
 			c.neigh.miss(ev.IP, ev.Port, now)
+		case lcore.EvProbe:
+			c.probes.deliver(ev)
 		}
 	})
 	reqs, aged := c.neigh.tick(now)

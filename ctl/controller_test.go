@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +20,8 @@ type fakeDataplane struct {
 	events    []lcore.Event
 	dest      map[uint32]lcore.DestStats
 	conns     []lcore.ConnInfo
+	probeMu   sync.Mutex // SendProbe runs on the checker's goroutine
+	probes    []lcore.Event
 	failFull  bool
 }
 
@@ -45,6 +48,12 @@ func (f *fakeDataplane) WorkerStats() []lcore.Stats {
 func (f *fakeDataplane) DestStats(id uint32) lcore.DestStats { return f.dest[id] }
 func (f *fakeDataplane) ConnCapacity() uint64                { return 2048 }
 func (f *fakeDataplane) TSCHz() uint64                       { return 2e9 }
+func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16) bool {
+	f.probeMu.Lock()
+	defer f.probeMu.Unlock()
+	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src})
+	return true
+}
 func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {

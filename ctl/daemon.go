@@ -93,7 +93,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	var wg sync.WaitGroup
 	// Health checks: a failed server's weight drops to 0 in the next
 	// snapshot, and comes back (with slow start) when it passes again.
-	mon := health.New(log, ctl.HealthChanged)
+	mon := health.New(log, ctl.HealthChanged, health.WithChecker(ctl.checker))
 	defer mon.Close()
 	ctl.SetHealth(mon)
 	// Dynamic feedback: servers' reported load scales their weights.

@@ -40,6 +40,8 @@ type Dataplane interface {
 	ConnCapacity() uint64
 	// TSCHz is the CPU clock, to turn time into cycles.
 	TSCHz() uint64
+	// SendProbe asks worker 0 to send a TCP SYN probe; false if it could not.
+	SendProbe(ip uint32, dstPort, srcPort uint16) bool
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)
@@ -392,6 +394,16 @@ func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bo
 		truncated = truncated || r.Truncated
 	}
 	return out, truncated, nil
+}
+
+// SendProbe implements Dataplane.
+func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16) bool {
+	if len(d.workers) == 0 {
+		return false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort})
 }
 
 // TSCHz implements Dataplane.

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"net/netip"
 	"sync"
 	"testing"
 	"time"
@@ -230,5 +231,59 @@ func TestFeedbackDrivesWeights(t *testing.T) {
 			t.Fatalf("weights %d/%d, want 20/100 (loads 80%% and 0%%)", d[0].Weight, d[1].Weight)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestProbeThroughLBD: a via-lbd check asks the dataplane for a SYN and
+// reads the answer the lcores report.
+func TestProbeThroughLBD(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
+	for _, tc := range []struct {
+		answer uint8
+		ok     bool
+		reason string
+	}{
+		{lcore.ProbeOpen, true, ""},
+		{lcore.ProbeRefused, false, "connect: connection refused (through lbd)"},
+		{lcore.ProbeNoRoute, false, "probe not sent: no route or no MAC for the server"},
+	} {
+		f.probeMu.Lock()
+		f.probes = nil
+		f.probeMu.Unlock()
+		done := make(chan [2]any)
+		go func() {
+			ok, reason := c.checker(context.Background(), target)
+			done <- [2]any{ok, reason}
+		}()
+		var sent lcore.Event
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+			f.probeMu.Lock()
+			n := len(f.probes)
+			if n > 0 {
+				sent = f.probes[0]
+			}
+			f.probeMu.Unlock()
+			if n > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no probe sent")
+			}
+		}
+		if sent.IP != ip4(198, 51, 100, 11) || sent.DstPort != 80 || sent.SrcPort < lcore.ProbePortFirst {
+			t.Fatalf("probe %+v", sent)
+		}
+		sent.Probe = tc.answer
+		c.probes.deliver(sent)
+		got := <-done
+		if got[0] != tc.ok || got[1] != tc.reason {
+			t.Errorf("answer %d: got %v %q, want %v %q", tc.answer, got[0], got[1], tc.ok, tc.reason)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if ok, reason := c.ProbeTCP(ctx, target); ok || reason != "timeout after 1s (through lbd)" {
+		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
 }

@@ -144,7 +144,7 @@ func killServe(t *testing.T, ns string) {
 // load keeps a client sending requests until stop is closed and records
 // when each batch was sent and how it went.
 type loadSample struct {
-	at      time.Time
+	at, end time.Time // when the batch started and finished
 	results []harness.Result
 }
 
@@ -165,7 +165,7 @@ func runLoad(t *testing.T, e *natEnv, stop <-chan struct{}) <-chan []loadSample 
 				done <- samples
 				return
 			}
-			samples = append(samples, loadSample{at, res})
+			samples = append(samples, loadSample{at, time.Now(), res})
 		}
 	}()
 	return done
@@ -224,15 +224,15 @@ func TestHealthUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHealth(t, e, rs1.Addr.Addr().String(), "down")
-	time.Sleep(detect)
+	time.Sleep(detect + time.Second)
 	healed := time.Now()
 	os.Remove(failFile)
 	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
-	time.Sleep(recover)
+	time.Sleep(recover + time.Second)
 	died := time.Now()
 	killServe(t, rs1.NS)
 	waitHealth(t, e, rs1.Addr.Addr().String(), "down")
-	time.Sleep(detect)
+	time.Sleep(detect + time.Second)
 	revived := time.Now()
 	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile); err != nil {
 		t.Fatal(err)
@@ -244,8 +244,8 @@ func TestHealthUnderLoad(t *testing.T) {
 
 	window := func(from, to time.Time) (failed int, by map[string]int) {
 		var in []loadSample
-		for _, s := range samples {
-			if !s.at.Before(from) && s.at.Before(to) {
+		for _, s := range samples { // batches wholly inside the window
+			if !s.at.Before(from) && s.end.Before(to) {
 				in = append(in, s)
 			}
 		}
@@ -276,5 +276,39 @@ func TestHealthUnderLoad(t *testing.T) {
 	during, _ := window(sick, sick.Add(detect))
 	during2, _ := window(died, died.Add(detect))
 	t.Logf("requests failed while the failures were being detected: %d (500s) and %d (dead)", during, during2)
+	e.stopLBD(t)
+}
+
+// TestHealthThroughLBD: with no management link (the servers are
+// reachable only through lbd's DPDK ports), TCP checks with via: lbd are
+// SYNs lbd sends itself: a dead server is taken out and brought back.
+func TestHealthThroughLBD(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Services[0].Health = "{type: tcp, via: lbd, interval: 300ms, timeout: 250ms, rise: 2, fall: 2}"
+	}})
+	e.warmUp(t)
+	rs1 := e.nat.Servers[0]
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	time.Sleep(time.Second) // a few probes: it stays up
+	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
+		t.Fatalf("a live server is %s (%s)", h, reason)
+	}
+	killServe(t, rs1.NS)
+	if reason := waitHealth(t, e, rs1.Addr.Addr().String(), "down"); !strings.Contains(reason, "through lbd") {
+		t.Errorf("down reason %q", reason)
+	}
+	for _, r := range e.get(t, e.url, 10, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs2" {
+			t.Fatalf("with rs1 down, request %d: %q %s", r.I, r.Server(), r.Err)
+		}
+	}
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs1}, e.nshelper, ":8080", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	body := e.scrapeMetrics(t)
+	if v, ok := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": "0", "counter": "probes_sent"}); !ok || v < 5 {
+		t.Errorf("probes sent %v (%v)", v, ok)
+	}
 	e.stopLBD(t)
 }

@@ -27,6 +27,8 @@ const (
 	HandedOff       // packets passed to the lcore that owns their connection
 	HandedIn        // packets received from other lcores
 	TxHandedOff     // packets given to another lcore to send (a port with fewer queues than lcores)
+	ProbesSent      // health probes (SYNs) sent through lbd
+	ProbeReplies    // answers to them received
 	Templates       // persistence templates created
 	TemplatesLost   // templates not stored (table full): the connection went on without
 	Iterations      // poll loop iterations
@@ -71,7 +73,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeReplies: "probe_replies", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

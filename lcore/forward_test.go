@@ -439,3 +439,91 @@ func TestMixedMethods(t *testing.T) {
 		t.Fatal("the DR server's connection was not forwarded unchanged to its MAC")
 	}
 }
+
+// TestProbeThroughLBD: a health probe leaves as a SYN from the port's
+// address; the server's SYN-ACK is reported and answered with RST, an RST
+// is reported as refused.
+func TestProbeThroughLBD(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	w.Commands().Push(Command{Kind: CmdProbe, IP: rs1, DstPort: 8080, SrcPort: ProbePortFirst + 7})
+	w.runCommands(0)
+	w.flush()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatal("no probe sent")
+	}
+	eth, ip, tcp := checkTCP(t, out[0])
+	if eth.Dst() != rs1MAC || ip.Src() != lanAddr || ip.Dst() != rs1 || tcp.SrcPort() != ProbePortFirst+7 ||
+		tcp.DstPort() != 8080 || tcp.Flags() != hdr.TCPFlagSYN {
+		t.Fatalf("bad probe %x", out[0])
+	}
+	synack := tcpFrame(rs1MAC, lanMAC, rs1, 8080, lanAddr, ProbePortFirst+7, hdr.TCPFlagSYN|hdr.TCPFlagACK, "")
+	binary.BigEndian.PutUint32(hdr.TCP(synack[34:])[8:], 4242) // ack
+	tc := hdr.TCP(synack[34:])
+	tc.SetChecksum(0)
+	tc.SetChecksum(hdr.TransportChecksum(rs1, lanAddr, hdr.ProtoTCP, tc))
+	r.inject(1, synack)
+	w.poll()
+	ev, ok := w.Events().Pop()
+	if !ok || ev.Kind != EvProbe || ev.Probe != ProbeOpen || ev.IP != rs1 || ev.DstPort != 8080 || ev.SrcPort != ProbePortFirst+7 {
+		t.Fatalf("probe event %+v %v", ev, ok)
+	}
+	out = r.sent(1)
+	if len(out) != 1 {
+		t.Fatal("no RST for the SYN-ACK")
+	}
+	_, ip, tcp = checkTCP(t, out[0])
+	if ip.Dst() != rs1 || tcp.Flags() != hdr.TCPFlagRST || tcp.Seq() != 4242 || tcp.DstPort() != 8080 {
+		t.Fatalf("bad RST %x", out[0])
+	}
+	r.inject(1, tcpFrame(rs1MAC, lanMAC, rs1, 8081, lanAddr, ProbePortFirst+8, hdr.TCPFlagRST|hdr.TCPFlagACK, ""))
+	w.poll()
+	if ev, ok := w.Events().Pop(); !ok || ev.Probe != ProbeRefused || ev.DstPort != 8081 {
+		t.Fatalf("refused probe event %+v", ev)
+	}
+	if len(r.sent(1)) != 0 || w.table.Len() != 0 {
+		t.Fatal("a probe answer made a connection or a packet")
+	}
+	// No MAC for the server: the probe fails at once.
+	w.Commands().Push(Command{Kind: CmdProbe, IP: ip4(198, 51, 100, 99), DstPort: 80, SrcPort: ProbePortFirst})
+	w.runCommands(0)
+	var got Event
+	for ev, ok := w.Events().Pop(); ok; ev, ok = w.Events().Pop() {
+		if ev.Kind == EvProbe {
+			got = ev
+		}
+	}
+	if got.Probe != ProbeNoRoute {
+		t.Fatalf("probe to an unresolved server: %+v", got)
+	}
+}
+
+// TestPortReuseReschedules: a SYN on the tuple of a connection in
+// TIME_WAIT is a new connection, scheduled afresh.
+func TestPortReuseReschedules(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	syn := tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, "")
+	r.inject(0, syn)
+	w.poll()
+	if _, ip, _ := checkTCP(t, r.sent(1)[0]); ip.Dst() != rs1 {
+		t.Fatal("first connection not to rs1")
+	}
+	id, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 80)
+	w.countState(0, w.table.Get(id).State, false)
+	w.table.Get(id).State = conn.StateTimeWait
+	w.countState(0, conn.StateTimeWait, true)
+	r.inject(0, syn)
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatal("the reused port's SYN was not forwarded")
+	}
+	if _, ip, tcp := checkTCP(t, out[0]); ip.Dst() != rs2 || tcp.DstPort() != 8000 {
+		t.Fatalf("reused port went to %x:%d, want rs2:8000 (rescheduled)", ip.Dst(), tcp.DstPort())
+	}
+	if w.cnt.own[NewConns] != 2 || w.table.Len() != 1 || w.cnt.dest[0][DestInactive] != 0 {
+		t.Fatalf("new %d, table %d, rs1 inactive %d", w.cnt.own[NewConns], w.table.Len(), w.cnt.dest[0][DestInactive])
+	}
+}

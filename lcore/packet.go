@@ -93,6 +93,21 @@ func (w *Worker) handleIPv4(m *mbuf.Mbuf, eth hdr.Ethernet, in int) {
 func (w *Worker) forward(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, sport, dport uint16, flags uint8) {
 	proto, src, dst := ip.Protocol(), ip.Src(), ip.Dst()
 	id, dir, ok := w.table.Lookup(proto, src, sport, dst, dport)
+	if ok && proto == hdr.ProtoTCP && dir == conn.Original &&
+		flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+		// A client reusing the port of a finished connection opens a new
+		// one, scheduled afresh (IPVS's conn_reuse_mode): its old server
+		// may be gone.
+		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose {
+			w.expireEntry(id, c)
+			w.table.Delete(id)
+			ok = false
+		}
+	}
+	if !ok && proto == hdr.ProtoTCP && isProbePort(dport) && w.snap.isLocal(dst) {
+		w.probeReply(m, eth, ip, in, flags)
+		return
+	}
 	if !ok {
 		var why Stat
 		if id, why = w.newConn(proto, src, sport, dst, dport, flags); why != 0 {

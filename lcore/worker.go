@@ -61,6 +61,9 @@ const (
 	// CmdDump lists the connections matching Command.Dump, a slice of the
 	// table per commands job, and marks it done.
 	CmdDump
+	// CmdProbe sends a TCP SYN from the output port's address to
+	// Command.IP:DstPort from SrcPort (a health probe through lbd).
+	CmdProbe
 )
 
 // Command is a message from the control plane to a worker.
@@ -70,6 +73,8 @@ type Command struct {
 	Port int
 	IP   uint32
 	Dump *DumpRequest
+	// CmdProbe's ports.
+	DstPort, SrcPort uint16
 }
 
 // EventKind says what a worker tells the control plane.
@@ -80,6 +85,15 @@ const (
 	EvNeighbour EventKind = iota + 1
 	// EvNeighbourMiss: a packet was dropped because IP has no MAC yet.
 	EvNeighbourMiss
+	// EvProbe: the answer to a probe (Probe says which), or its failure.
+	EvProbe
+)
+
+// Probe results.
+const (
+	ProbeOpen    uint8 = iota + 1 // SYN-ACK: the port listens
+	ProbeRefused                  // RST: nothing listens
+	ProbeNoRoute                  // the probe could not be sent (no route, no MAC, no mbuf)
 )
 
 // Event is a message from a worker to the control plane.
@@ -88,6 +102,9 @@ type Event struct {
 	Port int
 	IP   uint32
 	MAC  hdr.MAC
+	// EvProbe: the probed server's port, the probe's source port, the result.
+	DstPort, SrcPort uint16
+	Probe            uint8
 }
 
 const (
@@ -420,6 +437,8 @@ func (w *Worker) runCommands(int64) {
 			}
 		case CmdARPRequest:
 			w.sendARPRequest(cmd.Port, cmd.IP)
+		case CmdProbe:
+			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort)
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true
