@@ -16,7 +16,9 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 [ "$(id -u)" = 0 ] || { echo "perf/run.sh: needs root (DPDK)" >&2; exit 1; }
 bin="$(mktemp -d /tmp/dplb-perf-bin.XXXXXX)"
-trap 'rm -rf "$bin"' EXIT
+# DPDK leaves its runtime directories behind: remove this run's (and the
+# temporary binaries) on the way out.
+trap 'rm -rf "$bin"; bash scripts/clean.sh >/dev/null 2>&1 || true' EXIT
 for c in lbd lbctl lbgen; do go build -o "$bin/$c" "./cmd/$c"; done
 go build -o "$bin/perfrun" ./perf/cmd/perfrun
 "$bin/perfrun" -lbd "$bin/lbd" -lbctl "$bin/lbctl" -lbgen "$bin/lbgen" -out perf/results "$@"

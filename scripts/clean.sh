@@ -3,8 +3,8 @@
 # root): network namespaces named dplb-*, with the processes still running
 # in them; links named dp-* in the root namespace (e2e/topo's names); DPDK
 # hugepage files /dev/hugepages/dplb* and the runtime directories of the
-# tests and demo (/var/run/dpdk/dplb-e2e-*, dplb-demo-*) that no running
-# process maps.
+# tests, demo and perf runs (/var/run/dpdk/dplb-e2e-*, dplb-demo-*,
+# dplbtest*, dplb-perf-*, lbgen-*) that no running process maps.
 set -uo pipefail
 
 say() { printf 'clean: %s\n' "$*"; }
@@ -34,7 +34,8 @@ for link in $(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | sed 's/@.*
 done
 
 in_use() { grep -qsF "$1" /proc/[0-9]*/maps; }
-for f in /dev/hugepages/dplb* /var/run/dpdk/dplb-e2e-* /var/run/dpdk/dplb-demo-*; do
+for f in /dev/hugepages/dplb* /var/run/dpdk/dplb-e2e-* /var/run/dpdk/dplb-demo-* \
+	/var/run/dpdk/dplbtest* /var/run/dpdk/dplb-perf-* /var/run/dpdk/lbgen-*; do
 	[[ -e $f ]] || continue
 	if in_use "$f"; then
 		say "kept $f: mapped by a running process"

@@ -1,0 +1,47 @@
+package lcore
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// FuzzHandle feeds arbitrary frames to a worker on either port: whatever
+// the bytes, the worker must neither panic nor keep an mbuf (every packet
+// is sent or dropped and counted).
+func FuzzHandle(f *testing.F) {
+	for _, seed := range [][]byte{
+		tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""),
+		tcpFrame(rs1MAC, lanMAC, rs1, 80, clientIP, 40000, hdr.TCPFlagSYN|hdr.TCPFlagACK, "x"),
+		udpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 53, "q", true),
+		echoFrame(vip),
+		icmpErrorFrame(rs1MAC, lanMAC, rs1, clientIP, hdr.ICMPDestUnreachable, 3,
+			udpFrame(clientMAC, wanMAC, clientIP, 40000, rs1, 5353, "q", true)),
+		tcpFrame(clientMAC, wanMAC, clientIP, 40000, vipTUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1460))),
+		{0xff, 0xff},
+	} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	r := newRig(f, defaultNeigh())
+	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
+		if len(frame) == 0 || len(frame) > 1600 {
+			return
+		}
+		port := 0
+		if fromServer {
+			port = 1
+		}
+		r.t = t
+		r.inject(port, frame)
+		r.w.poll()
+		r.drain(0)
+		r.drain(1)
+		if n := r.pool.InUse(); n != 0 {
+			t.Fatalf("%d mbufs held after a frame of %d bytes", n, len(frame))
+		}
+		for ev, ok := r.w.Events().Pop(); ok; ev, ok = r.w.Events().Pop() {
+			_ = ev
+		}
+	})
+}
