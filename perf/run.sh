@@ -18,7 +18,14 @@ export PATH="/usr/local/go/bin:$PATH"
 bin="$(mktemp -d /tmp/dplb-perf-bin.XXXXXX)"
 # DPDK leaves its runtime directories behind: remove this run's (and the
 # temporary binaries) on the way out.
-trap 'rm -rf "$bin"; bash scripts/clean.sh >/dev/null 2>&1 || true' EXIT
+cleanup() {
+	rm -rf "$bin"
+	for d in /var/run/dpdk/dplb-perf-* /var/run/dpdk/lbgen-*; do
+		[[ -e $d ]] && ! grep -qsF "$d" /proc/[0-9]*/maps && rm -rf -- "$d"
+	done
+	return 0
+}
+trap cleanup EXIT
 for c in lbd lbctl lbgen; do go build -o "$bin/$c" "./cmd/$c"; done
 go build -o "$bin/perfrun" ./perf/cmd/perfrun
 "$bin/perfrun" -lbd "$bin/lbd" -lbctl "$bin/lbctl" -lbgen "$bin/lbgen" -out perf/results "$@"
