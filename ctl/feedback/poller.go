@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"reflect"
 	"slices"
@@ -271,25 +270,14 @@ func (p *Poller) Close() {
 }
 
 func (p *Poller) pollLoop(ctx context.Context, r *runner) {
-	c := r.t.Config
-	timer := time.NewTimer(rand.N(c.Interval/10 + 1))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, c.Timeout)
-		load, err := p.probe(pctx, r.t)
-		cancel()
-		if ctx.Err() != nil {
-			return // stopped mid-poll: the result means nothing
-		}
-		p.record(r, load, err, time.Now())
-		timer.Reset(max(c.Interval-time.Since(start), 0))
+	type result struct {
+		load float64
+		err  error
 	}
+	c := r.t.Config
+	health.Every(ctx, c.Interval, c.Timeout,
+		func(pctx context.Context) result { load, err := p.probe(pctx, r.t); return result{load, err} },
+		func(res result, at time.Time) { p.record(r, res.load, res.err, at) })
 }
 
 // record applies one poll's result to r's status.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -253,25 +252,14 @@ func (m *Monitor) deliver(ctx context.Context) {
 }
 
 func (m *Monitor) probeLoop(ctx context.Context, r *runner) {
-	c := r.t.Check
-	timer := time.NewTimer(rand.N(c.Interval/10 + 1))
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-		}
-		start := time.Now()
-		pctx, cancel := context.WithTimeout(ctx, c.Timeout)
-		ok, reason := m.check(pctx, r.t)
-		cancel()
-		if ctx.Err() != nil {
-			return // stopped mid-probe: the result means nothing
-		}
-		m.record(r, ok, reason, time.Now())
-		timer.Reset(max(c.Interval-time.Since(start), 0))
+	type result struct {
+		ok     bool
+		reason string
 	}
+	c := r.t.Check
+	Every(ctx, c.Interval, c.Timeout,
+		func(pctx context.Context) result { ok, reason := m.check(pctx, r.t); return result{ok, reason} },
+		func(res result, at time.Time) { m.record(r, res.ok, res.reason, at) })
 }
 
 // record applies one probe's result to r's state.
