@@ -240,13 +240,13 @@ func TestProbeThroughLBD(t *testing.T) {
 	c, f := newTestController(t)
 	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
 	for _, tc := range []struct {
-		answer uint8
+		answer lcore.ProbeResult
 		ok     bool
 		reason string
 	}{
 		{lcore.ProbeOpen, true, ""},
 		{lcore.ProbeRefused, false, "connect: connection refused (through lbd)"},
-		{lcore.ProbeNoRoute, false, "probe not sent: no route or no MAC for the server"},
+		{lcore.ProbeNotSent, false, "probe not sent: no route or no MAC for the server"},
 	} {
 		f.probeMu.Lock()
 		f.probes = nil
@@ -274,7 +274,7 @@ func TestProbeThroughLBD(t *testing.T) {
 		if sent.IP != ip4(198, 51, 100, 11) || sent.DstPort != 80 || sent.SrcPort < lcore.ProbePortFirst {
 			t.Fatalf("probe %+v", sent)
 		}
-		sent.Probe = tc.answer
+		sent.Result = tc.answer
 		c.probes.deliver(sent)
 		got := <-done
 		if got[0] != tc.ok || got[1] != tc.reason {

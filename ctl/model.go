@@ -13,6 +13,7 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
 )
@@ -31,7 +32,7 @@ func addrOf(v uint32) netip.Addr {
 }
 
 // forwardNames are ipvsadm's names of the methods, as -L prints them.
-var forwardNames = [...]string{lcore.FwdNAT: "Masq", lcore.FwdDR: "Route", lcore.FwdTUN: "Tunnel"}
+var forwardNames = [...]string{fwd.NAT: "Masq", fwd.DR: "Route", fwd.TUN: "Tunnel"}
 
 // destIDs hands out stable ids to (service, real server) pairs, so that
 // counters survive configuration changes.
@@ -97,7 +98,7 @@ func portInfos(ports []conf.Port, hw []PortHW) []lcore.PortInfo {
 }
 
 // forwardMethods maps the configuration's forward names.
-var forwardMethods = map[string]uint8{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "tun": lcore.FwdTUN}
+var forwardMethods = map[string]fwd.Method{"nat": fwd.NAT, "dr": fwd.DR, "tun": fwd.TUN}
 
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
@@ -158,7 +159,7 @@ func buildServices(svcs []conf.Service, workers int, ids *destIDs, state func(co
 			if err != nil {
 				return built{}, fmt.Errorf("services[%d].sorry_server: %w", i, err)
 			}
-			ls.Dests = append(ls.Dests, sched.Dest{ID: id, Addr: addr, Port: sorry.Port(), Weight: 1, Fwd: lcore.FwdNAT})
+			ls.Dests = append(ls.Dests, sched.Dest{ID: id, Addr: addr, Port: sorry.Port(), Weight: 1, Fwd: fwd.NAT})
 		}
 		for w := 0; w < workers; w++ {
 			sc, err := sched.New(s.Scheduler, ls.Dests, schedOptions(s))

@@ -22,7 +22,7 @@ type probeKey struct {
 type probeState struct {
 	mu      sync.Mutex
 	next    uint16
-	waiters map[probeKey]chan uint8
+	waiters map[probeKey]chan lcore.ProbeResult
 }
 
 func (p *probeState) deliver(ev lcore.Event) {
@@ -30,7 +30,7 @@ func (p *probeState) deliver(ev lcore.Event) {
 	defer p.mu.Unlock()
 	if ch, ok := p.waiters[probeKey{ev.IP, ev.DstPort, ev.SrcPort}]; ok {
 		select {
-		case ch <- ev.Probe:
+		case ch <- ev.Result:
 		default:
 		}
 	}
@@ -46,7 +46,7 @@ func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, strin
 	p := &c.probes
 	p.mu.Lock()
 	if p.waiters == nil {
-		p.waiters = map[probeKey]chan uint8{}
+		p.waiters = map[probeKey]chan lcore.ProbeResult{}
 	}
 	k := probeKey{ip: ipv4(addr.Addr()), dstPort: addr.Port()}
 	for i := 0; i < lcore.ProbePorts; i++ { // a source port no probe in flight uses
@@ -56,7 +56,7 @@ func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, strin
 			break
 		}
 	}
-	ch := make(chan uint8, 1)
+	ch := make(chan lcore.ProbeResult, 1)
 	p.waiters[k] = ch
 	p.mu.Unlock()
 	defer func() {

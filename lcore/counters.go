@@ -20,6 +20,7 @@ const (
 	ARPReceived     // ARP replies received (and learnt from)
 	ARPRequests     // ARP requests sent to resolve neighbours
 	EventsLost      // events to the control plane lost to a full ring
+	MbufAllocFailed // packets the worker could not make (ARP requests, probes): the pool was empty
 	Encapsulated    // packets sent to real servers in IPIP (VS/TUN)
 	ICMPEchoReplies // echo requests to a VIP or our address answered
 	ICMPErrors      // ICMP errors about a connection delivered
@@ -28,7 +29,7 @@ const (
 	HandedIn        // packets received from other lcores
 	TxHandedOff     // packets given to another lcore to send (a port with fewer queues than lcores)
 	ProbesSent      // health probes (SYNs) sent through lbd
-	ProbeReplies    // answers to them received
+	ProbeAnswers    // servers' answers to them received
 	Templates       // persistence templates created
 	TemplatesLost   // templates not stored (table full): the connection went on without
 	Iterations      // poll loop iterations
@@ -72,8 +73,8 @@ const firstDrop = DropBadEthernet
 var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
-	EventsLost: "events_lost", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeReplies: "probe_replies", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
+	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // ConnInfo is one connection (or persistence template) as listed for
@@ -12,7 +13,7 @@ type ConnInfo struct {
 	Proto      uint8
 	State      conn.State
 	Template   bool
-	Fwd        uint8
+	Fwd        fwd.Method
 	ClientIP   uint32
 	ClientPort uint16
 	VIP        uint32

@@ -95,7 +95,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		svc := &services[i]
 		svc.localOnly = svc.Persistence == 0 && len(svc.Dests) > 0
 		for _, d := range svc.Dests {
-			svc.localOnly = svc.localOnly && d.Fwd != FwdNAT
+			svc.localOnly = svc.localOnly && d.Fwd.OneWay()
 		}
 		if svc.Persistence > 0 {
 			if !s.steerByAddr {

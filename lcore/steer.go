@@ -1,12 +1,10 @@
 package lcore
 
 import (
-	"encoding/binary"
 	"unsafe"
 
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/ring"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Reply steering. A connection belongs to one lcore, its owner: a
@@ -26,52 +24,29 @@ type Handoff struct {
 	In  []*ring.Ring
 }
 
-// clientOf finds the client endpoint of a packet, or ok false for packets
-// that are no connection's (ARP, echo, malformed: handled where they
-// arrive). It reads only what handle validates again.
-func clientOf(snap *Snapshot, data []byte) (ip uint32, port uint16, ok bool) {
-	if len(data) < hdr.EthernetLen+hdr.IPv4MinLen || hdr.Ethernet(data).EtherType() != hdr.EtherTypeIPv4 {
-		return 0, 0, false
-	}
-	iph := hdr.IPv4(data[hdr.EthernetLen:])
-	hl := int(iph[0]&0x0f) * 4
-	if hl < hdr.IPv4MinLen || len(iph) < hl+8 {
-		return 0, 0, false
-	}
-	l4 := iph[hl:]
-	src, dst := iph.Src(), iph.Dst()
-	switch iph.Protocol() {
-	case hdr.ProtoTCP, hdr.ProtoUDP:
-		if snap.IsVIP(dst) {
-			dport := binary.BigEndian.Uint16(l4[l4DstPort:])
-			if si, ok := snap.service(dst, dport, iph.Protocol()); ok && snap.Services[si].localOnly {
+// clientEndpoint finds the client endpoint of a parsed packet, or ok
+// false for packets that are no connection's (ARP, echo, malformed:
+// handled where they arrive).
+func (s *Snapshot) clientEndpoint(d *desc) (ip uint32, port uint16, ok bool) {
+	k := &d.flow
+	switch d.class {
+	case classFlow:
+		if s.IsVIP(k.dst) {
+			if si, ok := s.service(k.dst, k.dport, k.proto); ok && s.Services[si].localOnly {
 				// DR/TUN only: no reply comes back, so the lcore the NIC's
 				// RSS gives the flow keeps it; no handoff needed.
 				return 0, 0, false
 			}
-			return src, binary.BigEndian.Uint16(l4[l4SrcPort:]), true
+			return k.src, k.sport, true
 		}
-		return dst, binary.BigEndian.Uint16(l4[l4DstPort:]), true
-	case hdr.ProtoICMP:
+		return k.dst, k.dport, true
+	case classICMPError:
 		// An error quotes a packet that left towards the client (source a
 		// VIP) or towards a real server (source the client).
-		t := l4[0]
-		if t != hdr.ICMPDestUnreachable && t != hdr.ICMPTimeExceeded && t != icmpParamProblem {
-			return 0, 0, false
+		if s.IsVIP(k.src) {
+			return k.dst, k.dport, true
 		}
-		q := l4[hdr.ICMPLen:]
-		if len(q) < hdr.IPv4MinLen {
-			return 0, 0, false
-		}
-		qh := int(q[0]&0x0f) * 4
-		if qh < hdr.IPv4MinLen || len(q) < qh+4 {
-			return 0, 0, false
-		}
-		quoted := hdr.IPv4(q)
-		if snap.IsVIP(quoted.Src()) {
-			return quoted.Dst(), binary.BigEndian.Uint16(q[qh+l4DstPort:]), true
-		}
-		return quoted.Src(), binary.BigEndian.Uint16(q[qh+l4SrcPort:]), true
+		return k.src, k.sport, true
 	}
 	return 0, 0, false
 }
@@ -89,26 +64,17 @@ func (s *Snapshot) Owner(clientIP uint32, clientPort uint16, n int) int {
 	return int(uint64(h) * uint64(n) >> 32)
 }
 
-// steer hands a packet that arrived on port index in to its owner when
-// that is another lcore; it reports whether it did. The port index
-// travels in the mbuf's port field.
-func (w *Worker) steer(m *mbuf.Mbuf, in int) bool {
+// ownerOf is the worker that owns a parsed packet's connection, or -1
+// when the packet is handled where it arrived.
+func (w *Worker) ownerOf(d *desc) int {
 	if w.snap.hwSteered {
-		return false
+		return -1
 	}
-	ip, port, ok := clientOf(w.snap, m.Data())
+	ip, port, ok := w.snap.clientEndpoint(d)
 	if !ok {
-		return false
+		return -1
 	}
-	owner := w.snap.Owner(ip, port, w.nworkers)
-	if owner == w.cfg.ID {
-		return false
-	}
-	q := &w.hout[owner]
-	m.SetPort(uint16(in))
-	q.arr.Pkt[q.n] = m
-	q.n++
-	return true
+	return w.snap.Owner(ip, port, w.nworkers)
 }
 
 // flushHandoffs enqueues each peer's packets in one call; what a full ring
@@ -122,13 +88,15 @@ func (w *Worker) flushHandoffs() {
 		sent := w.cfg.Handoff.Out[j].SPEnqueueBurst(mbufObjs(q.arr.Pkt[:q.n]))
 		w.cnt.own[HandedOff] += uint64(sent)
 		for _, m := range q.arr.Pkt[sent:q.n] {
-			w.drop(m, DropHandoffFull)
+			w.discard(m, DropHandoffFull)
 		}
 		q.n = 0
 	}
 }
 
-// pollHandoffs handles what the peers handed over.
+// pollHandoffs handles what the peers handed over: packets finished
+// elsewhere only to be transmitted here, and packets to process, parsed
+// into the descriptor array as a received burst is.
 func (w *Worker) pollHandoffs() int {
 	got := 0
 	for _, r := range w.cfg.Handoff.In {
@@ -136,13 +104,16 @@ func (w *Worker) pollHandoffs() int {
 			continue
 		}
 		n := r.SCDequeueBurst(mbufObjs(w.hin.Pkt))
+		ds := w.descs[:0]
 		for _, m := range w.hin.Pkt[:n] {
 			if p := m.Port(); p&txMark != 0 {
-				w.send(m, int(p&^txMark)) // finished: only to transmit
+				w.send(m, int(p&^txMark))
 			} else {
-				w.handle(m, int(p))
+				ds = ds[:len(ds)+1]
+				parse(&ds[len(ds)-1], m, int(p))
 			}
 		}
+		w.run(ds, false)
 		w.cnt.own[HandedIn] += uint64(n)
 		got += n
 	}
@@ -169,22 +140,4 @@ func (w *Worker) HandoffBacklog() []int {
 		}
 	}
 	return out
-}
-
-// txMark tags a packet handed over only to be transmitted; the mbuf's
-// port field carries it with the output port's index (a packet handed
-// over to be processed carries its input port's index).
-const txMark = 0x8000
-
-// handOffTx passes a finished packet to the worker that has a TX queue on
-// a port this worker has none on.
-func (w *Worker) handOffTx(m *mbuf.Mbuf, port, via int) {
-	q := &w.hout[via]
-	if q.n == len(q.arr.Pkt) {
-		w.flushHandoffs()
-	}
-	m.SetPort(txMark | uint16(port))
-	q.arr.Pkt[q.n] = m
-	q.n++
-	w.cnt.own[TxHandedOff]++
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/dplb/dplb/dpdk/mempool"
 	"github.com/dplb/dplb/dpdk/ring"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
 )
@@ -298,7 +299,7 @@ func TestOneWayServicesStayLocal(t *testing.T) {
 	r := newMultiRig(t, false)
 	old := r.w[0].snap
 	svc := old.Services[0]
-	svc.Dests = []sched.Dest{{ID: 0, Addr: rs1, Port: 80, Weight: 1, Fwd: FwdDR}}
+	svc.Dests = []sched.Dest{{ID: 0, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.DR}}
 	svc.Scheds = nil
 	for i := 0; i < 2; i++ {
 		s, _ := sched.New("rr", svc.Dests, sched.Options{})

@@ -1,68 +1,88 @@
 package lcore
 
 import (
-	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // ipipHeaderLen is the outer IPv4 header VS/TUN adds.
-const ipipHeaderLen = 20
+const ipipHeaderLen = hdr.IPv4MinLen
 
-// protoIPIP is IP-in-IP (RFC 2003).
-const protoIPIP = 4
-
-// forwardTUN encapsulates the client's packet, unchanged, in an outer IPv4
-// header from the output port's address to the real server, which
-// decapsulates it and answers the client directly. A packet that would
-// exceed the output port's MTU once encapsulated is answered, when it
-// forbids fragmentation, with an ICMP "fragmentation needed" carrying the
-// reduced MTU, so the client's path MTU discovery adapts.
-func (w *Worker) forwardTUN(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, rip uint32) {
-	port, mac, ok := w.nextHopOrDrop(m, rip)
-	if !ok {
-		return
+// encapsulate sends the packet, unchanged, inside an outer IPv4 header from
+// the output port's address to the real server, which decapsulates it and
+// answers the client directly. A packet that would exceed the output
+// port's MTU once encapsulated and forbids fragmentation is answered, when
+// answerTooBig, with an ICMP "fragmentation needed" carrying the reduced
+// MTU, so the client's path MTU discovery adapts.
+func (w *Worker) encapsulate(d *desc, rip uint32, answerTooBig bool) exit {
+	e := w.route(rip)
+	if e.kind != exitTransmit {
+		return e
 	}
-	out := &w.snap.Ports[port]
+	out := &w.snap.Ports[e.to]
+	ip := d.ip()
 	inner := int(ip.TotalLength())
 	if inner+ipipHeaderLen > int(out.MTU) {
-		if ip.DF() {
-			w.fragNeeded(m, eth, ip, in, out.MTU-ipipHeaderLen)
-			return
+		if ip.DF() && answerTooBig {
+			return w.fragNeeded(d, out.MTU-ipipHeaderLen)
 		}
-		w.drop(m, DropTooBig)
-		return
+		return drop(DropTooBig)
 	}
+	m := d.m
 	// Trim Ethernet padding, then make room for the outer header and move
 	// the Ethernet header in front of it.
 	if err := m.SetLen(hdr.EthernetLen + inner); err != nil {
-		w.drop(m, DropBadIPv4)
-		return
+		return drop(DropBadIPv4)
 	}
 	front, err := m.Prepend(ipipHeaderLen)
 	if err != nil {
-		w.drop(m, DropNoHeadroom)
-		return
+		return drop(DropNoHeadroom)
 	}
 	data := m.Data()
 	copy(data[:hdr.EthernetLen], data[len(front):len(front)+hdr.EthernetLen])
-	outer := hdr.IPv4(data[hdr.EthernetLen : hdr.EthernetLen+ipipHeaderLen])
-	tos, df := ip.TOS(), ip.DF()
-	outer.SetVersionIHL(ipipHeaderLen)
-	outer.SetTOS(tos)
-	outer.SetTotalLength(uint16(inner + ipipHeaderLen))
-	outer.SetID(0)
 	var flags uint8
-	if df {
+	if ip.DF() {
 		flags = hdr.IPv4FlagDontFragment
 	}
-	outer.SetFlagsFragmentOffset(flags, 0)
-	outer.SetTTL(64)
-	outer.SetProtocol(protoIPIP)
-	outer.SetSrc(out.Addr)
-	outer.SetDst(rip)
-	outer.SetChecksum(0)
-	outer.SetChecksum(outer.CalculateChecksum()) // 20 header bytes, never the payload
+	tos := ip.TOS()
+	hdr.IPv4(data[hdr.EthernetLen:]).Encode(&hdr.IPv4Fields{
+		TOS: tos, TotalLength: uint16(inner + ipipHeaderLen), Flags: flags,
+		TTL: hdr.DefaultTTL, Protocol: hdr.ProtoIPIP, Src: out.Addr, Dst: rip,
+	})
 	m.SetOlFlags(0)
 	w.cnt.own[Encapsulated]++
-	w.transmit(m, hdr.Ethernet(data), port, mac)
+	return e
+}
+
+// fragNeeded turns a packet that is too big for the tunnel into an ICMP
+// "fragmentation needed" (type 3 code 4) for its sender, in place: the
+// original IP header and 8 bytes of its payload become the quoted part.
+// It goes back out of the port the packet came in on.
+func (w *Worker) fragNeeded(d *desc, mtu uint16) exit {
+	m, ip := d.m, d.ip()
+	quotedLen := ip.HeaderLen() + 8
+	client, clientMAC := ip.Src(), d.eth().Src()
+	const grow = hdr.IPv4MinLen + hdr.ICMPLen
+	if _, err := m.Prepend(grow); err != nil {
+		return drop(DropNoHeadroom)
+	}
+	data := m.Data()
+	// [grow bytes][eth][orig IP ...] -> [eth][IP][ICMP][orig IP + 8]
+	copy(data[:hdr.EthernetLen], data[grow:grow+hdr.EthernetLen])
+	total := hdr.IPv4MinLen + hdr.ICMPLen + quotedLen
+	if err := m.SetLen(hdr.EthernetLen + total); err != nil {
+		return drop(DropBadIPv4)
+	}
+	data = m.Data()
+	hdr.IPv4(data[hdr.EthernetLen:]).Encode(&hdr.IPv4Fields{
+		TotalLength: uint16(total), TTL: hdr.DefaultTTL, Protocol: hdr.ProtoICMP,
+		Src: w.snap.Ports[d.in].Addr, Dst: client,
+	})
+	icmp := hdr.ICMP(data[hdr.EthernetLen+hdr.IPv4MinLen : hdr.EthernetLen+total])
+	icmp.SetType(hdr.ICMPDestUnreachable)
+	icmp.SetCode(hdr.ICMPCodeFragNeeded)
+	icmp.SetMTU(mtu)
+	icmp.SetChecksumFull()
+	m.SetOlFlags(0)
+	w.cnt.own[ICMPFragNeeded]++
+	return transmit(d.in, clientMAC)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
 	"github.com/dplb/dplb/lcore/conn"
-	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
 	"github.com/dplb/dplb/lcore/spsc"
 )
@@ -48,63 +47,6 @@ type Config struct {
 	Snapshot      *Snapshot     // the first snapshot
 	Workers       int           // number of workers (1: no steering)
 	Handoff       Handoff       // rings to and from the other workers
-}
-
-// CommandKind says what the control plane asks of a worker.
-type CommandKind uint8
-
-const (
-	// CmdSnapshot switches to Command.Snap and acknowledges its generation.
-	CmdSnapshot CommandKind = iota + 1
-	// CmdARPRequest sends an ARP request for Command.IP out of Command.Port.
-	CmdARPRequest
-	// CmdDump lists the connections matching Command.Dump, a slice of the
-	// table per commands job, and marks it done.
-	CmdDump
-	// CmdProbe sends a TCP SYN from the output port's address to
-	// Command.IP:DstPort from SrcPort (a health probe through lbd).
-	CmdProbe
-)
-
-// Command is a message from the control plane to a worker.
-type Command struct {
-	Kind CommandKind
-	Snap *Snapshot
-	Port int
-	IP   uint32
-	Dump *DumpRequest
-	// CmdProbe's ports.
-	DstPort, SrcPort uint16
-}
-
-// EventKind says what a worker tells the control plane.
-type EventKind uint8
-
-const (
-	// EvNeighbour: an ARP packet showed that IP is at MAC on Port.
-	EvNeighbour EventKind = iota + 1
-	// EvNeighbourMiss: a packet was dropped because IP has no MAC yet.
-	EvNeighbourMiss
-	// EvProbe: the answer to a probe (Probe says which), or its failure.
-	EvProbe
-)
-
-// Probe results.
-const (
-	ProbeOpen    uint8 = iota + 1 // SYN-ACK: the port listens
-	ProbeRefused                  // RST: nothing listens
-	ProbeNoRoute                  // the probe could not be sent (no route, no MAC, no mbuf)
-)
-
-// Event is a message from a worker to the control plane.
-type Event struct {
-	Kind EventKind
-	Port int
-	IP   uint32
-	MAC  hdr.MAC
-	// EvProbe: the probed server's port, the probe's source port, the result.
-	DstPort, SrcPort uint16
-	Probe            uint8
 }
 
 const (
@@ -142,6 +84,7 @@ type Worker struct {
 	table *conn.Table
 	cnt   *counters
 	rx    *mbuf.Array
+	descs []desc // the burst being processed, parsed (see desc.go)
 	tx    []txQueue
 	free  *mbuf.Array // drops of this burst, freed in one call
 	nfree int
@@ -182,7 +125,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 	events, _ := spsc.New[Event](ringSize)
 	w := &Worker{
 		cfg: cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
-		rx: mbuf.NewArray(cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
+		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
 		cmds: cmds, events: events, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -345,12 +288,11 @@ func (w *Worker) poll() int {
 			continue
 		}
 		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
-		for _, m := range w.rx.Pkt[:n] {
-			if w.nworkers > 1 && w.steer(m, pi) {
-				continue
-			}
-			w.handle(m, pi)
+		ds := w.descs[:n]
+		for i, m := range w.rx.Pkt[:n] {
+			parse(&ds[i], m, pi)
 		}
+		w.run(ds, true)
 		got += n
 	}
 	if w.nworkers > 1 {
@@ -360,64 +302,6 @@ func (w *Worker) poll() int {
 	}
 	w.flush()
 	return got
-}
-
-// drop counts a packet under its reason and queues it to be freed with the
-// rest of the burst's drops (one cgo call, not one per packet). Packets
-// consumed rather than dropped (ARP replies) pass a non-drop Stat.
-func (w *Worker) drop(m *mbuf.Mbuf, why Stat) {
-	w.cnt.own[why]++
-	w.free.Pkt[w.nfree] = m
-	w.nfree++
-	if w.nfree == len(w.free.Pkt) {
-		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
-		w.nfree = 0
-	}
-}
-
-// send queues a packet for a port's TX queue.
-func (w *Worker) send(m *mbuf.Mbuf, port int) {
-	if pq := &w.cfg.Ports[port]; pq.NoQueue {
-		w.handOffTx(m, port, pq.TxVia)
-		return
-	}
-	q := &w.tx[port]
-	if q.n == len(q.arr.Pkt) {
-		w.flushPort(port)
-	}
-	q.arr.Pkt[q.n] = m
-	q.n++
-	q.bytes += uint64(m.PktLen())
-}
-
-func (w *Worker) flush() {
-	for pi := range w.tx {
-		if w.tx[pi].n > 0 {
-			w.flushPort(pi)
-		}
-	}
-	if w.nfree > 0 {
-		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
-		w.nfree = 0
-	}
-}
-
-func (w *Worker) flushPort(pi int) {
-	q := &w.tx[pi]
-	pq := &w.cfg.Ports[pi]
-	sent := pq.Port.TxBurst(pq.TxQueue, q.arr.Pkt[:q.n])
-	bytes := q.bytes
-	if sent < q.n {
-		unsent := q.arr.Pkt[sent:q.n]
-		for _, m := range unsent {
-			bytes -= uint64(m.PktLen())
-		}
-		w.cnt.own[DropTxFull] += uint64(len(unsent))
-		mbuf.FreeBulk(unsent)
-	}
-	w.cnt.own[TxPackets] += uint64(sent)
-	w.cnt.own[TxBytes] += bytes
-	q.n, q.bytes = 0, 0
 }
 
 func (w *Worker) runCommands(int64) {

@@ -1,18 +1,22 @@
 // Package conn is the per-lcore connection table of the load balancer and
 // the IPVS TCP state machine that drives each entry's timeout.
 //
-// One Table belongs to one worker lcore and is touched only by it
-// (ARCHITECTURE.md invariant 4), so nothing here locks or uses atomics.
-// Entries are fixed-size, pointer-free 64-byte records in one slice the GC
-// never scans (invariant 6), and the per-packet calls do not allocate
-// (invariant 3).
+// One Table belongs to one worker lcore and is touched only by it (lcores
+// share nothing), so nothing here locks or uses atomics. Entries are
+// fixed-size, pointer-free 64-byte records in one slice the GC never scans,
+// and the per-packet calls do not allocate (docs/design.md, "Connection
+// table").
 //
 // Addresses are the big-endian value of the four IPv4 bytes
 // (192.0.2.1 == 0xC0000201), ports are in host order and protocols are IP
 // protocol numbers.
 package conn
 
-import "unsafe"
+import (
+	"unsafe"
+
+	"github.com/dplb/dplb/lcore/fwd"
+)
 
 // Dir is the direction of a packet relative to its connection.
 type Dir uint8
@@ -65,7 +69,7 @@ type Conn struct {
 	Proto uint8
 	State State
 	Flags uint8 // FlagOneWay and caller-defined bits
-	Fwd   uint8 // forwarding method, opaque to this package
+	Fwd   fwd.Method
 
 	// indexed records which keys this entry holds in the index; zero means
 	// the slot is free. Kept apart from Flags so a caller flipping Flags

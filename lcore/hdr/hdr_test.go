@@ -739,8 +739,8 @@ func TestUDPNoChecksumStaysZero(t *testing.T) {
 	}
 }
 
-// TestPerPacketPathDoesNotAllocate guards invariant 3 of ARCHITECTURE.md:
-// gates, accessors and a full VS/NAT rewrite of a TCP packet.
+// TestPerPacketPathDoesNotAllocate guards the rule that the packet path
+// never allocates: gates, accessors and a full VS/NAT rewrite of a TCP packet.
 func TestPerPacketPathDoesNotAllocate(t *testing.T) {
 	frame := fixture(t, "tcpdata")
 	var sink uint32

@@ -33,10 +33,22 @@ const (
 	ICMPDestUnreachable     = 3
 	ICMPEchoRequest         = 8
 	ICMPTimeExceeded        = 11
+	ICMPParamProblem        = 12
 	ICMPCodeFragNeeded      = 4 // with ICMPDestUnreachable
 	ICMPCodeTTLExceeded     = 0 // with ICMPTimeExceeded
 	ICMPCodePortUnreachable = 3 // with ICMPDestUnreachable
 )
+
+// ICMPErrorMinLen is the shortest ICMP error the dataplane can relate to a
+// connection: the header, a quoted IPv4 header and the 8 bytes of its
+// payload that hold the ports (RFC 792).
+const ICMPErrorMinLen = ICMPLen + IPv4MinLen + 8
+
+// IsICMPError reports whether an ICMP type reports an error about a packet
+// it quotes (RFC 792).
+func IsICMPError(typ uint8) bool {
+	return typ == ICMPDestUnreachable || typ == ICMPTimeExceeded || typ == ICMPParamProblem
+}
 
 // ICMP is a view over an ICMPv4 message, bounded to the IPv4 payload because
 // the checksum covers the whole message. Accessors assume IsValid.
@@ -98,3 +110,8 @@ func (b ICMP) SetTypeCodeWithChecksumUpdate(typ, code uint8) {
 	b[icmpCode] = code
 	b.SetChecksum(Update16(b.Checksum(), old, uint16(typ)<<8|uint16(code)))
 }
+
+// SetChecksumFull computes and writes the checksum over the whole message.
+// For messages of a few dozen bytes (an error quoting a header) that changed
+// in several places; an echo reply uses SetTypeCodeWithChecksumUpdate.
+func (b ICMP) SetChecksumFull() { b.SetChecksum(ICMPChecksum(b)) }

@@ -139,3 +139,27 @@ func (b TCP) SetDstPortWithChecksumUpdate(p uint16) {
 func (b TCP) UpdateChecksumForAddr(old, new uint32) {
 	b.SetChecksum(Update32(b.Checksum(), old, new))
 }
+
+// TCPFields are the fields of an option-less TCP header, for Encode.
+type TCPFields struct {
+	SrcPort, DstPort uint16
+	Seq, Ack         uint32
+	Flags            uint8
+	Window           uint16
+}
+
+// Encode writes a 20-byte header (no options, urgent pointer 0) from f and
+// the checksum over the pseudo-header of src and dst and the whole of b,
+// which must be the segment (header plus data).
+func (b TCP) Encode(f *TCPFields, src, dst uint32) {
+	_ = b[TCPMinLen-1]
+	b.SetSrcPort(f.SrcPort)
+	b.SetDstPort(f.DstPort)
+	b.SetSeq(f.Seq)
+	b.SetAck(f.Ack)
+	b.SetDataOffset(TCPMinLen)
+	b.SetFlags(f.Flags)
+	b.SetWindow(f.Window)
+	b.SetUrgentPointer(0)
+	b.SetChecksum(TransportChecksum(src, dst, ProtoTCP, b))
+}

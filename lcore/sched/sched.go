@@ -40,6 +40,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // Dest is a real server as a scheduler sees it.
@@ -47,8 +49,8 @@ type Dest struct {
 	ID     uint32 // stable id of the (service, server) pair; indexes counters
 	Addr   uint32 // IPv4 address, big-endian value of the 4 bytes
 	Port   uint16
-	Weight int32  // 0 = quiescent: no new connections
-	Fwd    uint8  // forwarding method
+	Weight int32 // 0 = quiescent: no new connections
+	Fwd    fwd.Method
 	Upper  uint32 // no new connections at or above this many (ipvsadm -x); 0 = no limit
 	Lower  uint32 // ... until below this many (ipvsadm -y); 0 = 3/4 of Upper
 }

@@ -64,8 +64,6 @@ const (
 	stampLen  = 8
 	MinFrame  = 60   // Ethernet minimum without FCS
 	MaxFrame  = 1514 // Ethernet MTU frame without FCS
-	ipDefTTL  = 64
-	protoIPIP = 4 // IP in IP (RFC 2003): VS/TUN
 	tcpWindow = 65535
 )
 
@@ -100,12 +98,9 @@ func NewBuilder(proto uint8, size int, srcMAC, dstMAC hdr.MAC, vip uint32, vport
 	eth.SetSrc(srcMAC)
 	eth.SetEtherType(hdr.EtherTypeIPv4)
 	ip := hdr.IPv4(t[ipOff:])
-	ip.SetVersionIHL(hdr.IPv4MinLen)
-	ip.SetTotalLength(uint16(size - ipOff))
-	ip.SetFlagsFragmentOffset(hdr.IPv4FlagDontFragment, 0)
-	ip.SetTTL(ipDefTTL)
-	ip.SetProtocol(proto)
-	ip.SetDst(vip)
+	ip.Encode(&hdr.IPv4Fields{TotalLength: uint16(size - ipOff), Flags: hdr.IPv4FlagDontFragment,
+		TTL: hdr.DefaultTTL, Protocol: proto, Dst: vip})
+	ip.SetChecksum(0) // Build adds the source and the checksum per packet
 	// A recognisable payload after the headers.
 	for i := end; i < size; i++ {
 		t[i] = byte(i)
@@ -195,7 +190,7 @@ func Stamp(p []byte, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
 	if len(p) < l4Off || p[ipOff] != 0x45 {
 		return KindOther, 0, 0, 0
 	}
-	if p[ipOff+9] == protoIPIP && !reply {
+	if p[ipOff+9] == hdr.ProtoIPIP && !reply {
 		// VS/TUN: the client's packet inside an outer IPv4 header.
 		k, flags, seq, stamp = stampL3(p, ipOff+hdr.IPv4MinLen, false)
 		switch k {

@@ -186,9 +186,8 @@ func TestStampIPIP(t *testing.T) {
 	p := make([]byte, MinFrame+hdr.IPv4MinLen)
 	copy(p, inner[:ipOff])
 	copy(p[ipOff+hdr.IPv4MinLen:], inner[ipOff:])
-	outer := hdr.IPv4(p[ipOff:])
-	outer.SetVersionIHL(hdr.IPv4MinLen)
-	outer.SetProtocol(protoIPIP)
+	hdr.IPv4(p[ipOff:]).Encode(&hdr.IPv4Fields{TotalLength: uint16(len(p) - ipOff), TTL: hdr.DefaultTTL,
+		Protocol: hdr.ProtoIPIP, Src: 0xC6336401, Dst: 0xC633640B}) // 198.51.100.1 -> .11
 	k, flags, seq, stamp := Stamp(p, false)
 	if k != KindIPIPTCP || flags != hdr.TCPFlagSYN || seq != 7 || stamp != 12345 {
 		t.Fatalf("got kind %d flags %#x seq %d stamp %d", k, flags, seq, stamp)

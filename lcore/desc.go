@@ -1,0 +1,168 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The packet descriptor. Every received packet is parsed and validated
+// once, into a desc in the worker's per-burst array; steering, the
+// connection lookup, the state machine and the rewrites read the desc and
+// the header views it locates, never the raw bytes again. A burst is
+// parsed whole before any packet of it is processed, the shape a batched
+// pipeline (prefetch the lookups of the burst, then rewrite) builds on.
+
+// class says what a parsed packet is, and so which stage takes it.
+type class uint8
+
+const (
+	classInvalid   class = iota // dropped: desc.verdict says why
+	classFlow                   // TCP or UDP: a connection's packet
+	classEcho                   // ICMP echo request
+	classICMPError              // ICMP error quoting a TCP or UDP packet
+	classARP                    // a valid Ethernet/IPv4 ARP packet
+)
+
+// flowKey is a TCP or UDP packet's addresses and ports as it travels.
+type flowKey struct {
+	src, dst     uint32
+	sport, dport uint16
+	proto        uint8
+}
+
+// reverse is the key of the packets going the other way.
+func (k flowKey) reverse() flowKey {
+	return flowKey{src: k.dst, dst: k.src, sport: k.dport, dport: k.sport, proto: k.proto}
+}
+
+// desc is one received packet, parsed.
+type desc struct {
+	m       *mbuf.Mbuf
+	in      int // index of the port it arrived on
+	class   class
+	verdict Stat    // classInvalid: the drop reason
+	flags   uint8   // TCP flags (classFlow)
+	l4      uint16  // offset of the transport (or ICMP) header in the frame
+	flow    flowKey // classFlow: the packet's flow; classICMPError: the quoted packet's
+	owner   int     // the worker that processes it (set by steering; -1: here)
+}
+
+// l3 is the IPv4 header's offset: the dataplane sees untagged Ethernet.
+const l3 = hdr.EthernetLen
+
+func (d *desc) eth() hdr.Ethernet { return hdr.Ethernet(d.m.Data()) }
+
+// ip views the IPv4 header and what follows it (to the end of the frame).
+func (d *desc) ip() hdr.IPv4 { return hdr.IPv4(d.m.Data()[l3:]) }
+
+// l4Bytes views the transport segment (IPv4 payload, without padding).
+func (d *desc) l4Bytes() []byte { return d.ip().Payload() }
+
+// quotedIP views the IPv4 header an ICMP error quotes, and what follows.
+func (d *desc) quotedIP() hdr.IPv4 { return hdr.IPv4(hdr.ICMP(d.l4Bytes()).Payload()) }
+
+func (d *desc) invalid(why Stat) { d.class, d.verdict = classInvalid, why }
+
+// parse fills d from a received packet: every check the dataplane makes
+// of a packet's headers is here, once.
+func parse(d *desc, m *mbuf.Mbuf, in int) {
+	*d = desc{m: m, in: in, owner: -1}
+	if m.NbSegs() != 1 {
+		d.invalid(DropMultiSegment)
+		return
+	}
+	eth := hdr.Ethernet(m.Data())
+	if !eth.IsValid() {
+		d.invalid(DropBadEthernet)
+		return
+	}
+	switch eth.EtherType() {
+	case hdr.EtherTypeIPv4:
+	case hdr.EtherTypeARP:
+		if !hdr.ARP(eth.Payload()).IsValid() {
+			d.invalid(DropBadARP)
+			return
+		}
+		d.class = classARP
+		return
+	default:
+		d.invalid(DropNotIPv4)
+		return
+	}
+	ip := hdr.IPv4(eth.Payload())
+	if !ip.IsValid(len(ip)) {
+		d.invalid(DropBadIPv4)
+		return
+	}
+	// Trust the NIC's verdict when it gives one; check in software otherwise.
+	switch fl := m.OlFlags(); {
+	case fl&mbuf.RxIPCksumBad == mbuf.RxIPCksumBad && fl&mbuf.RxIPCksumGood != mbuf.RxIPCksumGood:
+		d.invalid(DropBadIPChecksum)
+		return
+	case fl&mbuf.RxIPCksumGood != 0 && fl&mbuf.RxIPCksumBad == 0:
+	default:
+		if !ip.IsChecksumValid() {
+			d.invalid(DropBadIPChecksum)
+			return
+		}
+	}
+	if ip.IsFragment() {
+		d.invalid(DropFragment)
+		return
+	}
+	d.l4 = uint16(l3 + ip.HeaderLen())
+	d.flow = flowKey{src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol()}
+	switch d.flow.proto {
+	case hdr.ProtoTCP:
+		tcp := hdr.TCP(ip.Payload())
+		if !tcp.IsValid() {
+			d.invalid(DropBadL4)
+			return
+		}
+		d.flow.sport, d.flow.dport, d.flags = tcp.SrcPort(), tcp.DstPort(), tcp.Flags()
+		d.class = classFlow
+	case hdr.ProtoUDP:
+		udp := hdr.UDP(ip.Payload())
+		if !udp.IsValid() {
+			d.invalid(DropBadL4)
+			return
+		}
+		d.flow.sport, d.flow.dport = udp.SrcPort(), udp.DstPort()
+		d.class = classFlow
+	case hdr.ProtoICMP:
+		parseICMP(d, hdr.ICMP(ip.Payload()))
+	default:
+		d.invalid(DropUnsupportedProto)
+	}
+}
+
+// parseICMP classifies an ICMP message; for an error it checks the quoted
+// packet once (a whole IPv4 header and the 8 bytes with the ports) and
+// keeps its flow.
+func parseICMP(d *desc, icmp hdr.ICMP) {
+	if !icmp.IsValid() {
+		d.invalid(DropBadICMP)
+		return
+	}
+	switch t := icmp.Type(); {
+	case t == hdr.ICMPEchoRequest:
+		d.class = classEcho
+		return
+	case !hdr.IsICMPError(t):
+		d.invalid(DropICMPType)
+		return
+	}
+	q := hdr.IPv4(icmp.Payload())
+	if len(icmp) < hdr.ICMPErrorMinLen || q[0]>>4 != 4 || q.HeaderLen() < hdr.IPv4MinLen || len(q) < q.HeaderLen()+8 {
+		d.invalid(DropBadICMP)
+		return
+	}
+	proto := q.Protocol()
+	if proto != hdr.ProtoTCP && proto != hdr.ProtoUDP {
+		d.invalid(DropNoConn)
+		return
+	}
+	ql4 := hdr.UDP(q[q.HeaderLen():]) // the ports sit alike in TCP and UDP
+	d.flow = flowKey{src: q.Src(), dst: q.Dst(), sport: ql4.SrcPort(), dport: ql4.DstPort(), proto: proto}
+	d.class = classICMPError
+}

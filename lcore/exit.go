@@ -1,0 +1,163 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The one exit. Every stage that takes a packet returns what is to become
+// of it, an exit, and leave carries it out: transmit on a port, hand to the
+// worker that owns it, drop under a named reason, or consume (the packet
+// was for the dataplane itself, as an ARP reply, and is counted as such).
+// Packets the worker makes (ARP requests, probes) leave the same way.
+
+type exitKind uint8
+
+const (
+	exitDrop     exitKind = iota // free it, counted under a drop reason
+	exitTransmit                 // queue it on a port, towards a next hop's MAC
+	exitHandOff                  // pass it to the worker that owns it
+	exitConsume                  // free it, counted under what consumed it
+)
+
+// exit is a packet's fate.
+type exit struct {
+	kind exitKind
+	mac  hdr.MAC // exitTransmit: the next hop
+	to   int     // exitTransmit: the port; exitHandOff: the worker
+	why  Stat    // exitDrop, exitConsume: the counter
+}
+
+func transmit(port int, mac hdr.MAC) exit { return exit{kind: exitTransmit, to: port, mac: mac} }
+func drop(why Stat) exit                  { return exit{kind: exitDrop, why: why} }
+func consume(why Stat) exit               { return exit{kind: exitConsume, why: why} }
+func handOff(worker int) exit             { return exit{kind: exitHandOff, to: worker} }
+
+// leave carries out a packet's exit; in is the port it arrived on.
+func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
+	switch e.kind {
+	case exitTransmit:
+		eth := hdr.Ethernet(m.Data())
+		eth.SetSrc(w.snap.Ports[e.to].MAC)
+		eth.SetDst(e.mac)
+		w.send(m, e.to)
+	case exitHandOff:
+		m.SetPort(uint16(in)) // the owner handles it as arrived on that port
+		w.queueHandOff(m, e.to)
+	default:
+		w.discard(m, e.why)
+	}
+}
+
+// newFrame allocates an mbuf holding n zeroed bytes, or nil (counted) when
+// the pool is empty. Control work: it makes a cgo call.
+func (w *Worker) newFrame(n int) (*mbuf.Mbuf, []byte) {
+	m, err := mbuf.Alloc(w.cfg.Pool)
+	if err != nil {
+		w.cnt.own[MbufAllocFailed]++
+		return nil, nil
+	}
+	b, err := m.Append(n)
+	if err != nil { // cannot happen with any sane data room
+		m.Free()
+		w.cnt.own[MbufAllocFailed]++
+		return nil, nil
+	}
+	clear(b)
+	return m, b
+}
+
+// route finds the way to a destination: transmit on the output port to
+// the next hop's MAC, or a drop for want of a route or a MAC. A missing MAC
+// is reported to the control plane, which resolves it.
+func (w *Worker) route(dst uint32) exit {
+	snap := w.snap
+	port, hop, ok := snap.Route(dst)
+	if !ok {
+		return drop(DropNoRoute)
+	}
+	if mac, ok := snap.Neigh[hop]; ok {
+		return transmit(port, mac)
+	}
+	if mac, ok := w.neigh.lookup(hop, w.now); ok {
+		return transmit(port, mac)
+	}
+	w.event(Event{Kind: EvNeighbourMiss, Port: port, IP: hop})
+	return drop(DropNoNeighbour)
+}
+
+// discard counts a packet and queues it to be freed with the rest of the
+// burst's (one cgo call, not one per packet).
+func (w *Worker) discard(m *mbuf.Mbuf, why Stat) {
+	w.cnt.own[why]++
+	w.free.Pkt[w.nfree] = m
+	w.nfree++
+	if w.nfree == len(w.free.Pkt) {
+		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
+		w.nfree = 0
+	}
+}
+
+// send queues a finished packet for a port's TX queue, or for the worker
+// that has one on a port this worker has none on.
+func (w *Worker) send(m *mbuf.Mbuf, port int) {
+	if pq := &w.cfg.Ports[port]; pq.NoQueue {
+		m.SetPort(txMark | uint16(port))
+		w.queueHandOff(m, pq.TxVia)
+		w.cnt.own[TxHandedOff]++
+		return
+	}
+	q := &w.tx[port]
+	if q.n == len(q.arr.Pkt) {
+		w.flushPort(port)
+	}
+	q.arr.Pkt[q.n] = m
+	q.n++
+	q.bytes += uint64(m.PktLen())
+}
+
+// txMark tags a packet handed over only to be transmitted; the mbuf's
+// port field carries it with the output port's index (a packet handed
+// over to be processed carries its input port's index).
+const txMark = 0x8000
+
+// queueHandOff adds a packet to what goes to a peer at the end of the burst.
+func (w *Worker) queueHandOff(m *mbuf.Mbuf, worker int) {
+	q := &w.hout[worker]
+	if q.n == len(q.arr.Pkt) {
+		w.flushHandoffs()
+	}
+	q.arr.Pkt[q.n] = m
+	q.n++
+}
+
+// flush sends every port's queue and frees the burst's discarded packets.
+func (w *Worker) flush() {
+	for pi := range w.tx {
+		if w.tx[pi].n > 0 {
+			w.flushPort(pi)
+		}
+	}
+	if w.nfree > 0 {
+		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
+		w.nfree = 0
+	}
+}
+
+func (w *Worker) flushPort(pi int) {
+	q := &w.tx[pi]
+	pq := &w.cfg.Ports[pi]
+	sent := pq.Port.TxBurst(pq.TxQueue, q.arr.Pkt[:q.n])
+	bytes := q.bytes
+	if sent < q.n {
+		unsent := q.arr.Pkt[sent:q.n]
+		for _, m := range unsent {
+			bytes -= uint64(m.PktLen())
+		}
+		w.cnt.own[DropTxFull] += uint64(len(unsent))
+		mbuf.FreeBulk(unsent)
+	}
+	w.cnt.own[TxPackets] += uint64(sent)
+	w.cnt.own[TxBytes] += bytes
+	q.n, q.bytes = 0, 0
+}

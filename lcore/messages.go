@@ -1,0 +1,89 @@
+package lcore
+
+import (
+	"fmt"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The control plane and a worker talk through two rings: commands down,
+// events up.
+
+// CommandKind says what the control plane asks of a worker.
+type CommandKind uint8
+
+const (
+	// CmdSnapshot switches to Command.Snap and acknowledges its generation.
+	CmdSnapshot CommandKind = iota + 1
+	// CmdARPRequest sends an ARP request for Command.IP out of Command.Port.
+	CmdARPRequest
+	// CmdDump lists the connections matching Command.Dump, a slice of the
+	// table per commands job, and marks it done.
+	CmdDump
+	// CmdProbe sends a probe, a TCP SYN from the output port's address to
+	// Command.IP:DstPort from SrcPort (a health check through lbd).
+	CmdProbe
+)
+
+var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe"}
+
+func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
+
+// Command is a message from the control plane to a worker.
+type Command struct {
+	Kind CommandKind
+	Snap *Snapshot
+	Port int
+	IP   uint32
+	Dump *DumpRequest
+	// CmdProbe's ports.
+	DstPort, SrcPort uint16
+}
+
+// EventKind says what a worker tells the control plane.
+type EventKind uint8
+
+const (
+	// EvNeighbour: an ARP packet showed that IP is at MAC on Port.
+	EvNeighbour EventKind = iota + 1
+	// EvNeighbourMiss: a packet was dropped because IP has no MAC yet.
+	EvNeighbourMiss
+	// EvProbe: the result of a probe (Event.Result).
+	EvProbe
+)
+
+var eventNames = [...]string{EvNeighbour: "neighbour", EvNeighbourMiss: "neighbour_miss", EvProbe: "probe"}
+
+func (k EventKind) String() string { return name(eventNames[:], uint8(k), "event") }
+
+// ProbeResult is what a probe found.
+type ProbeResult uint8
+
+const (
+	ProbeOpen    ProbeResult = iota + 1 // the server answered SYN-ACK: the port listens
+	ProbeRefused                        // it answered RST: nothing listens
+	ProbeNotSent                        // the probe could not be sent (no route, no MAC, no mbuf)
+)
+
+var probeResultNames = [...]string{ProbeOpen: "open", ProbeRefused: "refused", ProbeNotSent: "not_sent"}
+
+func (r ProbeResult) String() string { return name(probeResultNames[:], uint8(r), "probe_result") }
+
+// name looks a value up in a table of names, or says it is unknown.
+func name(names []string, v uint8, kind string) string {
+	if int(v) < len(names) && names[v] != "" {
+		return names[v]
+	}
+	return fmt.Sprintf("%s(%d)", kind, v)
+}
+
+// Event is a message from a worker to the control plane.
+type Event struct {
+	Kind EventKind
+	Port int
+	IP   uint32
+	MAC  hdr.MAC
+	// EvProbe: the probed server's port, the probe's source port, the result.
+	DstPort, SrcPort uint16
+	Result           ProbeResult
+}
