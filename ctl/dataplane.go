@@ -135,18 +135,13 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	}
 	// Spread flows over the queues: aligned with the lcores' ownership
 	// where the device can, else any spread (the lcores hand packets over).
-	// Persistence is a matter of the services, which can change: the
-	// alignment chosen at start holds only while it matches (Snapshot).
-	byAddr := false
-	for _, s := range d.cfg.Services {
-		byAddr = byAddr || s.Persistence > 0
-	}
+	// Decided once, here: ownership never depends on the services.
 	var rssMode uint8
-	c.RSSHashFunctions, rssMode = rssFor(info, pc.Role, nq, byAddr)
+	c.RSSHashFunctions, rssMode = rssFor(info, pc.Role, nq)
 	if rssMode != lcore.RSSSoftware {
-		// Both sides must hash with the same key for a connection's two
-		// directions to meet.
-		c.RSSKey = rssKey(int(info.HashKeySize))
+		// The lcores' steering key: the NIC then computes each packet's
+		// owner as the lcores do.
+		c.RSSKey = lcore.RSSKey(int(info.HashKeySize))
 	}
 	if err := id.Configure(c); err != nil {
 		return openPort{}, fmt.Errorf("%s: %w", field, err)
@@ -266,6 +261,12 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 			}
 		}
 	}
+	// One persistence template table for all workers: a client network's
+	// connections land on every worker and must meet one template.
+	templates, err := lcore.NewTemplates(dp.ConnTableSize)
+	if err != nil {
+		return fmt.Errorf("dataplane.conn_table_size: %w", err)
+	}
 	for i, cpu := range dp.Workers {
 		pqs := make([]lcore.PortQueue, len(d.ports))
 		for j, p := range d.ports {
@@ -277,7 +278,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 		w, err := lcore.NewWorker(lcore.Config{
 			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,
 			ConnTableSize: dp.ConnTableSize, IdleSleep: dp.IdleSleep, Snapshot: snap,
-			Workers: n, Handoff: handoffs[i],
+			Workers: n, Handoff: handoffs[i], Templates: templates,
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)

@@ -129,7 +129,7 @@ func BenchmarkHandoff(b *testing.B) {
 	r := newMultiRig(b, false)
 	w := r.w[0]
 	var port uint16 = 40000
-	for w.snap.Owner(clientIP, port, 2) != 1 {
+	for Owner(clientIP, port, 2) != 1 {
 		port++
 	}
 	frame := tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagACK, "")

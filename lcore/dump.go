@@ -40,8 +40,9 @@ type DumpRequest struct {
 	Out       []ConnInfo // appended by the worker, up to cap(Out)
 	Truncated bool       // more matched than cap(Out)
 
-	cursor uint32
-	done   atomic.Bool
+	cursor    uint32
+	templates bool // the connections are listed; now the shared templates (worker 0)
+	done      atomic.Bool
 }
 
 // Done reports whether the worker finished; Out is then the caller's.
@@ -50,32 +51,75 @@ func (r *DumpRequest) Done() bool { return r.done.Load() }
 // dumpSlots is how many table slots a commands job examines for a dump.
 const dumpSlots = 4096
 
-func (r *ConnFilter) matches(c *conn.Conn) bool {
-	proto := c.Proto &^ protoTemplate
-	return (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == c.VIP) &&
-		(r.VPort == 0 || r.VPort == c.VPort) && (r.Client == 0 || r.Client == c.ClientIP)
+func (r *ConnFilter) matches(proto uint8, vip uint32, vport uint16, client uint32) bool {
+	return (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == vip) &&
+		(r.VPort == 0 || r.VPort == vport) && (r.Client == 0 || r.Client == client)
 }
 
-// runDump advances the dump in progress by a slice of the table.
+// add appends a listed entry, or notes that the buffer is full.
+func (r *DumpRequest) add(c ConnInfo) {
+	if len(r.Out) == cap(r.Out) {
+		r.Truncated = true
+		return
+	}
+	r.Out = append(r.Out, c)
+}
+
+// runDump advances the dump in progress by a slice of the table; worker 0
+// then lists the shared persistence templates the same way.
 func (w *Worker) runDump() {
 	r := w.dump
+	if r.templates {
+		w.dumpTemplates(r)
+		return
+	}
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(_ uint32, c *conn.Conn) {
-		if !r.matches(c) {
-			return
+		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) {
+			r.add(ConnInfo{
+				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
+				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
+				Expires: c.Expires - w.now,
+			})
 		}
-		if len(r.Out) == cap(r.Out) {
-			r.Truncated = true
-			return
-		}
-		r.Out = append(r.Out, ConnInfo{
-			Proto: c.Proto &^ protoTemplate, State: c.State, Template: c.Flags&conn.FlagTemplate != 0, Fwd: c.Fwd,
-			ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
-			Expires: c.Expires - w.now,
-		})
 	})
 	r.cursor = next
 	if done {
+		if w.cfg.ID == 0 {
+			r.templates, r.cursor = true, 0
+			return
+		}
 		w.dump = nil
 		r.done.Store(true) // publishes Out to the control plane
+	}
+}
+
+// dumpTemplates lists a slice of the shared template table.
+func (w *Worker) dumpTemplates(r *DumpRequest) {
+	t := w.tmpl
+	end := min(int(r.cursor)+dumpSlots, t.Cap())
+	for i := int(r.cursor); i < end; i++ {
+		s := &t.slots[i]
+		key, v := s.key.Load(), s.val.Load()
+		if v == 0 {
+			continue
+		}
+		cnet, vip, vport, proto := uint32(key>>32), uint32(key), uint16(v>>48), uint8(v>>40)
+		if !r.matches(proto, vip, vport, cnet) {
+			continue
+		}
+		c := ConnInfo{Proto: proto, Template: true, ClientIP: cnet, VIP: vip, VPort: vport,
+			Expires: s.expires.Load() - (w.now + w.tmplOff)}
+		if si, ok := w.snap.service(vip, vport, proto); ok {
+			svc := &w.snap.Services[si]
+			if di := svc.destIndex(uint32(v&templateDest) - 1); di >= 0 {
+				c.RIP, c.RPort, c.Fwd = svc.Dests[di].Addr, svc.Dests[di].Port, svc.Dests[di].Fwd
+			}
+		}
+		r.add(c)
+	}
+	r.cursor = uint32(end)
+	if end == t.Cap() {
+		w.dump = nil
+		r.done.Store(true)
 	}
 }

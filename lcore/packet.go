@@ -176,7 +176,7 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
 	if svc.Persistence > 0 {
-		idx, tmpl = w.persistent(svc, si, k.proto, k.src, k.dst, k.dport)
+		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, k.dport)
 	} else {
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}
@@ -205,7 +205,7 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	}
 	if tmpl != 0 {
 		w.table.Get(id).Template = tmpl
-		w.table.Get(tmpl-1).Controls++
+		w.useTemplate(tmpl)
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[dst.ID][DestConns]++

@@ -6,85 +6,92 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 )
 
-// protoTemplate marks a template's protocol in the connection table, so a
-// template key never matches a packet (which carries 6 or 17).
-const protoTemplate = 0x80
-
 // persistent chooses the real server of a new connection to a persistent
 // service, as IPVS's ip_vs_sched_persist: the client network's template
-// names the server while it lives; without one, the scheduler chooses and
-// a template is made. A template whose server was removed or made
-// quiescent (weight 0) is re-pointed at a newly scheduled server (IPVS's
+// (shared by all workers, see templates.go) names the server while it
+// lives; without one, the scheduler chooses and a template is made. A
+// template whose server was removed or made quiescent (weight 0) is
+// re-pointed at a newly scheduled server (IPVS's
 // expire_quiescent_template). It returns the dest index and the
-// template's id+1 (0 when no template could be stored: the connection is
+// template's slot+1 (0 when no template could be stored: the connection is
 // still served).
-//
-// All connections of a client must reach the lcore holding its template:
-// with one lcore that is given; with several, client traffic of persistent
-// services is steered by client address (see docs/design.md).
-func (w *Worker) persistent(svc *Service, si int32, proto uint8, src, vip uint32, vport uint16) (int, uint32) {
-	cnet := src & svc.PersistMask
-	tproto := proto | protoTemplate
-	if tid, _, ok := w.table.Lookup(tproto, cnet, 0, vip, vport); ok {
-		t := w.table.Get(tid)
-		if idx := svc.destIndex(t.Dest); idx >= 0 && svc.Dests[idx].Weight > 0 {
-			t.Expires = w.now + svc.Persistence
-			return idx, tid + 1
+func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport uint16) (int, uint32) {
+	t := w.tmpl
+	key, sub := templateKey(src&svc.PersistMask, vip, vport, proto)
+	now := w.now + w.tmplOff
+	chosen := -1
+	for attempt := 0; attempt < 4; attempt++ {
+		slot, v, free := t.find(key, sub)
+		if slot >= 0 {
+			s := &t.slots[slot]
+			if idx := svc.destIndex(uint32(v&templateDest) - 1); idx >= 0 && svc.Dests[idx].Weight > 0 {
+				s.expires.Store(now + svc.Persistence)
+				return idx, uint32(slot) + 1
+			}
+			// Quiescent or gone: schedule again and re-point the template.
+			if chosen < 0 {
+				if chosen = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt); chosen < 0 {
+					return -1, 0
+				}
+			}
+			id := svc.Dests[chosen].ID
+			if s.val.CompareAndSwap(v, sub|uint64(id+1)) {
+				t.persistent[uint32(v&templateDest)-1].Add(-1)
+				t.persistent[id].Add(1)
+				s.expires.Store(now + svc.Persistence)
+				return chosen, uint32(slot) + 1
+			}
+			continue // another worker changed it first: read it again
 		}
-		// Quiescent or gone: schedule again and re-point the template.
-		idx := svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
-		if idx < 0 {
-			return -1, 0
+		if chosen < 0 {
+			if chosen = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt); chosen < 0 {
+				return -1, 0
+			}
 		}
-		d := &svc.Dests[idx]
-		w.cnt.dest[t.Dest][DestPersistent]--
-		w.cnt.dest[d.ID][DestPersistent]++
-		t.Dest, t.RIP, t.RPort, t.Fwd = d.ID, d.Addr, d.Port, d.Fwd
-		t.Expires = w.now + svc.Persistence
-		return idx, tid + 1
+		if free < 0 {
+			break
+		}
+		id := svc.Dests[chosen].ID
+		if t.claim(free, key, sub|uint64(id+1)) {
+			t.slots[free].expires.Store(now + svc.Persistence)
+			t.persistent[id].Add(1)
+			w.cnt.own[Templates]++
+			return chosen, uint32(free) + 1
+		}
+		// Another worker made a template there first: if it is this one,
+		// the next look finds it and adopts its server.
 	}
-	idx := svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
-	if idx < 0 {
-		return -1, 0
-	}
-	d := &svc.Dests[idx]
-	t := conn.Conn{
-		ClientIP: cnet, VIP: vip, VPort: vport, RIP: d.Addr, RPort: d.Port,
-		Proto: tproto, State: conn.StateNone, Flags: conn.FlagOneWay | conn.FlagTemplate,
-		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si), Expires: w.now + svc.Persistence,
-	}
-	tid, err := w.table.Insert(&t)
-	if err != nil {
-		w.cnt.own[TemplatesLost]++
-		return idx, 0
-	}
-	w.cnt.dest[d.ID][DestPersistent]++
-	w.cnt.own[Templates]++
-	return idx, tid + 1
+	w.cnt.own[TemplatesLost]++
+	return chosen, 0
 }
 
-// expireEntry is the connection table's expiry callback: it keeps a
-// template alive while it controls connections, and keeps the per-server
-// gauges and the templates' counts right.
-func (w *Worker) expireEntry(_ uint32, c *conn.Conn) {
-	if c.Flags&conn.FlagTemplate != 0 {
-		if c.Controls > 0 {
-			// IPVS re-arms a template that controls connections, for the
-			// service's persistence time (a second if the service went).
-			again := int64(time.Second)
-			if si, ok := w.snap.service(c.VIP, c.VPort, c.Proto&^protoTemplate); ok && w.snap.Services[si].Persistence > 0 {
-				again = w.snap.Services[si].Persistence
-			}
-			c.Expires = w.now + again
-			return
-		}
-		w.cnt.dest[c.Dest][DestPersistent]--
-		return
+// useTemplate counts a new connection on its template.
+func (w *Worker) useTemplate(tmpl uint32) {
+	if tmpl != 0 {
+		w.tmpl.slots[tmpl-1].controls.Add(1)
 	}
+}
+
+// expireEntry is the connection table's expiry callback: it keeps the
+// per-server gauges and the templates' counts right.
+func (w *Worker) expireEntry(_ uint32, c *conn.Conn) {
 	if c.Template != 0 {
-		if t := w.table.Get(c.Template - 1); t != nil && t.Controls > 0 {
-			t.Controls--
-		}
+		w.tmpl.slots[c.Template-1].controls.Add(-1)
 	}
 	w.countState(c.Dest, c.State, false)
+}
+
+// expireTemplates is worker 0's share of the shared table's upkeep: n
+// slots per expire run (the whole table about once a second).
+func (w *Worker) expireTemplates(n int) {
+	t := w.tmpl
+	t.expire(w.now+w.tmplOff, n, func(key, val uint64) int64 {
+		// IPVS re-arms a template that controls connections, for the
+		// service's persistence time (a second if the service went).
+		vip, vport, proto := uint32(key), uint16(val>>48), uint8(val>>40)
+		if si, ok := w.snap.service(vip, vport, proto); ok && w.snap.Services[si].Persistence > 0 {
+			return w.snap.Services[si].Persistence
+		}
+		return int64(time.Second)
+	})
 }

@@ -42,12 +42,13 @@ func TestPersistence(t *testing.T) {
 	if got := connectTo(t, r, other, 50001); got != rs2 {
 		t.Fatalf("second client moved to %x", got)
 	}
+	w.runPublish(0)
 	if w.cnt.own[Templates] != 2 || w.cnt.dest[7][DestPersistent] != 1 || w.cnt.dest[8][DestPersistent] != 1 {
 		t.Fatalf("templates %d, persistent gauges %d/%d", w.cnt.own[Templates], w.cnt.dest[7][DestPersistent], w.cnt.dest[8][DestPersistent])
 	}
-	tid, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443)
-	if !ok || w.table.Get(tid).Controls != 6 {
-		t.Fatalf("template controls %d connections, want 6", w.table.Get(tid).Controls)
+	tmpl := templateOf(t, w, clientIP, 443)
+	if tmpl == nil || tmpl.controls.Load() != 6 {
+		t.Fatalf("template controls %v connections, want 6", tmpl)
 	}
 
 	// rs1 becomes quiescent: the template is re-pointed for new
@@ -68,6 +69,7 @@ func TestPersistence(t *testing.T) {
 	if got := connectTo(t, r, clientIP, 40101); got != rs2 {
 		t.Fatalf("client left rs2 after the re-point")
 	}
+	w.runPublish(0)
 	if w.cnt.dest[7][DestPersistent] != 0 || w.cnt.dest[8][DestPersistent] != 2 {
 		t.Fatalf("gauges after re-point %d/%d", w.cnt.dest[7][DestPersistent], w.cnt.dest[8][DestPersistent])
 	}
@@ -79,26 +81,31 @@ func TestTemplateLivesWhileItControls(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	w := r.w
 	connectTo(t, r, clientIP, 40000)
-	tid, _, _ := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443)
+	tmpl := templateOf(t, w, clientIP, 443)
 	cid, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 443)
 	w.table.Get(cid).Expires = w.now + int64(time.Hour) // a long-lived connection
+	expire := func() {
+		w.table.Expire(w.now, w.table.Cap(), w.expire)
+		w.expireTemplates(w.tmpl.Cap())
+	}
 
 	w.now += int64(301 * time.Second)
-	w.table.Expire(w.now, w.table.Cap(), w.expire)
-	if _, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443); !ok {
+	expire()
+	if templateOf(t, w, clientIP, 443) == nil {
 		t.Fatal("template expired while it controls a connection")
 	}
 	// The connection ends: the template goes at its next expiry.
 	w.table.Get(cid).Expires = w.now
-	w.table.Expire(w.now, w.table.Cap(), w.expire)
-	if w.table.Get(tid).Controls != 0 {
+	expire()
+	if tmpl.controls.Load() != 0 {
 		t.Fatal("the template still counts the expired connection")
 	}
 	w.now += int64(301 * time.Second)
-	w.table.Expire(w.now, w.table.Cap(), w.expire)
-	if _, _, ok := w.table.Lookup(hdr.ProtoTCP|protoTemplate, clientIP, 0, vip, 443); ok || w.table.Len() != 0 {
+	expire()
+	if templateOf(t, w, clientIP, 443) != nil || w.table.Len() != 0 {
 		t.Fatalf("template not expired (len %d)", w.table.Len())
 	}
+	w.runPublish(0)
 	if w.cnt.dest[7][DestPersistent] != 0 || w.cnt.dest[7][DestInactive] != 0 {
 		t.Fatal("gauges not back to 0")
 	}
@@ -150,4 +157,15 @@ func TestDumpConnections(t *testing.T) {
 	if got := dump(small); len(got) != 2 || !small.Truncated {
 		t.Fatalf("a full listing must say it was cut: %d %v", len(got), small.Truncated)
 	}
+}
+
+// templateOf finds the live template of a client network (the rig's
+// persistent service, a /32 mask) for VIP:vport, or nil.
+func templateOf(t *testing.T, w *Worker, cnet uint32, vport uint16) *templateSlot {
+	t.Helper()
+	key, sub := templateKey(cnet, vip, vport, hdr.ProtoTCP)
+	if slot, _, _ := w.tmpl.find(key, sub); slot >= 0 {
+		return &w.tmpl.slots[slot]
+	}
+	return nil
 }

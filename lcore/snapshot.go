@@ -30,10 +30,7 @@ type Snapshot struct {
 
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
-	gatewayPort  int    // port whose gateway reaches everything off-link, or -1
-	steerByAddr  bool   // some service is persistent: steer by client address
-	steerMask    uint32 // ... under the widest persistence netmask
-	hwSteered    bool   // the NICs already deliver each packet to its owner
+	gatewayPort  int // port whose gateway reaches everything off-link, or -1
 }
 
 // PortInfo is a port's layer-2/3 identity.
@@ -45,7 +42,7 @@ type PortInfo struct {
 	Gateway      uint32 // next hop for off-link destinations, or 0
 	FacesClients bool   // answers ARP for VIPs
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
-	RSS          uint8  // how the NIC spreads this port's packets over the lcores (RSS...)
+	RSS          uint8  // how the NIC spreads this port's packets over the lcores (RSS...), for the operator
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
 }
 
@@ -54,11 +51,9 @@ const (
 	// RSSSoftware: any spread; the lcores hand packets to their owners.
 	RSSSoftware uint8 = iota
 	// RSSAlignedEndpoint: client ports hash the source address and port,
-	// server ports the destination's, so both directions of a connection
-	// reach the same lcore.
+	// server ports the destination's, with the steering key (RSSKey), so
+	// the NIC delivers both directions of a connection to its owner.
 	RSSAlignedEndpoint
-	// RSSAlignedAddress: the same on addresses alone (persistence).
-	RSSAlignedAddress
 )
 
 // ServiceKey identifies a virtual service.
@@ -78,9 +73,8 @@ type Service struct {
 	Persistence int64
 	PersistMask uint32
 
-	localOnly bool // every server is DR or TUN and nothing persists: no steering
-	Dests     []sched.Dest
-	Scheds    []sched.Scheduler // one per worker, indexed by worker id
+	Dests  []sched.Dest
+	Scheds []sched.Scheduler // one per worker, indexed by worker id
 }
 
 // NewSnapshot indexes services and ports for the per-packet lookups.
@@ -93,16 +87,6 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 	}
 	for i := range services {
 		svc := &services[i]
-		svc.localOnly = svc.Persistence == 0 && len(svc.Dests) > 0
-		for _, d := range svc.Dests {
-			svc.localOnly = svc.localOnly && d.Fwd.OneWay()
-		}
-		if svc.Persistence > 0 {
-			if !s.steerByAddr {
-				s.steerByAddr, s.steerMask = true, ^uint32(0)
-			}
-			s.steerMask &= svc.PersistMask // contiguous masks: the AND is the widest
-		}
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		for _, d := range svc.Dests {
@@ -115,17 +99,6 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		if p.Gateway != 0 && s.gatewayPort < 0 {
 			s.gatewayPort = i
 		}
-	}
-	// The NICs deliver every packet to its owner when all ports hash
-	// alike, on what the owner depends on (the address alone once a
-	// service is persistent).
-	want := RSSAlignedEndpoint
-	if s.steerByAddr {
-		want = RSSAlignedAddress
-	}
-	s.hwSteered = len(ports) > 0
-	for _, p := range ports {
-		s.hwSteered = s.hwSteered && p.RSS == want
 	}
 	if s.Neigh == nil {
 		s.Neigh = map[uint32]hdr.MAC{}

@@ -7,14 +7,10 @@ import (
 	"github.com/dplb/dplb/dpdk/ring"
 )
 
-// Reply steering. A connection belongs to one lcore, its owner: a
-// function of the client's endpoint, the one address:port VS/NAT never
-// changes, so that the client's packets and the real server's replies
-// agree on it. (With persistent services, of the client's address under
-// the widest persistence netmask, so that all of a client's connections
-// meet its template.) An lcore that receives a packet it does not own
-// hands it to the owner through a single-producer single-consumer DPDK
-// ring, one bulk enqueue per peer per burst; a full ring drops and counts.
+// Reply steering (see owner.go for who owns what). A worker that receives
+// a packet it does not own hands it to the owner through a single-producer
+// single-consumer DPDK ring, one bulk enqueue per peer per burst; a full
+// ring drops and counts.
 
 // Handoff holds a worker's rings to and from its peers, indexed by worker
 // id (nil for itself). Out[j] is single-producer (this worker) and
@@ -26,24 +22,23 @@ type Handoff struct {
 
 // clientEndpoint finds the client endpoint of a parsed packet, or ok
 // false for packets that are no connection's (ARP, echo, malformed:
-// handled where they arrive).
-func (s *Snapshot) clientEndpoint(d *desc) (ip uint32, port uint16, ok bool) {
+// handled where they arrive). A packet to a VIP comes from the client; any
+// other comes from a real server (or the client's own side, for an ICMP
+// error) and goes to the client. vips is every VIP the worker has been
+// given since it started, so that removing a service does not move its
+// remaining connections.
+func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, ok bool) {
 	k := &d.flow
 	switch d.class {
 	case classFlow:
-		if s.IsVIP(k.dst) {
-			if si, ok := s.service(k.dst, k.dport, k.proto); ok && s.Services[si].localOnly {
-				// DR/TUN only: no reply comes back, so the lcore the NIC's
-				// RSS gives the flow keeps it; no handoff needed.
-				return 0, 0, false
-			}
+		if _, toVIP := vips[k.dst]; toVIP {
 			return k.src, k.sport, true
 		}
 		return k.dst, k.dport, true
 	case classICMPError:
 		// An error quotes a packet that left towards the client (source a
 		// VIP) or towards a real server (source the client).
-		if s.IsVIP(k.src) {
+		if _, fromVIP := vips[k.src]; fromVIP {
 			return k.dst, k.dport, true
 		}
 		return k.src, k.sport, true
@@ -51,30 +46,14 @@ func (s *Snapshot) clientEndpoint(d *desc) (ip uint32, port uint16, ok bool) {
 	return 0, 0, false
 }
 
-// Owner is the lcore (0..n-1) that owns a client endpoint's connections.
-func (s *Snapshot) Owner(clientIP uint32, clientPort uint16, n int) int {
-	if s.steerByAddr {
-		clientIP &= s.steerMask
-		clientPort = 0
-	}
-	h := (clientIP * 0x9E3779B1) ^ (uint32(clientPort) * 0x85EBCA77)
-	h ^= h >> 15
-	h *= 0x2C1B3C6D
-	h ^= h >> 12
-	return int(uint64(h) * uint64(n) >> 32)
-}
-
 // ownerOf is the worker that owns a parsed packet's connection, or -1
 // when the packet is handled where it arrived.
 func (w *Worker) ownerOf(d *desc) int {
-	if w.snap.hwSteered {
-		return -1
-	}
-	ip, port, ok := w.snap.clientEndpoint(d)
+	ip, port, ok := clientEndpoint(d, w.vips)
 	if !ok {
 		return -1
 	}
-	return w.snap.Owner(ip, port, w.nworkers)
+	return Owner(ip, port, w.nworkers)
 }
 
 // flushHandoffs enqueues each peer's packets in one call; what a full ring

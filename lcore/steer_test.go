@@ -96,13 +96,17 @@ func newMultiRigQueues(t testing.TB, persistent bool, lanQueues int) *multiRig {
 		{Name: "wan", MAC: wanMAC, Addr: wanAddr, Net: ip4(203, 0, 113, 0), Mask: 0xFFFFFF00, FacesClients: true, MTU: 1500},
 		{Name: "lan", MAC: lanMAC, Addr: lanAddr, Net: ip4(198, 51, 100, 0), Mask: 0xFFFFFF00, MTU: 1500},
 	}, []Service{svc}, defaultNeigh(), conn.DefaultTimeouts())
+	tmpl, err := NewTemplates(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := 0; i < 2; i++ {
 		pqs := []PortQueue{{Port: ports[0], RxQueue: uint16(i), TxQueue: uint16(i)}, {Port: ports[1], RxQueue: uint16(i), TxQueue: uint16(i)}}
 		if i >= lanQueues {
 			pqs[1] = PortQueue{Port: ports[1], NoQueue: true, TxVia: i % lanQueues}
 		}
 		if r.w[i], err = NewWorker(Config{ID: i, CPU: -1, Ports: pqs, Pool: r.pool, Burst: 32, ConnTableSize: 1024,
-			Snapshot: snap, Workers: 2, Handoff: hs[i]}); err != nil {
+			Snapshot: snap, Workers: 2, Handoff: hs[i], Templates: tmpl}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,10 +187,9 @@ func (r *multiRig) pollBoth() {
 // both, so VS/NAT works on every lcore.
 func TestRepliesReachTheOwner(t *testing.T) {
 	r := newMultiRig(t, false)
-	snap := r.w[0].snap
 	seen := [2]bool{}
 	for port := uint16(40000); port < 40040; port++ {
-		owner := snap.Owner(clientIP, port, 2)
+		owner := Owner(clientIP, port, 2)
 		seen[owner] = true
 		other := 1 - owner
 		// The SYN lands on the non-owner's queue, the reply on the other's.
@@ -224,39 +227,13 @@ func TestRepliesReachTheOwner(t *testing.T) {
 	}
 }
 
-// TestPersistenceAcrossLcores: with a persistent service, a client's
-// connections from any source port meet on one lcore and its template.
-func TestPersistenceAcrossLcores(t *testing.T) {
-	r := newMultiRig(t, true)
-	var first uint32
-	for port := uint16(40000); port < 40020; port++ {
-		r.inject(0, int(port)%2, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
-		r.pollBoth()
-		out := append(r.take(1, 0), r.take(1, 1)...)
-		if len(out) != 1 {
-			t.Fatalf("port %d: %d frames", port, len(out))
-		}
-		_, ip, _ := checkTCP(t, out[0])
-		if first == 0 {
-			first = ip.Dst()
-		} else if ip.Dst() != first {
-			t.Fatalf("port %d went to %x, the client's template says %x", port, ip.Dst(), first)
-		}
-	}
-	owner := r.w[0].snap.Owner(clientIP, 0, 2)
-	if r.w[owner].cnt.own[Templates] != 1 || r.w[1-owner].cnt.own[Templates] != 0 {
-		t.Fatal("templates are not all on the owner")
-	}
-}
-
 // TestSteeringDoesNotAllocate: handing packets between lcores allocates
 // nothing on the Go heap.
 func TestSteeringDoesNotAllocate(t *testing.T) {
 	r := newMultiRig(t, false)
-	snap := r.w[0].snap
 	var frames []*mbuf.Mbuf
 	for port := uint16(20000); len(frames) < 150; port++ {
-		if snap.Owner(clientIP, port, 2) != 1 {
+		if Owner(clientIP, port, 2) != 1 {
 			continue // only packets worker 0 must hand to worker 1
 		}
 		m, err := mbuf.Alloc(r.pool)
@@ -293,33 +270,23 @@ func TestSteeringDoesNotAllocate(t *testing.T) {
 	}
 }
 
-// TestOneWayServicesStayLocal: packets of a DR/TUN-only service are handled
-// where they arrive; RSS keeps a flow on one queue and no reply comes back.
-func TestOneWayServicesStayLocal(t *testing.T) {
+// TestOneWayConnectionsReachTheOwner: packets of a DR service are handled
+// by their client endpoint's owner like any other, whatever queue they
+// arrive on, so that adding a NAT server to the service moves nothing.
+func TestOneWayConnectionsReachTheOwner(t *testing.T) {
 	r := newMultiRig(t, false)
-	old := r.w[0].snap
-	svc := old.Services[0]
-	svc.Dests = []sched.Dest{{ID: 0, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.DR}}
-	svc.Scheds = nil
-	for i := 0; i < 2; i++ {
-		s, _ := sched.New("rr", svc.Dests, sched.Options{})
-		svc.Scheds = append(svc.Scheds, s)
-	}
-	next := NewSnapshot(2, old.Ports, []Service{svc}, old.Neigh, old.Timeouts)
-	for _, w := range r.w {
-		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
-		w.runCommands(0)
-	}
+	svc := service2(ServiceKey{VIP: vip, Port: 80, Proto: hdr.ProtoTCP}, sched.Dest{ID: 0, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.DR})
+	r.apply(nil, svc)
 	for port := uint16(40000); port < 40010; port++ {
-		q := int(port) % 2
-		r.inject(0, q, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		owner := Owner(clientIP, port, 2)
+		r.inject(0, int(port)%2, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
 		r.pollBoth()
-		if out := r.take(1, q); len(out) != 1 {
-			t.Fatalf("port %d: DR packet not sent by the lcore it arrived on", port)
+		if out := r.take(1, owner); len(out) != 1 {
+			t.Fatalf("port %d: DR packet not sent by its owner %d", port, owner)
 		}
-	}
-	if r.w[0].cnt.own[HandedOff]+r.w[1].cnt.own[HandedOff] != 0 {
-		t.Fatal("DR packets were handed off")
+		if _, _, ok := r.w[owner].table.Lookup(hdr.ProtoTCP, clientIP, port, vip, 80); !ok {
+			t.Fatalf("port %d: the owner does not hold the connection", port)
+		}
 	}
 }
 
@@ -362,10 +329,9 @@ func TestWorkersConcurrently(t *testing.T) {
 	for _, w := range r.w {
 		w.Stop()
 	}
-	snap := r.w[0].snap
 	for i := 0; i < n; i++ {
 		port := uint16(30000 + i)
-		owner := snap.Owner(clientIP, port, 2)
+		owner := Owner(clientIP, port, 2)
 		if _, _, ok := r.w[owner].table.Lookup(hdr.ProtoTCP, clientIP, port, vip, 80); !ok {
 			t.Fatalf("port %d: not in its owner's table", port)
 		}
@@ -377,12 +343,11 @@ func TestWorkersConcurrently(t *testing.T) {
 
 // TestAlignedQueuesNeedNoHandoff: when both directions of a connection
 // arrive on its owner's queue (what RSS on the client endpoint gives: a
-// generator or NIC that hashes like Snapshot.Owner), nothing is handed off.
+// generator or NIC that hashes like Owner), nothing is handed off.
 func TestAlignedQueuesNeedNoHandoff(t *testing.T) {
 	r := newMultiRig(t, false)
-	snap := r.w[0].snap
 	for port := uint16(41000); port < 41040; port++ {
-		owner := snap.Owner(clientIP, port, 2)
+		owner := Owner(clientIP, port, 2)
 		r.inject(0, owner, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
 		r.pollBoth()
 		out := r.take(1, owner)
@@ -408,9 +373,8 @@ func TestAlignedQueuesNeedNoHandoff(t *testing.T) {
 // every connection still works both ways.
 func TestPortWithFewerQueues(t *testing.T) {
 	r := newMultiRigQueues(t, false, 1)
-	snap := r.w[0].snap
 	for port := uint16(42000); port < 42030; port++ {
-		owner := snap.Owner(clientIP, port, 2)
+		owner := Owner(clientIP, port, 2)
 		r.inject(0, owner, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
 		r.pollBoth()
 		out := r.take(1, 0) // the lan port's only queue
@@ -426,55 +390,5 @@ func TestPortWithFewerQueues(t *testing.T) {
 	}
 	if r.w[1].cnt.own[TxHandedOff] == 0 || r.w[0].cnt.own[TxHandedOff] != 0 {
 		t.Fatalf("tx handoffs: worker 0 %d, worker 1 %d", r.w[0].cnt.own[TxHandedOff], r.w[1].cnt.own[TxHandedOff])
-	}
-}
-
-// TestHardwareSteering: when every port's NIC hashes like the owner
-// function (source fields on client ports, destination fields on server
-// ports), the lcores trust the NIC and hand nothing over; a persistent
-// service needs address-only hashing, else software steering resumes.
-func TestHardwareSteering(t *testing.T) {
-	r := newMultiRig(t, false)
-	old := r.w[0].snap
-	aligned := func(mode uint8) []PortInfo {
-		ps := append([]PortInfo(nil), old.Ports...)
-		for i := range ps {
-			ps[i].RSS = mode
-		}
-		return ps
-	}
-	persistent := old.Services[0]
-	persistent.Persistence, persistent.PersistMask = int64(time.Minute), 0xFFFFFFFF
-	for _, tc := range []struct {
-		name     string
-		ports    []PortInfo
-		services []Service
-		want     bool
-	}{
-		{"software", old.Ports, old.Services, false},
-		{"aligned on endpoints", aligned(RSSAlignedEndpoint), old.Services, true},
-		{"aligned on endpoints, a persistent service", aligned(RSSAlignedEndpoint), []Service{persistent}, false},
-		{"aligned on addresses, a persistent service", aligned(RSSAlignedAddress), []Service{persistent}, true},
-		{"one port aligned", append(aligned(RSSAlignedEndpoint)[:1], old.Ports[1]), old.Services, false},
-	} {
-		if got := NewSnapshot(9, tc.ports, tc.services, old.Neigh, old.Timeouts).hwSteered; got != tc.want {
-			t.Errorf("%s: hardware steering %v, want %v", tc.name, got, tc.want)
-		}
-	}
-	next := NewSnapshot(2, aligned(RSSAlignedEndpoint), old.Services, old.Neigh, old.Timeouts)
-	for _, w := range r.w {
-		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
-		w.runCommands(0)
-	}
-	for port := uint16(43000); port < 43010; port++ {
-		q := int(port) % 2
-		r.inject(0, q, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
-		r.pollBoth()
-		if len(r.take(1, q)) != 1 {
-			t.Fatalf("port %d: not handled where it arrived", port)
-		}
-	}
-	if r.w[0].cnt.own[HandedOff]+r.w[1].cnt.own[HandedOff] != 0 {
-		t.Fatal("packets handed off although the NICs steer")
 	}
 }

@@ -47,6 +47,9 @@ type Config struct {
 	Snapshot      *Snapshot     // the first snapshot
 	Workers       int           // number of workers (1: no steering)
 	Handoff       Handoff       // rings to and from the other workers
+	// Templates is the persistence template table all workers share
+	// (required with several workers; one worker makes its own).
+	Templates *TemplateTable
 }
 
 const (
@@ -91,17 +94,21 @@ type Worker struct {
 	hout  []txQueue   // packets for other lcores, by worker id
 	hin   *mbuf.Array // packets taken from the peers' rings
 
-	nworkers int
-	dump     *DumpRequest // a connection listing in progress
-	neigh    neighCache   // clients learnt from their first packet (see neighcache.go)
-	cmds     *spsc.Ring[Command]
-	events   *spsc.Ring[Event]
-	jobs     []*job
-	flow     sched.Flow // scratch for the scheduler, so nothing escapes
-	now      int64      // monotonic ns since epoch, read once per iteration
-	epoch    time.Time
-	expire   func(id uint32, c *conn.Conn)
-	budget   int
+	nworkers   int
+	tmpl       *TemplateTable      // shared by all workers (templates.go)
+	tmplOff    int64               // w.now + tmplOff is the template table's clock
+	tmplBudget int                 // template slots worker 0 sweeps per expire run
+	vips       map[uint32]struct{} // every VIP of every snapshot so far (steering)
+	dump       *DumpRequest        // a connection listing in progress
+	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
+	cmds       *spsc.Ring[Command]
+	events     *spsc.Ring[Event]
+	jobs       []*job
+	flow       sched.Flow // scratch for the scheduler, so nothing escapes
+	now        int64      // monotonic ns since epoch, read once per iteration
+	epoch      time.Time
+	expire     func(id uint32, c *conn.Conn)
+	budget     int
 
 	stop    atomic.Bool
 	ackGen  atomic.Uint64
@@ -130,6 +137,18 @@ func NewWorker(cfg Config) (*Worker, error) {
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
 	w.ackGen.Store(cfg.Snapshot.Gen)
+	if w.tmpl = cfg.Templates; w.tmpl == nil {
+		if cfg.Workers > 1 {
+			return nil, fmt.Errorf("lcore %d: %d workers must share one template table", cfg.ID, cfg.Workers)
+		}
+		if w.tmpl, err = NewTemplates(cfg.ConnTableSize); err != nil {
+			return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
+		}
+	}
+	w.tmplOff = w.tmpl.offset(w.epoch)
+	w.tmplBudget = max(16, int(int64(w.tmpl.Cap())*int64(expirePeriod)/int64(sweepTime)))
+	w.vips = map[uint32]struct{}{}
+	w.learnVIPs(cfg.Snapshot)
 	w.nworkers = max(cfg.Workers, 1)
 	if w.nworkers > 1 {
 		if len(cfg.Handoff.Out) != w.nworkers || len(cfg.Handoff.In) != w.nworkers {
@@ -317,6 +336,7 @@ func (w *Worker) runCommands(int64) {
 		case CmdSnapshot:
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
 				w.snap = cmd.Snap
+				w.learnVIPs(cmd.Snap)
 				w.ackGen.Store(cmd.Snap.Gen)
 			}
 		case CmdARPRequest:
@@ -333,13 +353,29 @@ func (w *Worker) runCommands(int64) {
 	}
 }
 
+// learnVIPs adds a snapshot's VIPs to those steering knows (control work:
+// the map may grow).
+func (w *Worker) learnVIPs(s *Snapshot) {
+	for v := range s.vips {
+		w.vips[v] = struct{}{}
+	}
+}
+
 func (w *Worker) runExpire(now int64) {
 	w.table.Expire(now, w.budget, w.expire)
+	if w.cfg.ID == 0 {
+		w.expireTemplates(w.tmplBudget)
+	}
 }
 
 func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
+	if w.cfg.ID == 0 { // the shared templates' gauges, published once
+		for id := uint32(0); id < w.snap.MaxDestID && id < MaxDests; id++ {
+			w.cnt.dest[id][DestPersistent] = uint64(w.tmpl.persistent[id].Load())
+		}
+	}
 	w.cnt.publish(w.snap.MaxDestID)
 }
 

@@ -69,7 +69,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.Flows, "flows", 1000, "concurrent flows (client address x port)")
 	fs.StringVar(&pattern, "pattern", "established", "established, syn-data-fin, syn (a new client address:port per SYN) or udp")
 	fs.IntVar(&o.cfg.Queues, "queues", 1, "RX/TX queues per port (as many as the balancer's workers); flows are spread over them")
-	fs.BoolVar(&o.cfg.AlignOwner, "align-owner", true, "with -queues > 1: send each flow on the queue of the lbd worker that owns it (no handoffs); false: flow k on queue k mod queues")
+	fs.BoolVar(&o.cfg.AlignOwner, "align-owner", true, "with -queues > 1: send each flow on the queue lcore.Owner gives it in this process (lbd keys its own at boot, so it still hands flows over); false: flow k on queue k mod queues")
 	fs.BoolVar(&o.cfg.OneWay, "one-way", false, "VS/DR or VS/TUN: the server side counts (IPIP unwrapped) and answers nothing")
 	fs.StringVar(&o.stepCmd, "step-cmd", "", "shell command run after setup and after each step; its output (JSON kept as JSON) goes into the step's record")
 	fs.IntVar(&o.cfg.Size, "size", 60, "frame size in bytes without FCS (60 = 64 on the wire), 60..1514")

@@ -44,10 +44,6 @@ func (d Dir) String() string {
 // INPUT-ONLY rows. The table reads it once, at Insert.
 const FlagOneWay uint8 = 1 << 0
 
-// FlagTemplate marks a persistence template: not a connection, but the
-// memory of which real server a client (network) was given.
-const FlagTemplate uint8 = 1 << 1
-
 // Conn is one connection entry. It fills exactly one cache line and holds
 // no pointers, so a table of millions of them costs the GC nothing.
 //
@@ -84,11 +80,10 @@ type Conn struct {
 	hashOrig  uint32
 	hashReply uint32
 
-	// Template is the id+1 of the persistence template whose real server
-	// this connection uses (0: none). Controls counts the connections a
-	// template controls (IPVS's n_control); a template lives while it has any.
+	// Template is the caller's reference to the persistence template
+	// whose real server this connection uses (0: none).
 	Template uint32
-	Controls uint32
+	_        uint32
 
 	_ [8]byte // spare, keeps the entry at one cache line
 }

@@ -27,10 +27,6 @@ import (
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
-// owner is a snapshot with no persistent service: its Owner is lbd's
-// steering function for plain client endpoints.
-var owner = &lcore.Snapshot{}
-
 // Config describes a generator. The EAL must be initialised by the caller
 // with both devices (--vdev or -a) and the calling thread locked.
 type Config struct {
@@ -63,9 +59,11 @@ type Config struct {
 	// The client side sends each flow on one queue, the server side
 	// answers on the queue a packet arrived on.
 	Queues int
-	// AlignOwner puts each flow on the queue of the lbd worker that owns
-	// its client endpoint (lcore.Snapshot.Owner without persistence), so
-	// that lbd hands nothing over; else flow k goes to queue k mod Queues.
+	// AlignOwner puts each flow on the queue lcore.Owner gives its client
+	// endpoint; else flow k goes to queue k mod Queues. lbd keys its owner
+	// function with a secret drawn at boot, which this process does not
+	// share: the flows are spread evenly either way, and lbd hands each
+	// to its owner.
 	AlignOwner bool
 	// OneWay: the balancer forwards with VS/DR or VS/TUN, whose replies do
 	// not pass through it; the server side counts what arrives (IPIP
@@ -199,7 +197,7 @@ func Open(cfg Config) (_ *Gen, err error) {
 			q := k % cfg.Queues
 			if cfg.AlignOwner {
 				src, sport := g.tuple(uint64(k))
-				q = owner.Owner(src, sport, cfg.Queues)
+				q = lcore.Owner(src, sport, cfg.Queues)
 			}
 			g.qflows[q] = append(g.qflows[q], uint32(k))
 		}
