@@ -33,8 +33,11 @@ type Controller struct {
 	feedback *feedback.Poller // nil: no dynamic weights
 	ramping  bool             // some server is in its slow start: republish as its weight grows
 	lastRamp time.Time
-	passive  passiveState // passive health checking (see passive.go)
-	probes   probeState   // health probes through lbd (see probe.go)
+	// lastReclaim is when the loop last looked for draining ids whose
+	// connections ended (then a republish frees them).
+	lastReclaim time.Time
+	passive     passiveState // passive health checking (see passive.go)
+	probes      probeState   // health probes through lbd (see probe.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -79,7 +82,13 @@ func (c *Controller) validate(svcs []conf.Service, t conf.Timeouts) error {
 // the constructor.
 func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error) {
 	u := &update{timeouts: t, ids: c.ids.clone()}
+	u.ids.reclaim(c.destInUse)
+	prev := make(map[lcore.ServiceKey]*service, len(c.services))
+	for i := range c.services {
+		prev[c.services[i].key] = &c.services[i]
+	}
 	now := time.Now()
+	used := map[destKey]bool{}
 	var dps []lcore.Service
 	var expire []uint32
 	for i, sc := range svcs {
@@ -91,7 +100,7 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 		if c.weigh(&s, now) {
 			u.ramping = true
 		}
-		ls, err := s.lcoreService(field, c.dp.NumWorkers())
+		ls, err := s.lcoreService(field, c.dp.NumWorkers(), prev[s.key])
 		if err != nil {
 			return nil, err
 		}
@@ -100,14 +109,54 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 				expire = append(expire, r.id)
 			}
 		})
+		for _, r := range s.servers {
+			used[r.key] = true
+		}
+		if s.sorry != nil {
+			used[s.sorry.key] = true
+		}
 		u.services = append(u.services, s)
 		dps = append(dps, ls)
 	}
+	u.ids.drain(used)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
+	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
+	u.snap.ResetDests = u.ids.resets()
 	for _, id := range expire {
 		u.snap.ExpireDest(id)
 	}
 	return u, nil
+}
+
+// destInUse reports whether connections or persistence templates on any
+// lcore still name a real server's id (their published gauges).
+func (c *Controller) destInUse(id uint32) bool {
+	ds := c.dp.DestStats(id)
+	return ds[lcore.DestActive]+ds[lcore.DestInactive]+ds[lcore.DestPersistent] > 0
+}
+
+// publish hands an update to the lcores and makes it the controller's
+// state. If they did not all take it, the ids it handed out drain like
+// removed ones: some lcore may have connected to them.
+func (c *Controller) publish(u *update) error {
+	if err := c.dp.Publish(u.snap); err != nil {
+		ids := u.ids
+		ids.fresh = nil
+		used := map[destKey]bool{}
+		for i := range c.services {
+			for _, r := range c.services[i].servers {
+				used[r.key] = true
+			}
+			if c.services[i].sorry != nil {
+				used[c.services[i].sorry.key] = true
+			}
+		}
+		ids.drain(used)
+		c.ids = ids
+		return err
+	}
+	c.commit(u)
+	return nil
 }
 
 // republish rebuilds the snapshot from the current services (health or
@@ -115,18 +164,17 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 func (c *Controller) republish() {
 	u, err := c.build(c.serviceConfs(), c.timeouts)
 	if err == nil {
-		err = c.dp.Publish(u.snap)
+		err = c.publish(u)
 	}
 	if err != nil {
-		c.log.Error("snapshot not rebuilt after a health change", zap.Error(err))
-		return
+		c.log.Error("snapshot not rebuilt", zap.Error(err))
 	}
-	c.commit(u)
 }
 
 // commit makes a published (or first) update the controller's state.
 func (c *Controller) commit(u *update) {
 	c.services, c.timeouts, c.ids = u.services, u.timeouts, u.ids
+	c.ids.fresh = nil
 	c.gen = u.snap.Gen
 	c.snap = u.snap
 	c.ramping = u.ramping
@@ -153,10 +201,9 @@ func (c *Controller) Apply(svcs []conf.Service, t conf.Timeouts) error {
 	if err != nil {
 		return err
 	}
-	if err := c.dp.Publish(u.snap); err != nil {
+	if err := c.publish(u); err != nil {
 		return fmt.Errorf("lcores did not take the update: %w", err)
 	}
-	c.commit(u)
 	c.log.Info("services applied", zap.Int("services", len(svcs)), zap.Uint64("generation", u.snap.Gen))
 	return nil
 }
@@ -277,6 +324,17 @@ func (c *Controller) step(now time.Time) {
 		c.lastRamp = now
 		c.republish()
 		return
+	}
+	if len(c.ids.draining) > 0 && now.Sub(c.lastReclaim) >= time.Second {
+		// Free the ids whose connections ended, so the lcores stop
+		// publishing their counters.
+		c.lastReclaim = now
+		for id := range c.ids.draining {
+			if !c.destInUse(id) {
+				c.republish()
+				return
+			}
+		}
 	}
 	if changed || aged {
 		c.gen++

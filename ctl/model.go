@@ -8,7 +8,9 @@ package ctl
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/health"
@@ -69,6 +71,12 @@ type service struct {
 	// health checks; nil when none is configured.
 	sorry       *server
 	sorryActive bool // the sorry server is standing in
+
+	// As the lcores run it: the dests its schedulers were made with, and
+	// one scheduler per worker, kept across snapshots while the dests
+	// stay the same (rr's cursor, say, does not go back to the first).
+	dests  []sched.Dest
+	scheds []sched.Scheduler
 }
 
 // server is a real server of a service, or its sorry server.
@@ -123,8 +131,10 @@ func (r *server) dest() sched.Dest {
 }
 
 // lcoreService is the service as the dataplane runs it, with one
-// scheduler instance per worker; field names the service in errors.
-func (s *service) lcoreService(field string, workers int) (lcore.Service, error) {
+// scheduler instance per worker: prev's (the same service in the running
+// model, or nil) when nothing the schedulers see changed, else new ones.
+// field names the service in errors.
+func (s *service) lcoreService(field string, workers int, prev *service) (lcore.Service, error) {
 	ls := lcore.Service{
 		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP,
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
@@ -136,13 +146,21 @@ func (s *service) lcoreService(field string, workers int) (lcore.Service, error)
 	if s.sorryActive {
 		ls.Dests = append(ls.Dests, s.sorry.dest())
 	}
-	for w := 0; w < workers; w++ {
-		sc, err := sched.New(s.conf.Scheduler, ls.Dests, schedOptions(s.conf))
-		if err != nil {
-			return lcore.Service{}, fmt.Errorf("%s.scheduler: %w", field, err)
+	s.dests = ls.Dests
+	if prev != nil && prev.conf.Scheduler == s.conf.Scheduler && schedOptions(prev.conf) == schedOptions(s.conf) &&
+		slices.Equal(prev.dests, s.dests) && len(prev.scheds) == workers {
+		s.scheds = prev.scheds
+	} else {
+		s.scheds = make([]sched.Scheduler, workers)
+		for w := range s.scheds {
+			sc, err := sched.New(s.conf.Scheduler, s.dests, schedOptions(s.conf))
+			if err != nil {
+				return lcore.Service{}, fmt.Errorf("%s.scheduler: %w", field, err)
+			}
+			s.scheds[w] = sc
 		}
-		ls.Scheds = append(ls.Scheds, sc)
 	}
+	ls.Scheds = s.scheds
 	return ls, nil
 }
 
@@ -156,19 +174,25 @@ func (s *service) eachServer(fn func(*server)) {
 	}
 }
 
-// destIDs hands out stable ids to (service, real server) pairs, so that
-// counters survive configuration changes.
+// destIDs hands out the ids of (service, real server) pairs, which index
+// the lcores' counters. A pair keeps its id while it is configured, so its
+// counters continue across updates, and after it is removed while
+// connections (or persistence templates) may still use it: it drains, and
+// comes back with its id if it is added again meanwhile. Once the
+// lcores' gauges show nothing uses it (reclaim), the id is free for
+// another pair, and the snapshot that hands it out resets its counters.
 type destIDs struct {
-	ids  map[destKey]uint32
-	next uint32
+	ids      map[destKey]uint32 // configured and draining pairs
+	draining map[uint32]destKey
+	free     []uint32
+	next     uint32 // ids from here up were never handed out
+	// fresh are the ids handed out since the last commit; the snapshot
+	// resets their counters.
+	fresh map[uint32]destKey
 }
 
 func (d destIDs) clone() destIDs {
-	c := destIDs{ids: make(map[destKey]uint32, len(d.ids)), next: d.next}
-	for k, v := range d.ids {
-		c.ids[k] = v
-	}
-	return c
+	return destIDs{ids: maps.Clone(d.ids), draining: maps.Clone(d.draining), free: slices.Clone(d.free), next: d.next}
 }
 
 // lookup finds the id of a pair without making one.
@@ -177,19 +201,74 @@ func (d *destIDs) lookup(k destKey) (uint32, bool) {
 	return id, ok
 }
 
+// get is the pair's id: its own (even draining), else a free one, else a
+// new one.
 func (d *destIDs) get(k destKey) (uint32, error) {
 	if id, ok := d.ids[k]; ok {
+		delete(d.draining, id)
 		return id, nil
 	}
-	if d.next >= lcore.MaxDests {
-		return 0, fmt.Errorf("more than %d real servers in all", lcore.MaxDests)
+	var id uint32
+	switch n := len(d.free); {
+	case n > 0:
+		id, d.free = d.free[n-1], d.free[:n-1]
+	case d.next < lcore.MaxDests:
+		id = d.next
+		d.next++
+	default:
+		return 0, fmt.Errorf("more than %d real servers in all (configured, and removed with connections still draining)", lcore.MaxDests)
 	}
 	if d.ids == nil {
 		d.ids = map[destKey]uint32{}
 	}
-	d.ids[k] = d.next
-	d.next++
-	return d.ids[k], nil
+	if d.fresh == nil {
+		d.fresh = map[uint32]destKey{}
+	}
+	d.ids[k], d.fresh[id] = id, k
+	return id, nil
+}
+
+// drain settles the ids on the pairs a model has (used): they are
+// configured, any other drains.
+func (d *destIDs) drain(used map[destKey]bool) {
+	for k, id := range d.ids {
+		if used[k] {
+			delete(d.draining, id)
+			continue
+		}
+		if d.draining == nil {
+			d.draining = map[uint32]destKey{}
+		}
+		d.draining[id] = k
+	}
+}
+
+// reclaim frees the draining ids that inUse says no connection uses any
+// more. Only ids removed by a published update may be passed here: the
+// lcores published their gauges when they took it, so a 0 read now means
+// no connection is left, and none can be made to a server no snapshot
+// has. It reports whether it freed any.
+func (d *destIDs) reclaim(inUse func(id uint32) bool) bool {
+	freed := false
+	for id, k := range d.draining {
+		if !inUse(id) {
+			delete(d.draining, id)
+			delete(d.ids, k)
+			d.free = append(d.free, id)
+			freed = true
+		}
+	}
+	return freed
+}
+
+// resets lists the ids handed out since the last commit.
+func (d *destIDs) resets() []uint32 {
+	return slices.Sorted(maps.Keys(d.fresh))
+}
+
+// drainingIDs lists the draining ids.
+func (d *destIDs) drainingIDs() []uint32 {
+	return slices.Sorted(maps.Keys(d.draining))
 }
 
 // portInfos describes the ports for the lcores: hw as the started devices

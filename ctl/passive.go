@@ -65,7 +65,9 @@ func (c *Controller) observePassive(now time.Time) bool {
 			cur := [2]uint64{ds[lcore.DestConns], ds[lcore.DestEstablished]}
 			prev, seen := p.last[k]
 			p.last[k] = cur
-			if !seen || p.isSuspect(k) {
+			if !seen || p.isSuspect(k) || cur[0] < prev[0] || cur[1] < prev[1] {
+				// (Counters that went back: the server was removed, its id
+				// reused, and it was added again with a fresh one.)
 				continue
 			}
 			sus := p.det.Observe(k, cur[0]-prev[0], cur[1]-prev[1])

@@ -433,6 +433,11 @@ func (w *Worker) runCommands(int64) {
 		case CmdSnapshot:
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
 				w.snap = cmd.Snap
+				w.cnt.reset(cmd.Snap.ResetDests)
+				// Published before the acknowledgement: what the control
+				// plane reads once Publish returns is of this snapshot
+				// (it frees an id when its connection gauges read 0).
+				w.runPublish(0)
 				w.ackGen.Store(cmd.Snap.Gen)
 			}
 		case CmdARPRequest:
@@ -456,7 +461,7 @@ func (w *Worker) runExpire(now int64) {
 func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
-	w.cnt.publish(w.snap.MaxDestID)
+	w.cnt.publish(w.snap.Counted)
 }
 
 // countState adds (or removes) a connection in state s to its real
