@@ -36,11 +36,14 @@ func addrOf(v uint32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
+// forwardMethod is the lcores' forwarding method (sched.Dest.Fwd).
+type forwardMethod = uint8
+
 // forwardMethods maps the configuration's forward names.
-var forwardMethods = map[string]uint8{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "tun": lcore.FwdTUN}
+var forwardMethods = map[string]forwardMethod{"nat": lcore.FwdNAT, "dr": lcore.FwdDR, "tun": lcore.FwdTUN}
 
 // forwardNames are ipvsadm's names of the methods, as -L prints them.
-var forwardNames = map[uint8]string{lcore.FwdNAT: "Masq", lcore.FwdDR: "Route", lcore.FwdTUN: "Tunnel"}
+var forwardNames = map[forwardMethod]string{lcore.FwdNAT: "Masq", lcore.FwdDR: "Route", lcore.FwdTUN: "Tunnel"}
 
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
