@@ -310,6 +310,25 @@ func (c *Config) portWithAddr(a netip.Addr) int {
 	return -1
 }
 
+// CheckSchedulers checks that every service names one of schedulers (the
+// registry's names). Load and Parse validate everything else, so a program
+// that knows the registry checks this alone instead of validating again.
+func (c *Config) CheckSchedulers(schedulers []string) error {
+	for i, s := range c.Services {
+		if err := checkScheduler(fmt.Sprintf("services[%d]", i), s.Scheduler, schedulers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkScheduler(service, name string, schedulers []string) error {
+	if !slices.Contains(schedulers, name) {
+		return fieldErrorf(service+".scheduler", "unknown scheduler %q (known: %s)", name, strings.Join(schedulers, ", "))
+	}
+	return nil
+}
+
 func (c *Config) validateServices(schedulers []string) error {
 	type key struct {
 		proto string
@@ -338,8 +357,10 @@ func (c *Config) validateServices(schedulers []string) error {
 		switch {
 		case s.Scheduler == "":
 			return fieldErrorf(f+".scheduler", "must not be empty")
-		case schedulers != nil && !slices.Contains(schedulers, s.Scheduler):
-			return fieldErrorf(f+".scheduler", "unknown scheduler %q (known: %s)", s.Scheduler, strings.Join(schedulers, ", "))
+		case schedulers != nil:
+			if err := checkScheduler(f, s.Scheduler, schedulers); err != nil {
+				return err
+			}
 		}
 		for j, fl := range s.SchedFlags {
 			if !slices.Contains(SchedFlags, fl) {

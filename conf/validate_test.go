@@ -324,3 +324,19 @@ func TestValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckSchedulers: what Validate(nil) leaves out, checked alone, with
+// Validate's message.
+func TestCheckSchedulers(t *testing.T) {
+	c := validConfig()
+	if err := c.CheckSchedulers(schedulers); err != nil {
+		t.Fatalf("valid names refused: %v", err)
+	}
+	c.Services[1].Scheduler = "wlcx"
+	err := c.CheckSchedulers(schedulers)
+	want := c.Validate(schedulers)
+	var fe *conf.FieldError
+	if err == nil || want == nil || err.Error() != want.Error() || !errors.As(err, &fe) || fe.Field != "services[1].scheduler" {
+		t.Fatalf("CheckSchedulers = %v, Validate = %v; want the same FieldError on services[1].scheduler", err, want)
+	}
+}

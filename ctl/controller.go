@@ -3,19 +3,15 @@ package ctl
 import (
 	"context"
 	"fmt"
-	"net/netip"
-	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/conf"
-	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Controller owns the service model and the neighbour table, builds the
@@ -24,11 +20,10 @@ type Controller struct {
 	dp    Dataplane
 	log   *zap.Logger
 	ports []lcore.PortInfo
+	cfg   conf.Config // the fixed settings (ports...) updates are validated against
 
-	mu       sync.Mutex  // guards everything below (API handler vs. the loop)
-	cfg      conf.Config // the running configuration (ports fixed, services as applied)
-	svcConf  []conf.Service
-	services []lcore.Service
+	mu       sync.Mutex // guards everything below (API handler vs. the loop)
+	services []service  // the model, as the running snapshot has it
 	timeouts conf.Timeouts
 	ids      destIDs
 	neigh    *neighTable
@@ -38,21 +33,25 @@ type Controller struct {
 	feedback *feedback.Poller // nil: no dynamic weights
 	ramping  bool             // some server is in its slow start: republish as its weight grows
 	lastRamp time.Time
-	passive  passiveState // passive health checking (see passive.go)
-	probes   probeState   // health probes through lbd (see probe.go)
+	// lastReclaim is when the loop last looked for draining ids whose
+	// connections ended (then a republish frees them).
+	lastReclaim time.Time
+	passive     passiveState // passive health checking (see passive.go)
+	probes      probeState   // health probes through lbd (see probe.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
 const stepPeriod = 20 * time.Millisecond
 
-// NewController builds the first snapshot from the configuration; the
-// ports' MAC addresses, MTUs and offloads come from the started devices.
-func NewController(dp Dataplane, cfg conf.Config, hw []PortHW, log *zap.Logger) (*Controller, error) {
+// NewController builds the first snapshot from cfg, which the caller has
+// validated (conf.Load, then CheckSchedulers); hw describes the started
+// ports (MAC addresses, MTUs, offloads).
+func NewController(dp Dataplane, cfg conf.Config, hw []lcore.PortInfo, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
 		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
-	u, err := c.prepare(cfg.Services, cfg.Timeouts)
+	u, err := c.build(cfg.Services, cfg.Timeouts)
 	if err != nil {
 		return nil, err
 	}
@@ -60,145 +59,132 @@ func NewController(dp Dataplane, cfg conf.Config, hw []PortHW, log *zap.Logger) 
 	return c, nil
 }
 
-// update is a validated, built set of services waiting to be published.
+// update is a built set of services waiting to be published.
 type update struct {
-	ramping  bool
-	svcConf  []conf.Service
-	services []lcore.Service
+	services []service
 	timeouts conf.Timeouts
 	ids      destIDs
+	ramping  bool // some server is in its slow start
 	snap     *lcore.Snapshot
 }
 
-// prepare validates services and timeouts whole (against the running
-// ports) and builds the snapshot that would run them; it changes nothing.
-// The caller holds mu, or is the constructor.
-func (c *Controller) prepare(svcs []conf.Service, t conf.Timeouts) (*update, error) {
+// validate checks services and timeouts whole, against the running
+// ports.
+func (c *Controller) validate(svcs []conf.Service, t conf.Timeouts) error {
 	cfg := c.cfg
 	cfg.Services, cfg.Timeouts = svcs, t
-	if err := cfg.Validate(Schedulers()); err != nil {
-		return nil, err
+	return cfg.Validate(Schedulers())
+}
+
+// build makes the model of valid services and the snapshot that would
+// run them, with each server's weight as the health checks, feedback and
+// slow start have it now; it changes nothing. The caller holds mu, or is
+// the constructor.
+func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error) {
+	u := &update{timeouts: t, ids: c.ids.clone()}
+	u.ids.reclaim(c.destInUse)
+	prev := make(map[lcore.ServiceKey]*service, len(c.services))
+	for i := range c.services {
+		prev[c.services[i].key] = &c.services[i]
 	}
-	u := &update{svcConf: svcs, timeouts: t, ids: c.ids.clone()}
 	now := time.Now()
-	u.ramping = false
-	b, err := buildServices(svcs, c.dp.NumWorkers(), &u.ids, func(s conf.Service, r conf.RealServer) serverState {
-		st, ramping := c.serverState(s, r, now)
-		u.ramping = u.ramping || ramping
-		return st
-	})
-	if err != nil {
-		return nil, err
+	used := map[destKey]bool{}
+	var dps []lcore.Service
+	var expire []uint32
+	for i, sc := range svcs {
+		field := fmt.Sprintf("services[%d]", i)
+		s, err := newService(field, sc, &u.ids)
+		if err != nil {
+			return nil, err
+		}
+		if c.weigh(&s, now) {
+			u.ramping = true
+		}
+		ls, err := s.lcoreService(field, c.dp.NumWorkers(), prev[s.key])
+		if err != nil {
+			return nil, err
+		}
+		s.eachServer(func(r *server) {
+			if r.state.expire {
+				expire = append(expire, r.id)
+			}
+		})
+		for _, r := range s.servers {
+			used[r.key] = true
+		}
+		if s.sorry != nil {
+			used[s.sorry.key] = true
+		}
+		u.services = append(u.services, s)
+		dps = append(dps, ls)
 	}
-	u.services = b.services
-	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, u.services, c.neigh.macs(), timeouts(t))
-	for _, id := range b.expire {
+	u.ids.drain(used)
+	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
+	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
+	u.snap.ResetDests = u.ids.resets()
+	for _, id := range expire {
 		u.snap.ExpireDest(id)
 	}
 	return u, nil
 }
 
-// serverState decides a real server's weight for the next snapshot: the
-// configured one, scaled by dynamic feedback (the servers' reported load),
-// ramped over slow start after a recovery, and 0 when a health check (or
-// passive checking) finds it failed; ramping reports a slow start under way.
-func (c *Controller) serverState(s conf.Service, r conf.RealServer, now time.Time) (st serverState, ramping bool) {
-	key := healthKey(s, r)
-	if c.passive.isSuspect(key) {
-		return serverState{down: true}, false
-	}
-	w := r.Weight
-	if c.feedback != nil {
-		w = c.feedback.Weight(key, r.Weight)
-	}
-	st = serverState{weight: w}
-	if c.health == nil {
-		return st, false
-	}
-	hs, ok := c.health.State(key)
-	if !ok {
-		return st, false
-	}
-	check := s.HealthFor(r)
-	if !hs.Up {
-		return serverState{down: true, expire: check.OnFailure == conf.OnFailureExpire}, false
-	}
-	st.weight = health.EffectiveWeight(w, hs.UpSince, now, check.SlowStart)
-	return st, st.weight < w
+// destInUse reports whether connections or persistence templates on any
+// lcore still name a real server's id (their published gauges).
+func (c *Controller) destInUse(id uint32) bool {
+	ds := c.dp.DestStats(id)
+	return ds[lcore.DestActive]+ds[lcore.DestInactive]+ds[lcore.DestPersistent] > 0
 }
 
-func healthKey(s conf.Service, r conf.RealServer) health.Key {
-	vip := netip.AddrPortFrom(s.VIPAddr(), uint16(s.Port))
-	return health.Key{Service: health.ServiceName(s.Protocol, vip), Addr: netip.AddrPortFrom(r.Addr(), uint16(r.Port))}
-}
-
-// SetHealth attaches the health monitor: its state decides weights from
-// the next update on, and it follows every applied service set.
-func (c *Controller) SetHealth(m *health.Monitor) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.health = m
-	m.Update(health.Targets(c.svcConf))
-}
-
-// HealthChanged is the monitor's callback: a server went down or came
-// back, so the lcores get a snapshot with its new weight.
-func (c *Controller) HealthChanged(ch health.Change) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if ch.Up {
-		c.log.Info("real server up", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
-	} else {
-		c.log.Warn("real server down", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
+// publish hands an update to the lcores and makes it the controller's
+// state. If they did not all take it, the ids it handed out drain like
+// removed ones: some lcore may have connected to them.
+func (c *Controller) publish(u *update) error {
+	if err := c.dp.Publish(u.snap); err != nil {
+		ids := u.ids
+		ids.fresh = nil
+		used := map[destKey]bool{}
+		for i := range c.services {
+			for _, r := range c.services[i].servers {
+				used[r.key] = true
+			}
+			if c.services[i].sorry != nil {
+				used[c.services[i].sorry.key] = true
+			}
+		}
+		ids.drain(used)
+		c.ids = ids
+		return err
 	}
-	c.republish()
+	c.commit(u)
+	return nil
 }
 
 // republish rebuilds the snapshot from the current services (health or
 // slow start changed a weight); the caller holds mu.
 func (c *Controller) republish() {
-	u, err := c.prepare(c.svcConf, c.timeouts)
+	u, err := c.build(c.serviceConfs(), c.timeouts)
 	if err == nil {
-		err = c.dp.Publish(u.snap)
+		err = c.publish(u)
 	}
 	if err != nil {
-		c.log.Error("snapshot not rebuilt after a health change", zap.Error(err))
-		return
+		c.log.Error("snapshot not rebuilt", zap.Error(err))
 	}
-	c.commit(u)
 }
 
-// commit makes a prepared update the controller's state.
+// commit makes a published (or first) update the controller's state.
 func (c *Controller) commit(u *update) {
-	c.svcConf, c.services, c.timeouts, c.ids = u.svcConf, u.services, u.timeouts, u.ids
+	c.services, c.timeouts, c.ids = u.services, u.timeouts, u.ids
+	c.ids.fresh = nil
 	c.gen = u.snap.Gen
 	c.snap = u.snap
-	c.cfg.Services, c.cfg.Timeouts = u.svcConf, u.timeouts
 	c.ramping = u.ramping
 	c.neigh.setWanted(c.wantedNeighbours())
 	if c.health != nil {
-		c.health.Update(health.Targets(u.svcConf))
+		c.health.Update(health.Targets(c.serviceConfs()))
 	}
 	if c.feedback != nil {
-		c.feedback.Update(feedback.Targets(u.svcConf))
+		c.feedback.Update(feedback.Targets(c.serviceConfs()))
 	}
-}
-
-// SetFeedback attaches the dynamic weight poller; it follows every applied
-// service set.
-func (c *Controller) SetFeedback(p *feedback.Poller) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.feedback = p
-	p.Update(feedback.Targets(c.svcConf))
-}
-
-// FeedbackChanged is the poller's callback: a server's load moved its
-// weight, so the lcores get a snapshot with it.
-func (c *Controller) FeedbackChanged() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.republish()
 }
 
 // Apply replaces the services and timeouts in one update: the new set is
@@ -208,16 +194,28 @@ func (c *Controller) FeedbackChanged() {
 func (c *Controller) Apply(svcs []conf.Service, t conf.Timeouts) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	u, err := c.prepare(svcs, t)
+	if err := c.validate(svcs, t); err != nil {
+		return err
+	}
+	u, err := c.build(svcs, t)
 	if err != nil {
 		return err
 	}
-	if err := c.dp.Publish(u.snap); err != nil {
+	if err := c.publish(u); err != nil {
 		return fmt.Errorf("lcores did not take the update: %w", err)
 	}
-	c.commit(u)
 	c.log.Info("services applied", zap.Int("services", len(svcs)), zap.Uint64("generation", u.snap.Gen))
 	return nil
+}
+
+// serviceConfs is the services as configured (shared with the model: the
+// caller must not modify them).
+func (c *Controller) serviceConfs() []conf.Service {
+	out := make([]conf.Service, len(c.services))
+	for i := range c.services {
+		out[i] = c.services[i].conf
+	}
+	return out
 }
 
 // Services returns a copy of the configured services and timeouts, the
@@ -225,23 +223,28 @@ func (c *Controller) Apply(svcs []conf.Service, t conf.Timeouts) error {
 func (c *Controller) Services() ([]conf.Service, conf.Timeouts) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]conf.Service, len(c.svcConf))
-	for i, s := range c.svcConf {
-		s.Servers = append([]conf.RealServer(nil), s.Servers...)
-		s.SchedFlags = append([]string(nil), s.SchedFlags...)
-		out[i] = s
+	out := c.serviceConfs()
+	for i := range out {
+		out[i].Servers = append([]conf.RealServer(nil), out[i].Servers...)
+		out[i].SchedFlags = append([]string(nil), out[i].SchedFlags...)
 	}
 	return out, c.timeouts
 }
 
-// wantedNeighbours are the next hops the services need: real servers
-// (or their gateway) and every port's gateway.
+// wantedNeighbours are the next hops the services need: real servers and
+// sorry servers (before they are needed), or their gateway, and every
+// port's gateway.
 func (c *Controller) wantedNeighbours() map[uint32]int {
-	probe := lcore.NewSnapshot(0, c.ports, nil, nil, timeouts(c.timeouts))
 	want := map[uint32]int{}
-	for _, s := range c.services {
-		for _, d := range s.Dests {
-			if port, hop, ok := probe.Route(d.Addr); ok {
+	for i := range c.services {
+		s := &c.services[i]
+		for _, r := range s.servers {
+			if port, hop, ok := c.snap.Route(r.key.addr); ok {
+				want[hop] = port
+			}
+		}
+		if s.sorry != nil {
+			if port, hop, ok := c.snap.Route(s.sorry.key.addr); ok {
 				want[hop] = port
 			}
 		}
@@ -251,14 +254,19 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 			want[p.Gateway] = i
 		}
 	}
-	for _, s := range c.svcConf { // sorry servers, before they are needed
-		if ap, ok := s.SorryAddr(); ok {
-			if port, hop, ok := probe.Route(ipv4(ap.Addr())); ok {
-				want[hop] = port
-			}
-		}
-	}
 	return want
+}
+
+// counters reads the dataplane's counters of a (service, server) pair,
+// present or removed; false if it never had an id.
+func (c *Controller) counters(k destKey) (Counters, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id, ok := c.ids.lookup(k)
+	if !ok {
+		return Counters{}, false
+	}
+	return countersOf(c.dp.DestStats(id)), true
 }
 
 // Snapshot is the current snapshot.
@@ -317,6 +325,17 @@ func (c *Controller) step(now time.Time) {
 		c.republish()
 		return
 	}
+	if len(c.ids.draining) > 0 && now.Sub(c.lastReclaim) >= time.Second {
+		// Free the ids whose connections ended, so the lcores stop
+		// publishing their counters.
+		c.lastReclaim = now
+		for id := range c.ids.draining {
+			if !c.destInUse(id) {
+				c.republish()
+				return
+			}
+		}
+	}
 	if changed || aged {
 		c.gen++
 		next := c.snap.WithNeighbours(c.gen, c.neigh.macs())
@@ -326,125 +345,4 @@ func (c *Controller) step(now time.Time) {
 		}
 		c.snap = next
 	}
-}
-
-// list reports every service with its real servers and their counters,
-// summed over the lcores (Ops serves it to lbctl, metrics scrape it).
-func (c *Controller) list() api.Response {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var resp api.Response
-	var conns uint64
-	for i, ws := range c.dp.WorkerStats() {
-		conns += ws[lcore.Conns]
-		l := api.Lcore{ID: i, RxPackets: ws[lcore.RxPackets], TxPackets: ws[lcore.TxPackets],
-			HandedOff: ws[lcore.HandedOff], HandedIn: ws[lcore.HandedIn], Connections: ws[lcore.Conns]}
-		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
-		for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
-			if s.IsDrop() {
-				l.Drops += ws[s]
-			}
-		}
-		resp.Lcores = append(resp.Lcores, l)
-	}
-	resp.Info = &api.Info{ConnTableSize: c.dp.ConnCapacity(), Connections: conns}
-	for i, s := range c.services {
-		as := api.Service{
-			Protocol: strings.ToUpper(c.svcConf[i].Protocol), VIP: addrOf(s.Key.VIP).String(), Port: s.Key.Port,
-			Scheduler: c.svcConf[i].Scheduler, Servers: []api.RealServer{},
-		}
-		for j, d := range s.Dests {
-			ds := c.dp.DestStats(d.ID)
-			rs := api.RealServer{
-				Address: addrOf(d.Addr).String(), Port: d.Port, Forward: forwardNames[d.Fwd], Weight: int(d.Weight),
-				ActiveConns: ds[lcore.DestActive], InactiveConns: ds[lcore.DestInactive], PersistConns: ds[lcore.DestPersistent],
-				Stats: api.Stats{
-					Conns: ds[lcore.DestConns], InPkts: ds[lcore.DestInPkts], OutPkts: ds[lcore.DestOutPkts],
-					InBytes: ds[lcore.DestInBytes], OutBytes: ds[lcore.DestOutBytes],
-				},
-			}
-			as.Stats.Conns += rs.Stats.Conns
-			as.Stats.InPkts += rs.Stats.InPkts
-			as.Stats.OutPkts += rs.Stats.OutPkts
-			as.Stats.InBytes += rs.Stats.InBytes
-			as.Stats.OutBytes += rs.Stats.OutBytes
-			if j < len(c.svcConf[i].Servers) && c.health != nil {
-				if st, ok := c.health.State(healthKey(c.svcConf[i], c.svcConf[i].Servers[j])); ok {
-					rs.Health = "up"
-					if !st.Up {
-						rs.Health = "down"
-						rs.HealthReason = st.LastReason
-					}
-				}
-			} else if j >= len(c.svcConf[i].Servers) {
-				rs.Health = "sorry"
-			}
-			as.Servers = append(as.Servers, rs)
-		}
-		resp.Services = append(resp.Services, as)
-	}
-	return resp
-}
-
-// cycleAccounting derives an lcore's load and cost per packet from its
-// counters: busy time over loop time, and busy cycles over the packets it
-// processed (received from its queues or handed in by peers).
-func cycleAccounting(ws lcore.Stats, tscHz uint64) (busyPercent, cyclesPerPacket float64) {
-	if ws[lcore.LoopNanos] > 0 {
-		busyPercent = 100 * float64(ws[lcore.BusyNanos]) / float64(ws[lcore.LoopNanos])
-	}
-	if pkts := ws[lcore.RxPackets]; pkts > 0 {
-		cyclesPerPacket = float64(ws[lcore.BusyNanos]) * float64(tscHz) / 1e9 / float64(pkts)
-	}
-	return busyPercent, cyclesPerPacket
-}
-
-// maxListedConns bounds one connection listing (lbctl -c), so an answer
-// stays a few megabytes whatever the table holds.
-const maxListedConns = 20000
-
-// connections lists the lcores' connections (ipvsadm -L -c), filtered by
-// service and client.
-func (c *Controller) connections(req api.Request) (api.Response, error) {
-	var f lcore.ConnFilter
-	if s := req.Service; s != nil {
-		vip, err := netip.ParseAddr(s.VIP)
-		if err != nil || !vip.Is4() {
-			return api.Response{}, fmt.Errorf("-t/-u %s: not an IPv4 address", s.VIP)
-		}
-		f.VIP, f.VPort, f.Proto = ipv4(vip), uint16(s.Port), protocols[s.Protocol]
-	}
-	if req.Client != "" {
-		a, err := netip.ParseAddr(req.Client)
-		if err != nil || !a.Is4() {
-			return api.Response{}, fmt.Errorf("--client %s: not an IPv4 address", req.Client)
-		}
-		f.Client = ipv4(a)
-	}
-	conns, truncated, err := c.dp.DumpConns(f, maxListedConns)
-	if err != nil {
-		return api.Response{}, err
-	}
-	resp := api.Response{ConnsTruncated: truncated}
-	for _, ci := range conns {
-		state := ci.State.String()
-		if ci.Template {
-			state = "NONE"
-		}
-		exp := ci.Expires / 1e9
-		if exp < 0 {
-			exp = 0
-		}
-		proto := "TCP"
-		if ci.Proto == hdr.ProtoUDP {
-			proto = "UDP"
-		}
-		resp.Conns = append(resp.Conns, api.Conn{
-			Protocol: proto, State: state, Template: ci.Template, ExpiresSecs: uint64(exp),
-			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
-			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
-			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String(),
-		})
-	}
-	return resp, nil
 }

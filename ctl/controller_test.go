@@ -9,6 +9,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -54,6 +55,9 @@ func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16) bool {
 	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src})
 	return true
 }
+func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}
+func (f *fakeDataplane) MempoolInUse() int                    { return 0 }
+func (f *fakeDataplane) Workers() []*lcore.Worker             { return nil }
 func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {
@@ -89,7 +93,7 @@ func newTestController(t *testing.T) (*Controller, *fakeDataplane) {
 		t.Fatal(err)
 	}
 	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +163,7 @@ func TestListSumsServers(t *testing.T) {
 	f.dest[web.Dests[0].ID] = lcore.DestStats{lcore.DestConns: 10, lcore.DestInPkts: 50, lcore.DestOutPkts: 40,
 		lcore.DestInBytes: 5000, lcore.DestOutBytes: 9000, lcore.DestActive: 2, lcore.DestInactive: 8}
 	f.dest[web.Dests[1].ID] = lcore.DestStats{lcore.DestConns: 20, lcore.DestInPkts: 100, lcore.DestActive: 1, lcore.DestInactive: 19}
-	resp := c.list()
+	resp := c.view(nil).Response()
 	if resp.Info.Connections != 7 || resp.Info.ConnTableSize != 2048 {
 		t.Fatalf("info %+v", resp.Info)
 	}

@@ -29,17 +29,16 @@ type RunOptions struct {
 	ConfigPath string             // the file cfg was loaded from; reload re-reads it ("" refuses reload)
 	Reload     <-chan struct{}    // each receive reloads the configuration (SIGHUP)
 	SetLevel   func(string) error // applies a new log.level on reload; nil: log.level needs a restart
+	Open       OpenRuntime        // opens the dataplane (lcore/runtime's Open)
 }
 
-// Run is lbd: it takes the control socket, starts DPDK, the ports and the
-// lcores, serves lbctl and /metrics, reloads the configuration on
-// opts.Reload, and on ctx's end stops everything, checking that every mbuf
-// came back. The calling goroutine must be locked to its OS thread (it
-// becomes the EAL main lcore).
+// Run is lbd: it takes the control socket, opens the dataplane (opts.Open:
+// DPDK, the ports) and starts the lcores, serves lbctl and /metrics,
+// reloads the configuration on opts.Reload, and on ctx's end stops
+// everything, checking that every mbuf came back. cfg is valid (conf.Load,
+// then CheckSchedulers). The calling goroutine must be locked to its OS
+// thread (it becomes the EAL main lcore).
 func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions) (err error) {
-	if err := cfg.Validate(Schedulers()); err != nil {
-		return err
-	}
 	gid := -1
 	if g := cfg.Control.Group; g != "" {
 		grp, err := user.LookupGroup(g)
@@ -62,7 +61,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		defer ml.Close()
 	}
 
-	dp, err := OpenDPDK(cfg, log)
+	dp, err := opts.Open(cfg, log)
 	if err != nil {
 		return err
 	}
@@ -84,9 +83,8 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		return err
 	}
 
-	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, log)
-	rates := NewRates(ctl.list) // IPVS's estimator, for --rate and /metrics
-	ops.rates = rates
+	rates := NewRateEstimator(func() View { return ctl.view(nil) }) // IPVS's estimator, for --rate and /metrics
+	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, rates, log)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -58,7 +58,7 @@ func TestHealthDrivesWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +95,7 @@ func TestHealthDrivesWeights(t *testing.T) {
 	if !c.Snapshot().DestExpired(rs1) {
 		t.Fatal("on_failure: expire did not mark rs1's connections")
 	}
-	resp := c.list()
+	resp := c.view(nil).Response()
 	if rs := resp.Services[0].Servers[0]; rs.Health != "down" || rs.HealthReason != "connect: connection refused" {
 		t.Fatalf("listing shows %q %q", rs.Health, rs.HealthReason)
 	}
@@ -107,7 +107,7 @@ func TestHealthDrivesWeights(t *testing.T) {
 	if sorry.Addr != ip4(198, 51, 100, 99) || sorry.Port != 80 || sorry.Weight != 1 {
 		t.Fatalf("sorry dest %+v", sorry)
 	}
-	if rs := c.list().Services[0].Servers[2]; rs.Health != "sorry" {
+	if rs := c.view(nil).Response().Services[0].Servers[2]; rs.Health != "sorry" {
 		t.Fatalf("sorry server listed as %q", rs.Health)
 	}
 
@@ -142,7 +142,7 @@ func TestPassiveHealth(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +205,7 @@ func TestFeedbackDrivesWeights(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []PortHW{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}

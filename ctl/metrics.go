@@ -1,24 +1,24 @@
 package ctl
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/health"
+	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/lcore"
 )
 
 // collector reads the dataplane's published counters at scrape time, so
 // metrics cost the lcores nothing.
 type collector struct {
-	dp    *DPDK
+	dp    Dataplane
 	ctl   *Controller
-	rates *Rates
+	rates *RateEstimator // nil: rates stay 0
 
 	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
@@ -29,7 +29,7 @@ type collector struct {
 	svcRate, rsRate                                            *prometheus.Desc
 }
 
-func newCollector(dp *DPDK, ctl *Controller, rates *Rates) *collector {
+func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collector {
 	d := prometheus.NewDesc
 	svc := []string{"protocol", "vip", "port"}
 	rs := []string{"protocol", "vip", "port", "server"}
@@ -72,17 +72,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	for _, p := range c.dp.PortStats() {
-		s := p.Stats
-		counter(c.portPackets, s.IPackets, p.Name, "rx")
-		counter(c.portPackets, s.OPackets, p.Name, "tx")
-		counter(c.portBytes, s.IBytes, p.Name, "rx")
-		counter(c.portBytes, s.OBytes, p.Name, "tx")
-		counter(c.portErrors, s.IErrors, p.Name, "rx")
-		counter(c.portErrors, s.OErrors, p.Name, "tx")
-		counter(c.portMissed, s.IMissed, p.Name)
-		counter(c.portNoMbuf, s.RxNoMbuf, p.Name)
-	}
+	c.dp.PortStats(func(name string, s ethdev.Stats) {
+		counter(c.portPackets, s.IPackets, name, "rx")
+		counter(c.portPackets, s.OPackets, name, "tx")
+		counter(c.portBytes, s.IBytes, name, "rx")
+		counter(c.portBytes, s.OBytes, name, "tx")
+		counter(c.portErrors, s.IErrors, name, "rx")
+		counter(c.portErrors, s.OErrors, name, "tx")
+		counter(c.portMissed, s.IMissed, name)
+		counter(c.portNoMbuf, s.RxNoMbuf, name)
+	})
 	for _, w := range c.dp.Workers() {
 		id := strconv.Itoa(w.ID())
 		st := w.Stats()
@@ -110,11 +109,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(c.mempoolInUse, float64(c.dp.MempoolInUse()))
-	resp := c.ctl.list()
+	v := c.ctl.view(nil) // raw counters: Prometheus counters never go back
 	if c.rates != nil {
-		c.rates.Fill(&resp)
+		c.rates.Fill(&v)
 	}
-	rates := func(d *prometheus.Desc, r api.Rates, labels ...string) {
+	rates := func(d *prometheus.Desc, r Rates, labels ...string) {
 		for _, k := range [...]struct {
 			kind string
 			v    uint64
@@ -122,30 +121,32 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d, float64(k.v), append(labels, k.kind)...)
 		}
 	}
-	for _, s := range resp.Services {
-		proto, vip, port := s.Protocol, s.VIP, strconv.Itoa(int(s.Port))
-		rates(c.svcRate, s.Rates, proto, vip, port)
-		counter(c.svcConns, s.Stats.Conns, proto, vip, port)
-		counter(c.svcPackets, s.Stats.InPkts, proto, vip, port, "in")
-		counter(c.svcPackets, s.Stats.OutPkts, proto, vip, port, "out")
-		counter(c.svcBytes, s.Stats.InBytes, proto, vip, port, "in")
-		counter(c.svcBytes, s.Stats.OutBytes, proto, vip, port, "out")
-		for _, r := range s.Servers {
-			server := fmt.Sprintf("%s:%d", r.Address, r.Port)
-			counter(c.rsConns, r.Stats.Conns, proto, vip, port, server)
-			counter(c.rsPackets, r.Stats.InPkts, proto, vip, port, server, "in")
-			counter(c.rsPackets, r.Stats.OutPkts, proto, vip, port, server, "out")
-			counter(c.rsBytes, r.Stats.InBytes, proto, vip, port, server, "in")
-			counter(c.rsBytes, r.Stats.OutBytes, proto, vip, port, server, "out")
-			gauge(c.rsActive, float64(r.ActiveConns), proto, vip, port, server)
-			gauge(c.rsInactive, float64(r.InactiveConns), proto, vip, port, server)
-			rates(c.rsRate, r.Rates, proto, vip, port, server)
-		}
+	for i := range v.Services {
+		s := &v.Services[i]
+		vip := s.VIP()
+		proto, addr, port := strings.ToUpper(s.Protocol()), vip.Addr().String(), strconv.Itoa(int(vip.Port()))
+		rates(c.svcRate, s.Rates, proto, addr, port)
+		counter(c.svcConns, s.Stats.Conns, proto, addr, port)
+		counter(c.svcPackets, s.Stats.InPkts, proto, addr, port, "in")
+		counter(c.svcPackets, s.Stats.OutPkts, proto, addr, port, "out")
+		counter(c.svcBytes, s.Stats.InBytes, proto, addr, port, "in")
+		counter(c.svcBytes, s.Stats.OutBytes, proto, addr, port, "out")
+		s.each(func(r *ServerView) {
+			server := r.Addr().String()
+			counter(c.rsConns, r.Stats.Conns, proto, addr, port, server)
+			counter(c.rsPackets, r.Stats.InPkts, proto, addr, port, server, "in")
+			counter(c.rsPackets, r.Stats.OutPkts, proto, addr, port, server, "out")
+			counter(c.rsBytes, r.Stats.InBytes, proto, addr, port, server, "in")
+			counter(c.rsBytes, r.Stats.OutBytes, proto, addr, port, server, "out")
+			gauge(c.rsActive, float64(r.Active), proto, addr, port, server)
+			gauge(c.rsInactive, float64(r.Inactive), proto, addr, port, server)
+			rates(c.rsRate, r.Rates, proto, addr, port, server)
+		})
 	}
 }
 
 // metricsHandler serves /metrics from a registry of its own (no globals).
-func metricsHandler(dp *DPDK, ctl *Controller, mon *health.Monitor, rates *Rates) http.Handler {
+func metricsHandler(dp Dataplane, ctl *Controller, mon *health.Monitor, rates *RateEstimator) http.Handler {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon))
 	mux := http.NewServeMux()

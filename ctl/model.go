@@ -2,15 +2,18 @@
 // snapshots for the lcores, owns the neighbour (ARP) table, serves lbctl's
 // requests and exports metrics. It never blocks an lcore: everything
 // reaches the dataplane as an immutable snapshot through the workers'
-// command rings.
+// command rings. It knows the lcores only through the Dataplane interface.
 package ctl
 
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
@@ -19,8 +22,11 @@ import (
 )
 
 // ipv4 is an address as the dataplane holds it: the big-endian value of
-// its four bytes.
+// its four bytes (0 for anything but an IPv4 address).
 func ipv4(a netip.Addr) uint32 {
+	if !a.Is4() {
+		return 0
+	}
 	b := a.As4()
 	return binary.BigEndian.Uint32(b[:])
 }
@@ -31,77 +37,60 @@ func addrOf(v uint32) netip.Addr {
 	return netip.AddrFrom4(b)
 }
 
-// forwardNames are ipvsadm's names of the methods, as -L prints them.
-var forwardNames = [...]string{fwd.NAT: "Masq", fwd.DR: "Route", fwd.TUN: "Tunnel"}
-
-// destIDs hands out stable ids to (service, real server) pairs, so that
-// counters survive configuration changes.
-type destIDs struct {
-	ids  map[string]uint32
-	next uint32
-}
-
-func (d destIDs) clone() destIDs {
-	c := destIDs{ids: make(map[string]uint32, len(d.ids)), next: d.next}
-	for k, v := range d.ids {
-		c.ids[k] = v
-	}
-	return c
-}
-
-// lookup finds the id of a (service, server) pair without making one.
-func (d *destIDs) lookup(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, bool) {
-	id, ok := d.ids[fmt.Sprintf("%d/%d:%d/%d:%d", svc.Proto, svc.VIP, svc.Port, addr, port)]
-	return id, ok
-}
-
-func (d *destIDs) get(svc lcore.ServiceKey, addr uint32, port uint16) (uint32, error) {
-	key := fmt.Sprintf("%d/%d:%d/%d:%d", svc.Proto, svc.VIP, svc.Port, addr, port)
-	if id, ok := d.ids[key]; ok {
-		return id, nil
-	}
-	if d.next >= lcore.MaxDests {
-		return 0, fmt.Errorf("more than %d real servers in all", lcore.MaxDests)
-	}
-	if d.ids == nil {
-		d.ids = map[string]uint32{}
-	}
-	d.ids[key] = d.next
-	d.next++
-	return d.ids[key], nil
-}
-
-// PortHW is what the started devices tell about a port.
-type PortHW struct {
-	MAC         hdr.MAC
-	MTU         uint16
-	CsumOffload bool  // TX IPv4, TCP and UDP checksum offload enabled
-	RSS         uint8 // lcore.RSS...: how the NIC spreads packets over the lcores
-}
-
-// portInfos describes the ports for the lcores.
-func portInfos(ports []conf.Port, hw []PortHW) []lcore.PortInfo {
-	out := make([]lcore.PortInfo, len(ports))
-	for i, p := range ports {
-		pfx := p.Prefix()
-		mask := ^uint32(0) << (32 - pfx.Bits())
-		out[i] = lcore.PortInfo{
-			Name: p.Name, MAC: hw[i].MAC, Addr: ipv4(pfx.Addr()),
-			Net: ipv4(pfx.Masked().Addr()), Mask: mask, FacesClients: p.FacesClients(),
-			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload, RSS: hw[i].RSS,
-		}
-		if gw, ok := p.GatewayAddr(); ok {
-			out[i].Gateway = ipv4(gw)
-		}
-	}
-	return out
-}
+// forwardMethod is the lcores' forwarding method (sched.Dest.Fwd).
+type forwardMethod = fwd.Method
 
 // forwardMethods maps the configuration's forward names.
-var forwardMethods = map[string]fwd.Method{"nat": fwd.NAT, "dr": fwd.DR, "tun": fwd.TUN}
+var forwardMethods = map[string]forwardMethod{"nat": fwd.NAT, "dr": fwd.DR, "tun": fwd.TUN}
+
+// forwardNames are ipvsadm's names of the methods, as -L prints them.
+var forwardNames = map[forwardMethod]string{fwd.NAT: "Masq", fwd.DR: "Route", fwd.TUN: "Tunnel"}
 
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
+
+// destKey names a (service, real server) pair: what the dataplane counts
+// under one id.
+type destKey struct {
+	svc  lcore.ServiceKey
+	addr uint32
+	port uint16
+}
+
+func serviceKey(s conf.Service) lcore.ServiceKey {
+	return lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
+}
+
+func keyOf(s conf.Service, r conf.RealServer) destKey {
+	return destKey{svc: serviceKey(s), addr: ipv4(r.Addr()), port: uint16(r.Port)}
+}
+
+// service is a virtual service as the controller runs it: its settings as
+// configured and the real servers it owns.
+type service struct {
+	conf    conf.Service
+	key     lcore.ServiceKey
+	servers []server // as configured, in order
+	// sorry stands in for the servers when all of them failed their
+	// health checks; nil when none is configured.
+	sorry       *server
+	sorryActive bool // the sorry server is standing in
+
+	// As the lcores run it: the dests its schedulers were made with, and
+	// one scheduler per worker, kept across snapshots while the dests
+	// stay the same (rr's cursor, say, does not go back to the first).
+	dests  []sched.Dest
+	scheds []sched.Scheduler
+}
+
+// server is a real server of a service, or its sorry server.
+type server struct {
+	conf   conf.RealServer // the sorry server's: its address, NAT, weight 1
+	key    destKey
+	id     uint32 // the pair's id in the dataplane (its counters' index)
+	health health.Key
+	state  serverState // as the snapshot being built or running has it
+}
 
 // serverState is what the health checks make of a real server now.
 type serverState struct {
@@ -110,67 +99,198 @@ type serverState struct {
 	expire bool // down, and its connections are to be ended
 }
 
-// configured is the state of a server nobody checks.
-func configured(_ conf.Service, r conf.RealServer) serverState {
-	return serverState{weight: r.Weight}
-}
-
-// built is the dataplane's view of the services.
-type built struct {
-	services []lcore.Service
-	expire   []uint32 // dest ids whose connections are to be ended
-}
-
-// buildServices turns configured services into the dataplane's, with one
-// scheduler instance per worker. state tells how the health checks see
-// each server: a failed one gets weight 0, and when all of a service's
-// servers failed its sorry server (if any) takes the new connections.
-func buildServices(svcs []conf.Service, workers int, ids *destIDs, state func(conf.Service, conf.RealServer) serverState) (built, error) {
-	var out built
-	for i, s := range svcs {
-		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
-		ls := lcore.Service{
-			Key: key, Scheduler: s.Scheduler, SloppyTCP: s.SloppyTCP,
-			// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
-			Persistence: int64(s.Persistence), PersistMask: ^uint32(0) << (32 - s.NetmaskBits()),
+// newService builds a configured service's model, giving every (service,
+// server) pair its id; field names the service in errors.
+func newService(field string, sc conf.Service, ids *destIDs) (service, error) {
+	s := service{conf: sc, key: serviceKey(sc)}
+	vip := netip.AddrPortFrom(sc.VIPAddr(), uint16(sc.Port))
+	name := health.ServiceName(sc.Protocol, vip)
+	for _, rc := range sc.Servers {
+		r := server{conf: rc, key: keyOf(sc, rc)}
+		r.health = health.Key{Service: name, Addr: netip.AddrPortFrom(rc.Addr(), uint16(rc.Port))}
+		var err error
+		if r.id, err = ids.get(r.key); err != nil {
+			return service{}, fmt.Errorf("%s: %w", field, err)
 		}
-		down := 0
-		for _, rs := range s.Servers {
-			addr := ipv4(rs.Addr())
-			id, err := ids.get(key, addr, uint16(rs.Port))
-			if err != nil {
-				return built{}, fmt.Errorf("services[%d]: %w", i, err)
-			}
-			st := state(s, rs)
-			if st.down {
-				down++
-			}
-			if st.expire {
-				out.expire = append(out.expire, id)
-			}
-			ls.Dests = append(ls.Dests, sched.Dest{
-				ID: id, Addr: addr, Port: uint16(rs.Port), Weight: int32(st.weight), Fwd: forwardMethods[rs.Forward],
-				Upper: uint32(rs.Upper), Lower: uint32(rs.Lower),
-			})
-		}
-		if sorry, ok := s.SorryAddr(); ok && down > 0 && down == len(s.Servers) {
-			addr := ipv4(sorry.Addr())
-			id, err := ids.get(key, addr, sorry.Port())
-			if err != nil {
-				return built{}, fmt.Errorf("services[%d].sorry_server: %w", i, err)
-			}
-			ls.Dests = append(ls.Dests, sched.Dest{ID: id, Addr: addr, Port: sorry.Port(), Weight: 1, Fwd: fwd.NAT})
-		}
-		for w := 0; w < workers; w++ {
-			sc, err := sched.New(s.Scheduler, ls.Dests, schedOptions(s))
-			if err != nil {
-				return built{}, fmt.Errorf("services[%d].scheduler: %w", i, err)
-			}
-			ls.Scheds = append(ls.Scheds, sc)
-		}
-		out.services = append(out.services, ls)
+		s.servers = append(s.servers, r)
 	}
-	return out, nil
+	if ap, ok := sc.SorryAddr(); ok {
+		r := server{conf: conf.RealServer{Address: ap.Addr().String(), Port: int(ap.Port()), Weight: 1, Forward: "nat"},
+			key: destKey{svc: s.key, addr: ipv4(ap.Addr()), port: ap.Port()}}
+		var err error
+		if r.id, err = ids.get(r.key); err != nil {
+			return service{}, fmt.Errorf("%s.sorry_server: %w", field, err)
+		}
+		s.sorry = &r
+	}
+	return s, nil
+}
+
+// dest is the server as the schedulers see it.
+func (r *server) dest() sched.Dest {
+	return sched.Dest{
+		ID: r.id, Addr: r.key.addr, Port: r.key.port, Weight: int32(r.state.weight), Fwd: forwardMethods[r.conf.Forward],
+		Upper: uint32(r.conf.Upper), Lower: uint32(r.conf.Lower),
+	}
+}
+
+// lcoreService is the service as the dataplane runs it, with one
+// scheduler instance per worker: prev's (the same service in the running
+// model, or nil) when nothing the schedulers see changed, else new ones.
+// field names the service in errors.
+func (s *service) lcoreService(field string, workers int, prev *service) (lcore.Service, error) {
+	ls := lcore.Service{
+		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP,
+		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
+		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
+	}
+	for i := range s.servers {
+		ls.Dests = append(ls.Dests, s.servers[i].dest())
+	}
+	if s.sorryActive {
+		ls.Dests = append(ls.Dests, s.sorry.dest())
+	}
+	s.dests = ls.Dests
+	if prev != nil && prev.conf.Scheduler == s.conf.Scheduler && schedOptions(prev.conf) == schedOptions(s.conf) &&
+		slices.Equal(prev.dests, s.dests) && len(prev.scheds) == workers {
+		s.scheds = prev.scheds
+	} else {
+		s.scheds = make([]sched.Scheduler, workers)
+		for w := range s.scheds {
+			sc, err := sched.New(s.conf.Scheduler, s.dests, schedOptions(s.conf))
+			if err != nil {
+				return lcore.Service{}, fmt.Errorf("%s.scheduler: %w", field, err)
+			}
+			s.scheds[w] = sc
+		}
+	}
+	ls.Scheds = s.scheds
+	return ls, nil
+}
+
+// eachServer visits the servers, then the sorry server while it stands in.
+func (s *service) eachServer(fn func(*server)) {
+	for i := range s.servers {
+		fn(&s.servers[i])
+	}
+	if s.sorryActive {
+		fn(s.sorry)
+	}
+}
+
+// destIDs hands out the ids of (service, real server) pairs, which index
+// the lcores' counters. A pair keeps its id while it is configured, so its
+// counters continue across updates, and after it is removed while
+// connections (or persistence templates) may still use it: it drains, and
+// comes back with its id if it is added again meanwhile. Once the
+// lcores' gauges show nothing uses it (reclaim), the id is free for
+// another pair, and the snapshot that hands it out resets its counters.
+type destIDs struct {
+	ids      map[destKey]uint32 // configured and draining pairs
+	draining map[uint32]destKey
+	free     []uint32
+	next     uint32 // ids from here up were never handed out
+	// fresh are the ids handed out since the last commit; the snapshot
+	// resets their counters.
+	fresh map[uint32]destKey
+}
+
+func (d destIDs) clone() destIDs {
+	return destIDs{ids: maps.Clone(d.ids), draining: maps.Clone(d.draining), free: slices.Clone(d.free), next: d.next}
+}
+
+// lookup finds the id of a pair without making one.
+func (d *destIDs) lookup(k destKey) (uint32, bool) {
+	id, ok := d.ids[k]
+	return id, ok
+}
+
+// get is the pair's id: its own (even draining), else a free one, else a
+// new one.
+func (d *destIDs) get(k destKey) (uint32, error) {
+	if id, ok := d.ids[k]; ok {
+		delete(d.draining, id)
+		return id, nil
+	}
+	var id uint32
+	switch n := len(d.free); {
+	case n > 0:
+		id, d.free = d.free[n-1], d.free[:n-1]
+	case d.next < lcore.MaxDests:
+		id = d.next
+		d.next++
+	default:
+		return 0, fmt.Errorf("more than %d real servers in all (configured, and removed with connections still draining)", lcore.MaxDests)
+	}
+	if d.ids == nil {
+		d.ids = map[destKey]uint32{}
+	}
+	if d.fresh == nil {
+		d.fresh = map[uint32]destKey{}
+	}
+	d.ids[k], d.fresh[id] = id, k
+	return id, nil
+}
+
+// drain settles the ids on the pairs a model has (used): they are
+// configured, any other drains.
+func (d *destIDs) drain(used map[destKey]bool) {
+	for k, id := range d.ids {
+		if used[k] {
+			delete(d.draining, id)
+			continue
+		}
+		if d.draining == nil {
+			d.draining = map[uint32]destKey{}
+		}
+		d.draining[id] = k
+	}
+}
+
+// reclaim frees the draining ids that inUse says no connection uses any
+// more. Only ids removed by a published update may be passed here: the
+// lcores published their gauges when they took it, so a 0 read now means
+// no connection is left, and none can be made to a server no snapshot
+// has. It reports whether it freed any.
+func (d *destIDs) reclaim(inUse func(id uint32) bool) bool {
+	freed := false
+	for id, k := range d.draining {
+		if !inUse(id) {
+			delete(d.draining, id)
+			delete(d.ids, k)
+			d.free = append(d.free, id)
+			freed = true
+		}
+	}
+	return freed
+}
+
+// resets lists the ids handed out since the last commit.
+func (d *destIDs) resets() []uint32 {
+	return slices.Sorted(maps.Keys(d.fresh))
+}
+
+// drainingIDs lists the draining ids.
+func (d *destIDs) drainingIDs() []uint32 {
+	return slices.Sorted(maps.Keys(d.draining))
+}
+
+// portInfos describes the ports for the lcores: hw as the started devices
+// tell it, addresses from the configuration.
+func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
+	out := make([]lcore.PortInfo, len(ports))
+	for i, p := range ports {
+		pfx := p.Prefix()
+		out[i] = hw[i]
+		out[i].Name = p.Name
+		out[i].Addr, out[i].Net = ipv4(pfx.Addr()), ipv4(pfx.Masked().Addr())
+		out[i].Mask = ^uint32(0) << (32 - pfx.Bits())
+		out[i].FacesClients = p.FacesClients()
+		if gw, ok := p.GatewayAddr(); ok {
+			out[i].Gateway = ipv4(gw)
+		}
+	}
+	return out
 }
 
 // timeouts maps ipvsadm's three settings (and the SYN one) onto the states.

@@ -24,7 +24,7 @@ func newTestOps(t *testing.T) (*Ops, *Controller, *fakeDataplane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewOps(c, cfg, "", nil, zap.NewNop()), c, f
+	return NewOps(c, cfg, "", nil, nil, zap.NewNop()), c, f
 }
 
 // rule parses an ipvsadm command line into the request lbctl would send.
@@ -315,7 +315,7 @@ func TestOpsReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "lbd.yaml")
-	o := NewOps(c, started, path, nil, zap.NewNop())
+	o := NewOps(c, started, path, nil, nil, zap.NewNop())
 
 	// An invalid file is refused with the field named; nothing changes.
 	bad := strings.Replace(reloadConfig, "weight: 5", "weight: -5", 1)

@@ -54,22 +54,20 @@ func (c *Controller) observePassive(now time.Time) bool {
 			changed = true
 		}
 	}
-	for _, s := range c.svcConf {
-		key := lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
-		for _, r := range s.Servers {
-			if !s.HealthFor(r).Passive || s.Protocol != "tcp" {
+	for i := range c.services {
+		s := &c.services[i]
+		for _, r := range s.servers {
+			if !s.conf.HealthFor(r.conf).Passive || s.conf.Protocol != "tcp" {
 				continue
 			}
-			id, ok := c.ids.lookup(key, ipv4(r.Addr()), uint16(r.Port))
-			if !ok {
-				continue
-			}
-			k := healthKey(s, r)
-			ds := c.dp.DestStats(id)
+			k := r.health
+			ds := c.dp.DestStats(r.id)
 			cur := [2]uint64{ds[lcore.DestConns], ds[lcore.DestEstablished]}
 			prev, seen := p.last[k]
 			p.last[k] = cur
-			if !seen || p.isSuspect(k) {
+			if !seen || p.isSuspect(k) || cur[0] < prev[0] || cur[1] < prev[1] {
+				// (Counters that went back: the server was removed, its id
+				// reused, and it was added again with a fresh one.)
 				continue
 			}
 			sus := p.det.Observe(k, cur[0]-prev[0], cur[1]-prev[1])

@@ -1,9 +1,10 @@
 package ctl
 
 import (
+	"net/netip"
 	"testing"
 
-	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
 )
 
 // TestEstimator drives IPVS's estimator (ip_vs_est.c) with synthetic
@@ -13,65 +14,65 @@ import (
 // bps (read as (avg + 0xF) >> 5), shifts of negatives arithmetic.
 func TestEstimator(t *testing.T) {
 	type step struct {
-		add  api.Stats // counters added since the previous sample
-		avg  int64     // the scaled average of the counter under test after it
-		rate uint64    // the rate read after it
+		add  Counters // counters added since the previous sample
+		avg  int64    // the scaled average of the counter under test after it
+		rate uint64   // the rate read after it
 	}
 	tests := []struct {
 		name  string
 		start estimator // state before the first step
-		get   func(e *estimator, r api.Rates) (int64, uint64)
+		get   func(e *estimator, r Rates) (int64, uint64)
 		steps []step
 	}{
 		{
 			name: "100 connections/s then silence",
-			get:  func(e *estimator, r api.Rates) (int64, uint64) { return e.cps, r.CPS },
+			get:  func(e *estimator, r Rates) (int64, uint64) { return e.cps, r.CPS },
 			steps: []step{
-				{add: api.Stats{Conns: 500}, avg: 0, rate: 0}, // first sample: counters recorded only
-				{add: api.Stats{Conns: 200}, avg: 25600, rate: 25},
-				{add: api.Stats{Conns: 200}, avg: 44800, rate: 44},
-				{add: api.Stats{Conns: 200}, avg: 59200, rate: 58},
-				{add: api.Stats{}, avg: 44400, rate: 43},
-				{add: api.Stats{}, avg: 33300, rate: 33},
+				{add: Counters{Conns: 500}, avg: 0, rate: 0}, // first sample: counters recorded only
+				{add: Counters{Conns: 200}, avg: 25600, rate: 25},
+				{add: Counters{Conns: 200}, avg: 44800, rate: 44},
+				{add: Counters{Conns: 200}, avg: 59200, rate: 58},
+				{add: Counters{}, avg: 44400, rate: 43},
+				{add: Counters{}, avg: 33300, rate: 33},
 			},
 		},
 		{
 			name: "1 MB/s in: bps scaled by 2^5",
-			get:  func(e *estimator, r api.Rates) (int64, uint64) { return e.inbps, r.InBPS },
+			get:  func(e *estimator, r Rates) (int64, uint64) { return e.inbps, r.InBPS },
 			steps: []step{
-				{add: api.Stats{InBytes: 7}},
-				{add: api.Stats{InBytes: 2_000_000}, avg: 8_000_000, rate: 250_000},
-				{add: api.Stats{InBytes: 2_000_000}, avg: 14_000_000, rate: 437_500},
-				{add: api.Stats{InBytes: 2_000_000}, avg: 18_500_000, rate: 578_125},
+				{add: Counters{InBytes: 7}},
+				{add: Counters{InBytes: 2_000_000}, avg: 8_000_000, rate: 250_000},
+				{add: Counters{InBytes: 2_000_000}, avg: 14_000_000, rate: 437_500},
+				{add: Counters{InBytes: 2_000_000}, avg: 18_500_000, rate: 578_125},
 			},
 		},
 		{
 			name: "small byte counts round up at half",
-			get:  func(e *estimator, r api.Rates) (int64, uint64) { return e.outbps, r.OutBPS },
+			get:  func(e *estimator, r Rates) (int64, uint64) { return e.outbps, r.OutBPS },
 			steps: []step{
 				{},
-				{add: api.Stats{OutBytes: 3}, avg: 12, rate: 0},
-				{add: api.Stats{OutBytes: 5}, avg: 29, rate: 1},
-				{add: api.Stats{OutBytes: 7}, avg: 49, rate: 2},
+				{add: Counters{OutBytes: 3}, avg: 12, rate: 0},
+				{add: Counters{OutBytes: 5}, avg: 29, rate: 1},
+				{add: Counters{OutBytes: 7}, avg: 49, rate: 2},
 			},
 		},
 		{
 			name: "one packet per 2 s approaches 512 (0.5/s reads 0)",
-			get:  func(e *estimator, r api.Rates) (int64, uint64) { return e.inpps, r.InPPS },
+			get:  func(e *estimator, r Rates) (int64, uint64) { return e.inpps, r.InPPS },
 			steps: []step{
 				{},
-				{add: api.Stats{InPkts: 1}, avg: 128},
-				{add: api.Stats{InPkts: 1}, avg: 224},
-				{add: api.Stats{InPkts: 1}, avg: 296},
-				{add: api.Stats{InPkts: 1}, avg: 350},
-				{add: api.Stats{InPkts: 1}, avg: 390},
-				{add: api.Stats{InPkts: 1}, avg: 420},
+				{add: Counters{InPkts: 1}, avg: 128},
+				{add: Counters{InPkts: 1}, avg: 224},
+				{add: Counters{InPkts: 1}, avg: 296},
+				{add: Counters{InPkts: 1}, avg: 350},
+				{add: Counters{InPkts: 1}, avg: 390},
+				{add: Counters{InPkts: 1}, avg: 420},
 			},
 		},
 		{
 			name:  "a small average decays to 0 through arithmetic shifts",
 			start: estimator{sampled: true, outpps: 3},
-			get:   func(e *estimator, r api.Rates) (int64, uint64) { return e.outpps, r.OutPPS },
+			get:   func(e *estimator, r Rates) (int64, uint64) { return e.outpps, r.OutPPS },
 			steps: []step{
 				{avg: 2}, // 3 + (-3 >> 2) = 3 - 1
 				{avg: 1},
@@ -81,10 +82,10 @@ func TestEstimator(t *testing.T) {
 		},
 		{
 			name:  "a counter that went backwards counts 0",
-			start: estimator{sampled: true, last: api.Stats{Conns: 1000}, cps: 4096},
-			get:   func(e *estimator, r api.Rates) (int64, uint64) { return e.cps, r.CPS },
+			start: estimator{sampled: true, last: Counters{Conns: 1000}, cps: 4096},
+			get:   func(e *estimator, r Rates) (int64, uint64) { return e.cps, r.CPS },
 			steps: []step{
-				{add: api.Stats{Conns: ^uint64(0) - 99}, avg: 3072, rate: 3}, // 1000 - 100
+				{add: Counters{Conns: ^uint64(0) - 99}, avg: 3072, rate: 3}, // 1000 - 100
 			},
 		},
 	}
@@ -93,7 +94,7 @@ func TestEstimator(t *testing.T) {
 			e := tt.start
 			now := e.last
 			for i, s := range tt.steps {
-				now = addStats(now, s.add)
+				now = now.Plus(s.add)
 				e.sample(now)
 				avg, rate := tt.get(&e, e.rates())
 				if avg != s.avg || rate != s.rate {
@@ -111,40 +112,44 @@ func TestEstimator(t *testing.T) {
 // with its own scale.
 func TestEstimatorAllCounters(t *testing.T) {
 	var e estimator
-	e.sample(api.Stats{})
-	e.sample(api.Stats{Conns: 200, InPkts: 2000, OutPkts: 4000, InBytes: 200_000, OutBytes: 4_000_000})
-	want := api.Rates{CPS: 25, InPPS: 250, OutPPS: 500, InBPS: 25_000, OutBPS: 500_000}
+	e.sample(Counters{})
+	e.sample(Counters{Conns: 200, InPkts: 2000, OutPkts: 4000, InBytes: 200_000, OutBytes: 4_000_000})
+	want := Rates{CPS: 25, InPPS: 250, OutPPS: 500, InBPS: 25_000, OutBPS: 500_000}
 	if got := e.rates(); got != want {
 		t.Errorf("rates = %+v, want %+v", got, want)
 	}
-	e.zero(api.Stats{Conns: 7})
-	e.sample(api.Stats{Conns: 7})
-	if got := e.rates(); got != (api.Rates{}) {
+	e.zero(Counters{Conns: 7})
+	e.sample(Counters{Conns: 7})
+	if got := e.rates(); got != (Rates{}) {
 		t.Errorf("rates after zero and an idle sample = %+v, want 0", got)
 	}
 }
 
-func svcWith(port uint16, servers ...api.RealServer) api.Service {
-	return api.Service{Protocol: "TCP", VIP: "192.0.2.100", Port: port, Servers: servers}
+func svcWith(port uint16, servers ...ServerView) ServiceView {
+	k := lcore.ServiceKey{VIP: ip4(192, 0, 2, 100), Port: port, Proto: 6}
+	for i := range servers {
+		servers[i].key.svc = k
+	}
+	return ServiceView{Key: k, Servers: servers}
 }
 
-func rs(addr string, conns uint64) api.RealServer {
-	return api.RealServer{Address: addr, Port: 8080, Stats: api.Stats{Conns: conns}}
+func rs(addr string, conns uint64) ServerView {
+	return ServerView{key: destKey{addr: ipv4(netip.MustParseAddr(addr)), port: 8080}, Stats: Counters{Conns: conns}}
 }
 
 // TestRates follows services and servers through samples: a service's
 // input is the sum of its servers' increments, so a server leaving does
 // not make it fall; a server that appears starts from zero.
 func TestRates(t *testing.T) {
-	var raw api.Response
-	r := NewRates(func() api.Response { return raw })
-	read := func() api.Response {
-		resp := api.Response{Services: append([]api.Service(nil), raw.Services...)}
-		for i := range resp.Services {
-			resp.Services[i].Servers = append([]api.RealServer(nil), resp.Services[i].Servers...)
+	var raw View
+	r := NewRateEstimator(func() View { return raw })
+	read := func() View {
+		v := View{Services: append([]ServiceView(nil), raw.Services...)}
+		for i := range v.Services {
+			v.Services[i].Servers = append([]ServerView(nil), v.Services[i].Servers...)
 		}
-		r.Fill(&resp)
-		return resp
+		r.Fill(&v)
+		return v
 	}
 	type want struct {
 		svc uint64
@@ -152,65 +157,65 @@ func TestRates(t *testing.T) {
 	}
 	check := func(step string, w want) {
 		t.Helper()
-		resp := read()
-		if len(resp.Services) != 1 {
-			t.Fatalf("%s: %d services", step, len(resp.Services))
+		v := read()
+		if len(v.Services) != 1 {
+			t.Fatalf("%s: %d services", step, len(v.Services))
 		}
-		s := resp.Services[0]
+		s := v.Services[0]
 		if s.Rates.CPS != w.svc {
 			t.Errorf("%s: service CPS %d, want %d", step, s.Rates.CPS, w.svc)
 		}
 		for _, x := range s.Servers {
-			if x.Rates.CPS != w.rs[x.Address] {
-				t.Errorf("%s: server %s CPS %d, want %d", step, x.Address, x.Rates.CPS, w.rs[x.Address])
+			if a := x.Addr().Addr().String(); x.Rates.CPS != w.rs[a] {
+				t.Errorf("%s: server %s CPS %d, want %d", step, a, x.Rates.CPS, w.rs[a])
 			}
 		}
 	}
 
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 1000), rs("198.51.100.12", 50))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 1000), rs("198.51.100.12", 50))}
 	r.sample(raw)
 	check("first sample", want{0, nil})
 
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 1200), rs("198.51.100.12", 250))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 1200), rs("198.51.100.12", 250))}
 	r.sample(raw)
 	// Each server +200 in 2 s: 25600 -> 25; the service +400: 51200 -> 50.
 	check("second sample", want{50, map[string]uint64{"198.51.100.11": 25, "198.51.100.12": 25}})
 
 	// .12 leaves (its 250 connections leave the service's sum) and .13,
 	// whose counters start at 9000 (a reused id), arrives.
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9000))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9000))}
 	r.sample(raw)
 	// Service: +200 only: 51200 + (102400 - 51200) >> 2 = 64000 -> 62.
 	// .11: 25600 + 19200 = 44800 -> 44; .13: first sample, 0.
 	check("server replaced", want{62, map[string]uint64{"198.51.100.11": 44, "198.51.100.13": 0}})
 
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9200))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9200))}
 	r.sample(raw)
 	// Service +200: 64000 + (102400 - 64000) >> 2 = 73600 -> 72.
 	// .11 idle: 44800 - 11200 = 33600 -> 33; .13 +200: 25600 -> 25.
 	check("after the replacement", want{72, map[string]uint64{"198.51.100.11": 33, "198.51.100.13": 25}})
 
 	// -Z restarts the averages; the next sample counts from then.
-	r.Zero(raw.Services)
+	r.Zero(&raw.Services[0])
 	check("zeroed", want{0, map[string]uint64{}})
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9400))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 1400), rs("198.51.100.13", 9400))}
 	r.sample(raw)
 	check("after zero", want{25, map[string]uint64{"198.51.100.13": 25}})
 
 	// A service that is deleted and added again starts over.
 	raw.Services = nil
 	r.sample(raw)
-	if len(r.est) != 0 || len(r.totals) != 0 {
-		t.Errorf("estimators left after every service went: %d, %d", len(r.est), len(r.totals))
+	if len(r.services) != 0 || len(r.servers) != 0 {
+		t.Errorf("estimators left after every service went: %d, %d", len(r.services), len(r.servers))
 	}
-	raw.Services = []api.Service{svcWith(80, rs("198.51.100.11", 5000))}
+	raw.Services = []ServiceView{svcWith(80, rs("198.51.100.11", 5000))}
 	r.sample(raw)
 	check("re-added", want{0, nil})
 
 	// Fill leaves services it never sampled at zero.
-	resp := api.Response{Services: []api.Service{svcWith(81, rs("198.51.100.11", 1))}}
-	r.Fill(&resp)
-	if resp.Services[0].Rates != (api.Rates{}) || resp.Services[0].Servers[0].Rates != (api.Rates{}) {
-		t.Errorf("unsampled service got rates %+v", resp.Services[0])
+	v := View{Services: []ServiceView{svcWith(81, rs("198.51.100.11", 1))}}
+	r.Fill(&v)
+	if v.Services[0].Rates != (Rates{}) || v.Services[0].Servers[0].Rates != (Rates{}) {
+		t.Errorf("unsampled service got rates %+v", v.Services[0])
 	}
 }

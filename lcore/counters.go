@@ -130,14 +130,28 @@ func newCounters() *counters {
 	}
 }
 
-// publish copies the private counters for readers; destIDs bounds the ids in use.
-func (c *counters) publish(destIDs uint32) {
+// publish copies the private counters for readers: the lcore's, and
+// those of the real servers ids lists (Snapshot.Counted), so its cost
+// follows the servers in use.
+func (c *counters) publish(ids []uint32) {
 	for i := range c.own {
 		c.pub[i].Store(c.own[i])
 	}
-	for id := uint32(0); id < destIDs && id < MaxDests; id++ {
+	for _, id := range ids {
+		if id >= MaxDests {
+			continue
+		}
 		for j := range c.dest[id] {
 			c.destPub[id][j].Store(c.dest[id][j])
+		}
+	}
+}
+
+// reset zeroes the counters of ids, given to new (service, server) pairs.
+func (c *counters) reset(ids []uint32) {
+	for _, id := range ids {
+		if id < MaxDests {
+			c.dest[id] = DestStats{}
 		}
 	}
 }

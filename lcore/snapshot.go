@@ -16,12 +16,21 @@ const MaxDests = 1 << 14
 // belongs to exactly one lcore). A new configuration or neighbour entry
 // means a new Snapshot.
 type Snapshot struct {
-	Gen       uint64             // increases with every snapshot; lcores acknowledge it
-	Ports     []PortInfo         // indexed like the workers' port lists
-	Services  []Service          // indexed by the values of serviceIndex
-	Neigh     map[uint32]hdr.MAC // next-hop IPv4 -> MAC, resolved by ARP
-	Timeouts  conn.Timeouts      // per-state connection timeouts
-	MaxDestID uint32             // highest Dest.ID in use, +1
+	Gen      uint64             // increases with every snapshot; lcores acknowledge it
+	Ports    []PortInfo         // indexed like the workers' port lists
+	Services []Service          // indexed by the values of serviceIndex
+	Neigh    map[uint32]hdr.MAC // next-hop IPv4 -> MAC, resolved by ARP
+	Timeouts conn.Timeouts      // per-state connection timeouts
+	// Counted are the ids whose counters the workers publish: the
+	// services' real servers (NewSnapshot), and those the control plane
+	// still watches, removed but with connections draining. The publish
+	// job's cost follows them, not every id ever made.
+	Counted []uint32
+	// ResetDests are ids given to new (service, server) pairs, maybe
+	// reused: a worker zeroes their counters when it switches to this
+	// snapshot, so a new pair does not inherit an old one's counts. The
+	// control plane reuses an id only once no connection uses it.
+	ResetDests []uint32
 
 	// ExpireDests marks real servers (by Dest.ID) whose connections are
 	// ended at their next packet: a failed server whose health check says
@@ -90,9 +99,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		for _, d := range svc.Dests {
-			if d.ID+1 > s.MaxDestID {
-				s.MaxDestID = d.ID + 1
-			}
+			s.Counted = append(s.Counted, d.ID)
 		}
 	}
 	for i, p := range ports {
@@ -107,11 +114,13 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 }
 
 // WithNeighbours returns a copy of s with another neighbour table; the
-// services (and their scheduler state) are shared.
+// services (and their scheduler state) are shared. The copy resets no
+// counters: the workers did that when they took s.
 func (s *Snapshot) WithNeighbours(gen uint64, neigh map[uint32]hdr.MAC) *Snapshot {
 	c := *s
 	c.Gen = gen
 	c.Neigh = neigh
+	c.ResetDests = nil
 	return &c
 }
 

@@ -337,6 +337,11 @@ func (w *Worker) runCommands(int64) {
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
 				w.snap = cmd.Snap
 				w.learnVIPs(cmd.Snap)
+				w.cnt.reset(cmd.Snap.ResetDests)
+				// Published before the acknowledgement: what the control
+				// plane reads once Publish returns is of this snapshot
+				// (it frees an id when its connection gauges read 0).
+				w.runPublish(0)
 				w.ackGen.Store(cmd.Snap.Gen)
 			}
 		case CmdARPRequest:
@@ -372,11 +377,13 @@ func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
 	if w.cfg.ID == 0 { // the shared templates' gauges, published once
-		for id := uint32(0); id < w.snap.MaxDestID && id < MaxDests; id++ {
-			w.cnt.dest[id][DestPersistent] = uint64(w.tmpl.persistent[id].Load())
+		for _, id := range w.snap.Counted {
+			if id < MaxDests {
+				w.cnt.dest[id][DestPersistent] = uint64(w.tmpl.persistent[id].Load())
+			}
 		}
 	}
-	w.cnt.publish(w.snap.MaxDestID)
+	w.cnt.publish(w.snap.Counted)
 }
 
 // countState adds (or removes) a connection in state s to its real

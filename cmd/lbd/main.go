@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"runtime"
+	goruntime "runtime"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -18,11 +18,12 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl"
+	"github.com/dplb/dplb/lcore/runtime"
 )
 
 func init() {
 	// The main goroutine initialises DPDK: its thread becomes the EAL main lcore.
-	runtime.LockOSThread()
+	goruntime.LockOSThread()
 }
 
 func main() {
@@ -30,9 +31,9 @@ func main() {
 	check := flag.Bool("check", false, "validate the configuration and exit")
 	flag.Parse()
 
-	cfg, err := conf.Load(*path)
+	cfg, err := conf.Load(*path) // validated, but for the scheduler names
 	if err == nil {
-		err = cfg.Validate(ctl.Schedulers())
+		err = cfg.CheckSchedulers(ctl.Schedulers())
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "lbd: %v\n", err)
@@ -75,6 +76,7 @@ func main() {
 			}
 			return err
 		},
+		Open: openRuntime,
 	}
 	if err := ctl.Run(ctx, cfg, log, opts); err != nil {
 		log.Error("lbd failed", zap.Error(err))
@@ -82,6 +84,15 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("lbd stopped")
+}
+
+// openRuntime starts DPDK and the ports: the dataplane the controller drives.
+func openRuntime(cfg conf.Config, log *zap.Logger) (ctl.Runtime, error) {
+	d, err := runtime.Open(cfg, log)
+	if err != nil {
+		return nil, err // not a typed nil inside the interface
+	}
+	return d, nil
 }
 
 func newLogger(c conf.Log) (*zap.Logger, zap.AtomicLevel, error) {

@@ -1,4 +1,4 @@
-package ctl
+package runtime
 
 import (
 	"github.com/dplb/dplb/conf"

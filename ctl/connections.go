@@ -1,0 +1,60 @@
+package ctl
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// maxListedConns bounds one connection listing (lbctl -c), so an answer
+// stays a few megabytes whatever the table holds.
+const maxListedConns = 20000
+
+// connections lists the lcores' connections (ipvsadm -L -c), filtered by
+// service and client.
+func (c *Controller) connections(req api.Request) (api.Response, error) {
+	var f lcore.ConnFilter
+	if s := req.Service; s != nil {
+		vip, err := netip.ParseAddr(s.VIP)
+		if err != nil || !vip.Is4() {
+			return api.Response{}, fmt.Errorf("-t/-u %s: not an IPv4 address", s.VIP)
+		}
+		f.VIP, f.VPort, f.Proto = ipv4(vip), uint16(s.Port), protocols[s.Protocol]
+	}
+	if req.Client != "" {
+		a, err := netip.ParseAddr(req.Client)
+		if err != nil || !a.Is4() {
+			return api.Response{}, fmt.Errorf("--client %s: not an IPv4 address", req.Client)
+		}
+		f.Client = ipv4(a)
+	}
+	conns, truncated, err := c.dp.DumpConns(f, maxListedConns)
+	if err != nil {
+		return api.Response{}, err
+	}
+	resp := api.Response{ConnsTruncated: truncated}
+	for _, ci := range conns {
+		state := ci.State.String()
+		if ci.Template {
+			state = "NONE"
+		}
+		exp := ci.Expires / 1e9
+		if exp < 0 {
+			exp = 0
+		}
+		proto := "TCP"
+		if ci.Proto == hdr.ProtoUDP {
+			proto = "UDP"
+		}
+		resp.Conns = append(resp.Conns, api.Conn{
+			Protocol: proto, State: state, Template: ci.Template, ExpiresSecs: uint64(exp),
+			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
+			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
+			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String(),
+		})
+	}
+	return resp, nil
+}

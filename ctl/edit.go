@@ -1,0 +1,219 @@
+package ctl
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+)
+
+// The ipvsadm edit rules (-A -E -D -a -e -d -C --set, and -R, a file of
+// them): pure functions from the configured services and a request to
+// the services that would result, refusals naming the command.
+
+// edit applies one table-changing request to svcs and t, which it may
+// modify; refusals name the command and its arguments.
+func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Service, error) {
+	cmd := map[string]string{
+		api.OpAddService: "-A", api.OpEditService: "-E", api.OpDeleteService: "-D",
+		api.OpAddServer: "-a", api.OpEditServer: "-e", api.OpDeleteServer: "-d",
+	}[req.Op]
+	switch req.Op {
+	case api.OpClear:
+		return []conf.Service{}, nil
+	case api.OpSetTimeouts:
+		if req.Timeouts == nil {
+			return nil, errors.New("--set: no timeouts given")
+		}
+		for _, v := range []struct {
+			name string
+			sec  int
+			dst  *time.Duration
+		}{{"tcp", req.Timeouts.TCP, &t.TCP}, {"tcpfin", req.Timeouts.TCPFin, &t.TCPFin}, {"udp", req.Timeouts.UDP, &t.UDP}} {
+			if v.sec < 0 || v.sec > api.MaxTimeout {
+				return nil, fmt.Errorf("--set: %s timeout %d is out of range 0..%d seconds", v.name, v.sec, api.MaxTimeout)
+			}
+			if v.sec != 0 {
+				*v.dst = time.Duration(v.sec) * time.Second
+			}
+		}
+		return svcs, nil
+	}
+	if req.Service == nil {
+		return nil, fmt.Errorf("%s needs a service: -t|-u VIP:port", cmd)
+	}
+	spec := *req.Service
+	if err := spec.Check(); err != nil {
+		return nil, fmt.Errorf("%s %w", cmd, err)
+	}
+	spec.VIP = addrString(spec.VIP)
+	at := findService(svcs, spec)
+	switch req.Op {
+	case api.OpAddService:
+		if at >= 0 {
+			return nil, fmt.Errorf("-A %s: service already exists", spec)
+		}
+		s := conf.Service{Protocol: spec.Protocol, VIP: spec.VIP, Port: spec.Port, Scheduler: "rr",
+			SchedFlags: []string{}, Netmask: "255.255.255.255", Servers: []conf.RealServer{}}
+		setService(&s, spec)
+		return append(svcs, s), nil
+	}
+	if at < 0 {
+		return nil, fmt.Errorf("%s %s: service does not exist", cmd, spec)
+	}
+	switch req.Op {
+	case api.OpEditService:
+		setService(&svcs[at], spec)
+		return svcs, nil
+	case api.OpDeleteService:
+		return append(svcs[:at], svcs[at+1:]...), nil
+	}
+	if req.Server == nil {
+		return nil, fmt.Errorf("%s %s needs a real server: -r RIP[:port]", cmd, spec)
+	}
+	rspec := *req.Server
+	if err := rspec.Check(); err != nil {
+		return nil, fmt.Errorf("%s %s %w", cmd, spec, err)
+	}
+	s := &svcs[at]
+	j := findServer(*s, rspec)
+	if rspec.Port == 0 {
+		rspec.Port = s.Port
+	}
+	name := fmt.Sprintf("%s %s -r %s:%d", cmd, spec, addrString(rspec.Address), rspec.Port)
+	switch req.Op {
+	case api.OpAddServer:
+		if j >= 0 {
+			return nil, fmt.Errorf("%s: server already exists", name)
+		}
+		rs := conf.RealServer{Address: addrString(rspec.Address), Port: rspec.Port, Weight: 1, Forward: "nat"}
+		if err := setServer(&rs, rspec, name); err != nil {
+			return nil, err
+		}
+		s.Servers = append(s.Servers, rs)
+		return svcs, nil
+	}
+	if j < 0 {
+		return nil, fmt.Errorf("%s: server does not exist", name)
+	}
+	if req.Op == api.OpDeleteServer {
+		s.Servers = append(s.Servers[:j], s.Servers[j+1:]...)
+		return svcs, nil
+	}
+	if err := setServer(&s.Servers[j], rspec, name); err != nil {
+		return nil, err
+	}
+	return svcs, nil
+}
+
+// setService copies the settings spec carries.
+func setService(s *conf.Service, spec api.ServiceSpec) {
+	if spec.Scheduler != nil {
+		s.Scheduler = *spec.Scheduler
+	}
+	if spec.Persistence != nil {
+		s.Persistence = time.Duration(*spec.Persistence) * time.Second
+	}
+	if spec.Netmask != nil {
+		s.Netmask = *spec.Netmask
+	}
+	if spec.SchedFlags != nil {
+		s.SchedFlags = append([]string{}, *spec.SchedFlags...)
+	}
+}
+
+// setServer copies the settings spec carries; name prefixes refusals.
+func setServer(rs *conf.RealServer, spec api.ServerSpec, name string) error {
+	if spec.Forward != nil {
+		rs.Forward = *spec.Forward
+	}
+	for _, v := range []struct {
+		flag, what string
+		src        *int
+		max        int
+		dst        *int
+	}{
+		{"-w", "weight", spec.Weight, 65535, &rs.Weight},
+		{"-x", "upper threshold", spec.Upper, api.MaxThreshold, &rs.Upper},
+		{"-y", "lower threshold", spec.Lower, api.MaxThreshold, &rs.Lower},
+	} {
+		switch {
+		case v.src == nil:
+		case *v.src < 0:
+			return fmt.Errorf("%s: %s %d: %s is negative", name, v.flag, *v.src, v.what)
+		case *v.src > v.max:
+			return fmt.Errorf("%s: %s %d: %s is out of range 0..%d", name, v.flag, *v.src, v.what, v.max)
+		default:
+			*v.dst = *v.src
+		}
+	}
+	return nil
+}
+
+// restore applies ipvsadm -R text to svcs and t, line by line, in memory.
+func restore(svcs []conf.Service, t *conf.Timeouts, text string) ([]conf.Service, error) {
+	reqs, err := api.ParseRestore(text)
+	if err != nil {
+		return nil, err
+	}
+	lines := restoreLines(text)
+	for i, req := range reqs {
+		if svcs, err = edit(svcs, t, req); err != nil {
+			return nil, fmt.Errorf("line %d: %w", lines[i], err)
+		}
+	}
+	return svcs, nil
+}
+
+// restoreLines numbers the lines ParseRestore turns into requests.
+func restoreLines(text string) []int {
+	var n []int
+	for i, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		n = append(n, i+1)
+	}
+	return n
+}
+
+// findService returns the index of spec's service in svcs, or -1.
+func findService(svcs []conf.Service, spec api.ServiceSpec) int {
+	vip, _ := netip.ParseAddr(spec.VIP)
+	for i, s := range svcs {
+		if s.Protocol == spec.Protocol && s.VIPAddr() == vip && s.Port == spec.Port {
+			return i
+		}
+	}
+	return -1
+}
+
+// findServer returns the index of spec's server in s, or -1.
+func findServer(s conf.Service, spec api.ServerSpec) int {
+	addr, _ := netip.ParseAddr(spec.Address)
+	port := spec.Port
+	if port == 0 {
+		port = s.Port
+	}
+	for i, rs := range s.Servers {
+		if rs.Addr() == addr && rs.Port == port {
+			return i
+		}
+	}
+	return -1
+}
+
+// addrString normalises an address as typed; one that does not parse
+// is left as it is (a later check names it).
+func addrString(s string) string {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return s
+	}
+	return a.String()
+}

@@ -1,0 +1,76 @@
+package ctl
+
+import (
+	"strings"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+)
+
+// The lbctl edge: the typed view and the configured services as the API's
+// wire types.
+
+// Response is the view as lbctl's listing (api.OpList).
+func (v View) Response() api.Response {
+	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections}}
+	for _, l := range v.Lcores {
+		resp.Lcores = append(resp.Lcores, api.Lcore{
+			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),
+			HandedOff: l.Stats[lcore.HandedOff], HandedIn: l.Stats[lcore.HandedIn], Connections: l.Stats[lcore.Conns],
+			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket,
+		})
+	}
+	for i := range v.Services {
+		s := &v.Services[i]
+		as := serviceSettings(s.Conf)
+		as.Stats, as.Rates = api.Stats(s.Stats), api.Rates(s.Rates)
+		as.Servers = []api.RealServer{}
+		s.each(func(r *ServerView) {
+			rs := serverSettings(r.Conf)
+			rs.Weight = r.Weight
+			rs.ActiveConns, rs.InactiveConns, rs.PersistConns = r.Active, r.Inactive, r.Persistent
+			rs.Health, rs.HealthReason = r.Health.String(), r.HealthReason
+			rs.Stats, rs.Rates = api.Stats(r.Stats), api.Rates(r.Rates)
+			as.Servers = append(as.Servers, rs)
+		})
+		resp.Services = append(resp.Services, as)
+	}
+	return resp
+}
+
+// saved is the configured services as ipvsadm -S writes them (api.OpSave).
+func saved(svcs []conf.Service) []api.Service {
+	out := make([]api.Service, 0, len(svcs))
+	for _, s := range svcs {
+		as := serviceSettings(s)
+		for _, r := range s.Servers {
+			as.Servers = append(as.Servers, serverSettings(r))
+		}
+		out = append(out, as)
+	}
+	return out
+}
+
+// serviceSettings is a service's settings as ipvsadm shows them.
+func serviceSettings(s conf.Service) api.Service {
+	as := api.Service{
+		Protocol: strings.ToUpper(s.Protocol), VIP: s.VIPAddr().String(), Port: uint16(s.Port),
+		Scheduler: s.Scheduler, Persistence: uint32(s.Persistence / time.Second),
+	}
+	if s.Persistence != 0 && s.Netmask != "" && s.Netmask != "255.255.255.255" {
+		as.Netmask = s.Netmask
+	}
+	if len(s.SchedFlags) > 0 {
+		as.SchedFlags = append([]string(nil), s.SchedFlags...)
+	}
+	return as
+}
+
+// serverSettings is a real server's settings as ipvsadm shows them, with
+// its configured weight.
+func serverSettings(r conf.RealServer) api.RealServer {
+	return api.RealServer{Address: r.Addr().String(), Port: uint16(r.Port), Forward: forwardNames[forwardMethods[r.Forward]],
+		Weight: r.Weight, Upper: r.Upper, Lower: r.Lower}
+}

@@ -1,0 +1,195 @@
+package ctl
+
+import (
+	"net/netip"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/lcore"
+)
+
+// View is the balancer's state at one moment as typed values: the lcores,
+// every service with its servers, their counters and rates. lbctl's
+// listing and its JSON, the metrics and the web console all read it; each
+// formats it at its own edge (Response, the metrics collector).
+type View struct {
+	Lcores        []LcoreView
+	ConnTableSize uint64 // capacity of the connection tables
+	Connections   uint64 // entries in use
+	Services      []ServiceView
+}
+
+// LcoreView is one worker's counters and what they say about its load.
+type LcoreView struct {
+	ID    int
+	Stats lcore.Stats
+	// Cycle accounting (VPP's show runtime): the share of time spent in
+	// bursts that carried packets, and the CPU cycles per packet.
+	BusyPercent, CyclesPerPacket float64
+}
+
+// Drops sums the lcore's drops over every reason.
+func (l LcoreView) Drops() uint64 {
+	var n uint64
+	for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
+		if s.IsDrop() {
+			n += l.Stats[s]
+		}
+	}
+	return n
+}
+
+// ServiceView is a virtual service: its settings, its servers, the sum of
+// their counters.
+type ServiceView struct {
+	Key     lcore.ServiceKey
+	Conf    conf.Service // settings as configured
+	Servers []ServerView // as configured, in order
+	Sorry   *ServerView  // the sorry server while it stands in, else nil
+	Stats   Counters     // the sum over Servers and Sorry
+	Rates   Rates
+}
+
+// Protocol is "tcp" or "udp".
+func (s *ServiceView) Protocol() string { return s.Conf.Protocol }
+
+// VIP is the service's address and port.
+func (s *ServiceView) VIP() netip.AddrPort { return netip.AddrPortFrom(addrOf(s.Key.VIP), s.Key.Port) }
+
+// each visits the servers, then the sorry server if it stands in.
+func (s *ServiceView) each(fn func(*ServerView)) {
+	for i := range s.Servers {
+		fn(&s.Servers[i])
+	}
+	if s.Sorry != nil {
+		fn(s.Sorry)
+	}
+}
+
+// ServerView is a real server of a service.
+type ServerView struct {
+	key    destKey
+	Conf   conf.RealServer // settings as configured (weight, thresholds, forwarding)
+	Weight int             // the weight the lcores schedule with now
+	// Connections now: ESTABLISHED (ipvsadm's ActiveConn), other states
+	// (InActConn), persistence templates naming it.
+	Active, Inactive, Persistent uint64
+	Stats                        Counters
+	Rates                        Rates
+	Health                       Health
+	HealthReason                 string // why a down server failed
+}
+
+// Addr is the server's address and port.
+func (r *ServerView) Addr() netip.AddrPort { return netip.AddrPortFrom(addrOf(r.key.addr), r.key.port) }
+
+// Health is what the health checks say of a server.
+type Health uint8
+
+const (
+	Unchecked Health = iota // no check watches it
+	Up
+	Down
+	SorryStandIn // the service's sorry server, standing in for failed servers
+)
+
+// String is the listing's word: "", "up", "down", "sorry".
+func (h Health) String() string { return [...]string{"", "up", "down", "sorry"}[h] }
+
+// Counters are cumulative traffic counters of a real server, or summed
+// over a service's servers.
+type Counters struct {
+	Conns, InPkts, OutPkts, InBytes, OutBytes uint64
+}
+
+func countersOf(ds lcore.DestStats) Counters {
+	return Counters{Conns: ds[lcore.DestConns], InPkts: ds[lcore.DestInPkts], OutPkts: ds[lcore.DestOutPkts],
+		InBytes: ds[lcore.DestInBytes], OutBytes: ds[lcore.DestOutBytes]}
+}
+
+// Plus is a + b, counter by counter.
+func (a Counters) Plus(b Counters) Counters {
+	return Counters{a.Conns + b.Conns, a.InPkts + b.InPkts, a.OutPkts + b.OutPkts, a.InBytes + b.InBytes, a.OutBytes + b.OutBytes}
+}
+
+// Minus is a - b, counter by counter; a counter below its base (it
+// cannot be: the dataplane's only grow) counts 0.
+func (a Counters) Minus(b Counters) Counters {
+	sub := func(x, y uint64) uint64 {
+		if x < y {
+			return 0
+		}
+		return x - y
+	}
+	return Counters{sub(a.Conns, b.Conns), sub(a.InPkts, b.InPkts), sub(a.OutPkts, b.OutPkts),
+		sub(a.InBytes, b.InBytes), sub(a.OutBytes, b.OutBytes)}
+}
+
+// Rates are per-second rates as IPVS's estimator computes them (rates.go).
+type Rates struct {
+	CPS, InPPS, OutPPS, InBPS, OutBPS uint64
+}
+
+// baselines are per-server counters that a listing subtracts (-Z, and a
+// server removed and added again starts from zero).
+type baselines map[destKey]Counters
+
+// view reads the lcores' counters into the typed view, each server's
+// less its baseline (base may be nil).
+func (c *Controller) view(base baselines) View {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	v := View{ConnTableSize: c.dp.ConnCapacity()}
+	for i, ws := range c.dp.WorkerStats() {
+		l := LcoreView{ID: i, Stats: ws}
+		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
+		v.Connections += ws[lcore.Conns]
+		v.Lcores = append(v.Lcores, l)
+	}
+	for i := range c.services {
+		s := &c.services[i]
+		sv := ServiceView{Key: s.key, Conf: s.conf}
+		for j := range s.servers {
+			sv.Servers = append(sv.Servers, c.serverView(&s.servers[j], base))
+		}
+		if s.sorryActive {
+			r := c.serverView(s.sorry, base)
+			r.Health, r.HealthReason = SorryStandIn, ""
+			sv.Sorry = &r
+		}
+		sv.each(func(r *ServerView) { sv.Stats = sv.Stats.Plus(r.Stats) })
+		v.Services = append(v.Services, sv)
+	}
+	return v
+}
+
+// serverView reads one server's counters and health; the caller holds mu.
+func (c *Controller) serverView(r *server, base baselines) ServerView {
+	ds := c.dp.DestStats(r.id)
+	rv := ServerView{
+		key: r.key, Conf: r.conf, Weight: r.state.weight,
+		Active: ds[lcore.DestActive], Inactive: ds[lcore.DestInactive], Persistent: ds[lcore.DestPersistent],
+		Stats: countersOf(ds).Minus(base[r.key]),
+	}
+	if c.health != nil {
+		if st, ok := c.health.State(r.health); ok {
+			rv.Health = Up
+			if !st.Up {
+				rv.Health, rv.HealthReason = Down, st.LastReason
+			}
+		}
+	}
+	return rv
+}
+
+// cycleAccounting derives an lcore's load and cost per packet from its
+// counters: busy time over loop time, and busy cycles over the packets it
+// processed (received from its queues or handed in by peers).
+func cycleAccounting(ws lcore.Stats, tscHz uint64) (busyPercent, cyclesPerPacket float64) {
+	if ws[lcore.LoopNanos] > 0 {
+		busyPercent = 100 * float64(ws[lcore.BusyNanos]) / float64(ws[lcore.LoopNanos])
+	}
+	if pkts := ws[lcore.RxPackets]; pkts > 0 {
+		cyclesPerPacket = float64(ws[lcore.BusyNanos]) * float64(tscHz) / 1e9 / float64(pkts)
+	}
+	return busyPercent, cyclesPerPacket
+}

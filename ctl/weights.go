@@ -1,0 +1,99 @@
+package ctl
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/feedback"
+	"github.com/dplb/dplb/ctl/health"
+)
+
+// weigh decides each of s's servers' state for the next snapshot, and
+// whether the sorry server stands in (all servers failed); it reports a
+// slow start under way.
+func (c *Controller) weigh(s *service, now time.Time) (ramping bool) {
+	down := 0
+	for i := range s.servers {
+		r := &s.servers[i]
+		st, ramp := c.serverState(s.conf, r, now)
+		r.state = st
+		ramping = ramping || ramp
+		if st.down {
+			down++
+		}
+	}
+	s.sorryActive = s.sorry != nil && down > 0 && down == len(s.servers)
+	if s.sorry != nil {
+		s.sorry.state = serverState{weight: 1}
+	}
+	return ramping
+}
+
+// serverState decides a real server's weight for the next snapshot: the
+// configured one, scaled by dynamic feedback (the servers' reported load),
+// ramped over slow start after a recovery, and 0 when a health check (or
+// passive checking) finds it failed; ramping reports a slow start under way.
+func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st serverState, ramping bool) {
+	if c.passive.isSuspect(r.health) {
+		return serverState{down: true}, false
+	}
+	w := r.conf.Weight
+	if c.feedback != nil {
+		w = c.feedback.Weight(r.health, r.conf.Weight)
+	}
+	st = serverState{weight: w}
+	if c.health == nil {
+		return st, false
+	}
+	hs, ok := c.health.State(r.health)
+	if !ok {
+		return st, false
+	}
+	check := s.HealthFor(r.conf)
+	if !hs.Up {
+		return serverState{down: true, expire: check.OnFailure == conf.OnFailureExpire}, false
+	}
+	st.weight = health.EffectiveWeight(w, hs.UpSince, now, check.SlowStart)
+	return st, st.weight < w
+}
+
+// SetHealth attaches the health monitor: its state decides weights from
+// the next update on, and it follows every applied service set.
+func (c *Controller) SetHealth(m *health.Monitor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.health = m
+	m.Update(health.Targets(c.serviceConfs()))
+}
+
+// HealthChanged is the monitor's callback: a server went down or came
+// back, so the lcores get a snapshot with its new weight.
+func (c *Controller) HealthChanged(ch health.Change) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch.Up {
+		c.log.Info("real server up", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
+	} else {
+		c.log.Warn("real server down", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
+	}
+	c.republish()
+}
+
+// SetFeedback attaches the dynamic weight poller; it follows every applied
+// service set.
+func (c *Controller) SetFeedback(p *feedback.Poller) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.feedback = p
+	p.Update(feedback.Targets(c.serviceConfs()))
+}
+
+// FeedbackChanged is the poller's callback: a server's load moved its
+// weight, so the lcores get a snapshot with it.
+func (c *Controller) FeedbackChanged() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.republish()
+}
