@@ -2,15 +2,20 @@
 // LVS-style virtual services, driven by lbctl over a Unix socket.
 //
 //	lbd -c /etc/dplb/lbd.yaml
+//	echo 'a password' | lbd -hash-password   # a bcrypt hash for web.users
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -18,6 +23,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl"
+	"github.com/dplb/dplb/ctl/web"
 )
 
 func init() {
@@ -28,7 +34,15 @@ func init() {
 func main() {
 	path := flag.String("c", "/etc/dplb/lbd.yaml", "configuration file (YAML)")
 	check := flag.Bool("check", false, "validate the configuration and exit")
+	hashPassword := flag.Bool("hash-password", false, "read a password on stdin, print its bcrypt hash for web.users and exit")
 	flag.Parse()
+	if *hashPassword {
+		if err := printHash(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "lbd: -hash-password: %v\n", err)
+			os.Exit(2)
+		}
+		return
+	}
 
 	cfg, err := conf.Load(*path)
 	if err == nil {
@@ -82,6 +96,25 @@ func main() {
 		os.Exit(1)
 	}
 	log.Info("lbd stopped")
+}
+
+// printHash reads one line (the password, without its newline) and
+// prints its bcrypt hash.
+func printHash(in io.Reader, out io.Writer) error {
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	pw := strings.TrimRight(line, "\r\n")
+	if pw == "" {
+		return errors.New("empty password")
+	}
+	h, err := web.HashPassword(pw)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, h)
+	return err
 }
 
 func newLogger(c conf.Log) (*zap.Logger, zap.AtomicLevel, error) {
