@@ -222,9 +222,10 @@ func (m *monitor) diff(old, cur api.Response) {
 			rk := serverKey(s, rs)
 			is[rk] = true
 			p, ok := was[rk]
-			switch {
-			case !ok:
+			if !ok {
 				m.event("change", "", "server %s added", rk)
+			}
+			switch {
 			case p.Health != rs.Health && rs.Health == "down":
 				m.event("health", "", "server %s is down: %s", rk, rs.HealthReason)
 			case p.Health != rs.Health && rs.Health == "up":

@@ -78,7 +78,8 @@ function renderServices(data) {
   const resp = data.list;
   const info = resp.info || { connections: 0, conn_table_size: 0 };
   const pct = info.conn_table_size ? (100 * info.connections / info.conn_table_size).toFixed(2) : "0";
-  $("summary").textContent = `${(resp.services || []).length} services; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
+  const n = (resp.services || []).length;
+  $("summary").textContent = `${n} service${n === 1 ? "" : "s"}; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
   const tb = $("services").tBodies[0];
   const rows = [];
   for (const s of resp.services || []) {
