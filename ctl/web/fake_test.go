@@ -17,6 +17,7 @@ type fakeLBD struct {
 	services []api.Service
 	lcores   []api.Lcore
 	reqs     []api.Request // every request but list
+	restart  []string      // what a reload answers needs a restart
 }
 
 func newFake() *fakeLBD {
@@ -103,6 +104,8 @@ func (f *fakeLBD) Handle(_ context.Context, req api.Request) api.Response {
 			}
 		}
 		return api.Response{Conns: []api.Conn{{Protocol: "TCP", State: "ESTABLISHED", ExpiresSecs: 899, Client: "192.0.2.2:40000", Virtual: "192.0.2.10:80", Destination: "198.51.100.11:8080"}}}
+	case api.OpReload:
+		return api.Response{Restart: f.restart}
 	}
 	return api.Response{}
 }

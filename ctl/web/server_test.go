@@ -506,3 +506,22 @@ func TestDrainRemovesAnIdleServer(t *testing.T) {
 		t.Errorf("audit: %s", body)
 	}
 }
+
+func TestReloadAndItsRestartList(t *testing.T) {
+	e := newEnv(t)
+	e.lbd.mu.Lock()
+	e.lbd.restart = []string{"dataplane.workers"}
+	e.lbd.mu.Unlock()
+	b := e.browser()
+	b.login("alice", "alice-pw")
+	code, out := b.edit("/api/edit", api.Request{Op: api.OpReload})
+	if code != http.StatusOK || !strings.Contains(out, `"restart":["dataplane.workers"]`) {
+		t.Fatalf("reload: %d %s", code, out)
+	}
+	if got := e.lbd.edits(); len(got) != 1 || got[0].Op != api.OpReload {
+		t.Errorf("lbd got %+v", got)
+	}
+	if _, body := b.get("/api/events"); !strings.Contains(body, `"kind":"reload"`) || !strings.Contains(body, "need a restart: dataplane.workers") {
+		t.Errorf("events: %s", body)
+	}
+}

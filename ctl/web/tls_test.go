@@ -89,3 +89,23 @@ func TestConsoleServesHTTPSOnly(t *testing.T) {
 		}
 	}
 }
+
+func TestListenRefusals(t *testing.T) {
+	cfg := conf.Default().Web
+	cfg.Listen = "127.0.0.1:0"
+	cfg.TLSDir = t.TempDir()
+	cfg.UsersFile = filepath.Join(t.TempDir(), "missing")
+	if _, err := Listen(cfg, zap.NewNop()); err == nil || !strings.HasPrefix(err.Error(), "web.users_file: ") {
+		t.Errorf("missing users file: %v", err)
+	}
+	cfg.UsersFile = ""
+	cfg.CertFile, cfg.KeyFile = filepath.Join(cfg.TLSDir, "none.crt"), filepath.Join(cfg.TLSDir, "none.key")
+	if _, err := Listen(cfg, zap.NewNop()); err == nil || !strings.HasPrefix(err.Error(), "web.cert_file: ") {
+		t.Errorf("missing certificate: %v", err)
+	}
+	cfg.CertFile, cfg.KeyFile = "", ""
+	cfg.Listen = "192.0.2.1:1" // not an address of this host
+	if _, err := Listen(cfg, zap.NewNop()); err == nil || !strings.HasPrefix(err.Error(), "web.listen: ") {
+		t.Errorf("address not ours: %v", err)
+	}
+}
