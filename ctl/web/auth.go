@@ -189,6 +189,15 @@ func (l *loginLimiter) prune(addr string) []time.Time {
 	return ts
 }
 
+// sweep forgets the addresses whose failures are all old.
+func (l *loginLimiter) sweep() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for addr := range l.fails {
+		l.prune(addr)
+	}
+}
+
 func (l *loginLimiter) failed(addr string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -141,6 +141,7 @@ func (m *monitor) sample(ctx context.Context, now time.Time) {
 	for k, e := range m.entities {
 		if e.seen != m.round {
 			delete(m.entities, k) // the service or server is gone
+			delete(m.prev, k)
 		}
 	}
 	m.last, m.lastT = resp, now

@@ -104,7 +104,10 @@ func New(h Handler, o Options) (*Server, error) {
 
 // Run samples lbd's listing for the charts and events until ctx ends.
 func (s *Server) Run(ctx context.Context) {
-	s.mon.run(ctx, s.period, s.sessions.sweep)
+	s.mon.run(ctx, s.period, func() {
+		s.sessions.sweep()
+		s.limiter.sweep()
+	})
 }
 
 func (s *Server) routes() {

@@ -229,6 +229,10 @@ func TestLoginRateLimited(t *testing.T) {
 		t.Fatalf("4th login: %d %s", resp.StatusCode, body)
 	}
 	e.clock.advance(61 * time.Second)
+	e.srv.limiter.sweep()
+	if n := len(e.srv.limiter.fails); n != 0 {
+		t.Errorf("%d addresses remembered after their failures aged out", n)
+	}
 	if resp := b.login("alice", "alice-pw"); resp.StatusCode != http.StatusSeeOther {
 		t.Fatalf("login after the window: %d", resp.StatusCode)
 	}
