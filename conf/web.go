@@ -23,13 +23,14 @@ type Web struct {
 	Users           []WebUser     `mapstructure:"users"`            // who may log in; default none; reload: restart
 	UsersFile       string        `mapstructure:"users_file"`       // file of more users, one "name:role:hash" a line, "#" comments; default ""; reload: restart
 	SessionLifetime time.Duration `mapstructure:"session_lifetime"` // a login lasts this long, 1m..720h; default 8h; reload: restart
+	ClientCAFile    string        `mapstructure:"client_ca_file"`   // PEM CA certificates: a browser presenting a client certificate they signed, whose common name is a user, is logged in as that user without a password; "" = passwords only; default ""; reload: restart
 }
 
 // WebUser is one account of the console.
 type WebUser struct {
 	Name         string `mapstructure:"name"`          // login name, [A-Za-z0-9._@-]{1,64}, unique; required
 	Role         string `mapstructure:"role"`          // "viewer" (read only) or "admin" (may edit); required
-	PasswordHash string `mapstructure:"password_hash"` // bcrypt ("$2b$...", e.g. from lbd -hash-password) or argon2id PHC string ("$argon2id$v=19$m=...,t=...,p=...$salt$hash"); required
+	PasswordHash string `mapstructure:"password_hash"` // bcrypt ("$2b$...", e.g. from lbd -hash-password) or argon2id PHC string ("$argon2id$v=19$m=...,t=...,p=...$salt$hash"); required, except "" = client certificate only (with client_ca_file)
 }
 
 // Roles of the console's users.
@@ -59,7 +60,7 @@ func (w Web) AllUsers() ([]WebUser, error) {
 	if w.UsersFile == "" {
 		return users, nil
 	}
-	more, err := ReadWebUsers(w.UsersFile)
+	more, err := ReadWebUsers(w.UsersFile, w.ClientCAFile != "")
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +68,9 @@ func (w Web) AllUsers() ([]WebUser, error) {
 }
 
 // ReadWebUsers reads a users file: "name:role:hash" lines; blank lines and
-// lines starting with "#" are skipped. Errors name the file and line.
-func ReadWebUsers(path string) ([]WebUser, error) {
+// lines starting with "#" are skipped. Errors name the file and line. An
+// empty hash is allowed when certs (web.client_ca_file is set).
+func ReadWebUsers(path string, certs bool) ([]WebUser, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, &FieldError{Field: "web.users_file", Msg: err.Error(), Err: err}
@@ -86,7 +88,7 @@ func ReadWebUsers(path string) ([]WebUser, error) {
 			return nil, fieldErrorf("web.users_file", "%s:%d: want name:role:hash", path, n)
 		}
 		u := WebUser{Name: parts[0], Role: parts[1], PasswordHash: parts[2]}
-		if err := u.validate(fmt.Sprintf("web.users_file %s:%d", path, n)); err != nil {
+		if err := u.validate(fmt.Sprintf("web.users_file %s:%d", path, n), certs); err != nil {
 			return nil, err
 		}
 		users = append(users, u)
@@ -97,13 +99,15 @@ func ReadWebUsers(path string) ([]WebUser, error) {
 	return users, nil
 }
 
-func (u WebUser) validate(f string) error {
+func (u WebUser) validate(f string, certs bool) error {
 	switch {
 	case !webUserRE.MatchString(u.Name):
 		return fieldErrorf(f+".name", "%q is not a user name ([A-Za-z0-9._@-], 1 to 64 characters)", u.Name)
 	case u.Role != RoleViewer && u.Role != RoleAdmin:
 		return fieldErrorf(f+".role", "%q is not %q or %q", u.Role, RoleViewer, RoleAdmin)
-	case !IsPasswordHash(u.PasswordHash):
+	case u.PasswordHash == "" && !certs:
+		return fieldErrorf(f+".password_hash", "required (empty only with web.client_ca_file: the user then logs in by certificate)")
+	case u.PasswordHash != "" && !IsPasswordHash(u.PasswordHash):
 		return fieldErrorf(f+".password_hash", "not a bcrypt or argon2id hash (make one with lbd -hash-password)")
 	}
 	return nil
@@ -132,7 +136,7 @@ func (w Web) validate() error {
 		return err
 	}
 	for i, u := range w.Users {
-		if err := u.validate(fmt.Sprintf("web.users[%d]", i)); err != nil {
+		if err := u.validate(fmt.Sprintf("web.users[%d]", i), w.ClientCAFile != ""); err != nil {
 			return err
 		}
 	}

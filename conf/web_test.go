@@ -35,6 +35,10 @@ func TestWebValid(t *testing.T) {
 			c.Web.Users = append(c.Web.Users, conf.WebUser{Name: "bob", Role: "viewer", PasswordHash: testArgon2id})
 		}},
 		{"bounds of session lifetime", func(c *conf.Config) { c.Web.SessionLifetime = time.Minute }},
+		{"certificate-only user", func(c *conf.Config) {
+			c.Web.ClientCAFile = "/etc/dplb/ca.pem"
+			c.Web.Users = append(c.Web.Users, conf.WebUser{Name: "carol", Role: "admin"})
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := webConfig()
@@ -72,6 +76,8 @@ func TestWebInvalid(t *testing.T) {
 			`web.users[0].role: "root" is not "viewer" or "admin"`},
 		{"plain password", func(c *conf.Config) { c.Web.Users[0].PasswordHash = "secret" },
 			`web.users[0].password_hash: not a bcrypt or argon2id hash (make one with lbd -hash-password)`},
+		{"no hash without client certificates", func(c *conf.Config) { c.Web.Users[0].PasswordHash = "" },
+			`web.users[0].password_hash: required (empty only with web.client_ca_file: the user then logs in by certificate)`},
 		{"twice", func(c *conf.Config) { c.Web.Users = append(c.Web.Users, c.Web.Users[0]) },
 			`web.users: user "alice" is given twice`},
 	} {

@@ -3,10 +3,12 @@ package web
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"go.uber.org/zap"
@@ -38,11 +40,14 @@ func Listen(cfg conf.Web, log *zap.Logger) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
+	tc, err := serverTLS(cfg, cert)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("web.listen: %w", err)
 	}
-	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
 	c := &Console{cfg: cfg, users: users, ln: tls.NewListener(ln, tc), log: log, Fingerprint: Fingerprint(cert.Certificate[0])}
 	fields := []zap.Field{zap.String("url", "https://"+ln.Addr().String()+"/"), zap.String("sha256", c.Fingerprint), zap.Int("users", len(users))}
 	switch {
@@ -56,6 +61,26 @@ func Listen(cfg conf.Web, log *zap.Logger) (*Console, error) {
 	return c, nil
 }
 
+// serverTLS is the console's TLS configuration: its certificate and, with
+// web.client_ca_file, the CAs whose client certificates log users in.
+func serverTLS(cfg conf.Web, cert tls.Certificate) (*tls.Config, error) {
+	tc := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	if cfg.ClientCAFile == "" {
+		return tc, nil
+	}
+	pemData, err := os.ReadFile(cfg.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("web.client_ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("web.client_ca_file: no PEM certificate in %s", cfg.ClientCAFile)
+	}
+	// Asked for, not required: browsers without one get the login form.
+	tc.ClientAuth, tc.ClientCAs = tls.VerifyClientCertIfGiven, pool
+	return tc, nil
+}
+
 // Addr is the address the console listens on.
 func (c *Console) Addr() net.Addr { return c.ln.Addr() }
 
@@ -64,7 +89,7 @@ func (c *Console) Close() error { return c.ln.Close() }
 
 // Serve runs the console over h until ctx ends.
 func (c *Console) Serve(ctx context.Context, h Handler) error {
-	srv, err := New(h, Options{Users: c.users, SessionLifetime: c.cfg.SessionLifetime, Log: c.log})
+	srv, err := New(h, Options{Users: c.users, SessionLifetime: c.cfg.SessionLifetime, Log: c.log, ClientCerts: c.cfg.ClientCAFile != ""})
 	if err != nil {
 		return err
 	}

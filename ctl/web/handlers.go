@@ -65,11 +65,33 @@ func (s *Server) loginPost(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.limiter.succeeded(addr)
-	tok, ses := s.sessions.create(user, acc.role)
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: tok, Path: "/", Secure: true, HttpOnly: true,
-		SameSite: http.SameSiteStrictMode, Expires: ses.expires, MaxAge: int(s.sessions.lifetime / time.Second)})
+	s.startSession(w, user, acc.role)
 	s.log.Info("console: login", zap.String("user", user), zap.String("role", acc.role), zap.String("from", addr))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
+}
+
+// startSession creates a session and gives the browser its cookie.
+func (s *Server) startSession(w http.ResponseWriter, user, role string) session {
+	tok, ses := s.sessions.create(user, role)
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: tok, Path: "/", Secure: true, HttpOnly: true,
+		SameSite: http.SameSiteStrictMode, Expires: ses.expires, MaxAge: int(s.sessions.lifetime / time.Second)})
+	return *ses
+}
+
+// certSession logs in the user that a verified client certificate names
+// (web.client_ca_file), as a password login would.
+func (s *Server) certSession(w http.ResponseWriter, r *http.Request) (session, bool) {
+	if !s.clientCerts || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 || len(r.TLS.VerifiedChains[0]) == 0 {
+		return session{}, false
+	}
+	user := r.TLS.VerifiedChains[0][0].Subject.CommonName
+	acc, ok := s.accounts[user]
+	if !ok {
+		s.log.Warn("console: client certificate names no user", zap.String("cn", user), zap.String("from", clientAddr(r)))
+		return session{}, false
+	}
+	s.log.Info("console: login by client certificate", zap.String("user", user), zap.String("role", acc.role), zap.String("from", clientAddr(r)))
+	return s.startSession(w, user, acc.role), true
 }
 
 // checkCSRF: the token the page got from /api/session, in a header (fetch)

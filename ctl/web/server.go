@@ -39,22 +39,26 @@ type Options struct {
 	SamplePeriod    time.Duration // how often the charts are sampled; default 1s
 	LoginFailures   int           // failed logins from one address before it must wait; default 5
 	LoginWindow     time.Duration // how long a failure counts; default 1m
-	Now             func() time.Time
+	// ClientCerts: a verified client certificate whose common name is a
+	// user logs in as that user (the TLS server verifies the chain).
+	ClientCerts bool
+	Now         func() time.Time
 }
 
 // Server is the console's HTTP handler. It expects to be served over TLS
 // (its cookies are Secure; Console does that).
 type Server struct {
-	h        Handler
-	log      *zap.Logger
-	accounts map[string]account
-	sessions *sessions
-	limiter  *loginLimiter
-	mon      *monitor
-	period   time.Duration
-	static   fs.FS
-	login    *template.Template
-	mux      *http.ServeMux
+	h           Handler
+	log         *zap.Logger
+	clientCerts bool
+	accounts    map[string]account
+	sessions    *sessions
+	limiter     *loginLimiter
+	mon         *monitor
+	period      time.Duration
+	static      fs.FS
+	login       *template.Template
+	mux         *http.ServeMux
 }
 
 // sessionCookie: __Host- makes browsers insist on Secure, Path=/ and no Domain.
@@ -93,7 +97,7 @@ func New(h Handler, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		h: h, log: o.Log, accounts: acc, period: o.SamplePeriod, static: static, login: login,
+		h: h, log: o.Log, clientCerts: o.ClientCerts, accounts: acc, period: o.SamplePeriod, static: static, login: login,
 		sessions: &sessions{byToken: map[string]*session{}, lifetime: o.SessionLifetime, now: o.Now},
 		limiter:  &loginLimiter{fails: map[string][]time.Time{}, max: o.LoginFailures, window: o.LoginWindow, now: o.Now},
 		mon:      newMonitor(h, o.Log),
@@ -181,8 +185,10 @@ func (s *Server) page(f func(http.ResponseWriter, *http.Request, session)) http.
 	return func(w http.ResponseWriter, r *http.Request) {
 		ses, _, ok := s.session(r)
 		if !ok {
-			http.Redirect(w, r, "/login", http.StatusSeeOther)
-			return
+			if ses, ok = s.certSession(w, r); !ok {
+				http.Redirect(w, r, "/login", http.StatusSeeOther)
+				return
+			}
 		}
 		f(w, r, ses)
 	}
@@ -193,8 +199,10 @@ func (s *Server) api(f func(http.ResponseWriter, *http.Request, session)) http.H
 	return func(w http.ResponseWriter, r *http.Request) {
 		ses, _, ok := s.session(r)
 		if !ok {
-			writeError(w, http.StatusUnauthorized, "not logged in (or the session expired)")
-			return
+			if ses, ok = s.certSession(w, r); !ok {
+				writeError(w, http.StatusUnauthorized, "not logged in (or the session expired)")
+				return
+			}
 		}
 		f(w, r, ses)
 	}
