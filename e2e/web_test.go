@@ -65,7 +65,8 @@ func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
 // the VS/NAT topology while clients keep sending requests: the login page
 // first, the service table, a chart that grows with the traffic, the
 // connections, a weight changed in the page that lbctl then shows, lbd's
-// refusal shown as is, a viewer refused an edit, and logout.
+// refusal shown as is, a server added, seen down and drained, a reload,
+// nothing blocked by the CSP, a viewer refused an edit, and logout.
 func TestWebConsole(t *testing.T) {
 	browser := chromiumPath(t)
 	hash := func(pw string) string {
@@ -281,8 +282,23 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("lbctl -L -n still lists the drained server:\n%s", out)
 	}
 
+	// Reload from the page: lbd re-reads its file, where rs1 has weight 1.
+	do("reload", chromedp.Click(chromedp.CSS("#reload")))
+	poll("reloaded", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done: reload")`)
+	poll("the table shows weight 1 again", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
+	afterReload, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterReload != before {
+		t.Errorf("lbctl -S -n after the reload:\n%s\nwant the file's rules\n%s", afterReload, before)
+	}
+	if v := evalJS[string](t, bctx, `JSON.stringify(window.cspViolations)`); v != "[]" {
+		t.Errorf("the content security policy blocked: %s", v)
+	}
+
 	do("audit", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=audit]`)))
-	poll("audit lists alice's edits", `document.querySelector("#audit tbody").textContent.includes("alice") && document.querySelectorAll("#audit tbody tr").length >= 5`)
+	poll("audit lists alice's edits", `document.querySelector("#audit tbody").textContent.includes("alice") && document.querySelectorAll("#audit tbody tr").length >= 6`)
 	if got := evalJS[string](t, bctx, `document.querySelector("#audit tbody").textContent`); !strings.Contains(got, "delete-server") || !strings.Contains(got, "refused: ") {
 		t.Errorf("audit view: %s", got)
 	}
@@ -302,8 +318,8 @@ func TestWebConsole(t *testing.T) {
 	}
 	evalJS[bool](t, bctx, fmt.Sprintf(`post("/api/edit", {op: "edit-server", service: {protocol: "tcp", vip: %q, port: 80}, server: {address: %q, port: 8080, weight: 9}})`, vip, rs1))
 	poll("viewer refused", `document.querySelector("#msg").className === "msg err" && document.querySelector("#msg").textContent.includes("may not edit")`)
-	if now, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n"); now != afterEdit {
-		t.Errorf("a viewer's edit changed the rules:\n%s\nwas\n%s", now, afterEdit)
+	if now, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n"); now != afterReload {
+		t.Errorf("a viewer's edit changed the rules:\n%s\nwas\n%s", now, afterReload)
 	}
 	stopTraffic()
 	e.stopLBD(t)

@@ -3,6 +3,11 @@
 // the answer's error, lbd's own message, is shown as is.
 "use strict";
 
+// Anything the Content-Security-Policy blocks is kept here (the browser
+// test checks that nothing is).
+window.cspViolations = [];
+document.addEventListener("securitypolicyviolation", e => window.cspViolations.push(e.violatedDirective + " " + e.blockedURI));
+
 const state = { csrf: "", role: "", tab: "services", list: null, draining: [], charts: {}, chartKey: {} };
 
 function $(id) { return document.getElementById(id); }
