@@ -40,8 +40,10 @@ vet:
 	$(GO) vet ./...
 
 # lbd on its embedded default: a client and two web servers in namespaces.
+# DEMOARGS=-console=10m keeps it running with its browser console forwarded
+# to https://127.0.0.1:9443/ (login demo / demo).
 demo: setup build
-	$(GO) run ./e2e/cmd/demo -lbd $(LBD) -lbctl $(LBCTL) -nshelper $(HELPER)
+	$(GO) run ./e2e/cmd/demo -lbd $(LBD) -lbctl $(LBCTL) -nshelper $(HELPER) $(DEMOARGS)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...

@@ -25,6 +25,7 @@ type Config struct {
 	Neighbour Neighbour `mapstructure:"neighbour"` // ARP table aging; reload: restart
 	Control   Control   `mapstructure:"control"`   // control socket for lbctl; reload: restart
 	Metrics   Metrics   `mapstructure:"metrics"`   // Prometheus endpoint; reload: restart
+	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
 }
 
@@ -176,6 +177,10 @@ func Default() Config {
 		},
 		Metrics: Metrics{
 			Listen: "127.0.0.1:9180",
+		},
+		Web: Web{
+			TLSDir:          defaultWebTLSDir,
+			SessionLifetime: defaultWebSession,
 		},
 		Log: Log{
 			Level:  "info",

@@ -47,6 +47,7 @@ func TestDefault(t *testing.T) {
 			Group:      "",
 		},
 		Metrics: conf.Metrics{Listen: "127.0.0.1:9180"},
+		Web:     conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:     conf.Log{Level: "info", Format: "console"},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {

@@ -118,6 +118,7 @@ log:
 		Neighbour: conf.Neighbour{ReachableTime: 10 * time.Second, StaleTime: time.Minute},
 		Control:   conf.Control{Socket: "/tmp/lbd.sock", SocketMode: 0o660, Group: "lbadm"},
 		Metrics:   conf.Metrics{Listen: ""},
+		Web:       conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:       conf.Log{Level: "warn", Format: "json"},
 	}
 	if !reflect.DeepEqual(got, want) {

@@ -61,6 +61,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Neighbour.validate,
 		c.Control.validate,
 		c.Metrics.validate,
+		c.Web.validate,
 		c.Log.validate,
 	} {
 		if err := check(); err != nil {

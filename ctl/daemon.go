@@ -18,6 +18,7 @@ import (
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
+	"github.com/dplb/dplb/ctl/web"
 	"github.com/dplb/dplb/lcore/sched"
 )
 
@@ -59,6 +60,13 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 			return fmt.Errorf("metrics.listen: %w", err)
 		}
 		defer ml.Close()
+	}
+	var console *web.Console // the browser console, when web.listen is set
+	if cfg.Web.Listen != "" {
+		if console, err = web.Listen(cfg.Web, log); err != nil {
+			return err
+		}
+		defer console.Close()
 	}
 
 	dp, err := opts.Open(cfg, log)
@@ -143,6 +151,14 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 				log.Error("metrics", zap.Error(err))
 			}
 		}()
+	}
+	if console != nil {
+		// The console sends its reads and edits to ops, as lbctl does.
+		wg.Go(func() {
+			if err := console.Serve(ctx, ops); err != nil {
+				log.Error("console", zap.Error(err))
+			}
+		})
 	}
 	log.Info("lbd running", zap.String("socket", cfg.Control.Socket), zap.String("metrics", cfg.Metrics.Listen),
 		zap.Int("services", len(cfg.Services)))

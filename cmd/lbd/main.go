@@ -2,15 +2,20 @@
 // LVS-style virtual services, driven by lbctl over a Unix socket.
 //
 //	lbd -c /etc/dplb/lbd.yaml
+//	echo 'a password' | lbd -hash-password   # a bcrypt hash for web.users
 package main
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	goruntime "runtime"
+	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -18,6 +23,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl"
+	"github.com/dplb/dplb/ctl/web"
 	"github.com/dplb/dplb/lcore/runtime"
 )
 
@@ -29,7 +35,15 @@ func init() {
 func main() {
 	path := flag.String("c", "/etc/dplb/lbd.yaml", "configuration file (YAML)")
 	check := flag.Bool("check", false, "validate the configuration and exit")
+	hashPassword := flag.Bool("hash-password", false, "read a password on stdin, print its bcrypt hash for web.users and exit")
 	flag.Parse()
+	if *hashPassword {
+		if err := printHash(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintf(os.Stderr, "lbd: -hash-password: %v\n", err)
+			os.Exit(2)
+		}
+		return
+	}
 
 	cfg, err := conf.Load(*path) // validated, but for the scheduler names
 	if err == nil {
@@ -93,6 +107,25 @@ func openRuntime(cfg conf.Config, log *zap.Logger) (ctl.Runtime, error) {
 		return nil, err // not a typed nil inside the interface
 	}
 	return d, nil
+}
+
+// printHash reads one line (the password, without its newline) and
+// prints its bcrypt hash.
+func printHash(in io.Reader, out io.Writer) error {
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	pw := strings.TrimRight(line, "\r\n")
+	if pw == "" {
+		return errors.New("empty password")
+	}
+	h, err := web.HashPassword(pw)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(out, h)
+	return err
 }
 
 func newLogger(c conf.Log) (*zap.Logger, zap.AtomicLevel, error) {

@@ -78,6 +78,9 @@ type Config struct {
 	// describe.
 	Ports    []Port
 	Timeouts Timeouts // "" fields keep lbd's defaults
+	// Web, when set, is lbd's web: section (the browser console) as YAML
+	// lines indented under "web:".
+	Web string
 }
 
 // Service is one virtual service.
@@ -204,6 +207,10 @@ func (c Config) YAML() string {
 	w("  socket: %s", c.Socket)
 	w("metrics:")
 	w("  listen: %q", c.MetricsListen)
+	if c.Web != "" {
+		w("web:")
+		b.WriteString(c.Web)
+	}
 	w("log:")
 	w("  level: %s", c.LogLevel)
 	if c.LogFormat != "" {

@@ -5,7 +5,12 @@
 // namespace, prints which real server answered each and lbctl's tables,
 // stops lbd with SIGTERM and removes everything, also on Ctrl-C.
 //
-//	demo -lbd bin/lbd -lbctl bin/lbctl -nshelper bin/nshelper [-hugepages=false]
+// lbd serves its browser console on 127.0.0.1:9443 inside the LB
+// namespace, with two demo logins (demo/demo, an admin, and viewer/viewer).
+// With -console 10m the demo keeps lbd running that long with a request a
+// second and forwards 127.0.0.1:9443 of this host to the console.
+//
+//	demo -lbd bin/lbd -lbctl bin/lbctl -nshelper bin/nshelper [-hugepages=false] [-console 10m]
 //
 // Run as root; with -hugepages (the default) run scripts/setup.sh first.
 package main
@@ -37,10 +42,11 @@ func main() {
 	nshelper := flag.String("nshelper", "bin/nshelper", "path of the nshelper binary (go build ./e2e/nshelper)")
 	huge := flag.Bool("hugepages", true, "run lbd with hugepages (reserved by scripts/setup.sh); false: --no-huge")
 	requests := flag.Int("n", 20, "HTTP requests to send to the VIP")
+	console := flag.Duration("console", 0, "keep lbd running this long with a request a second, its console forwarded to https://127.0.0.1:9443/ on this host")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, stop, *lbd, *lbctl, *nshelper, *huge, *requests)
+	err := run(ctx, stop, *lbd, *lbctl, *nshelper, *huge, *requests, *console)
 	stop()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
@@ -48,7 +54,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, stopSignals func(), lbdPath, lbctl, nshelper string, huge bool, n int) (err error) {
+func run(ctx context.Context, stopSignals func(), lbdPath, lbctl, nshelper string, huge bool, n int, console time.Duration) (err error) {
 	if os.Geteuid() != 0 {
 		return errors.New("must run as root (network namespaces)")
 	}
@@ -103,6 +109,9 @@ func run(ctx context.Context, stopSignals func(), lbdPath, lbctl, nshelper strin
 	cfg.HugePages = huge
 	cfg.Services = append(cfg.Services, harness.Service{VIP: nat.VIP.String(), Port: 21, Scheduler: "rr",
 		Servers: []harness.Server{{Address: nat.Servers[1].Addr.Addr().String(), Port: 21, Weight: 1}}})
+	if cfg.Web, err = consoleConfig(dir); err != nil {
+		return err
+	}
 	cfgPath, err := harness.WriteConfig(cfg, dir)
 	if err != nil {
 		return err
@@ -167,6 +176,16 @@ func run(ctx context.Context, stopSignals func(), lbdPath, lbctl, nshelper strin
 		if err != nil {
 			return err
 		}
+	}
+
+	fmt.Printf("== console: https://%s/ inside namespace %s (self-signed; its SHA-256 is in lbd's log)\n", consoleAddr, nat.LBNS)
+	fmt.Println("   log in as demo / demo (admin) or viewer / viewer (read only)")
+	if console > 0 {
+		if err := serveConsole(ctx, tp, nat.LBNS, nat.Client.NS, nshelper, url, console); err != nil {
+			return err
+		}
+	} else {
+		fmt.Println("   (make demo DEMOARGS=-console=10m keeps lbd running and forwards it to this host)")
 	}
 
 	fmt.Println("== stopping lbd (SIGTERM)")

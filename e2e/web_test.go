@@ -1,0 +1,326 @@
+package e2e
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"golang.org/x/crypto/bcrypt"
+
+	"github.com/dplb/dplb/ctl/web"
+	"github.com/dplb/dplb/e2e/harness"
+)
+
+var screenshots = flag.String("screenshots", "", "TestWebConsole: write PNG screenshots of the console's views into this directory")
+
+// chromiumPath finds Debian's chromium (scripts/setup.sh installs it).
+func chromiumPath(t *testing.T) string {
+	for _, name := range []string{"chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	t.Skip("browser test: chromium is not installed (apt-get install chromium; make test installs it)")
+	return ""
+}
+
+// consoleProxy forwards a loopback port of the test's own namespace to the
+// console, which listens on loopback inside the LB namespace: chromium runs
+// beside the test, where chromedp reaches its DevTools port.
+func consoleProxy(t *testing.T, ns, target string) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go harness.Forward(ln, ns, target)
+	return ln.Addr().String()
+}
+
+func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	if err != nil {
+		t.Fatalf("evaluate %s: %v", js, err)
+	}
+	return v
+}
+
+// TestWebConsole drives the console in headless Chromium against lbd on
+// the VS/NAT topology while clients keep sending requests: the login page
+// first, the service table, a chart that grows with the traffic, the
+// connections, a weight changed in the page that lbctl then shows, lbd's
+// refusal shown as is, a server added, seen down and drained, a reload,
+// nothing blocked by the CSP, a viewer refused an edit, and logout.
+func TestWebConsole(t *testing.T) {
+	browser := chromiumPath(t)
+	hash := func(pw string) string {
+		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(h)
+	}
+	var tlsDir string
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		tlsDir = filepath.Join(filepath.Dir(c.Socket), "web")
+		c.Services[0].Health = "{type: tcp, via: lbd, interval: 500ms, timeout: 400ms}" // health and its events in the page
+		c.Web = fmt.Sprintf("  listen: 127.0.0.1:9443\n  tls_dir: %s\n  session_lifetime: 10m\n  users:\n"+
+			"    - {name: alice, role: admin, password_hash: %q}\n    - {name: bob, role: viewer, password_hash: %q}\n",
+			tlsDir, hash("alice-secret"), hash("bob-secret"))
+	}})
+	e.warmUp(t)
+
+	// The self-signed certificate lbd generated, and the fingerprint it logged.
+	pemData, err := os.ReadFile(filepath.Join(tlsDir, "console.crt"))
+	if err != nil {
+		t.Fatalf("self-signed certificate: %v", err)
+	}
+	blk, _ := pem.Decode(pemData)
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fp := web.Fingerprint(cert.Raw); !strings.Contains(e.log.String(), fp) {
+		t.Errorf("lbd did not log the certificate's fingerprint %s", fp)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+
+	// Clients keep connecting until the test ends.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			res, _ := harness.Get(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, e.url, 5, 5*time.Second)
+			sent.Add(int64(len(res)))
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	var once sync.Once
+	stopTraffic := func() { once.Do(func() { close(stop); wg.Wait() }) }
+	defer stopTraffic()
+
+	base := "https://" + consoleProxy(t, e.nat.LBNS, "127.0.0.1:9443")
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Headless,
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		// Trust exactly lbd's self-signed key, nothing else.
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
+	}
+	actx, acancel := chromedp.NewExecAllocator(e.ctx, opts...)
+	defer acancel()
+	bctx, bcancel := chromedp.NewContext(actx)
+	defer bcancel()
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bctx, 40*time.Second)
+		defer cancel()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			dctx, dcancel := context.WithTimeout(bctx, 5*time.Second)
+			defer dcancel()
+			loc, _ := chromedp.Run(dctx, chromedp.Location())
+			html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("body")))
+			t.Fatalf("%s: %v\nthe page (%s):\n%s", what, err, loc, html)
+		}
+	}
+	poll := func(what, js string) {
+		t.Helper()
+		do(what, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	}
+	shot := func(name string) {
+		t.Helper()
+		if *screenshots == "" {
+			return
+		}
+		time.Sleep(1500 * time.Millisecond) // a refresh or two, for fuller charts
+		png, err := chromedp.Run(bctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		if err := os.WriteFile(filepath.Join(*screenshots, "console-"+name+".png"), png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login := func(user, pw string) {
+		t.Helper()
+		do("log in as "+user, chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#login-form")),
+			chromedp.SetValue(chromedp.CSS("#user"), user), chromedp.SetValue(chromedp.CSS("#password"), pw),
+			chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS("#services tr.rs")))
+	}
+	vip := e.nat.VIP.String()
+	rs1 := e.nat.Servers[0].Addr.Addr().String()
+	rs1Row := fmt.Sprintf(`tr[data-server="TCP %s:80 -> %s:8080"]`, vip, rs1)
+
+	// Nothing but the login page without a session; a wrong password is refused.
+	do("open the console", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	if loc, _ := chromedp.Run(bctx, chromedp.Location()); !strings.HasSuffix(loc, "/login") {
+		t.Errorf("unauthenticated / went to %s, want /login", loc)
+	}
+	do("wrong password", chromedp.SetValue(chromedp.CSS("#user"), "alice"), chromedp.SetValue(chromedp.CSS("#password"), "guess"),
+		chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS("#login-error")))
+	shot("login")
+
+	// The admin sees the service table as lbctl lists it.
+	login("alice", "alice-secret")
+	if n := evalJS[int](t, bctx, `document.querySelectorAll("#services tr.rs").length`); n != 2 {
+		t.Errorf("service table has %d server rows, want 2", n)
+	}
+	poll("both servers up, weight 1", `document.querySelectorAll("#services tr.rs .badge.up").length === 2 && document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
+
+	// A chart whose numbers grow with the traffic.
+	do("charts", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=charts]`)), chromedp.WaitVisible(chromedp.CSS(`#latest-total b[data-metric=conns_total]`)))
+	first := evalJS[float64](t, bctx, `Number(document.querySelector("#latest-total b[data-metric=conns_total]").dataset.value)`)
+	poll("connections since start grow", fmt.Sprintf(`Number(document.querySelector("#latest-total b[data-metric=conns_total]").dataset.value) > %v`, first+5))
+	poll("new connections per second shown", `Number(document.querySelector("#latest-cps b[data-metric=conns_per_s]").dataset.value) > 0`)
+	if n := evalJS[int](t, bctx, `document.querySelectorAll("#charts canvas").length`); n < 5 {
+		t.Errorf("%d chart canvases, want at least 5", n)
+	}
+	shown := evalJS[float64](t, bctx, `Number(document.querySelector("#latest-total b[data-metric=conns_total]").dataset.value)`)
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total uint64
+	for _, s := range resp.Services {
+		total += s.Stats.Conns
+	}
+	if shown <= first || shown > float64(total) {
+		t.Errorf("the chart shows %v connections (first %v); lbctl counts %d since", shown, first, total)
+	}
+	t.Logf("chart: %v -> %v connections; lbctl %d; %d requests sent", first, shown, total, sent.Load())
+	shot("charts")
+
+	do("lcores", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=lcores]`)), chromedp.WaitVisible(chromedp.CSS(`#lcores tbody tr`)))
+	shot("lcores")
+
+	// The lbctl -L -c view, for the client.
+	do("connections", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=conns]`)),
+		chromedp.SetValue(chromedp.CSS("#conn-client"), e.nat.Client.Addr.Addr().String()),
+		chromedp.Click(chromedp.CSS(`#conn-form button[type=submit]`)))
+	poll("the client's connections listed", `document.querySelectorAll("#conns tbody tr").length > 0`)
+	shot("connections")
+
+	// A weight changed in the page is what lbctl shows.
+	before, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("edit weight", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs1Row)),
+		chromedp.Click(chromedp.CSS(rs1Row+" button")), chromedp.SetValue(chromedp.CSS("#es-weight"), "3"), chromedp.Click(chromedp.CSS("#es-submit")))
+	poll("edit done", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done")`)
+	out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`-> ` + regexp.QuoteMeta(rs1) + `:8080\s+Masq\s+3\s`).MatchString(out) {
+		t.Errorf("lbctl -L -n after the console set weight 3:\n%s", out)
+	}
+	poll("the table shows weight 3", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "3"`)
+	shot("services")
+
+	// lbd's refusal is shown as is, and changes nothing.
+	afterEdit, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterEdit == before {
+		t.Errorf("lbctl -S -n did not change with the edit")
+	}
+	do("edit a server that does not exist", chromedp.SetValue(chromedp.CSS("#es-server"), "198.51.100.250:8080"),
+		chromedp.SetValue(chromedp.CSS("#es-weight"), "2"), chromedp.Click(chromedp.CSS("#es-submit")))
+	poll("refusal shown", `document.querySelector("#msg").className === "msg err"`)
+	if msg := evalJS[string](t, bctx, `document.querySelector("#msg").textContent`); !strings.Contains(msg, "server does not exist") {
+		t.Errorf("refusal in the page: %q", msg)
+	}
+	if now, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n"); now != afterEdit {
+		t.Errorf("a refused edit changed the rules:\n%s\nwas\n%s", now, afterEdit)
+	}
+
+	// A server added in the page that nothing answers for goes down (an
+	// event with the reason); drained, the console removes it.
+	rs3 := "198.51.100.13"
+	rs3Row := fmt.Sprintf(`tr[data-server="TCP %s:80 -> %s:8080"]`, vip, rs3)
+	do("add a server", chromedp.SetValue(chromedp.CSS("#as-address"), rs3), chromedp.SetValue(chromedp.CSS("#as-port"), "8080"),
+		chromedp.SetValue(chromedp.CSS("#as-weight"), "0"), chromedp.Click(chromedp.CSS(`#add-server button[type=submit]`)))
+	poll("server added", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.includes("add-server")`)
+	if out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n"); !strings.Contains(out, rs3+":8080") {
+		t.Errorf("lbctl -L -n does not list the server added in the page:\n%s", out)
+	}
+	do("events", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=events]`)))
+	poll("the new server is down", `document.querySelector("#events tbody").textContent.includes("`+rs3+`:8080 is down")`)
+	shot("events")
+	do("drain", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs3Row)),
+		chromedp.Click(chromedp.CSS(rs3Row+" button:nth-of-type(3)")))
+	poll("drained server removed", `document.querySelector('`+rs3Row+`') === null`)
+	if out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n"); strings.Contains(out, rs3+":8080") {
+		t.Errorf("lbctl -L -n still lists the drained server:\n%s", out)
+	}
+
+	// Reload from the page: lbd re-reads its file, where rs1 has weight 1.
+	do("reload", chromedp.Click(chromedp.CSS("#reload")))
+	poll("reloaded", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done: reload")`)
+	poll("the table shows weight 1 again", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
+	afterReload, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if afterReload != before {
+		t.Errorf("lbctl -S -n after the reload:\n%s\nwant the file's rules\n%s", afterReload, before)
+	}
+	if v := evalJS[string](t, bctx, `JSON.stringify(window.cspViolations)`); v != "[]" {
+		t.Errorf("the content security policy blocked: %s", v)
+	}
+
+	do("audit", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=audit]`)))
+	poll("audit lists alice's edits", `document.querySelector("#audit tbody").textContent.includes("alice") && document.querySelectorAll("#audit tbody tr").length >= 6`)
+	if got := evalJS[string](t, bctx, `document.querySelector("#audit tbody").textContent`); !strings.Contains(got, "delete-server") || !strings.Contains(got, "refused: ") {
+		t.Errorf("audit view: %s", got)
+	}
+	shot("audit")
+
+	// Logged out, the session is refused.
+	do("log out", chromedp.Click(chromedp.CSS("#logout")), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+	if code := evalJS[int](t, bctx, `fetch("/api/list").then(r => r.status)`); code != 401 {
+		t.Errorf("API after logout: %d, want 401", code)
+	}
+	do("reopen after logout", chromedp.Navigate(base+"/"), chromedp.WaitVisible(chromedp.CSS("#login-form")))
+
+	// A viewer sees the table but cannot edit.
+	login("bob", "bob-secret")
+	if shown := evalJS[bool](t, bctx, `document.querySelector("#edit-server").offsetParent !== null`); shown {
+		t.Errorf("the viewer sees the edit form")
+	}
+	evalJS[bool](t, bctx, fmt.Sprintf(`post("/api/edit", {op: "edit-server", service: {protocol: "tcp", vip: %q, port: 80}, server: {address: %q, port: 8080, weight: 9}})`, vip, rs1))
+	poll("viewer refused", `document.querySelector("#msg").className === "msg err" && document.querySelector("#msg").textContent.includes("may not edit")`)
+	if now, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n"); now != afterReload {
+		t.Errorf("a viewer's edit changed the rules:\n%s\nwas\n%s", now, afterReload)
+	}
+	stopTraffic()
+	e.stopLBD(t)
+}
