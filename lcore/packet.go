@@ -136,7 +136,7 @@ func (w *Worker) forward(m *mbuf.Mbuf, eth hdr.Ethernet, ip hdr.IPv4, in int, sp
 			c.State = next
 		}
 	}
-	c.Expires = w.now + w.snap.Timeouts.For(c.State)
+	w.table.Touch(c, dir, w.now, &w.snap.Timeouts) // sets c.Expires
 
 	ds := &w.cnt.dest[c.Dest]
 	if dir == conn.Original {
@@ -226,6 +226,7 @@ func (w *Worker) newConn(proto uint8, src uint32, sport uint16, dst uint32, dpor
 	if d.Fwd != FwdNAT {
 		c.Flags = conn.FlagOneWay // replies bypass us: index the client side only
 	}
+	w.table.Relieve(w.now, w.expire) // under a flood, evict an embryonic or idle entry first
 	id, err := w.table.Insert(&c)
 	switch err {
 	case nil:

@@ -44,6 +44,7 @@ type Config struct {
 	Pool          *mempool.Mempool
 	Burst         int
 	ConnTableSize int
+	Defense       conn.Defense  // the table's answer to floods (conn.Defense)
 	IdleSleep     time.Duration // >0: sleep this long when idle (shared-CPU machines)
 	Snapshot      *Snapshot     // the first snapshot
 	Workers       int           // number of workers (1: no steering)
@@ -176,6 +177,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	table, err := conn.New(cfg.ConnTableSize)
 	if err != nil {
+		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
+	}
+	if err := table.SetDefense(cfg.Defense); err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
 	cmds, _ := spsc.New[Command](ringSize)
@@ -455,6 +459,8 @@ func (w *Worker) runExpire(now int64) {
 
 func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.own[Evictions] = w.table.Evictions()
+	w.cnt.own[ShortTimeouts] = w.table.ShortTimeouts()
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
 	w.cnt.publish(w.snap.MaxDestID)
 }
