@@ -25,6 +25,8 @@ import (
 // Protocol: the client sends one line "total chunk interval\n"; the
 // server then writes total bytes, chunk bytes at a time with interval
 // between chunks, byte i of the stream being streamByte(i), and closes.
+// For an upload the line is "up total\n", the client sends the bytes and
+// the server answers "ok\n" once it has them all, intact.
 // The client checks every byte, so a lost, reordered or foreign segment
 // that TCP accepted would show, and a broken connection shows as a reset
 // or a stall.
@@ -63,8 +65,13 @@ func serveStream(c net.Conn) {
 	c.SetReadDeadline(time.Now().Add(10 * time.Second))
 	var total, chunk int64
 	var interval time.Duration
-	line, err := bufio.NewReader(c).ReadString('\n')
+	rd := bufio.NewReader(c)
+	line, err := rd.ReadString('\n')
 	if err != nil {
+		return
+	}
+	if _, err := fmt.Sscanf(line, "up %d", &total); err == nil {
+		receiveUpload(c, rd, total)
 		return
 	}
 	if _, err := fmt.Sscanf(line, "%d %d %d", &total, &chunk, &interval); err != nil || chunk <= 0 {
@@ -85,6 +92,68 @@ func serveStream(c net.Conn) {
 			time.Sleep(interval)
 		}
 	}
+}
+
+func receiveUpload(c net.Conn, rd *bufio.Reader, total int64) {
+	buf := make([]byte, 64<<10)
+	for got := int64(0); got < total; {
+		c.SetReadDeadline(time.Now().Add(30 * time.Second))
+		n, err := rd.Read(buf[:min(int64(len(buf)), total-got)])
+		for i := range n {
+			if buf[i] != streamByte(got+int64(i)) {
+				fmt.Fprintf(c, "corrupt at %d\n", got+int64(i))
+				return
+			}
+		}
+		got += int64(n)
+		if err != nil {
+			return
+		}
+	}
+	io.WriteString(c, "ok\n")
+}
+
+// upload sends total bytes from ns to addr and waits for the server's
+// verdict, each step within stall.
+func upload(ctx context.Context, ns, addr string, total int64, stall time.Duration) streamResult {
+	var c net.Conn
+	err := topo.InNS(ns, func() error {
+		var err error
+		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp4", addr)
+		return err
+	})
+	if err != nil {
+		return streamResult{kind: "dial", err: err}
+	}
+	defer c.Close()
+	r := streamResult{local: c.LocalAddr().String()}
+	buf := make([]byte, 16<<10)
+	if _, err := fmt.Fprintf(c, "up %d\n", total); err != nil {
+		r.kind, r.err = classify(err), err
+		return r
+	}
+	for r.got < total {
+		n := min(int64(len(buf)), total-r.got)
+		for i := range n {
+			buf[i] = streamByte(r.got + i)
+		}
+		c.SetWriteDeadline(time.Now().Add(stall))
+		w, err := c.Write(buf[:n])
+		r.got += int64(w)
+		if err != nil {
+			r.kind, r.err = classify(err), err
+			return r
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(stall))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil || line != "ok\n" {
+		r.kind, r.err = "error", fmt.Errorf("server's verdict %q: %v", line, err)
+		if err != nil {
+			r.kind = classify(err)
+		}
+	}
+	return r
 }
 
 // streamSpec is what one client asks for.
