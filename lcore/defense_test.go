@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/dpdk/ring"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -81,5 +83,63 @@ func TestSYNFloodThroughWorker(t *testing.T) {
 	}
 	if gauges != uint64(w.table.Len()) {
 		t.Errorf("active+inactive gauges sum to %d, the table holds %d", gauges, w.table.Len())
+	}
+}
+
+// TestDefensePathDoesNotAllocate: new connections through a worker whose
+// table is above both thresholds (each one evicts, each gets a short
+// timeout) make no heap allocation.
+func TestDefensePathDoesNotAllocate(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	if err := w.table.SetDefense(conn.Defense{
+		DropEntryPercent: 50, SecurePercent: 50, IdleAfter: time.Minute,
+		SecureSYN: time.Second, SecureUDP: time.Second,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	spoofed := ip4(203, 0, 113, 200)
+	for i := 0; i < w.table.Cap(); i++ {
+		r.inject(0, tcpFrame(clientMAC, wanMAC, spoofed, uint16(1024+i), vip, 80, hdr.TCPFlagSYN, ""))
+		if i%32 == 31 {
+			w.poll()
+			r.drain(1)
+		}
+	}
+	w.poll()
+	r.drain(1)
+	frames := make([]*mbuf.Mbuf, 0, 200)
+	for i := 0; i < 200; i++ {
+		m, err := mbuf.Alloc(r.pool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := m.Append(54)
+		copy(b, tcpFrame(clientMAC, wanMAC, spoofed+1, uint16(20000+i), vip, 80, hdr.TCPFlagSYN, ""))
+		frames = append(frames, m)
+	}
+	before := w.table.Evictions()
+	i := 0
+	objs, out := ring.NewObjs(1), ring.NewObjs(8)
+	defer ring.FreeObjs(objs)
+	defer ring.FreeObjs(out)
+	allocs := testing.AllocsPerRun(100, func() {
+		objs[0] = frames[i].Pointer()
+		i++
+		r.rx[0].SPEnqueueBurst(objs)
+		w.poll()
+		n := r.tx[1].SCDequeueBurst(out)
+		for _, p := range out[:n] {
+			mbuf.FromPointer(p).Free()
+		}
+	})
+	for _, m := range frames[i:] {
+		m.Free()
+	}
+	if allocs != 0 {
+		t.Fatalf("a new connection under pressure allocates %.1f times per burst", allocs)
+	}
+	if w.table.Evictions()-before < 50 || w.table.ShortTimeouts() == 0 {
+		t.Fatalf("%d evictions, %d short timeouts: the defense was not on", w.table.Evictions()-before, w.table.ShortTimeouts())
 	}
 }
