@@ -177,6 +177,11 @@ func TestSYNFloodFourWorkers(t *testing.T) {
 		t.Errorf("only %d of %d SYNs were sent", sent, 10*capacity)
 	}
 	// The flood must have reached lbd and filled its tables.
+	for _, d := range []string{"secure", "drop_entry"} {
+		if _, ok := metric(body, "dplb_lcore_table_defense", map[string]string{"lcore": "0", "defense": d}); !ok {
+			t.Errorf("/metrics has no dplb_lcore_table_defense{defense=%q}", d)
+		}
+	}
 	if newConns < float64(2*capacity) || evictions == 0 {
 		t.Errorf("the flood did not put the table under pressure: %.0f new connections, %.0f evictions", newConns, evictions)
 	}

@@ -461,8 +461,17 @@ func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
 	w.cnt.own[Evictions] = w.table.Evictions()
 	w.cnt.own[ShortTimeouts] = w.table.ShortTimeouts()
+	secure, drop := w.table.Pressure()
+	w.cnt.own[DefenseSecure], w.cnt.own[DefenseDrop] = b2u(secure), b2u(drop)
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
 	w.cnt.publish(w.snap.MaxDestID)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // countState adds (or removes) a connection in state s to its real
