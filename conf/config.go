@@ -57,7 +57,7 @@ type Dataplane struct {
 // a second packet). A connection past its handshake that carried a packet
 // within idle_after is never evicted.
 type Defense struct {
-	DropEntry  int           `mapstructure:"drop_entry"`  // percent of an lcore's table at or above which each new connection first evicts an embryonic, finished or idle entry (oldest first), and the expiry sweep removes such entries, 0 = off, 0..100; default 90; reload: restart
+	DropEntry  int           `mapstructure:"drop_entry"`  // percent of an lcore's table at or above which each new connection first evicts an embryonic (older than 200ms), finished or idle entry, oldest first, 0 = off, 0..100; default 90; reload: restart
 	Secure     int           `mapstructure:"secure"`      // percent of an lcore's table at or above which embryonic entries get syn_timeout / udp_timeout instead of timeouts.syn / timeouts.udp, 0 = off, 0..100; default 75; reload: restart
 	IdleAfter  time.Duration `mapstructure:"idle_after"`  // under drop_entry, a connection with no packet for this long may be evicted in any state, 1s..720h; default 60s; reload: restart
 	SYNTimeout time.Duration `mapstructure:"syn_timeout"` // timeout of embryonic TCP entries under secure, 1s..720h; default 10s; reload: restart

@@ -64,6 +64,7 @@ func startPMTU(t *testing.T, tunnel bool) (*lbEnv, *topo.LVS) {
 	port.Device += ",qpairs=4"
 	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
 	cfg.Workers = []int{0, 1, 0, 1}
+	cfg.ConnTableSize = 65536
 	svc := harness.Service{VIP: e.vip, Port: pmtuPort, Scheduler: "rr"}
 	for _, h := range l.Servers {
 		svc.Servers = append(svc.Servers, harness.Server{Address: h.Addr.Addr().String(), Port: pmtuPort, Weight: 1, Forward: fwd})

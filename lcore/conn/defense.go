@@ -12,16 +12,16 @@ import (
 // then refuses new connections, as before).
 //
 // What may go: an embryonic entry (TCP in NONE, SYN_SENT, SYN_RECV or
-// SYNACK; UDP never confirmed, see Touch), a finished one (TIME_WAIT,
-// CLOSE), or any other connection that has been idle for IdleAfter.
+// SYNACK; UDP never confirmed, see Touch) older than embryonicGrace, a
+// finished one (TIME_WAIT, CLOSE), or any other connection that has been
+// idle for IdleAfter.
 // Persistence templates are never evicted: their connections keep them.
 // A connection that has carried a packet within IdleAfter and got past the
 // handshake is never evicted.
 type Defense struct {
 	// DropEntryPercent: at or above this fill, each new connection first
 	// evicts one entry that may go (the oldest the eviction hand finds in
-	// a bounded scan), and the expiry sweep removes those it meets.
-	// 0 = off.
+	// a bounded scan). 0 = off.
 	DropEntryPercent int
 	// SecurePercent: at or above this fill, embryonic entries get the
 	// short timeouts below instead of the configured ones. 0 = off.
@@ -38,6 +38,13 @@ type Defense struct {
 // evictScan bounds the entries one Relieve call examines, so a table full
 // of active connections costs a new flow at most this many cache misses.
 const evictScan = 64
+
+// embryonicGrace spares an embryonic entry this young: a real client's
+// handshake completes within it (one round trip), so a flood cannot evict
+// the connection between its SYN and its ACK. To defeat it a flood must
+// refill the whole threshold within the grace, millions of new flows a
+// second on a large table.
+const embryonicGrace = 200 * time.Millisecond
 
 // seenShift coarsens the monotonic clock for Conn.seen: units of 2^20 ns
 // (about a millisecond), so 32 bits wrap after about 52 days, longer than
@@ -144,47 +151,69 @@ func embryonic(c *Conn) bool {
 	return false
 }
 
-// evictable reports whether c may be evicted under pressure at now.
-func (t *Table) evictable(c *Conn, now int64) bool {
-	if c.Flags&FlagTemplate != 0 {
-		return false
-	}
-	if embryonic(c) || c.State == StateTimeWait || c.State == StateClose {
-		return true
-	}
-	idle := int64(uint32(now>>seenShift)-c.seen) << seenShift
-	return t.defense.IdleAfter > 0 && idle >= int64(t.defense.IdleAfter)
+// idleFor is how long c has gone without a packet at now.
+func idleFor(c *Conn, now int64) int64 {
+	return int64(uint32(now>>seenShift)-c.seen) << seenShift
 }
 
-// dropping reports whether the drop-entry defense is on now.
-func (t *Table) dropping() bool { return t.dropAt > 0 && t.Len() >= t.dropAt }
+// evictable reports whether c may be evicted under pressure at now.
+// young is set for an embryonic entry spared only by embryonicGrace.
+func (t *Table) evictable(c *Conn, now int64) (ok, young bool) {
+	if c.Flags&FlagTemplate != 0 {
+		return false, false
+	}
+	if c.State == StateTimeWait || c.State == StateClose {
+		return true, false
+	}
+	idle := idleFor(c, now)
+	if embryonic(c) {
+		return idle >= int64(embryonicGrace), idle < int64(embryonicGrace)
+	}
+	return t.defense.IdleAfter > 0 && idle >= int64(t.defense.IdleAfter), false
+}
 
 // Relieve makes room for a new connection under drop-entry pressure: it
 // examines at most evictScan entries from the eviction hand on and evicts
 // the first that may go, calling onEvict (if non-nil, same rules as
 // Expire's callback) just before. The hand moves on, and a freed entry is
 // the next one Insert reuses, so eviction is roughly oldest first: a
-// connection that just arrived is the last the hand comes back to. It
-// reports whether an entry was evicted; below the threshold it does
-// nothing.
+// connection that just arrived is the last the hand comes back to. If
+// the window holds only embryonic entries younger than embryonicGrace (a
+// flood refilling the table faster than that), the oldest of them goes:
+// a flood that fast must not fill the table either. It reports whether an
+// entry was evicted; below the threshold it does nothing. Only Relieve
+// evicts: the expiry sweep, which visits entries in no particular age
+// order, removes expired entries only.
 func (t *Table) Relieve(now int64, onEvict func(id uint32, c *Conn)) bool {
-	if !t.dropping() {
+	if t.dropAt == 0 || t.Len() < t.dropAt {
 		return false
 	}
 	mask := uint32(len(t.entries) - 1)
+	victim, found := uint32(0), false
+	var victimIdle int64 = -1
 	for range evictScan {
 		id := t.hand
 		t.hand = (t.hand + 1) & mask
 		e := &t.entries[id]
-		if e.indexed&indexedLive == 0 || !t.evictable(e, now) {
+		if e.indexed&indexedLive == 0 {
 			continue
 		}
-		if onEvict != nil {
-			onEvict(id, e)
+		ok, young := t.evictable(e, now)
+		if ok {
+			victim, found = id, true
+			break
 		}
-		t.Delete(id)
-		t.evictions++
-		return true
+		if idle := idleFor(e, now); young && idle > victimIdle {
+			victim, victimIdle, found = id, idle, true
+		}
 	}
-	return false
+	if !found {
+		return false
+	}
+	if onEvict != nil {
+		onEvict(victim, &t.entries[victim])
+	}
+	t.Delete(victim)
+	t.evictions++
+	return true
 }

@@ -335,22 +335,59 @@ func BenchmarkInsertUnderPressure(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				i := fill
+				i, now := fill, int64(time.Hour) // the fill is an hour old
 				b.ReportAllocs()
 				for b.Loop() {
 					c := spoofedSYN(i)
 					i++
-					tb.Relieve(0, nil)
+					now += int64(time.Millisecond)
+					tb.Relieve(now, nil)
 					id, err := tb.Insert(&c)
 					if err != nil {
 						b.Fatal(err)
 					}
-					tb.Touch(tb.Get(id), conn.Original, 0, &to)
+					tb.Touch(tb.Get(id), conn.Original, now, &to)
 					if bc.active {
 						tb.Delete(id)
 					}
 				}
 			})
 		}
+	}
+}
+
+// TestYoungEmbryonicSpared: a connection between its SYN and its ACK is
+// not evicted while older embryonic entries can go instead; when all are
+// that young (a flood faster than the grace), the oldest goes anyway.
+func TestYoungEmbryonicSpared(t *testing.T) {
+	to := conn.DefaultTimeouts()
+	tb := defendedTable(t, 64, testDefense) // drop_entry at 57
+	old := int64(time.Hour)
+	for i := range 57 {
+		if _, err := open(t, tb, spoofedSYN(i), old+int64(i)*int64(time.Millisecond), &to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := old + int64(time.Second)
+	tb.Touch(tb.Get(0), conn.Original, now, &to) // id 0, first under the hand: just seen
+	if !tb.Relieve(now, nil) {
+		t.Fatal("Relieve evicted nothing")
+	}
+	if tb.Get(0) == nil || tb.Get(1) != nil {
+		t.Fatalf("evicted the young entry instead of the next old one (0 live: %v, 1 live: %v)", tb.Get(0) != nil, tb.Get(1) != nil)
+	}
+
+	// Everything younger than the grace: the oldest in the window goes.
+	tb = defendedTable(t, 64, testDefense)
+	for i := range 57 {
+		if _, err := open(t, tb, spoofedSYN(i), old+int64(56-i)*int64(time.Millisecond), &to); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !tb.Relieve(old+int64(60*time.Millisecond), nil) {
+		t.Fatal("a flood faster than the grace filled the table: nothing evicted")
+	}
+	if tb.Get(56) != nil { // inserted first, so seen longest ago
+		t.Error("did not evict the oldest young entry")
 	}
 }

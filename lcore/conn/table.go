@@ -43,8 +43,8 @@ func (s slot) empty() bool { return s.ref == 0 }
 // free list, indexed by an open-addressing hash of each entry's Original
 // key and (unless FlagOneWay) its Reply key. Insert never evicts: when the
 // table is full it fails and the caller counts the drop. Under a Defense
-// (defense.go), Relieve and Expire evict embryonic and idle entries before
-// the table gets there.
+// (defense.go), Relieve evicts embryonic and idle entries before the table
+// gets there.
 //
 // A Table is not safe for concurrent use; it belongs to one lcore.
 type Table struct {
@@ -246,8 +246,7 @@ func (t *Table) unplace(h, ref uint32) {
 }
 
 // Expire examines at most budget entries, starting where the previous call
-// stopped and wrapping at Cap, and deletes those with Expires <= now (and,
-// while the drop-entry defense is on, those that may be evicted),
+// stopped and wrapping at Cap, and deletes those with Expires <= now,
 // calling onExpire (if non-nil) on each just before its removal. It returns
 // the number removed. onExpire may keep an entry by moving its Expires
 // past now (a persistence template that still controls connections). An lcore
@@ -268,23 +267,16 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 		id := cursor
 		cursor = (cursor + 1) & (n - 1) // len(entries) is a power of two
 		e := &t.entries[id]
-		if e.indexed&indexedLive == 0 {
-			continue
-		}
-		evict := e.Expires > now && t.dropping() && t.evictable(e, now)
-		if e.Expires > now && !evict {
+		if e.indexed&indexedLive == 0 || e.Expires > now {
 			continue
 		}
 		if onExpire != nil {
 			onExpire(id, e)
-			if !evict && e.Expires > now {
+			if e.Expires > now {
 				continue // the callback extended the entry's life
 			}
 		}
 		t.Delete(id)
-		if evict {
-			t.evictions++
-		}
 		removed++
 	}
 	t.cursor = cursor
