@@ -14,10 +14,9 @@ import (
 // What may go: an embryonic entry (TCP in NONE, SYN_SENT, SYN_RECV or
 // SYNACK; UDP never confirmed, see Touch) older than embryonicGrace, a
 // finished one (TIME_WAIT, CLOSE), or any other connection that has been
-// idle for IdleAfter.
-// Persistence templates are never evicted: their connections keep them.
-// A connection that has carried a packet within IdleAfter and got past the
-// handshake is never evicted.
+// idle for IdleAfter. So a connection past its handshake that carried a
+// packet within IdleAfter is never evicted, and neither is a persistence
+// template (its connections keep it).
 type Defense struct {
 	// DropEntryPercent: at or above this fill, each new connection first
 	// evicts one entry that may go (the oldest the eviction hand finds in
