@@ -88,7 +88,7 @@ func portInfos(ports []conf.Port, hw []PortHW) []lcore.PortInfo {
 		out[i] = lcore.PortInfo{
 			Name: p.Name, MAC: hw[i].MAC, Addr: ipv4(pfx.Addr()),
 			Net: ipv4(pfx.Masked().Addr()), Mask: mask, FacesClients: p.FacesClients(),
-			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload, RSS: hw[i].RSS,
+			MTU: hw[i].MTU, CsumOffload: hw[i].CsumOffload,
 		}
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)

@@ -103,18 +103,13 @@ func (r *multiRig) alive(t *testing.T, s *stream) bool {
 // server, the persistence netmask changed, a reload, the ports' RSS mode.
 func TestOwnershipSurvivesEdits(t *testing.T) {
 	for _, aligned := range []bool{false, true} {
-		name := "software steering"
+		name := "any queues"
 		if aligned {
-			name = "NICs aligned at start"
+			name = "both directions on one queue, as an aligned NIC gives them"
 		}
 		t.Run(name, func(t *testing.T) {
 			r := newMultiRig(t, false)
-			ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
-			if aligned {
-				for i := range ports {
-					ports[i].RSS = RSSAlignedEndpoint
-				}
-			}
+			ports := r.w[0].snap.Ports
 			nat := service2(ServiceKey{VIP: vip, Port: 80, Proto: hdr.ProtoTCP},
 				sched.Dest{ID: 0, Addr: rs1, Port: 80, Weight: 1}, sched.Dest{ID: 1, Addr: rs2, Port: 80, Weight: 1})
 			drOnly := service2(ServiceKey{VIP: vipDR, Port: 80, Proto: hdr.ProtoTCP},
