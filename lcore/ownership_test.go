@@ -100,7 +100,8 @@ func (r *multiRig) alive(t *testing.T, s *stream) bool {
 // TestOwnershipSurvivesEdits: 40 streams (NAT and DR, on every mix of
 // queues) keep working through a series of snapshots that used to move
 // their owner: a persistent service added, a DR-only service given a NAT
-// server, the persistence netmask changed, a reload, the ports' RSS mode.
+// server, the persistence netmask changed, a reload; and removing their
+// service lets them drain on the worker that holds them.
 func TestOwnershipSurvivesEdits(t *testing.T) {
 	for _, aligned := range []bool{false, true} {
 		name := "any queues"
@@ -143,6 +144,7 @@ func TestOwnershipSurvivesEdits(t *testing.T) {
 				{"a NAT server added to the DR-only service", []Service{nat, mixed, wider}},
 				{"the persistent service removed", []Service{nat, mixed}},
 				{"reload", []Service{nat, drOnly}},
+				{"the NAT service removed: its connections drain", []Service{drOnly}},
 			} {
 				r.apply(ports, edit.svcs...)
 				broken := 0
