@@ -16,11 +16,12 @@ import (
 type class uint8
 
 const (
-	classInvalid   class = iota // dropped: desc.verdict says why
-	classFlow                   // TCP or UDP: a connection's packet
-	classEcho                   // ICMP echo request
-	classICMPError              // ICMP error quoting a TCP or UDP packet
-	classARP                    // a valid Ethernet/IPv4 ARP packet
+	classInvalid     class = iota // dropped: desc.verdict says why
+	classFlow                     // TCP or UDP: a connection's packet
+	classEcho                     // ICMP echo request
+	classICMPError                // ICMP error quoting a TCP or UDP packet
+	classTunnelError              // ICMP error quoting an IPIP packet (VS/TUN); flow is the inner packet's
+	classARP                      // a valid Ethernet/IPv4 ARP packet
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.
@@ -138,7 +139,8 @@ func parse(d *desc, m *mbuf.Mbuf, in int) {
 
 // parseICMP classifies an ICMP message; for an error it checks the quoted
 // packet once (a whole IPv4 header and the 8 bytes with the ports) and
-// keeps its flow.
+// keeps its flow. When the quoted packet is IPIP (one of our VS/TUN
+// packets), the same checks apply to the inner packet it carries.
 func parseICMP(d *desc, icmp hdr.ICMP) {
 	if !icmp.IsValid() {
 		d.invalid(DropBadICMP)
@@ -157,6 +159,21 @@ func parseICMP(d *desc, icmp hdr.ICMP) {
 		d.invalid(DropBadICMP)
 		return
 	}
+	class := classICMPError
+	if q.Protocol() == hdr.ProtoIPIP {
+		// About a packet we sent a real server in IPIP: the connection is
+		// the inner packet's, if the quote holds its header and ports.
+		if q.FragmentOffset() != 0 {
+			d.invalid(DropBadICMP)
+			return
+		}
+		q = hdr.IPv4(q[q.HeaderLen():])
+		if len(q) < hdr.IPv4MinLen || q[0]>>4 != 4 || q.HeaderLen() < hdr.IPv4MinLen || len(q) < q.HeaderLen()+8 {
+			d.invalid(DropBadICMP) // truncated quote: no connection to name
+			return
+		}
+		class = classTunnelError
+	}
 	proto := q.Protocol()
 	if proto != hdr.ProtoTCP && proto != hdr.ProtoUDP {
 		d.invalid(DropNoConn)
@@ -164,5 +181,5 @@ func parseICMP(d *desc, icmp hdr.ICMP) {
 	}
 	ql4 := hdr.UDP(q[q.HeaderLen():]) // the ports sit alike in TCP and UDP
 	d.flow = flowKey{src: q.Src(), dst: q.Dst(), sport: ql4.SrcPort(), dport: ql4.DstPort(), proto: proto}
-	d.class = classICMPError
+	d.class = class
 }

@@ -30,6 +30,8 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.forward(d)
 	case classICMPError:
 		return w.icmpError(d)
+	case classTunnelError:
+		return w.tunnelError(d)
 	case classEcho:
 		return w.echoReply(d)
 	case classARP:

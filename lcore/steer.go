@@ -42,6 +42,9 @@ func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, 
 			return k.dst, k.dport, true
 		}
 		return k.src, k.sport, true
+	case classTunnelError:
+		// The inner packet of our IPIP one came from the client.
+		return k.src, k.sport, true
 	}
 	return 0, 0, false
 }

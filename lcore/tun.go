@@ -12,18 +12,23 @@ const ipipHeaderLen = hdr.IPv4MinLen
 // answers the client directly. A packet that would exceed the output
 // port's MTU once encapsulated and forbids fragmentation is answered, when
 // answerTooBig, with an ICMP "fragmentation needed" carrying the reduced
-// MTU, so the client's path MTU discovery adapts.
+// MTU, so the client's path MTU discovery adapts; the MTU is the port's,
+// or the path MTU to the real server a router reported (pathMTUs). Without
+// DF such a packet is dropped as too_big: the outer packet is not
+// fragmented. The outer header has its own IP ID (a per-worker counter) and
+// copies DF and TOS from the inner one.
 func (w *Worker) encapsulate(d *desc, rip uint32, answerTooBig bool) exit {
 	e := w.route(rip)
 	if e.kind != exitTransmit {
 		return e
 	}
 	out := &w.snap.Ports[e.to]
+	mtu := w.pmtu.get(rip, out.MTU, w.now)
 	ip := d.ip()
 	inner := int(ip.TotalLength())
-	if inner+ipipHeaderLen > int(out.MTU) {
+	if inner+ipipHeaderLen > int(mtu) {
 		if ip.DF() && answerTooBig {
-			return w.fragNeeded(d, out.MTU-ipipHeaderLen)
+			return w.fragNeeded(d, mtu-ipipHeaderLen)
 		}
 		return drop(DropTooBig)
 	}
@@ -45,9 +50,10 @@ func (w *Worker) encapsulate(d *desc, rip uint32, answerTooBig bool) exit {
 	}
 	tos := ip.TOS()
 	hdr.IPv4(data[hdr.EthernetLen:]).Encode(&hdr.IPv4Fields{
-		TOS: tos, TotalLength: uint16(inner + ipipHeaderLen), Flags: flags,
+		TOS: tos, TotalLength: uint16(inner + ipipHeaderLen), ID: w.ipID, Flags: flags,
 		TTL: hdr.DefaultTTL, Protocol: hdr.ProtoIPIP, Src: out.Addr, Dst: rip,
 	})
+	w.ipID++
 	m.SetOlFlags(0)
 	w.cnt.own[Encapsulated]++
 	return e

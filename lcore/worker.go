@@ -102,6 +102,8 @@ type Worker struct {
 	vips       map[uint32]struct{} // every VIP of every snapshot so far (steering)
 	dump       *DumpRequest        // a connection listing in progress
 	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
+	ipID       uint16              // the next outer IP ID of VS/TUN packets
+	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tun.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	jobs       []*job
@@ -135,7 +137,8 @@ func NewWorker(cfg Config) (*Worker, error) {
 	cmds, _ := spsc.New[Command](ringSize)
 	events, _ := spsc.New[Event](ringSize)
 	w := &Worker{
-		cfg: cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
+		ipID: uint16(endpointHash(uint32(cfg.ID), 0)), // workers start apart, unguessably
+		cfg:  cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
 		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
 		cmds: cmds, events: events, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
