@@ -239,6 +239,10 @@ func TestPMTUTUNFourWorkers(t *testing.T) {
 		out, _ := e.topo.Exec(e.client.NS, "ip", "route", "get", l.VIP.String())
 		t.Logf("the client received %d ICMP unreachables; its route to the VIP: %s",
 			e.unreachablesIn(t, e.client.NS)-unreach, strings.TrimSpace(out))
+		// The router's 1280 reached the client as 1280 - 20 (the IPIP header).
+		if want := "mtu " + strconv.Itoa(smallMTU-20); !strings.Contains(out, want) {
+			t.Errorf("the client's route to the VIP has no %q: lbd did not pass the router's MTU on", want)
+		}
 	})
 	e.stop(t)
 }

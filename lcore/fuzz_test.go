@@ -18,6 +18,10 @@ func FuzzHandle(f *testing.F) {
 		icmpErrorFrame(rs1MAC, lanMAC, rs1, clientIP, hdr.ICMPDestUnreachable, 3,
 			udpFrame(clientMAC, wanMAC, clientIP, 40000, rs1, 5353, "q", true)),
 		tcpFrame(clientMAC, wanMAC, clientIP, 40000, vipTUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1460))),
+		withDF(tcpFrame(clientMAC, wanMAC, clientIP, 40001, vipTUN, 80, hdr.TCPFlagSYN, "")),
+		routerError(ipFrame(lanMAC, rs2MAC, lanAddr, rs2, hdr.ProtoIPIP, true,
+			withDF(tcpFrame(clientMAC, wanMAC, clientIP, 40001, vipTUN, 80, hdr.TCPFlagSYN, ""))[14:]),
+			hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 1000, 548),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
