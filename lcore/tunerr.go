@@ -35,7 +35,7 @@ func (w *Worker) tunnelError(d *desc) exit {
 	ip := d.ip()
 	icmp := hdr.ICMP(ip.Payload())
 	outer := d.quotedIP()
-	if c.Fwd != fwd.TUN || outer.Dst() != c.RIP || !w.snap.isLocal(outer.Src()) {
+	if c.Fwd != fwd.TUN || outer.Dst() != c.RIP || !w.snap.isLocal(outer.Src()) || !w.snap.isLocal(ip.Dst()) {
 		return drop(DropNoConn) // not an IPIP packet of ours
 	}
 	inner := hdr.IPv4(outer[outer.HeaderLen():])

@@ -109,7 +109,8 @@ func TestTunnelErrorToClient(t *testing.T) {
 // TestTunnelErrorKept: other errors quoting our IPIP packet reach the
 // client with their type, code and word as they are; a quote that stops
 // before the inner ports names no connection and is dropped and counted,
-// as are a forged MTU and errors about IPIP packets not ours.
+// as are a forged MTU and errors about IPIP packets not ours or not sent
+// to us.
 func TestTunnelErrorKept(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	w := r.w
@@ -143,6 +144,11 @@ func TestTunnelErrorKept(t *testing.T) {
 			o := hdr.IPv4(f[14:])
 			o.SetSrcWithChecksumUpdate(ip4(198, 51, 100, 9))
 			return routerError(f, hdr.ICMPDestUnreachable, 1, 0, 548)
+		}(), DropNoConn},
+		{"not to our address", func() []byte {
+			f := routerError(ipip, hdr.ICMPDestUnreachable, 1, 0, 548)
+			hdr.IPv4(f[14:]).SetDstWithChecksumUpdate(ip4(198, 51, 100, 77))
+			return f
 		}(), DropNoConn},
 	} {
 		before := w.cnt.own[tc.why]
