@@ -103,7 +103,7 @@ type Worker struct {
 	dump       *DumpRequest        // a connection listing in progress
 	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
 	ipID       uint16              // the next outer IP ID of VS/TUN packets
-	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tun.go)
+	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tunerr.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	jobs       []*job
