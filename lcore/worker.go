@@ -101,6 +101,7 @@ type Worker struct {
 	vips       map[uint32]struct{} // every VIP of every snapshot so far (steering)
 	dump       *DumpRequest        // a connection listing in progress
 	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
+	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	jobs       []*job
@@ -310,6 +311,7 @@ func (w *Worker) poll() int {
 		ds := w.descs[:n]
 		for i, m := range w.rx.Pkt[:n] {
 			parse(&ds[i], m, pi)
+			w.checkDstMAC(&ds[i])
 		}
 		w.run(ds, true)
 		got += n
@@ -347,7 +349,7 @@ func (w *Worker) runCommands(int64) {
 		case CmdARPRequest:
 			w.sendARPRequest(cmd.Port, cmd.IP)
 		case CmdProbe:
-			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort)
+			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true
