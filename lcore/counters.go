@@ -37,6 +37,7 @@ const (
 	LoopNanos        // time the poll loop has run (a gauge, set when published)
 	IdleSleeps       // sleeps taken while idle (idle_sleep)
 	ICMPTimeExceeded // ICMP time exceeded sent for packets whose TTL ran out here
+	CsumOffloaded    // NAT packets whose checksums were left to the output port (vouched for on arrival)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -79,7 +80,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", ICMPTimeExceeded: "icmp_time_exceeded",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

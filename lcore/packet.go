@@ -139,6 +139,7 @@ func (w *Worker) forwardNAT(d *desc, c *conn.Conn, dir conn.Dir) exit {
 	}
 	if offload {
 		requestChecksums(d.m, ip, l4)
+		w.cnt.own[CsumOffloaded]++
 	} else {
 		d.m.SetOlFlags(0)
 	}

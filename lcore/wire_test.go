@@ -246,6 +246,9 @@ func TestBadChecksumStaysBad(t *testing.T) {
 			t.Errorf("%s: TCP checksum valid %v, want %v", c.name, valid, wantValid)
 		}
 	}
+	if n := w.cnt.own[CsumOffloaded]; n != 1 {
+		t.Errorf("tx_checksum_offloaded %d, want 1", n)
+	}
 }
 
 // TestICMPErrorBadChecksumStaysBad: an ICMP error lbd translates keeps a
