@@ -38,6 +38,7 @@ type Controller struct {
 	lastReclaim time.Time
 	passive     passiveState // passive health checking (see passive.go)
 	probes      probeState   // health probes through lbd (see probe.go)
+	conflicts   conflictLog  // hosts claiming our addresses (see neigh.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -308,6 +309,11 @@ func (c *Controller) step(now time.Time) {
 			c.neigh.miss(ev.IP, ev.Port, now)
 		case lcore.EvProbe:
 			c.probes.deliver(ev)
+		case lcore.EvAddressConflict:
+			if c.conflicts.due(ev.IP, now) {
+				c.log.Warn("address conflict: another host claims one of lbd's addresses in ARP (not learnt; counted arp_conflict)",
+					zap.Stringer("ip", addrOf(ev.IP)), zap.String("mac", ev.MAC.String()), zap.String("port", c.ports[ev.Port].Name))
+			}
 		}
 	})
 	reqs, aged := c.neigh.tick(now)

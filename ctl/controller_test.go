@@ -49,10 +49,13 @@ func (f *fakeDataplane) WorkerStats() []lcore.Stats {
 func (f *fakeDataplane) DestStats(id uint32) lcore.DestStats { return f.dest[id] }
 func (f *fakeDataplane) ConnCapacity() uint64                { return 2048 }
 func (f *fakeDataplane) TSCHz() uint64                       { return 2e9 }
-func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16) bool {
+
+// SendProbe records the event a genuine answer to the probe would make
+// (its Ack is the probe's sequence number + 1).
+func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16, seq uint32) bool {
 	f.probeMu.Lock()
 	defer f.probeMu.Unlock()
-	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src})
+	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src, Ack: seq + 1})
 	return true
 }
 func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}

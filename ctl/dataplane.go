@@ -28,8 +28,9 @@ type Dataplane interface {
 	ConnCapacity() uint64
 	// TSCHz is the CPU clock, to turn time into cycles.
 	TSCHz() uint64
-	// SendProbe asks worker 0 to send a TCP SYN probe; false if it could not.
-	SendProbe(ip uint32, dstPort, srcPort uint16) bool
+	// SendProbe asks worker 0 to send a TCP SYN probe with initial
+	// sequence number seq; false if it could not.
+	SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)

@@ -287,3 +287,76 @@ func TestProbeThroughLBD(t *testing.T) {
 		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
 }
+
+// probeSent waits for the next probe the fake dataplane records.
+func probeSent(t *testing.T, f *fakeDataplane) lcore.Event {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.probeMu.Lock()
+		if n := len(f.probes); n > 0 {
+			ev := f.probes[n-1]
+			f.probes = nil
+			f.probeMu.Unlock()
+			return ev
+		}
+		f.probeMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no probe sent")
+		}
+	}
+}
+
+// TestSpoofedProbeAnswersChangeNothing: an answer that does not
+// acknowledge the probe's random sequence number, or names another source
+// port, is not the server's: the check goes on waiting for the real one.
+// Probes leave from random source ports with random sequence numbers.
+func TestSpoofedProbeAnswersChangeNothing(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
+	for _, genuine := range []lcore.ProbeResult{lcore.ProbeRefused, lcore.ProbeOpen} {
+		f.probeMu.Lock()
+		f.probes = nil
+		f.probeMu.Unlock()
+		done := make(chan bool)
+		go func() {
+			ok, _ := c.checker(context.Background(), target)
+			done <- ok
+		}()
+		sent := probeSent(t, f)
+		spoofed := lcore.ProbeOpen + lcore.ProbeRefused - genuine // the other answer
+		for _, ev := range []lcore.Event{
+			{Kind: lcore.EvProbe, IP: sent.IP, DstPort: 80, SrcPort: sent.SrcPort, Result: spoofed, Ack: sent.Ack + 1},
+			{Kind: lcore.EvProbe, IP: sent.IP, DstPort: 80, SrcPort: sent.SrcPort, Result: spoofed},
+			{Kind: lcore.EvProbe, IP: sent.IP, DstPort: 80, SrcPort: sent.SrcPort + 1, Result: spoofed, Ack: sent.Ack},
+		} {
+			c.probes.deliver(ev)
+		}
+		sent.Result = genuine
+		c.probes.deliver(sent)
+		if ok := <-done; ok != (genuine == lcore.ProbeOpen) {
+			t.Fatalf("after spoofed %v answers and a genuine %v, the check says ok=%v", spoofed, genuine, ok)
+		}
+	}
+	if n := c.probes.rejected.Load(); n != 4 {
+		t.Fatalf("%d answers rejected, want 4 (one spoofed source port matches no probe)", n)
+	}
+	// Random source ports and sequence numbers, not a counter.
+	var ports []uint16
+	seqs := map[uint32]bool{}
+	for i := 0; i < 20; i++ {
+		go c.checker(context.Background(), target)
+		sent := probeSent(t, f)
+		ports, seqs[sent.Ack] = append(ports, sent.SrcPort), true
+		sent.Result = lcore.ProbeNotSent
+		c.probes.deliver(sent)
+	}
+	steps := 0
+	for i := 1; i < len(ports); i++ {
+		if ports[i] == ports[i-1]+1 {
+			steps++
+		}
+	}
+	if steps > 2 || len(seqs) < 19 {
+		t.Fatalf("probe source ports %v (%d steps of one), %d distinct sequence numbers", ports, steps, len(seqs))
+	}
+}

@@ -27,6 +27,7 @@ type collector struct {
 	svcConns, svcPackets, svcBytes                             *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
 	svcRate, rsRate                                            *prometheus.Desc
+	probeRejected                                              *prometheus.Desc
 }
 
 func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collector {
@@ -59,6 +60,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		rsInactive:   d("dplb_real_server_inactive_connections", "Connections in other states (ipvsadm's InActConn).", rs, nil),
 		svcRate: d("dplb_service_rate", "A virtual service's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(svc, "kind"), nil),
+		probeRejected: d("dplb_probe_answers_rejected_total", "Answers to health probes through lbd that did not acknowledge the probe's random sequence number (not believed).", nil, nil),
 		rsRate: d("dplb_real_server_rate", "A real server's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(rs, "kind"), nil),
 	}
@@ -112,6 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(c.mempoolInUse, float64(c.dp.MempoolInUse()))
+	counter(c.probeRejected, c.ctl.probes.rejected.Load())
 	v := c.ctl.view(nil) // raw counters: Prometheus counters never go back
 	if c.rates != nil {
 		c.rates.Fill(&v)

@@ -129,3 +129,27 @@ func (n *neighTable) macs() map[uint32]hdr.MAC {
 
 // setWanted replaces the set of addresses kept resolved.
 func (n *neighTable) setWanted(w map[uint32]int) { n.wanted = maps.Clone(w) }
+
+// conflictLog limits the log of address conflicts (hosts that claim one of
+// lbd's addresses or VIPs in ARP; the lcores count every one, arp_conflict)
+// to one line a minute per address, so a flood cannot fill the log.
+type conflictLog struct {
+	last map[uint32]time.Time
+}
+
+const conflictLogEvery = time.Minute
+
+// due reports whether a conflict about ip is to be logged now.
+func (l *conflictLog) due(ip uint32, now time.Time) bool {
+	if l.last == nil {
+		l.last = map[uint32]time.Time{}
+	}
+	if t, ok := l.last[ip]; ok && now.Sub(t) < conflictLogEvery {
+		return false
+	}
+	if len(l.last) >= neighMaxLen { // a bound, whatever the flood claims
+		clear(l.last)
+	}
+	l.last[ip] = now
+	return true
+}

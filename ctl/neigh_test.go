@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -81,5 +85,32 @@ func TestNeighbourMisses(t *testing.T) {
 	n.miss(8, 0, t0)
 	if len(n.misses) != 0 {
 		t.Fatal("miss recorded for a resolved address")
+	}
+}
+
+// TestAddressConflictsAreLoggedNotLearnt: a host claiming one of our
+// addresses (reported by the lcores, which count every one) is logged at
+// most once a minute per address, and never enters the neighbour table.
+func TestAddressConflictsAreLoggedNotLearnt(t *testing.T) {
+	c, f := newTestController(t)
+	core, logs := observer.New(zap.WarnLevel)
+	c.log = zap.New(core)
+	vip, evil := ip4(203, 0, 113, 100), hdr.MAC{2, 0, 0, 0, 0, 0x66}
+	now := time.Now()
+	conflict := lcore.Event{Kind: lcore.EvAddressConflict, Port: 0, IP: vip, MAC: evil}
+	f.events = []lcore.Event{conflict, conflict, conflict, {Kind: lcore.EvAddressConflict, Port: 1, IP: ip4(198, 51, 100, 1), MAC: evil}}
+	c.step(now)
+	if n := logs.FilterMessageSnippet("address conflict").Len(); n != 2 {
+		t.Fatalf("%d conflict lines, want one per address", n)
+	}
+	if _, ok := c.neigh.entries[vip]; ok || len(f.published) != 0 {
+		t.Fatal("a conflict changed the neighbour table")
+	}
+	f.events = []lcore.Event{conflict}
+	c.step(now.Add(30 * time.Second))
+	f.events = []lcore.Event{conflict}
+	c.step(now.Add(61 * time.Second))
+	if n := logs.FilterMessageSnippet("address conflict").Len(); n != 3 {
+		t.Fatalf("%d conflict lines after a minute, want 3", n)
 	}
 }

@@ -2,8 +2,11 @@ package ctl
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
@@ -13,27 +16,56 @@ import (
 // only through the DPDK ports, a TCP check is a SYN that worker 0 sends
 // from the output port's address; the answer comes back as an lcore event
 // that the control loop delivers here.
+//
+// Nobody on the wire may fake a result: each probe has a source port and
+// an initial sequence number drawn from crypto/rand, and an answer counts
+// only if it acknowledges that number (a SYN-ACK, or the RST|ACK a closed
+// port sends, both carry ack = seq + 1). The lcores already dropped answers
+// that came in on a port that does not lead to the server (probe_spoofed).
 
 type probeKey struct {
 	ip               uint32
 	dstPort, srcPort uint16
 }
 
+type probeWaiter struct {
+	seq uint32
+	ch  chan lcore.ProbeResult
+}
+
 type probeState struct {
 	mu      sync.Mutex
-	next    uint16
-	waiters map[probeKey]chan lcore.ProbeResult
+	waiters map[probeKey]probeWaiter
+	// rejected counts answers to a probe in flight that did not acknowledge
+	// its sequence number (dplb_probe_answers_rejected_total).
+	rejected atomic.Uint64
 }
 
 func (p *probeState) deliver(ev lcore.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ch, ok := p.waiters[probeKey{ev.IP, ev.DstPort, ev.SrcPort}]; ok {
-		select {
-		case ch <- ev.Result:
-		default:
-		}
+	w, ok := p.waiters[probeKey{ev.IP, ev.DstPort, ev.SrcPort}]
+	if !ok {
+		return // no probe in flight: late, or made up
 	}
+	if ev.Result != lcore.ProbeNotSent && ev.Ack != w.seq+1 {
+		p.rejected.Add(1)
+		return
+	}
+	select {
+	case w.ch <- ev.Result:
+	default:
+	}
+}
+
+// random32 draws from crypto/rand: probe ports and sequence numbers must
+// not be guessable from earlier ones.
+func random32() uint32 {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand: %v", err)) // the kernel's generator does not fail
+	}
+	return binary.LittleEndian.Uint32(b[:])
 }
 
 // ProbeTCP is a health.Checker for checks with via: lbd: it asks the
@@ -46,29 +78,29 @@ func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, strin
 	p := &c.probes
 	p.mu.Lock()
 	if p.waiters == nil {
-		p.waiters = map[probeKey]chan lcore.ProbeResult{}
+		p.waiters = map[probeKey]probeWaiter{}
 	}
 	k := probeKey{ip: ipv4(addr.Addr()), dstPort: addr.Port()}
-	for i := 0; i < lcore.ProbePorts; i++ { // a source port no probe in flight uses
-		k.srcPort = lcore.ProbePortFirst + p.next%lcore.ProbePorts
-		p.next++
+	start := random32()
+	for i := uint32(0); i < lcore.ProbePorts; i++ { // a random source port no probe in flight uses
+		k.srcPort = lcore.ProbePortFirst + uint16((start+i)%lcore.ProbePorts)
 		if _, busy := p.waiters[k]; !busy {
 			break
 		}
 	}
-	ch := make(chan lcore.ProbeResult, 1)
-	p.waiters[k] = ch
+	w := probeWaiter{seq: random32(), ch: make(chan lcore.ProbeResult, 1)}
+	p.waiters[k] = w
 	p.mu.Unlock()
 	defer func() {
 		p.mu.Lock()
 		delete(p.waiters, k)
 		p.mu.Unlock()
 	}()
-	if !c.dp.SendProbe(k.ip, k.dstPort, k.srcPort) {
+	if !c.dp.SendProbe(k.ip, k.dstPort, k.srcPort, w.seq) {
 		return false, "probe not sent: lbd's command ring is full"
 	}
 	select {
-	case r := <-ch:
+	case r := <-w.ch:
 		switch r {
 		case lcore.ProbeOpen:
 			return true, ""

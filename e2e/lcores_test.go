@@ -62,46 +62,26 @@ func TestNATTwoWorkers(t *testing.T) {
 	e.stopLBD(t)
 }
 
-// TestNATChecksumOffload puts lbd's client-facing port on net_tap, which
-// advertises TX IPv4/TCP/UDP checksum offload (and computes the checksums
-// in software): replies to the client leave with the checksums left to
-// the "NIC", requests to the servers (af_packet, no offload) with
-// incremental updates. Both must arrive intact.
+// TestNATChecksumOffload puts both of lbd's ports on net_tap, which
+// checks checksums on RX and offers TX IPv4/TCP/UDP checksum offload (both
+// in software): a segment the receiving tap found good leaves with its
+// checksums left to the other tap (counted tx_checksum_offloaded), any
+// other with incremental updates. Everything must arrive intact.
 func TestNATChecksumOffload(t *testing.T) {
-	var tap string
+	var wanTap, lanTap string
 	e := startNATWith(t, natOptions{
 		configure: func(c *harness.Config) {
-			tap = "dtap" + c.FilePrefix[len(c.FilePrefix)-6:]
+			suffix := c.FilePrefix[len(c.FilePrefix)-6:]
+			wanTap, lanTap = "dtap"+suffix, "ltap"+suffix
 			c.Ports = []harness.Port{
-				{Name: "wan", Device: "net_tap0,iface=" + tap, Address: c.WANAddr, Role: "client"},
-				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+				{Name: "wan", Device: "net_tap0,iface=" + wanTap, Address: c.WANAddr, Role: "client"},
+				{Name: "lan", Device: "net_tap1,iface=" + lanTap, Address: c.LANAddr, Role: "server"},
 			}
 		},
-		// lbd made the tap in its namespace: bridge it with the client's link.
+		// lbd made the taps in its namespace: wire each to its link.
 		beforeUse: func(t *testing.T, e *natEnv) {
-			ns := e.nat.LBNS
-			deadline := time.Now().Add(20 * time.Second)
-			for exec.Command("ip", "netns", "exec", ns, "ip", "link", "show", tap).Run() != nil {
-				if time.Now().After(deadline) {
-					t.Fatalf("lbd did not create %s", tap)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			// A wire between the tap and the client's link: tc redirects
-			// every frame both ways, whatever its MAC (a bridge would take
-			// frames to the tap's MAC, which is lbd's, for its own).
-			for _, args := range [][]string{
-				{"sysctl", "-qw", "net.ipv6.conf." + tap + ".disable_ipv6=1"},
-				{"ip", "link", "set", tap, "up"},
-				{"tc", "qdisc", "add", "dev", tap, "ingress"},
-				{"tc", "filter", "add", "dev", tap, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", e.nat.WANIf},
-				{"tc", "qdisc", "add", "dev", e.nat.WANIf, "ingress"},
-				{"tc", "filter", "add", "dev", e.nat.WANIf, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", tap},
-			} {
-				if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
-					t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-				}
-			}
+			wireTap(t, e.nat.LBNS, wanTap, e.nat.WANIf)
+			wireTap(t, e.nat.LBNS, lanTap, e.nat.LANIf)
 		},
 	})
 	if !strings.Contains(e.log.String(), `"tx_checksum_offload":true`) {
@@ -113,7 +93,36 @@ func TestNATChecksumOffload(t *testing.T) {
 			t.Fatalf("request %d through the offloading port failed: %s", r.I, r.Err)
 		}
 	}
+	if v, ok := metric(e.scrapeMetrics(t), "dplb_lcore_events_total", map[string]string{"lcore": "0", "counter": "tx_checksum_offloaded"}); !ok || v == 0 {
+		t.Errorf("no packet left with offloaded checksums (tx_checksum_offloaded %v, %v)", v, ok)
+	}
 	e.stopLBD(t)
+}
+
+// wireTap waits for lbd to create a tap in namespace ns and makes it a
+// wire to link: tc redirects every frame both ways, whatever its MAC (a
+// bridge would take frames to the tap's MAC, which is lbd's, for its own).
+func wireTap(t *testing.T, ns, tap, link string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for exec.Command("ip", "netns", "exec", ns, "ip", "link", "show", tap).Run() != nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("lbd did not create %s", tap)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, args := range [][]string{
+		{"sysctl", "-qw", "net.ipv6.conf." + tap + ".disable_ipv6=1"},
+		{"ip", "link", "set", tap, "up"},
+		{"tc", "qdisc", "add", "dev", tap, "ingress"},
+		{"tc", "filter", "add", "dev", tap, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", link},
+		{"tc", "qdisc", "add", "dev", link, "ingress"},
+		{"tc", "filter", "add", "dev", link, "ingress", "protocol", "all", "u32", "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", tap},
+	} {
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", ns}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 }
 
 // TestNATFourWorkers: four worker lcores (two per CPU) on four-queue

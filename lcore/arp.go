@@ -6,11 +6,21 @@ import (
 
 // handleARP answers requests for the port's own address and, on ports
 // facing clients, for the VIPs; it reports what it learns about neighbours
-// to the control plane, which owns the neighbour table.
+// to the control plane, which owns the neighbour table. A host that claims
+// one of our addresses or VIPs (a gratuitous ARP for a VIP, say) is never
+// learnt: the packet is dropped, counted (arp_conflict) and reported.
 func (w *Worker) handleARP(d *desc) exit {
 	arp := hdr.ARP(d.eth().Payload())
 	p := &w.snap.Ports[d.in]
 	sip, tip := arp.SenderIP(), arp.TargetIP()
+	if w.snap.isLocal(sip) || w.snap.IsVIP(sip) {
+		smac := arp.SenderMAC()
+		if smac == p.MAC { // our own request, heard back
+			return drop(DropARPNotOurs)
+		}
+		w.event(Event{Kind: EvAddressConflict, Port: d.in, IP: sip, MAC: smac})
+		return drop(DropARPConflict)
+	}
 	ours := tip == p.Addr || (p.FacesClients && w.snap.IsVIP(tip))
 	if !ours {
 		return drop(DropARPNotOurs)

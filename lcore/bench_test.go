@@ -153,5 +153,6 @@ func BenchmarkHandoff(b *testing.B) {
 // handle parses and processes one packet as the benchmarks drive it.
 func (w *Worker) handle(m *mbuf.Mbuf, in int) {
 	parse(&w.descs[0], m, in)
+	w.checkDstMAC(&w.descs[0])
 	w.run(w.descs[:1], false)
 }

@@ -14,32 +14,34 @@ const (
 	RxBytes
 	TxPackets
 	TxBytes
-	NewConns        // connections created
-	Conns           // connections in the table (a gauge)
-	ARPReplies      // ARP requests answered
-	ARPReceived     // ARP replies received (and learnt from)
-	ARPRequests     // ARP requests sent to resolve neighbours
-	EventsLost      // events to the control plane lost to a full ring
-	MbufAllocFailed // packets the worker could not make (ARP requests, probes): the pool was empty
-	Encapsulated    // packets sent to real servers in IPIP (VS/TUN)
-	ICMPEchoReplies // echo requests to a VIP or our address answered
-	ICMPErrors      // ICMP errors about a connection delivered
-	ICMPFragNeeded  // "fragmentation needed" sent for packets too big for a tunnel
-	HandedOff       // packets passed to the lcore that owns their connection
-	HandedIn        // packets received from other lcores
-	TxHandedOff     // packets given to another lcore to send (a port with fewer queues than lcores)
-	ProbesSent      // health probes (SYNs) sent through lbd
-	ProbeAnswers    // servers' answers to them received
-	Templates       // persistence templates created
-	TemplatesLost   // templates not stored (table full): the connection went on without
-	Iterations      // poll loop iterations
-	BusyNanos       // time spent in polls that carried packets (VPP's "busy" time)
-	LoopNanos       // time the poll loop has run (a gauge, set when published)
-	IdleSleeps      // sleeps taken while idle (idle_sleep)
-	Evictions       // embryonic or idle entries evicted under table pressure (drop_entry)
-	ShortTimeouts   // embryonic entries given a short timeout under table pressure (secure)
-	DefenseSecure   // 1 while the table is above the secure threshold (a gauge)
-	DefenseDrop     // 1 while the table is above the drop_entry threshold (a gauge)
+	NewConns         // connections created
+	Conns            // connections in the table (a gauge)
+	ARPReplies       // ARP requests answered
+	ARPReceived      // ARP replies received (and learnt from)
+	ARPRequests      // ARP requests sent to resolve neighbours
+	EventsLost       // events to the control plane lost to a full ring
+	MbufAllocFailed  // packets the worker could not make (ARP requests, probes): the pool was empty
+	Encapsulated     // packets sent to real servers in IPIP (VS/TUN)
+	ICMPEchoReplies  // echo requests to a VIP or our address answered
+	ICMPErrors       // ICMP errors about a connection delivered
+	ICMPFragNeeded   // "fragmentation needed" sent for packets too big for a tunnel
+	HandedOff        // packets passed to the lcore that owns their connection
+	HandedIn         // packets received from other lcores
+	TxHandedOff      // packets given to another lcore to send (a port with fewer queues than lcores)
+	ProbesSent       // health probes (SYNs) sent through lbd
+	ProbeAnswers     // servers' answers to them received
+	Templates        // persistence templates created
+	TemplatesLost    // templates not stored (table full): the connection went on without
+	Iterations       // poll loop iterations
+	BusyNanos        // time spent in polls that carried packets (VPP's "busy" time)
+	LoopNanos        // time the poll loop has run (a gauge, set when published)
+	IdleSleeps       // sleeps taken while idle (idle_sleep)
+	Evictions        // embryonic or idle entries evicted under table pressure (drop_entry)
+	ShortTimeouts    // embryonic entries given a short timeout under table pressure (secure)
+	DefenseSecure    // 1 while the table is above the secure threshold (a gauge)
+	DefenseDrop      // 1 while the table is above the drop_entry threshold (a gauge)
+	ICMPTimeExceeded // ICMP time exceeded sent for packets whose TTL ran out here
+	CsumOffloaded    // NAT packets whose checksums were left to the output port (vouched for on arrival)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -67,6 +69,10 @@ const (
 	DropNoHeadroom       // no room in the mbuf for an added header
 	DropHandoffFull      // the ring to the owning lcore was full
 	DropDestDown         // a connection to a failed server, ended (on_failure: expire)
+	DropNotOurMAC        // unicast to another station's MAC (seen in promiscuous mode)
+	DropARPConflict      // ARP from another host claiming one of our addresses or VIPs
+	DropTTLExpired       // TTL ran out here and no time exceeded was sent (rate limit, an ICMP error)
+	DropProbeSpoofed     // a probe answer on a port that does not lead to the server
 
 	numStats
 )
@@ -78,7 +84,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -86,6 +92,7 @@ var statNames = [numStats]string{
 	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
 	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
+	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed",
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -12,6 +12,13 @@ import (
 	"github.com/dplb/dplb/lcore/sched"
 )
 
+// hopped is a frame as a forwarding hop sends it on: TTL one less.
+func hopped(f []byte) []byte {
+	f = append([]byte(nil), f...)
+	hdr.IPv4(f[14:]).DecTTLWithChecksumUpdate()
+	return f
+}
+
 // ipFrame builds Ethernet/IPv4 around an L4 payload (its checksum as the
 // caller made it) with a valid IPv4 checksum.
 func ipFrame(srcMAC, dstMAC hdr.MAC, src, dst uint32, proto uint8, df bool, l4 []byte) []byte {
@@ -103,8 +110,8 @@ func TestDirectRouting(t *testing.T) {
 		t.Fatal("DR did not forward")
 	}
 	eth := hdr.Ethernet(out[0])
-	if eth.Src() != lanMAC || eth.Dst() != rs1MAC || !bytes.Equal(out[0][14:], syn[14:]) {
-		t.Fatalf("DR must change only the MACs: %x", out[0])
+	if eth.Src() != lanMAC || eth.Dst() != rs1MAC || !bytes.Equal(out[0][14:], hopped(syn)[14:]) {
+		t.Fatalf("DR must change only the MACs and the TTL: %x", out[0])
 	}
 	// The server's replies bypass us, so only the client side is tracked
 	// and the state machine follows IPVS's input-only rows.
@@ -143,8 +150,8 @@ func TestTunnel(t *testing.T) {
 		outer.Src() != lanAddr || outer.Dst() != rs2 || int(outer.TotalLength()) != len(syn)-14+20 {
 		t.Fatalf("bad outer header %x", f[:34])
 	}
-	if !bytes.Equal(outer.Payload(), syn[14:]) {
-		t.Fatal("the inner packet was changed")
+	if !bytes.Equal(outer.Payload(), hopped(syn)[14:]) {
+		t.Fatal("the inner packet was changed beyond its TTL")
 	}
 	if w.cnt.own[Encapsulated] != 1 {
 		t.Fatal("encapsulation not counted")
@@ -167,9 +174,10 @@ func TestSloppyTCP(t *testing.T) {
 	}
 }
 
-// TestChecksumOffload: towards a port that offloads, the IP checksum is
-// zeroed, the TCP/UDP checksum holds the pseudo-header sum, and the mbuf
-// asks the NIC for the rest.
+// TestChecksumOffload: towards a port that offloads, a segment whose
+// checksum the receiving NIC found good gets the IP checksum zeroed, the
+// TCP/UDP checksum set to the pseudo-header sum, and the mbuf asks the NIC
+// for the rest (TestBadChecksumStaysBad has the other segments).
 func TestChecksumOffload(t *testing.T) {
 	r := newRigWith(t, defaultNeigh(), true)
 	w := r.w
@@ -177,7 +185,7 @@ func TestChecksumOffload(t *testing.T) {
 		tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, "abc"),
 		udpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 53, "abc", true),
 	} {
-		r.inject(0, frame)
+		r.injectFlags(0, frame, mbuf.RxIPCksumGood|mbuf.RxL4CksumGood)
 		w.poll()
 		n := r.tx[1].SCDequeueBurst(r.objs)
 		if n != 1 {
@@ -277,7 +285,7 @@ func TestMixedMethods(t *testing.T) {
 	if _, ip, _ := checkTCP(t, out[0]); ip.Dst() != rs1 {
 		t.Fatalf("the NAT server's connection was not DNATed: %x", ip.Dst())
 	}
-	if eth := hdr.Ethernet(out[1]); eth.Dst() != rs2MAC || !bytes.Equal(out[1][14:], drSyn[14:]) {
+	if eth := hdr.Ethernet(out[1]); eth.Dst() != rs2MAC || !bytes.Equal(out[1][14:], hopped(drSyn)[14:]) {
 		t.Fatal("the DR server's connection was not forwarded unchanged to its MAC")
 	}
 }

@@ -35,6 +35,9 @@ func (w *Worker) icmpError(d *desc) exit {
 		return drop(DropNoConn)
 	}
 	c := w.table.Get(id)
+	if e, expired := w.ttlExpired(d); expired {
+		return e
+	}
 	w.cnt.own[ICMPErrors]++
 	if c.Fwd != fwd.NAT {
 		d.m.SetOlFlags(0)
@@ -47,7 +50,11 @@ func (w *Worker) icmpError(d *desc) exit {
 	// the ports and UDP's checksum; a quoted TCP checksum lies beyond and
 	// is left as it is, as IPVS does.
 	ql4 := quoted[quoted.HeaderLen():][:8]
+	// The ICMP checksum is updated for what changes, not recomputed: one
+	// that was wrong on arrival stays wrong.
+	qsum := hdr.Checksum(quoted[:quoted.HeaderLen()+8], 0)
 	towards := c.RIP
+	decTTL(ip)
 	if dir == conn.Original {
 		// From the client's side, about a reply we sent as VIP:vport: the
 		// real server must hear of it as RIP:rport.
@@ -60,7 +67,7 @@ func (w *Worker) icmpError(d *desc) exit {
 		hdr.RewriteDst(quoted, ql4, c.VIP, c.VPort, false)
 		towards = c.ClientIP
 	}
-	icmp.SetChecksumFull()
+	icmp.SetChecksum(hdr.UpdateBlock(icmp.Checksum(), qsum, hdr.Checksum(quoted[:quoted.HeaderLen()+8], 0)))
 	d.m.SetOlFlags(0)
 	return w.route(towards)
 }

@@ -36,8 +36,10 @@ type Command struct {
 	Port int
 	IP   uint32
 	Dump *DumpRequest
-	// CmdProbe's ports.
+	// CmdProbe's ports and initial sequence number (drawn at random by
+	// the control plane, which checks the answer's ack against it).
 	DstPort, SrcPort uint16
+	Seq              uint32
 }
 
 // EventKind says what a worker tells the control plane.
@@ -50,9 +52,12 @@ const (
 	EvNeighbourMiss
 	// EvProbe: the result of a probe (Event.Result).
 	EvProbe
+	// EvAddressConflict: the host at MAC on Port claims IP, one of our
+	// addresses or VIPs, in ARP (not learnt; counted arp_conflict).
+	EvAddressConflict
 )
 
-var eventNames = [...]string{EvNeighbour: "neighbour", EvNeighbourMiss: "neighbour_miss", EvProbe: "probe"}
+var eventNames = [...]string{EvNeighbour: "neighbour", EvNeighbourMiss: "neighbour_miss", EvProbe: "probe", EvAddressConflict: "address_conflict"}
 
 func (k EventKind) String() string { return name(eventNames[:], uint8(k), "event") }
 
@@ -83,7 +88,10 @@ type Event struct {
 	Port int
 	IP   uint32
 	MAC  hdr.MAC
-	// EvProbe: the probed server's port, the probe's source port, the result.
+	// EvProbe: the probed server's port, the probe's source port, the result
+	// and the answer's acknowledgement number (the probe's Seq + 1 when the
+	// answer is genuine).
 	DstPort, SrcPort uint16
 	Result           ProbeResult
+	Ack              uint32
 }

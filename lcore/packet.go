@@ -65,7 +65,7 @@ func (w *Worker) forward(d *desc) exit {
 			return drop(why)
 		}
 		dir = conn.Original
-		if p := &w.snap.Ports[d.in]; k.src&p.Mask == p.Net {
+		if p := &w.snap.Ports[d.in]; k.src&p.Mask == p.Net && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
 			w.neigh.learn(k.src, d.eth().Src(), w.now)
 		}
 	}
@@ -74,6 +74,9 @@ func (w *Worker) forward(d *desc) exit {
 		w.expireEntry(id, c)
 		w.table.Delete(id)
 		return drop(DropDestDown)
+	}
+	if e, expired := w.ttlExpired(d); expired {
+		return e // a new connection stays embryonic and expires, as in IPVS
 	}
 	if k.proto == hdr.ProtoTCP {
 		if next := conn.NextTCPState(c.State, dir, d.flags, c.Fwd.OneWay()); next != c.State {
@@ -108,6 +111,7 @@ func (w *Worker) toRealServer(d *desc, c *conn.Conn, answerTooBig bool) exit {
 	if c.Fwd == fwd.TUN {
 		return w.encapsulate(d, c.RIP, answerTooBig)
 	}
+	decTTL(d.ip())
 	return w.route(c.RIP)
 }
 
@@ -124,9 +128,12 @@ func (w *Worker) forwardNAT(d *desc, c *conn.Conn, dir conn.Dir) exit {
 	if e.kind != exitTransmit {
 		return e
 	}
-	offload := w.snap.Ports[e.to].CsumOffload
+	// Offload only a checksum the NIC found good on arrival; an incremental
+	// update keeps a bad one bad.
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m)
 	ip := d.ip()
 	l4 := ip.Payload()
+	decTTL(ip)
 	if dir == conn.Original {
 		hdr.RewriteDst(ip, l4, c.RIP, c.RPort, offload)
 	} else {
@@ -134,6 +141,9 @@ func (w *Worker) forwardNAT(d *desc, c *conn.Conn, dir conn.Dir) exit {
 	}
 	if offload {
 		requestChecksums(d.m, ip, l4)
+		w.cnt.own[CsumOffloaded]++
+	} else {
+		d.m.SetOlFlags(0)
 	}
 	return e
 }

@@ -23,8 +23,9 @@ const (
 
 func isProbePort(p uint16) bool { return p >= ProbePortFirst && p < ProbePortFirst+ProbePorts }
 
-// sendProbe builds and sends a SYN (control work: it allocates an mbuf).
-func (w *Worker) sendProbe(ip uint32, dport, sport uint16) {
+// sendProbe builds and sends a SYN with the initial sequence number seq
+// (control work: it allocates an mbuf).
+func (w *Worker) sendProbe(ip uint32, dport, sport uint16, seq uint32) {
 	notSent := Event{Kind: EvProbe, IP: ip, DstPort: dport, SrcPort: sport, Result: ProbeNotSent}
 	e := w.route(ip)
 	if e.kind != exitTransmit {
@@ -38,7 +39,7 @@ func (w *Worker) sendProbe(ip uint32, dport, sport uint16) {
 	}
 	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
 	writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip,
-		&hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: uint32(w.now), Flags: hdr.TCPFlagSYN, Window: 1024})
+		&hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Flags: hdr.TCPFlagSYN, Window: 1024})
 	w.cnt.own[ProbesSent]++
 	w.leave(m, -1, e)
 }
@@ -55,10 +56,17 @@ func writeTCP(b []byte, src, dst uint32, f *hdr.TCPFields) {
 
 // probeAnswer reports a server's answer to a probe and, for a SYN-ACK,
 // turns the packet into the RST that closes the half-open connection.
+// Nothing on the wire is believed that a sender elsewhere could make up:
+// the answer must arrive on the port that leads to the server (a client
+// cannot speak for it), and the event carries the answer's ack for the
+// control plane to check against the probe's random sequence number.
 func (w *Worker) probeAnswer(d *desc) exit {
 	ip := d.ip()
+	if port, _, ok := w.snap.Route(ip.Src()); !ok || port != d.in {
+		return drop(DropProbeSpoofed)
+	}
 	tcp := hdr.TCP(ip.Payload())
-	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort()}
+	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack()}
 	switch {
 	case d.flags&hdr.TCPFlagRST != 0:
 		ev.Result = ProbeRefused

@@ -32,6 +32,7 @@ func (w *Worker) encapsulate(d *desc, rip uint32, answerTooBig bool) exit {
 		}
 		return drop(DropTooBig)
 	}
+	decTTL(ip) // the inner header's, as IPVS does
 	m := d.m
 	// Trim Ethernet padding, then make room for the outer header and move
 	// the Ethernet header in front of it.

@@ -104,6 +104,7 @@ type Worker struct {
 	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
 	ipID       uint16              // the next outer IP ID of VS/TUN packets
 	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tunerr.go)
+	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	jobs       []*job
@@ -317,6 +318,7 @@ func (w *Worker) poll() int {
 		ds := w.descs[:n]
 		for i, m := range w.rx.Pkt[:n] {
 			parse(&ds[i], m, pi)
+			w.checkDstMAC(&ds[i])
 		}
 		w.run(ds, true)
 		got += n
@@ -354,7 +356,7 @@ func (w *Worker) runCommands(int64) {
 		case CmdARPRequest:
 			w.sendARPRequest(cmd.Port, cmd.IP)
 		case CmdProbe:
-			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort)
+			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true

@@ -124,6 +124,13 @@ func Update32(csum uint16, old, new uint32) uint16 {
 		uint32(new>>16) + uint32(new&0xffff))
 }
 
+// UpdateBlock is Update16 for a block of the covered data rewritten in
+// place (an even number of bytes at an even offset): oldSum and newSum are
+// its Checksum before and after. A checksum that was wrong stays wrong.
+func UpdateBlock(csum uint16, oldSum, newSum uint32) uint16 {
+	return ^Fold(uint32(^csum) + uint32(^uint16(oldSum)) + newSum)
+}
+
 // UpdateUDP16 is Update16 with the UDP rules (RFC 768): a checksum of 0
 // means the sender did not compute one, so it stays 0, and a computed 0 is
 // sent as 0xFFFF.

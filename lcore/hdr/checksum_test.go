@@ -529,3 +529,34 @@ func BenchmarkParseTCP(b *testing.B) {
 	}
 	_ = sink
 }
+
+// TestUpdateBlock: rewriting a block in place and updating by its sums
+// gives what a full recomputation gives, and a checksum that was wrong
+// stays wrong.
+func TestUpdateBlock(t *testing.T) {
+	msg := make([]byte, 64)
+	for i := range msg {
+		msg[i] = byte(i*37 + 11)
+	}
+	full := func(b []byte) uint16 { return ^hdr.Fold(hdr.Checksum(b, 0)) }
+	for _, off := range []int{0, 8, 30} {
+		b := append([]byte(nil), msg...)
+		cs := full(b)
+		block := b[off : off+28]
+		before := hdr.Checksum(block, 0)
+		for i := range block {
+			block[i] ^= byte(0x5a + i)
+		}
+		if got, want := hdr.UpdateBlock(cs, before, hdr.Checksum(block, 0)), full(b); got != want {
+			t.Errorf("offset %d: updated %#04x, recomputed %#04x", off, got, want)
+		}
+		copy(b, msg)
+		wrong := cs + 0x0101
+		for i := range block {
+			block[i] ^= byte(0x5a + i)
+		}
+		if got := hdr.UpdateBlock(wrong, before, hdr.Checksum(block, 0)); got == full(b) {
+			t.Errorf("offset %d: a wrong checksum became right", off)
+		}
+	}
+}

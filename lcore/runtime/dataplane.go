@@ -116,13 +116,13 @@ func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bo
 }
 
 // SendProbe implements ctl.Dataplane.
-func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16) bool {
+func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
 	if len(d.workers) == 0 {
 		return false
 	}
 	d.cmdMu.Lock()
 	defer d.cmdMu.Unlock()
-	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort})
+	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort, Seq: seq})
 }
 
 // TSCHz implements ctl.Dataplane.

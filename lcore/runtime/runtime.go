@@ -46,6 +46,12 @@ type openPort struct {
 // txCsumOffloads are the TX offloads lbd uses when a port has all of them.
 const txCsumOffloads = ethdev.TxOffloadIPv4Cksum | ethdev.TxOffloadTCPCksum | ethdev.TxOffloadUDPCksum
 
+// rxCsumOffloads are the RX checks lbd asks for when a port has them all:
+// a segment leaves with an offloaded checksum only if the NIC that
+// received it found its checksum good (else it is updated incrementally,
+// so a corrupt segment stays corrupt).
+const rxCsumOffloads = ethdev.RxOffloadIPv4Cksum | ethdev.RxOffloadTCPCksum | ethdev.RxOffloadUDPCksum
+
 // publishTimeout bounds the wait for the workers' acknowledgements.
 const publishTimeout = 2 * time.Second
 
@@ -108,6 +114,9 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	offload := info.TxOffloadCapa&txCsumOffloads == txCsumOffloads
 	if offload {
 		c.TxOffloads = txCsumOffloads
+	}
+	if info.RxOffloadCapa&rxCsumOffloads == rxCsumOffloads {
+		c.RxOffloads = rxCsumOffloads
 	}
 	// Spread flows over the queues: aligned with the lcores' ownership
 	// where the device can, else any spread (the lcores hand packets over).
