@@ -85,7 +85,8 @@ func TestWebConsole(t *testing.T) {
 	var tlsDir string
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
 		tlsDir = filepath.Join(filepath.Dir(c.Socket), "web")
-		c.Services[0].Health = "{type: tcp, via: lbd, interval: 500ms, timeout: 400ms}" // health and its events in the page
+		// Health, its events, and a slow start in the page.
+		c.Services[0].Health = "{type: tcp, via: lbd, interval: 500ms, timeout: 400ms, slow_start: 2m}"
 		// Dynamic feedback from a command run by lbd (no traffic): a load
 		// of 0 keeps the configured weights, which the test edits.
 		c.Services[0].Feedback = "{type: exec, command: [/bin/echo, '0'], interval: 1s, timeout: 500ms}"
@@ -274,7 +275,6 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("lbctl -L -n after the console set weight 3:\n%s", out)
 	}
 	poll("the table shows weight 3", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "3"`)
-	shot("services")
 
 	// lbd's refusal is shown as is, and changes nothing.
 	afterEdit, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
@@ -313,7 +313,28 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("lbctl -L -n still lists the drained server:\n%s", out)
 	}
 
-	// Reload from the page: lbd re-reads its file, where rs1 has weight 1.
+	// A server that comes up after a failure ramps its weight (slow
+	// start): rs2 on a port where nothing listens goes down, then a
+	// listener there brings it up.
+	rs2 := e.nat.Servers[1]
+	rampRow := fmt.Sprintf(`tr[data-server="TCP %s:80 -> %s:8082"]`, vip, rs2.Addr.Addr())
+	do("add a server that is not listening yet", chromedp.SetValue(chromedp.CSS("#as-address"), rs2.Addr.Addr().String()),
+		chromedp.SetValue(chromedp.CSS("#as-port"), "8082"), chromedp.SetValue(chromedp.CSS("#as-weight"), "20"),
+		chromedp.Click(chromedp.CSS(`#add-server button[type=submit]`)))
+	poll("the server on 8082 is down", `document.querySelector('`+rampRow+` .badge.down') !== null`)
+	var listenOut harness.Buffer
+	listener, err := e.topo.Start(rs2.NS, &listenOut, e.nshelper, "serve", "-listen", ":8082", "-name", rs2.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Signal(syscall.SIGKILL)
+	poll("the server on 8082 ramps up", `(() => { const r = document.querySelector('`+rampRow+` td[data-col=dynamic] [data-ramp]');
+		return r !== null && r.textContent.includes("→ 20") && Number(document.querySelector('`+rampRow+` td[data-col=weight]').textContent) < 20; })()`)
+	evalJS[bool](t, bctx, `window.scrollTo(0, 0) === undefined`) // the form scrolled the page sideways
+	shot("services")
+
+	// Reload from the page: lbd re-reads its file, where rs1 has weight 1
+	// and the server on 8082 is not.
 	do("reload", chromedp.Click(chromedp.CSS("#reload")))
 	poll("reloaded", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done: reload")`)
 	poll("the table shows weight 1 again", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)

@@ -110,7 +110,6 @@ function dynamicCell(rs) {
   }
   const fb = rs.feedback;
   if (fb) {
-    if (ss) td.append(" ");
     let text = `feedback ${fb.weight} of ${rs.configured_weight || 0}`;
     if (fb.last_poll_age_secs !== undefined) text += ` (load ${fb.load.toFixed(0)}%)`;
     const title = fb.last_poll_age_secs === undefined ? "not polled yet" : "last poll " + ago(fb.last_poll_age_secs) + (fb.last_error ? "; failing: " + fb.last_error : "");
