@@ -87,7 +87,7 @@ func TestListingCarriesChecks(t *testing.T) {
 
 	rss := waitFor("probes and polls", func(rss []api.RealServer) bool {
 		return rss[0].Probe != nil && rss[1].Probe != nil && rss[0].Feedback != nil && rss[0].Feedback.LastPollAgeSecs != nil &&
-			rss[0].Feedback.Weight == 50
+			rss[0].Feedback.Weight == 50 && rss[0].Weight == 50 // the poller's callback republishes after
 	})
 	rs1 := rss[0]
 	if !rs1.Probe.Passed || rs1.Probe.AgeSecs < 0 || rs1.Probe.AgeSecs > 5 || rs1.Probe.At.IsZero() || rs1.Probe.PassedTotal == 0 {
@@ -110,7 +110,9 @@ func TestListingCarriesChecks(t *testing.T) {
 	// Up again: the weight ramps from 1 towards the feedback weight over
 	// the hour of slow start.
 	sw.set("198.51.100.11", false)
-	rs1 = waitFor("rs1 ramping", func(rss []api.RealServer) bool { return rss[0].Health == "up" && rss[0].SlowStart != nil })[0]
+	rs1 = waitFor("rs1 ramping", func(rss []api.RealServer) bool {
+		return rss[0].Health == "up" && rss[0].SlowStart != nil && rss[0].Weight > 0
+	})[0]
 	ss := rs1.SlowStart
 	if ss.DurationSecs != 3600 || ss.TargetWeight != 50 || ss.ElapsedSecs < 0 || ss.ElapsedSecs > 60 || rs1.Weight >= 50 || rs1.Weight < 1 {
 		t.Fatalf("slow start %+v at weight %d", *ss, rs1.Weight)
