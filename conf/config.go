@@ -48,6 +48,21 @@ type Dataplane struct {
 	TxDescriptors int           `mapstructure:"tx_descriptors"`  // TX ring size per queue, power of two in 64..16384; default 1024; reload: restart
 	ConnTableSize int           `mapstructure:"conn_table_size"` // connections per lcore, 1024..67108864; default 1048576; reload: restart
 	IdleSleep     time.Duration `mapstructure:"idle_sleep"`      // sleep between polls of an idle lcore, 0 = pure polling, 0..10ms; default 0; reload: restart
+	Defense       Defense       `mapstructure:"defense"`         // how each lcore's connection table resists floods (see Defense); reload: restart
+}
+
+// Defense keeps a connection table usable under a flood of flows that
+// never become connections (spoofed SYNs, one-packet UDP), after IPVS's
+// drop_entry and secure_tcp. An embryonic entry is TCP before the
+// handshake completes or UDP never answered (one-way services: never sent
+// a second packet). A connection past its handshake that carried a packet
+// within idle_after is never evicted.
+type Defense struct {
+	DropEntry  int           `mapstructure:"drop_entry"`  // percent of an lcore's table at or above which each new connection first evicts an embryonic (older than 200ms), finished or idle entry, oldest first, 0 = off, 0..100; default 90; reload: restart
+	Secure     int           `mapstructure:"secure"`      // percent of an lcore's table at or above which embryonic entries get syn_timeout / udp_timeout instead of timeouts.syn / timeouts.udp, 0 = off, 0..100; default 75; reload: restart
+	IdleAfter  time.Duration `mapstructure:"idle_after"`  // under drop_entry, a connection with no packet for this long may be evicted in any state, 1s..720h; default 60s; reload: restart
+	SYNTimeout time.Duration `mapstructure:"syn_timeout"` // timeout of embryonic TCP entries under secure, 1s..720h; default 10s; reload: restart
+	UDPTimeout time.Duration `mapstructure:"udp_timeout"` // timeout of embryonic UDP entries under secure, 1s..720h; default 10s; reload: restart
 }
 
 // Port is one DPDK port and its IPv4 interface.
@@ -160,6 +175,7 @@ func Default() Config {
 			TxDescriptors: 1024,
 			ConnTableSize: 1 << 20,
 			IdleSleep:     0,
+			Defense:       DefaultDefense(),
 		},
 		Timeouts: Timeouts{
 			TCP:    900 * time.Second,
@@ -187,6 +203,11 @@ func Default() Config {
 			Format: "console",
 		},
 	}
+}
+
+// DefaultDefense is the table defense lbd runs with unless configured.
+func DefaultDefense() Defense {
+	return Defense{DropEntry: 90, Secure: 75, IdleAfter: 60 * time.Second, SYNTimeout: 10 * time.Second, UDPTimeout: 10 * time.Second}
 }
 
 // Prefix returns the port's address with its prefix length, as written

@@ -28,6 +28,8 @@ func TestDefault(t *testing.T) {
 			TxDescriptors: 1024,
 			ConnTableSize: 1048576,
 			IdleSleep:     0,
+			Defense: conf.Defense{DropEntry: 90, Secure: 75, IdleAfter: 60 * time.Second,
+				SYNTimeout: 10 * time.Second, UDPTimeout: 10 * time.Second},
 		},
 		Ports:    nil,
 		Services: nil,

@@ -152,7 +152,32 @@ func (d Dataplane) validate() error {
 	if err := checkRange("dataplane.conn_table_size", d.ConnTableSize, 1024, 67108864); err != nil {
 		return err
 	}
-	return checkDuration("dataplane.idle_sleep", d.IdleSleep, 0, maxIdleSleep, "0s..10ms")
+	if err := checkDuration("dataplane.idle_sleep", d.IdleSleep, 0, maxIdleSleep, "0s..10ms"); err != nil {
+		return err
+	}
+	return d.Defense.validate()
+}
+
+func (d Defense) validate() error {
+	if err := checkRange("dataplane.defense.drop_entry", d.DropEntry, 0, 100); err != nil {
+		return err
+	}
+	if err := checkRange("dataplane.defense.secure", d.Secure, 0, 100); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"dataplane.defense.idle_after", d.IdleAfter},
+		{"dataplane.defense.syn_timeout", d.SYNTimeout},
+		{"dataplane.defense.udp_timeout", d.UDPTimeout},
+	} {
+		if err := checkDuration(f.field, f.v, time.Second, maxTimeout, "1s..720h (30 days)"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // usable reports whether a is an IPv4 address a host can have.

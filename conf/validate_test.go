@@ -131,6 +131,16 @@ func TestValidate(t *testing.T) {
 			`dataplane.idle_sleep: 11ms is out of range 0s..10ms`},
 		{"idle sleep negative", func(c *conf.Config) { c.Dataplane.IdleSleep = -time.Microsecond },
 			`dataplane.idle_sleep: -1µs is out of range 0s..10ms`},
+		{"drop entry over 100", func(c *conf.Config) { c.Dataplane.Defense.DropEntry = 101 },
+			`dataplane.defense.drop_entry: 101 is out of range 0..100`},
+		{"secure negative", func(c *conf.Config) { c.Dataplane.Defense.Secure = -1 },
+			`dataplane.defense.secure: -1 is out of range 0..100`},
+		{"idle after zero", func(c *conf.Config) { c.Dataplane.Defense.IdleAfter = 0 },
+			`dataplane.defense.idle_after: 0s is out of range 1s..720h (30 days)`},
+		{"syn timeout too short", func(c *conf.Config) { c.Dataplane.Defense.SYNTimeout = time.Millisecond },
+			`dataplane.defense.syn_timeout: 1ms is out of range 1s..720h (30 days)`},
+		{"udp timeout too long", func(c *conf.Config) { c.Dataplane.Defense.UDPTimeout = 31 * 24 * time.Hour },
+			`dataplane.defense.udp_timeout: 744h0m0s is out of range 1s..720h (30 days)`},
 
 		// ports
 		{"no ports", func(c *conf.Config) { c.Ports = nil },

@@ -22,7 +22,7 @@ type collector struct {
 
 	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
-	lcoreConnCap, lcoreRing                                    *prometheus.Desc
+	lcoreConnCap, lcoreRing, lcoreDefense                      *prometheus.Desc
 	mempoolInUse                                               *prometheus.Desc
 	svcConns, svcPackets, svcBytes                             *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
@@ -44,6 +44,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		lcoreDrops:   d("dplb_lcore_drops_total", "Packets an lcore dropped, by reason.", []string{"lcore", "reason"}, nil),
 		lcoreConns:   d("dplb_lcore_connections", "Entries in an lcore's connection table.", []string{"lcore"}, nil),
 		lcoreConnCap: d("dplb_lcore_connection_capacity", "Capacity of an lcore's connection table.", []string{"lcore"}, nil),
+		lcoreDefense: d("dplb_lcore_table_defense", "1 while an lcore's connection table is above a defense threshold (secure: short timeouts for embryonic entries; drop_entry: new connections evict embryonic and idle ones).", []string{"lcore", "defense"}, nil),
 		lcoreRing:    d("dplb_lcore_ring_used", "Entries waiting in an lcore's rings: commands (to it), events (from it), handoff (from it to each peer).", []string{"lcore", "ring"}, nil),
 		jobRuns:      d("dplb_lcore_job_runs_total", "Runs of an lcore's periodic job.", []string{"lcore", "job"}, nil),
 		jobSeconds:   d("dplb_lcore_job_seconds_total", "Time an lcore spent in a periodic job.", []string{"lcore", "job"}, nil),
@@ -89,6 +90,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			switch {
 			case s == lcore.Conns:
 				gauge(c.lcoreConns, float64(st[s]), id)
+			case s.IsDefense():
+				gauge(c.lcoreDefense, float64(st[s]), id, s.Name())
 			case s.IsDrop():
 				counter(c.lcoreDrops, st[s], id, s.Name())
 			default:

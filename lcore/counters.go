@@ -36,6 +36,10 @@ const (
 	BusyNanos       // time spent in polls that carried packets (VPP's "busy" time)
 	LoopNanos       // time the poll loop has run (a gauge, set when published)
 	IdleSleeps      // sleeps taken while idle (idle_sleep)
+	Evictions       // embryonic or idle entries evicted under table pressure (drop_entry)
+	ShortTimeouts   // embryonic entries given a short timeout under table pressure (secure)
+	DefenseSecure   // 1 while the table is above the secure threshold (a gauge)
+	DefenseDrop     // 1 while the table is above the drop_entry threshold (a gauge)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -74,7 +78,7 @@ var statNames = [numStats]string{
 	RxPackets: "rx_packets", RxBytes: "rx_bytes", TxPackets: "tx_packets", TxBytes: "tx_bytes",
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
-	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps",
+	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -86,6 +90,9 @@ var statNames = [numStats]string{
 
 // Name is the counter's name (for drops, the reason).
 func (s Stat) Name() string { return statNames[s] }
+
+// IsDefense reports whether s is one of the table defense's on/off gauges.
+func (s Stat) IsDefense() bool { return s == DefenseSecure || s == DefenseDrop }
 
 // IsDrop reports whether s counts dropped packets.
 func (s Stat) IsDrop() bool { return s >= firstDrop }

@@ -20,18 +20,29 @@ const (
 	exitConsume                  // free it, counted under what consumed it
 )
 
-// exit is a packet's fate.
+// exit is a packet's fate. Four scalar fields, so that it travels in
+// registers (a [6]byte field would put it in memory at every return).
 type exit struct {
 	kind exitKind
-	mac  hdr.MAC // exitTransmit: the next hop
-	to   int     // exitTransmit: the port; exitHandOff: the worker
-	why  Stat    // exitDrop, exitConsume: the counter
+	mac  uint64 // exitTransmit: the next hop's MAC, in the low 48 bits
+	to   int    // exitTransmit: the port; exitHandOff: the worker
+	why  Stat   // exitDrop, exitConsume: the counter
 }
 
-func transmit(port int, mac hdr.MAC) exit { return exit{kind: exitTransmit, to: port, mac: mac} }
-func drop(why Stat) exit                  { return exit{kind: exitDrop, why: why} }
-func consume(why Stat) exit               { return exit{kind: exitConsume, why: why} }
-func handOff(worker int) exit             { return exit{kind: exitHandOff, to: worker} }
+func transmit(port int, mac hdr.MAC) exit {
+	m := uint64(mac[0])<<40 | uint64(mac[1])<<32 | uint64(mac[2])<<24 | uint64(mac[3])<<16 | uint64(mac[4])<<8 | uint64(mac[5])
+	return exit{kind: exitTransmit, to: port, mac: m}
+}
+
+// nextHop is an exitTransmit's MAC.
+func (e exit) nextHop() hdr.MAC {
+	m := e.mac
+	return hdr.MAC{byte(m >> 40), byte(m >> 32), byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)}
+}
+
+func drop(why Stat) exit      { return exit{kind: exitDrop, why: why} }
+func consume(why Stat) exit   { return exit{kind: exitConsume, why: why} }
+func handOff(worker int) exit { return exit{kind: exitHandOff, to: worker} }
 
 // leave carries out a packet's exit; in is the port it arrived on.
 func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
@@ -39,7 +50,7 @@ func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
 	case exitTransmit:
 		eth := hdr.Ethernet(m.Data())
 		eth.SetSrc(w.snap.Ports[e.to].MAC)
-		eth.SetDst(e.mac)
+		eth.SetDst(e.nextHop())
 		w.send(m, e.to)
 	case exitHandOff:
 		m.SetPort(uint16(in)) // the owner handles it as arrived on that port

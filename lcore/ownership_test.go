@@ -100,21 +100,17 @@ func (r *multiRig) alive(t *testing.T, s *stream) bool {
 // TestOwnershipSurvivesEdits: 40 streams (NAT and DR, on every mix of
 // queues) keep working through a series of snapshots that used to move
 // their owner: a persistent service added, a DR-only service given a NAT
-// server, the persistence netmask changed, a reload, the ports' RSS mode.
+// server, the persistence netmask changed, a reload; and removing their
+// service lets them drain on the worker that holds them.
 func TestOwnershipSurvivesEdits(t *testing.T) {
 	for _, aligned := range []bool{false, true} {
-		name := "software steering"
+		name := "any queues"
 		if aligned {
-			name = "NICs aligned at start"
+			name = "both directions on one queue, as an aligned NIC gives them"
 		}
 		t.Run(name, func(t *testing.T) {
 			r := newMultiRig(t, false)
-			ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
-			if aligned {
-				for i := range ports {
-					ports[i].RSS = RSSAlignedEndpoint
-				}
-			}
+			ports := r.w[0].snap.Ports
 			nat := service2(ServiceKey{VIP: vip, Port: 80, Proto: hdr.ProtoTCP},
 				sched.Dest{ID: 0, Addr: rs1, Port: 80, Weight: 1}, sched.Dest{ID: 1, Addr: rs2, Port: 80, Weight: 1})
 			drOnly := service2(ServiceKey{VIP: vipDR, Port: 80, Proto: hdr.ProtoTCP},
@@ -148,6 +144,7 @@ func TestOwnershipSurvivesEdits(t *testing.T) {
 				{"a NAT server added to the DR-only service", []Service{nat, mixed, wider}},
 				{"the persistent service removed", []Service{nat, mixed}},
 				{"reload", []Service{nat, drOnly}},
+				{"the NAT service removed: its connections drain", []Service{drOnly}},
 			} {
 				r.apply(ports, edit.svcs...)
 				broken := 0

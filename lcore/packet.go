@@ -83,7 +83,7 @@ func (w *Worker) forward(d *desc) exit {
 			c.State = next
 		}
 	}
-	c.Expires = w.now + w.snap.Timeouts.For(c.State)
+	w.table.Touch(c, dir, w.now, &w.snap.Timeouts) // sets c.Expires
 
 	ds := &w.cnt.dest[c.Dest]
 	if dir == conn.Original {
@@ -195,6 +195,7 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	if dst.Fwd.OneWay() {
 		c.Flags = conn.FlagOneWay // replies bypass us: index the client side only
 	}
+	w.table.Relieve(w.now, w.expire) // under a flood, evict an embryonic or idle entry first
 	id, err := w.table.Insert(&c)
 	switch err {
 	case nil:

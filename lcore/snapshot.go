@@ -51,11 +51,12 @@ type PortInfo struct {
 	Gateway      uint32 // next hop for off-link destinations, or 0
 	FacesClients bool   // answers ARP for VIPs
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
-	RSS          uint8  // how the NIC spreads this port's packets over the lcores (RSS...), for the operator
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
 }
 
-// How a port's NIC spreads packets over the lcores' queues.
+// How a port's NIC spreads packets over the lcores' queues, as the
+// control plane sets it up at start (the lcores check every packet's
+// owner whatever the NIC did).
 const (
 	// RSSSoftware: any spread; the lcores hand packets to their owners.
 	RSSSoftware uint8 = iota

@@ -43,6 +43,7 @@ type Config struct {
 	Pool          *mempool.Mempool
 	Burst         int
 	ConnTableSize int
+	Defense       conn.Defense  // the table's answer to floods (conn.Defense)
 	IdleSleep     time.Duration // >0: sleep this long when idle (shared-CPU machines)
 	Snapshot      *Snapshot     // the first snapshot
 	Workers       int           // number of workers (1: no steering)
@@ -126,6 +127,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	table, err := conn.New(cfg.ConnTableSize)
 	if err != nil {
+		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
+	}
+	if err := table.SetDefense(cfg.Defense); err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
 	cmds, _ := spsc.New[Command](ringSize)
@@ -375,6 +379,10 @@ func (w *Worker) runExpire(now int64) {
 
 func (w *Worker) runPublish(int64) {
 	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.own[Evictions] = w.table.Evictions()
+	w.cnt.own[ShortTimeouts] = w.table.ShortTimeouts()
+	secure, drop := w.table.Pressure()
+	w.cnt.own[DefenseSecure], w.cnt.own[DefenseDrop] = b2u(secure), b2u(drop)
 	w.cnt.own[LoopNanos] = uint64(time.Since(w.epoch))
 	if w.cfg.ID == 0 { // the shared templates' gauges, published once
 		for _, id := range w.snap.Counted {
@@ -384,6 +392,13 @@ func (w *Worker) runPublish(int64) {
 		}
 	}
 	w.cnt.publish(w.snap.Counted)
+}
+
+func b2u(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // countState adds (or removes) a connection in state s to its real

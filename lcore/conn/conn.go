@@ -71,7 +71,8 @@ type Conn struct {
 	// the slot is free. Kept apart from Flags so a caller flipping Flags
 	// cannot desynchronise the index.
 	indexed uint8
-	_       uint8
+	// marks: markFresh and markConfirmed (defense.go), kept by Touch.
+	marks uint8
 
 	Expires int64 // monotonic nanoseconds; entry is expired when Expires <= now
 
@@ -85,7 +86,11 @@ type Conn struct {
 	Template uint32
 	_        uint32
 
-	_ [8]byte // spare, keeps the entry at one cache line
+	// seen is when Touch last saw a packet, in 2^seenShift ns units
+	// (the drop-entry defense evicts long-idle entries).
+	seen uint32
+
+	_ [4]byte // spare, keeps the entry at one cache line
 }
 
 // Bits of Conn.indexed.

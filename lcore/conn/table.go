@@ -41,8 +41,10 @@ func (s slot) empty() bool { return s.ref == 0 }
 
 // Table is one lcore's connection table: a fixed array of entries with a
 // free list, indexed by an open-addressing hash of each entry's Original
-// key and (unless FlagOneWay) its Reply key. It never evicts: when it is
-// full, Insert fails and the caller counts the drop.
+// key and (unless FlagOneWay) its Reply key. Insert never evicts: when the
+// table is full it fails and the caller counts the drop. Under a Defense
+// (defense.go), Relieve evicts embryonic and idle entries before the table
+// gets there.
 //
 // A Table is not safe for concurrent use; it belongs to one lcore.
 type Table struct {
@@ -52,6 +54,12 @@ type Table struct {
 	mask    uint32   // len(slots) - 1
 	seed    [2]uint64
 	cursor  uint32 // next entry Expire examines
+
+	defense          Defense
+	dropAt, secureAt int    // Defense thresholds in entries, 0 = off
+	hand             uint32 // next entry Relieve examines
+	evictions        uint64
+	shortTimeouts    uint64
 }
 
 // New returns a table for capacity connections (rounded up to a power of
@@ -163,6 +171,7 @@ func (t *Table) Insert(c *Conn) (id uint32, err error) {
 	e := &t.entries[id]
 	*e = *c
 	e.indexed = indexedLive
+	e.marks = markFresh
 	e.hashOrig = hOrig
 	e.hashReply = hReply
 	t.place(hOrig, makeRef(id, Original))

@@ -12,6 +12,7 @@ import (
 	"github.com/dplb/dplb/dpdk/eal"
 	"github.com/dplb/dplb/dpdk/ring"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
 )
 
 // confineControlThreads moves every thread of the process (the Go
@@ -92,6 +93,10 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 		w, err := lcore.NewWorker(lcore.Config{
 			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,
 			ConnTableSize: dp.ConnTableSize, IdleSleep: dp.IdleSleep, Snapshot: snap,
+			Defense: conn.Defense{
+				DropEntryPercent: dp.Defense.DropEntry, SecurePercent: dp.Defense.Secure, IdleAfter: dp.Defense.IdleAfter,
+				SecureSYN: dp.Defense.SYNTimeout, SecureUDP: dp.Defense.UDPTimeout,
+			},
 			Workers: n, Handoff: handoffs[i], Templates: templates,
 		})
 		if err != nil {

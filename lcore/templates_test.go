@@ -1,0 +1,88 @@
+package lcore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// TestTemplateSlotServesItsNetworkAgain: an expired template's slot is
+// taken again by the same client network and VIP.
+func TestTemplateSlotServesItsNetworkAgain(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	connectTo(t, r, clientIP, 40000)
+	first := templateOf(t, w, clientIP, 443)
+	cid, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 443)
+	slot := w.table.Get(cid).Template
+	w.now += int64(time.Hour) // the connection and then the template expire
+	w.table.Expire(w.now, w.table.Cap(), w.expire)
+	w.expireTemplates(w.tmpl.Cap())
+	w.expireTemplates(w.tmpl.Cap())
+	if templateOf(t, w, clientIP, 443) != nil {
+		t.Fatal("template not expired")
+	}
+	connectTo(t, r, clientIP, 40001)
+	cid, _, _ = w.table.Lookup(hdr.ProtoTCP, clientIP, 40001, vip, 443)
+	if got := templateOf(t, w, clientIP, 443); got != first || w.table.Get(cid).Template != slot || w.cnt.own[Templates] != 2 {
+		t.Fatalf("the network's new template is elsewhere (slot %d, was %d)", w.table.Get(cid).Template, slot)
+	}
+}
+
+// TestTemplateTableFull: with no slot left within reach, a new network's
+// connection is still served, without a template, and counted.
+func TestTemplateTableFull(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	full, err := NewTemplates(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range full.slots { // other networks' templates everywhere
+		full.slots[i].key.Store(uint64(i+1)<<32 | uint64(vip))
+		full.slots[i].val.Store(uint64(443)<<48 | uint64(hdr.ProtoTCP)<<40 | 8)
+		full.slots[i].expires.Store(int64(time.Hour))
+	}
+	w.tmpl, w.tmplOff = full, full.offset(w.epoch)
+	if got := connectTo(t, r, clientIP, 40000); got != rs1 {
+		t.Fatalf("went to %x", got)
+	}
+	if w.cnt.own[TemplatesLost] != 1 || w.cnt.own[Templates] != 0 {
+		t.Fatalf("templates_lost %d, templates %d", w.cnt.own[TemplatesLost], w.cnt.own[Templates])
+	}
+	cid, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 443)
+	if w.table.Get(cid).Template != 0 {
+		t.Fatal("the connection refers to a template that was not made")
+	}
+}
+
+// TestTemplateRace: two workers that make the same template at once end
+// with one, and the loser adopts the winner's server.
+func TestTemplateRace(t *testing.T) {
+	tt, err := NewTemplates(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, sub := templateKey(clientIP&0xFFFFFF00, vip, 80, hdr.ProtoTCP)
+	_, _, freeA := tt.find(key, sub)
+	_, _, freeB := tt.find(key, sub) // both looked before either wrote
+	if freeA != freeB || freeA < 0 {
+		t.Fatalf("free slots %d and %d", freeA, freeB)
+	}
+	if !tt.claim(freeA, key, sub|1) { // A: real server id 0
+		t.Fatal("the first claim failed")
+	}
+	if tt.claim(freeB, key, sub|2) { // B: real server id 1, too late
+		t.Fatal("the second claim succeeded")
+	}
+	slot, v, _ := tt.find(key, sub)
+	if slot != freeA || v&templateDest != 1 {
+		t.Fatalf("B finds slot %d value %#x, want A's", slot, v)
+	}
+	// Another port of the same network and VIP takes the next slot.
+	key2, sub2 := templateKey(clientIP&0xFFFFFF00, vip, 443, hdr.ProtoTCP)
+	if _, _, free := tt.find(key2, sub2); free == freeA || !tt.claim(free, key2, sub2|1) {
+		t.Fatalf("the second port could not make its template (free %d)", free)
+	}
+}
