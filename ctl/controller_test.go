@@ -24,6 +24,7 @@ type fakeDataplane struct {
 	probeMu   sync.Mutex // SendProbe runs on the checker's goroutine
 	probes    []lcore.Event
 	failFull  bool
+	stats     []lcore.Stats // the workers' counters; nil: a few connections
 }
 
 func (f *fakeDataplane) NumWorkers() int { return 2 }
@@ -42,6 +43,9 @@ func (f *fakeDataplane) DrainEvents(fn func(lcore.Event)) {
 	f.events = nil
 }
 func (f *fakeDataplane) WorkerStats() []lcore.Stats {
+	if f.stats != nil {
+		return f.stats
+	}
 	var a, b lcore.Stats
 	a[lcore.Conns], b[lcore.Conns] = 3, 4
 	return []lcore.Stats{a, b}

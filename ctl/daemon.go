@@ -125,7 +125,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 					return
 				case <-opts.Reload:
 					// Ops logs the outcome; a refusal leaves everything as it was.
-					if _, err := ops.Reload(); err != nil {
+					if _, err := ops.Reload(api.Author{User: "signal", Via: api.ViaSignal}); err != nil {
 						log.Error("reload refused", zap.String("error", err.Error()))
 					}
 				}

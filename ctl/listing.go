@@ -19,7 +19,7 @@ func (v View) Response() api.Response {
 		resp.Lcores = append(resp.Lcores, api.Lcore{
 			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),
 			HandedOff: l.Stats[lcore.HandedOff], HandedIn: l.Stats[lcore.HandedIn], Connections: l.Stats[lcore.Conns],
-			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket,
+			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket, DropsByReason: l.DropsByReason(),
 		})
 	}
 	for i := range v.Services {
@@ -33,11 +33,39 @@ func (v View) Response() api.Response {
 			rs.ActiveConns, rs.InactiveConns, rs.PersistConns = r.Active, r.Inactive, r.Persistent
 			rs.Health, rs.HealthReason = r.Health.String(), r.HealthReason
 			rs.Stats, rs.Rates = api.Stats(r.Stats), api.Rates(r.Rates)
+			v.fillChecks(&rs, r)
 			as.Servers = append(as.Servers, rs)
 		})
 		resp.Services = append(resp.Services, as)
 	}
 	return resp
+}
+
+// fillChecks adds what the health check, slow start and dynamic feedback
+// say of r, with ages counted to the view's time.
+func (v View) fillChecks(rs *api.RealServer, r *ServerView) {
+	rs.ConfiguredWeight = r.Conf.Weight
+	if ck := r.Check; ck != nil && !ck.LastProbe.IsZero() {
+		rs.Probe = &api.Probe{At: ck.LastProbe, AgeSecs: max(0, v.At.Sub(ck.LastProbe).Seconds()), Passed: ck.LastPassed,
+			PassedTotal: ck.Passed, FailedTotal: ck.Failed}
+		if !ck.LastPassed {
+			rs.Probe.Reason = ck.LastReason
+		}
+	}
+	if ramping, elapsed := r.Ramp(v.At); ramping {
+		rs.SlowStart = &api.SlowStart{ElapsedSecs: elapsed.Seconds(), DurationSecs: r.SlowStart.Seconds(), TargetWeight: r.FeedbackWeight}
+	}
+	if fb := r.Feedback; fb != nil {
+		f := &api.Feedback{Weight: r.FeedbackWeight, Load: fb.State.Load, Share: 1, LastError: fb.LastErr, Failures: fb.Failures}
+		if fb.State.Samples > 0 {
+			f.Share = fb.State.Share
+		}
+		if !fb.LastPoll.IsZero() {
+			age := max(0, v.At.Sub(fb.LastPoll).Seconds())
+			f.LastPollAgeSecs = &age
+		}
+		rs.Feedback = f
+	}
 }
 
 // saved is the configured services as ipvsadm -S writes them (api.OpSave).

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"go.uber.org/zap"
@@ -32,6 +33,10 @@ type Ops struct {
 	mu    sync.Mutex
 	base  baselines      // subtracted from the dataplane's counters in listings
 	rates *RateEstimator // fills the listings' rates; nil: rates stay 0
+	// edits are the last maxEdits edits asked for, with their authors
+	// (api.OpEdits); editSeq numbers them.
+	edits   []api.Edit
+	editSeq uint64
 }
 
 // NewOps serves lbctl for c. started is the configuration lbd runs with
@@ -42,34 +47,46 @@ func NewOps(c *Controller, started conf.Config, path string, setLevel func(strin
 	return &Ops{c: c, log: log, path: path, started: started, setLevel: setLevel, rates: rates, base: baselines{}}
 }
 
-// Handle answers one request (api.Handler).
-func (o *Ops) Handle(_ context.Context, req api.Request) api.Response {
+// Handle answers one request (api.Handler). Edits are logged and kept
+// (api.OpEdits) with their author, which ctx carries (api.WithAuthor).
+func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	who := authorOf(ctx)
+	resp := o.handle(who, req)
+	if isEdit(req.Op) {
+		o.recordEdit(who, req, resp)
+	}
+	return resp
+}
+
+func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 	switch req.Op {
 	case api.OpList:
 		return o.view().Response()
+	case api.OpEdits:
+		return api.Response{Edits: slices.Clone(o.edits)}
 	case api.OpSave:
 		var b bytes.Buffer
 		svcs, _ := o.c.Services()
 		api.WriteSave(&b, saved(svcs))
 		return api.Response{Text: b.String()}
 	case api.OpReload:
-		restart, err := o.reload()
+		restart, err := o.reload(who)
 		if err != nil {
-			return o.refuse(req, err)
+			return o.refuse(who, req, err)
 		}
 		return api.Response{Restart: restart}
 	case api.OpZero:
 		if err := o.zero(req.Service); err != nil {
-			return o.refuse(req, err)
+			return o.refuse(who, req, err)
 		}
-		o.log.Info("counters zeroed", zap.String("service", serviceOrAll(req.Service)))
+		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {
-			return o.refuse(req, err)
+			return o.refuse(who, req, err)
 		}
 		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
@@ -85,26 +102,26 @@ func (o *Ops) Handle(_ context.Context, req api.Request) api.Response {
 			err = o.apply(svcs, t)
 		}
 		if err != nil {
-			return o.refuse(req, err)
+			return o.refuse(who, req, err)
 		}
-		o.logDone(req, len(svcs))
+		o.logDone(who, req, len(svcs))
 		return api.Response{}
 	}
-	return o.refuse(req, fmt.Errorf("unknown operation %q", req.Op))
+	return o.refuse(who, req, fmt.Errorf("unknown operation %q", req.Op))
 }
 
-func (o *Ops) refuse(req api.Request, err error) api.Response {
-	o.log.Warn("refused", zap.String("op", req.Op), zap.String("error", err.Error()))
+func (o *Ops) refuse(who api.Author, req api.Request, err error) api.Response {
+	o.log.Warn("refused", append(authorFields(who), zap.String("op", req.Op), zap.String("error", err.Error()))...)
 	return api.Response{Error: err.Error()}
 }
 
-func (o *Ops) logDone(req api.Request, n int) {
+func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 	msg := map[string]string{
 		api.OpAddService: "service added", api.OpEditService: "service edited", api.OpDeleteService: "service deleted",
 		api.OpAddServer: "server added", api.OpEditServer: "server edited", api.OpDeleteServer: "server removed",
 		api.OpClear: "services cleared", api.OpSetTimeouts: "timeouts set", api.OpRestore: "services restored",
 	}[req.Op]
-	fields := []zap.Field{zap.Int("services", n)}
+	fields := append(authorFields(who), zap.Int("services", n))
 	if req.Service != nil {
 		fields = append(fields, zap.String("service", req.Service.String()))
 	}

@@ -330,7 +330,7 @@ func TestOpsReload(t *testing.T) {
 	if after, afterT := c.Services(); !reflect.DeepEqual(before, after) || beforeT != afterT || len(f.published) != 0 {
 		t.Error("an invalid reload changed the state")
 	}
-	if _, err := o.Reload(); err == nil || err.Error() != resp.Error {
+	if _, err := o.Reload(api.Author{User: "signal", Via: api.ViaSignal}); err == nil || err.Error() != resp.Error {
 		t.Errorf("Reload (SIGHUP) = %v, want the same refusal", err)
 	}
 

@@ -8,18 +8,27 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
 )
 
 // Reload re-reads the configuration file and applies its services and
-// timeouts; it returns the settings that differ from the running ones
-// and need a restart.
-func (o *Ops) Reload() ([]string, error) {
+// timeouts, as asked by who; it returns the settings that differ from the
+// running ones and need a restart. It is kept in the edit log as a reload
+// request is.
+func (o *Ops) Reload(who api.Author) ([]string, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.reload()
+	req := api.Request{Version: api.Version, Op: api.OpReload}
+	restart, err := o.reload(who)
+	resp := api.Response{Restart: restart}
+	if err != nil {
+		resp.Error = err.Error()
+	}
+	o.recordEdit(who, req, resp)
+	return restart, err
 }
 
-func (o *Ops) reload() ([]string, error) {
+func (o *Ops) reload(who api.Author) ([]string, error) {
 	if o.path == "" {
 		return nil, errors.New("reload: lbd was started without a configuration file")
 	}
@@ -47,8 +56,8 @@ func (o *Ops) reload() ([]string, error) {
 	if o.setLevel != nil {
 		o.started.Log.Level = cfg.Log.Level
 	}
-	o.log.Info("reloaded", zap.String("path", o.path), zap.Int("services", len(cfg.Services)),
-		zap.Strings("need_restart", restart))
+	o.log.Info("reloaded", append(authorFields(who), zap.String("path", o.path), zap.Int("services", len(cfg.Services)),
+		zap.Strings("need_restart", restart))...)
 	return restart, nil
 }
 

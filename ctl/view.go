@@ -2,8 +2,11 @@ package ctl
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/feedback"
+	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 )
 
@@ -12,6 +15,7 @@ import (
 // listing and its JSON, the metrics and the web console all read it; each
 // formats it at its own edge (Response, the metrics collector).
 type View struct {
+	At            time.Time // when it was read; probe and poll ages count to it
 	Lcores        []LcoreView
 	ConnTableSize uint64 // capacity of the connection tables
 	Connections   uint64 // entries in use
@@ -36,6 +40,18 @@ func (l LcoreView) Drops() uint64 {
 		}
 	}
 	return n
+}
+
+// DropsByReason is the lcore's drops per reason, the reasons it never
+// counted left out.
+func (l LcoreView) DropsByReason() map[string]uint64 {
+	m := map[string]uint64{}
+	for s := lcore.Stat(0); int(s) < lcore.NumStats; s++ {
+		if s.IsDrop() && l.Stats[s] > 0 {
+			m[s.Name()] = l.Stats[s]
+		}
+	}
+	return m
 }
 
 // ServiceView is a virtual service: its settings, its servers, the sum of
@@ -77,6 +93,23 @@ type ServerView struct {
 	Rates                        Rates
 	Health                       Health
 	HealthReason                 string // why a down server failed
+
+	Check     *health.State    // what its health check knows; nil when none watches it
+	SlowStart time.Duration    // its check's slow start, 0 = off
+	Feedback  *feedback.Status // what dynamic feedback knows; nil when it does not poll it
+	// FeedbackWeight is the configured weight as dynamic feedback scales
+	// it (the configured one without feedback): what slow start ramps to.
+	FeedbackWeight int
+}
+
+// Ramp reports whether the server is in its slow start at now, and for
+// how long it has been.
+func (r *ServerView) Ramp(now time.Time) (ramping bool, elapsed time.Duration) {
+	if r.Check == nil || !r.Check.Up || r.Check.UpSince.IsZero() || r.SlowStart <= 0 || r.Health != Up {
+		return false, 0
+	}
+	elapsed = now.Sub(r.Check.UpSince)
+	return elapsed < r.SlowStart && r.FeedbackWeight > 1, elapsed
 }
 
 // Addr is the server's address and port.
@@ -138,7 +171,7 @@ type baselines map[destKey]Counters
 func (c *Controller) view(base baselines) View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := View{ConnTableSize: c.dp.ConnCapacity()}
+	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity()}
 	for i, ws := range c.dp.WorkerStats() {
 		l := LcoreView{ID: i, Stats: ws}
 		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
@@ -149,10 +182,10 @@ func (c *Controller) view(base baselines) View {
 		s := &c.services[i]
 		sv := ServiceView{Key: s.key, Conf: s.conf}
 		for j := range s.servers {
-			sv.Servers = append(sv.Servers, c.serverView(&s.servers[j], base))
+			sv.Servers = append(sv.Servers, c.serverView(s.conf, &s.servers[j], base))
 		}
 		if s.sorryActive {
-			r := c.serverView(s.sorry, base)
+			r := c.serverView(s.conf, s.sorry, base)
 			r.Health, r.HealthReason = SorryStandIn, ""
 			sv.Sorry = &r
 		}
@@ -162,13 +195,14 @@ func (c *Controller) view(base baselines) View {
 	return v
 }
 
-// serverView reads one server's counters and health; the caller holds mu.
-func (c *Controller) serverView(r *server, base baselines) ServerView {
+// serverView reads one server of service s: its counters, its health
+// check's and dynamic feedback's state; the caller holds mu.
+func (c *Controller) serverView(s conf.Service, r *server, base baselines) ServerView {
 	ds := c.dp.DestStats(r.id)
 	rv := ServerView{
 		key: r.key, Conf: r.conf, Weight: r.state.weight,
 		Active: ds[lcore.DestActive], Inactive: ds[lcore.DestInactive], Persistent: ds[lcore.DestPersistent],
-		Stats: countersOf(ds).Minus(base[r.key]),
+		Stats: countersOf(ds).Minus(base[r.key]), FeedbackWeight: r.conf.Weight,
 	}
 	if c.health != nil {
 		if st, ok := c.health.State(r.health); ok {
@@ -176,6 +210,13 @@ func (c *Controller) serverView(r *server, base baselines) ServerView {
 			if !st.Up {
 				rv.Health, rv.HealthReason = Down, st.LastReason
 			}
+			rv.Check, rv.SlowStart = &st, s.HealthFor(r.conf).SlowStart
+		}
+	}
+	if c.feedback != nil {
+		if st, ok := c.feedback.Status(r.health); ok {
+			rv.Feedback = &st
+			rv.FeedbackWeight = c.feedback.Weight(r.health, r.conf.Weight)
 		}
 	}
 	return rv

@@ -11,11 +11,14 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,10 +66,13 @@ func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
 
 // TestWebConsole drives the console in headless Chromium against lbd on
 // the VS/NAT topology while clients keep sending requests: the login page
-// first, the service table, a chart that grows with the traffic, the
-// connections, a weight changed in the page that lbctl then shows, lbd's
-// refusal shown as is, a server added, seen down and drained, a reload,
-// nothing blocked by the CSP, a viewer refused an edit, and logout.
+// first, the service table with each server's last probe and its age and
+// its feedback weight, a chart that grows with the traffic, drops by
+// reason, the connections, a weight changed in the page that lbctl then
+// shows, lbd's refusal shown as is, a server added, seen down and
+// drained, a reload, an lbctl edit and a SIGHUP reload with their
+// authors, nothing blocked by the CSP, a viewer refused an edit, and
+// logout.
 func TestWebConsole(t *testing.T) {
 	browser := chromiumPath(t)
 	hash := func(pw string) string {
@@ -79,7 +85,11 @@ func TestWebConsole(t *testing.T) {
 	var tlsDir string
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
 		tlsDir = filepath.Join(filepath.Dir(c.Socket), "web")
-		c.Services[0].Health = "{type: tcp, via: lbd, interval: 500ms, timeout: 400ms}" // health and its events in the page
+		// Health, its events, and a slow start in the page.
+		c.Services[0].Health = "{type: tcp, via: lbd, interval: 500ms, timeout: 400ms, slow_start: 2m}"
+		// Dynamic feedback from a command run by lbd (no traffic): a load
+		// of 0 keeps the configured weights, which the test edits.
+		c.Services[0].Feedback = "{type: exec, command: [/bin/echo, '0'], interval: 1s, timeout: 500ms}"
 		c.Web = fmt.Sprintf("  listen: 127.0.0.1:9443\n  tls_dir: %s\n  session_lifetime: 10m\n  users:\n"+
 			"    - {name: alice, role: admin, password_hash: %q}\n    - {name: bob, role: viewer, password_hash: %q}\n",
 			tlsDir, hash("alice-secret"), hash("bob-secret"))
@@ -193,6 +203,20 @@ func TestWebConsole(t *testing.T) {
 	}
 	poll("both servers up, weight 1", `document.querySelectorAll("#services tr.rs .badge.up").length === 2 && document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
 
+	// The last health probe and its age, as lbctl -o json has them.
+	probeJS := `document.querySelector('` + rs1Row + ` td[data-col=probe] .probe.passed')`
+	poll("the last probe and its age", probeJS+` !== null && `+probeJS+`.textContent.includes("s ago") && Number(`+probeJS+`.dataset.age) < 30`)
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rs := range resp.Services[0].Servers {
+		if p := rs.Probe; p == nil || !p.Passed || p.AgeSecs < 0 || p.AgeSecs > 30 || p.PassedTotal == 0 {
+			t.Errorf("lbctl -o json: %s's last probe %+v", rs.Address, p)
+		}
+	}
+	poll("the feedback weight", `document.querySelector('`+rs1Row+` td[data-col=dynamic]').textContent === "feedback 1 of 1 (load 0%)"`)
+
 	// A chart whose numbers grow with the traffic.
 	do("charts", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=charts]`)), chromedp.WaitVisible(chromedp.CSS(`#latest-total b[data-metric=conns_total]`)))
 	first := evalJS[float64](t, bctx, `Number(document.querySelector("#latest-total b[data-metric=conns_total]").dataset.value)`)
@@ -202,7 +226,7 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("%d chart canvases, want at least 5", n)
 	}
 	shown := evalJS[float64](t, bctx, `Number(document.querySelector("#latest-total b[data-metric=conns_total]").dataset.value)`)
-	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	resp, err = harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +240,17 @@ func TestWebConsole(t *testing.T) {
 	t.Logf("chart: %v -> %v connections; lbctl %d; %d requests sent", first, shown, total, sent.Load())
 	shot("charts")
 
+	// Connections to a port of the VIP that is no service are dropped as
+	// no_service: the lcores' table and a chart show drops by reason.
+	harness.Get(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, "http://"+net.JoinHostPort(vip, "81")+"/", 2, time.Second)
 	do("lcores", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=lcores]`)), chromedp.WaitVisible(chromedp.CSS(`#lcores tbody tr`)))
+	poll("drops by reason in the table", `Array.from(document.querySelectorAll("#lcores td[data-col=drops-by-reason]")).some(td => td.textContent.includes("no_service"))`)
+	poll("drops by reason charted", `document.querySelector('[data-chart="lc-drops-by-reason"] b[data-metric=drops_per_s_no_service]') !== null`)
 	shot("lcores")
+	if *screenshots != "" {
+		do("scroll to the drops", chromedp.ScrollIntoView(chromedp.CSS(`[data-chart="lc-drops-by-reason"]`)))
+		shot("drops")
+	}
 
 	// The lbctl -L -c view, for the client.
 	do("connections", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=conns]`)),
@@ -242,7 +275,6 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("lbctl -L -n after the console set weight 3:\n%s", out)
 	}
 	poll("the table shows weight 3", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "3"`)
-	shot("services")
 
 	// lbd's refusal is shown as is, and changes nothing.
 	afterEdit, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-S", "-n")
@@ -274,7 +306,6 @@ func TestWebConsole(t *testing.T) {
 	}
 	do("events", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=events]`)))
 	poll("the new server is down", `document.querySelector("#events tbody").textContent.includes("`+rs3+`:8080 is down")`)
-	shot("events")
 	do("drain", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs3Row)),
 		chromedp.Click(chromedp.CSS(rs3Row+" button:nth-of-type(3)")))
 	poll("drained server removed", `document.querySelector('`+rs3Row+`') === null`)
@@ -282,7 +313,28 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("lbctl -L -n still lists the drained server:\n%s", out)
 	}
 
-	// Reload from the page: lbd re-reads its file, where rs1 has weight 1.
+	// A server that comes up after a failure ramps its weight (slow
+	// start): rs2 on a port where nothing listens goes down, then a
+	// listener there brings it up.
+	rs2 := e.nat.Servers[1]
+	rampRow := fmt.Sprintf(`tr[data-server="TCP %s:80 -> %s:8082"]`, vip, rs2.Addr.Addr())
+	do("add a server that is not listening yet", chromedp.SetValue(chromedp.CSS("#as-address"), rs2.Addr.Addr().String()),
+		chromedp.SetValue(chromedp.CSS("#as-port"), "8082"), chromedp.SetValue(chromedp.CSS("#as-weight"), "20"),
+		chromedp.Click(chromedp.CSS(`#add-server button[type=submit]`)))
+	poll("the server on 8082 is down", `document.querySelector('`+rampRow+` .badge.down') !== null`)
+	var listenOut harness.Buffer
+	listener, err := e.topo.Start(rs2.NS, &listenOut, e.nshelper, "serve", "-listen", ":8082", "-name", rs2.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Signal(syscall.SIGKILL)
+	poll("the server on 8082 ramps up", `(() => { const r = document.querySelector('`+rampRow+` td[data-col=dynamic] [data-ramp]');
+		return r !== null && r.textContent.includes("→ 20") && Number(document.querySelector('`+rampRow+` td[data-col=weight]').textContent) < 20; })()`)
+	evalJS[bool](t, bctx, `window.scrollTo(0, 0) === undefined`) // the form scrolled the page sideways
+	shot("services")
+
+	// Reload from the page: lbd re-reads its file, where rs1 has weight 1
+	// and the server on 8082 is not.
 	do("reload", chromedp.Click(chromedp.CSS("#reload")))
 	poll("reloaded", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done: reload")`)
 	poll("the table shows weight 1 again", `document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
@@ -293,12 +345,27 @@ func TestWebConsole(t *testing.T) {
 	if afterReload != before {
 		t.Errorf("lbctl -S -n after the reload:\n%s\nwant the file's rules\n%s", afterReload, before)
 	}
+	// An edit with lbctl and a reload by SIGHUP are events with their
+	// authors: the Unix user lbctl ran as, and the signal.
+	e.lbctlOK(t, "-e", "-t", vip+":80", "-r", rs1+":8080", "-w", "1")
+	if err := e.lbd.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	lbctlUser := "uid " + strconv.Itoa(os.Getuid())
+	if u, err := user.Current(); err == nil {
+		lbctlUser = u.Username
+	}
+	do("events of others", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=events]`)))
+	poll("lbctl's edit and the signal's reload with their authors", `(() => { const rows = Array.from(document.querySelectorAll("#events tbody tr")).map(r => r.textContent);
+		return rows.some(r => r.includes("`+lbctlUser+`") && r.includes("edit-server") && r.includes("(lbctl)")) && rows.some(r => r.includes("signal") && r.includes("reload (signal)")); })()`)
+	shot("events")
 	if v := evalJS[string](t, bctx, `JSON.stringify(window.cspViolations)`); v != "[]" {
 		t.Errorf("the content security policy blocked: %s", v)
 	}
 
 	do("audit", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=audit]`)))
-	poll("audit lists alice's edits", `document.querySelector("#audit tbody").textContent.includes("alice") && document.querySelectorAll("#audit tbody tr").length >= 6`)
+	poll("audit lists alice's edits, lbctl's and the signal's", `document.querySelector("#audit tbody").textContent.includes("alice") && document.querySelectorAll("#audit tbody tr").length >= 8 &&
+		document.querySelector("#audit tbody").textContent.includes("`+lbctlUser+`lbctl")`)
 	if got := evalJS[string](t, bctx, `document.querySelector("#audit tbody").textContent`); !strings.Contains(got, "delete-server") || !strings.Contains(got, "refused: ") {
 		t.Errorf("audit view: %s", got)
 	}

@@ -11,6 +11,7 @@ package api
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Version is the API version spoken by this build. A server refuses requests
@@ -59,6 +60,9 @@ const (
 	OpReload = "reload"
 	// OpConnections lists connections (ipvsadm -L -c).
 	OpConnections = "connections"
+	// OpEdits returns the edits lbd was asked for, in Response.Edits,
+	// oldest first: who asked, how, and how it went.
+	OpEdits = "edits"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -116,6 +120,18 @@ type Response struct {
 	ConnsTruncated bool     `json:"conns_truncated,omitempty"`
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
+	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+}
+
+// Edit is one edit or reload lbd was asked for (OpEdits).
+type Edit struct {
+	Seq    uint64    `json:"seq"` // grows by one per edit since lbd started
+	Time   time.Time `json:"time"`
+	User   string    `json:"user"`   // the author: a Unix user, a console user, "signal"
+	Via    string    `json:"via"`    // ViaSocket, ViaConsole, ViaSignal
+	Op     string    `json:"op"`     // one of the Op* constants
+	Target string    `json:"target"` // what it was about, as lbctl names it
+	Result string    `json:"result"` // "ok", or "refused: " and lbd's message
 }
 
 // Lcore is one worker lcore's counters (lbctl -L --per-lcore).
@@ -123,10 +139,13 @@ type Lcore struct {
 	ID          int    `json:"id"`
 	RxPackets   uint64 `json:"rx_packets"`
 	TxPackets   uint64 `json:"tx_packets"`
-	Drops       uint64 `json:"drops"` // all reasons; /metrics has them by reason
+	Drops       uint64 `json:"drops"` // all reasons
 	HandedOff   uint64 `json:"handed_off"`
 	HandedIn    uint64 `json:"handed_in"`
 	Connections uint64 `json:"connections"`
+	// DropsByReason counts the drops per reason (the reasons of
+	// /metrics's dplb_lcore_drops_total); reasons never counted are left out.
+	DropsByReason map[string]uint64 `json:"drops_by_reason,omitempty"`
 	// Cycle accounting (VPP's show runtime): the share of time spent in
 	// bursts that carried packets, and the CPU cycles per packet they cost.
 	BusyPercent     float64 `json:"busy_percent"`
@@ -171,6 +190,46 @@ type RealServer struct {
 	HealthReason string `json:"health_reason,omitempty"` // why a down server failed
 	Stats        Stats  `json:"stats"`
 	Rates        Rates  `json:"rates"` // --rate: the estimator's rates
+
+	// ConfiguredWeight is the weight as configured; Weight is the one the
+	// lcores schedule with (0 while down, lower during a slow start,
+	// moved by dynamic feedback); the sorry server's is 1. Left out when 0.
+	ConfiguredWeight int        `json:"configured_weight,omitempty"`
+	Probe            *Probe     `json:"probe,omitempty"`      // the last health probe; nil when none has run
+	SlowStart        *SlowStart `json:"slow_start,omitempty"` // set while the weight ramps after a recovery
+	Feedback         *Feedback  `json:"feedback,omitempty"`   // set when dynamic feedback polls the server
+}
+
+// Probe is the last health probe of a real server.
+type Probe struct {
+	At      time.Time `json:"at"`
+	AgeSecs float64   `json:"age_secs"` // how long before the listing it ended
+	Passed  bool      `json:"passed"`
+	Reason  string    `json:"reason,omitempty"` // why it failed
+	// Probes passed and failed since the check started watching.
+	PassedTotal uint64 `json:"passed_total"`
+	FailedTotal uint64 `json:"failed_total"`
+}
+
+// SlowStart is a weight ramping linearly from 1 to TargetWeight over
+// DurationSecs after the server came back up.
+type SlowStart struct {
+	ElapsedSecs  float64 `json:"elapsed_secs"`
+	DurationSecs float64 `json:"duration_secs"`
+	TargetWeight int     `json:"target_weight"` // the configured weight, as dynamic feedback scales it
+}
+
+// Feedback is what dynamic feedback (the server's reported load) makes of
+// a real server's weight.
+type Feedback struct {
+	Weight int     `json:"weight"` // the configured weight scaled by the load; slow start ramps towards it
+	Load   float64 `json:"load"`   // the smoothed load reported, percent, 0 before the first answer
+	Share  float64 `json:"share"`  // the share of the configured weight applied, 1 before the first answer
+	// LastPollAgeSecs: how long before the listing the last poll ended;
+	// nil when none has.
+	LastPollAgeSecs *float64 `json:"last_poll_age_secs,omitempty"`
+	LastError       string   `json:"last_error,omitempty"` // why the last failed poll failed
+	Failures        int      `json:"failures,omitempty"`   // consecutive failed polls
 }
 
 // Stats are cumulative counters since the service or server was added.
@@ -233,4 +292,32 @@ type Conn struct {
 	Client      string `json:"client"`      // address:port (port 0 for a template)
 	Virtual     string `json:"virtual"`     // VIP:port
 	Destination string `json:"destination"` // real server address:port
+}
+
+// Ways an edit reaches lbd (Author.Via, Edit.Via).
+const (
+	ViaSocket  = "lbctl"   // a request on the control socket
+	ViaConsole = "console" // the browser console
+	ViaSignal  = "signal"  // SIGHUP (a reload)
+)
+
+// Author is who asked for a request and how. The control socket's server
+// puts the peer's Unix user (from SO_PEERCRED) in the request's context;
+// other callers of a Handler put their own.
+type Author struct {
+	User string
+	Via  string
+}
+
+type authorKey struct{}
+
+// WithAuthor returns ctx carrying a.
+func WithAuthor(ctx context.Context, a Author) context.Context {
+	return context.WithValue(ctx, authorKey{}, a)
+}
+
+// AuthorOf returns the author ctx carries, and whether it carries one.
+func AuthorOf(ctx context.Context) (Author, bool) {
+	a, ok := ctx.Value(authorKey{}).(Author)
+	return a, ok
 }

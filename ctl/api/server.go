@@ -9,8 +9,10 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -163,6 +165,7 @@ func (s *Server) respond(ctx context.Context, c net.Conn) Response {
 		s.logf("control socket: refused pid %d uid %d gid %d", cred.Pid, cred.Uid, cred.Gid)
 		return Response{Error: fmt.Sprintf("permission denied: uid %d is not root or in the configured group", cred.Uid)}
 	}
+	ctx = WithAuthor(ctx, Author{User: userName(cred.Uid), Via: ViaSocket})
 	req, err := readRequest(c)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return Response{Error: fmt.Sprintf("timed out after %v waiting for a complete request", s.timeout())}
@@ -230,4 +233,13 @@ func peerCred(c *net.UnixConn) (*unix.Ucred, error) {
 		return nil, err
 	}
 	return cred, credErr
+}
+
+// userName is the name of Unix user uid, "uid N" when it has none.
+func userName(uid uint32) string {
+	id := strconv.FormatUint(uint64(uid), 10)
+	if u, err := user.LookupId(id); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return "uid " + id
 }

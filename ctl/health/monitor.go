@@ -20,6 +20,8 @@ type State struct {
 	LastReason  string    // why the last failed probe failed, "" if none has
 	LastFailure time.Time // when the last probe failed, zero if none has
 	LastChange  time.Time // when Up last changed, zero if never since the target was added
+	LastProbe   time.Time // when the last probe ended, zero if none has
+	LastPassed  bool      // whether the last probe passed
 	UpSince     time.Time // when the target last came up, zero if up since it was added (for EffectiveWeight)
 	Passed      uint64    // probes passed since the target was added
 	Failed      uint64    // probes failed since the target was added
@@ -270,6 +272,7 @@ func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) {
 		return // removed or replaced meanwhile
 	}
 	st := &r.st
+	st.LastProbe, st.LastPassed = now, ok
 	if ok {
 		st.Passed++
 		st.Successes++

@@ -31,9 +31,42 @@ func target(req api.Request) string {
 func (m *monitor) recordAudit(ses session, req api.Request, result string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.audit = append(m.audit, AuditEntry{Time: time.Now(), User: ses.user, Role: ses.role, Op: req.Op, Target: target(req), Result: result, Req: req})
+	m.addAudit(AuditEntry{Time: time.Now(), User: ses.user, Role: ses.role, Via: api.ViaConsole, Op: req.Op, Target: target(req), Result: result, Req: &req})
+}
+
+// addAudit appends an entry; the caller holds mu.
+func (m *monitor) addAudit(a AuditEntry) {
+	m.audit = append(m.audit, a)
 	if len(m.audit) > maxAudit {
 		m.audit = m.audit[len(m.audit)-maxAudit:]
+	}
+}
+
+// takeEdits adds lbd's edits that did not come from the console (lbctl,
+// SIGHUP), newer than the last taken, to the audit and, when applied, to
+// the events, with their authors. The caller holds mu.
+func (m *monitor) takeEdits(resp api.Response) {
+	for _, e := range resp.Edits {
+		if e.Seq <= m.editSeq {
+			continue
+		}
+		m.editSeq = e.Seq
+		if e.Via == api.ViaConsole {
+			continue // the console's own edits are in already, with the role
+		}
+		m.addAudit(AuditEntry{Time: e.Time, User: e.User, Via: e.Via, Op: e.Op, Target: e.Target, Result: e.Result})
+		if e.Result != "ok" {
+			continue
+		}
+		kind := "edit"
+		if e.Op == api.OpReload {
+			kind = "reload"
+		}
+		m.events = append(m.events, Event{Time: e.Time, Kind: kind, User: e.User,
+			Text: strings.TrimSpace(e.Op+" "+e.Target) + " (" + e.Via + ")"})
+		if len(m.events) > maxEvents {
+			m.events = m.events[len(m.events)-maxEvents:]
+		}
 	}
 }
 
@@ -41,7 +74,7 @@ func (m *monitor) recordAudit(ses session, req api.Request, result string) {
 // went, in the log, the audit view and the events.
 func (m *monitor) apply(ctx context.Context, ses session, req api.Request) api.Response {
 	req.Version = api.Version
-	resp := m.h.Handle(ctx, req)
+	resp := m.h.Handle(api.WithAuthor(ctx, api.Author{User: ses.user, Via: api.ViaConsole}), req)
 	result := "ok"
 	if resp.Error != "" {
 		result = "refused: " + resp.Error
@@ -136,7 +169,10 @@ func (m *monitor) eventList() []Event {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := slices.Clone(m.events)
-	slices.Reverse(out) // newest first
+	slices.Reverse(out)
+	// Newest first: lbd's edits by others come in at the next sample,
+	// after the console's own that may be newer.
+	slices.SortStableFunc(out, func(a, b Event) int { return b.Time.Compare(a.Time) })
 	if out == nil {
 		out = []Event{}
 	}
@@ -148,6 +184,7 @@ func (m *monitor) auditList() []AuditEntry {
 	defer m.mu.Unlock()
 	out := slices.Clone(m.audit)
 	slices.Reverse(out)
+	slices.SortStableFunc(out, func(a, b AuditEntry) int { return b.Time.Compare(a.Time) })
 	if out == nil {
 		out = []AuditEntry{}
 	}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/dplb/dplb/ctl/api"
 )
@@ -16,8 +17,9 @@ type fakeLBD struct {
 	mu       sync.Mutex
 	services []api.Service
 	lcores   []api.Lcore
-	reqs     []api.Request // every request but list
+	reqs     []api.Request // every request but list and edits
 	restart  []string      // what a reload answers needs a restart
+	log      []api.Edit    // the edits, with the author their context names, as lbd keeps them
 }
 
 func newFake() *fakeLBD {
@@ -66,9 +68,30 @@ func (f *fakeLBD) server(addr string) *api.RealServer {
 	return nil
 }
 
-func (f *fakeLBD) Handle(_ context.Context, req api.Request) api.Response {
+func (f *fakeLBD) Handle(ctx context.Context, req api.Request) api.Response {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if req.Op == api.OpEdits {
+		return api.Response{Edits: slices.Clone(f.log)}
+	}
+	resp := f.handle(req)
+	if req.Op != api.OpList && req.Op != api.OpConnections {
+		a, _ := api.AuthorOf(ctx)
+		result := "ok"
+		if resp.Error != "" {
+			result = "refused: " + resp.Error
+		}
+		f.log = append(f.log, api.Edit{Seq: uint64(len(f.log) + 1), Time: time.Now(), User: a.User, Via: a.Via, Op: req.Op, Result: result})
+	}
+	return resp
+}
+
+// lbctl makes an edit as lbd's control socket would hand it over.
+func (f *fakeLBD) lbctl(user string, req api.Request) api.Response {
+	return f.Handle(api.WithAuthor(context.Background(), api.Author{User: user, Via: api.ViaSocket}), req)
+}
+
+func (f *fakeLBD) handle(req api.Request) api.Response {
 	if req.Op == api.OpList {
 		svcs := slices.Clone(f.services)
 		for i := range svcs {

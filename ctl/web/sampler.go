@@ -3,7 +3,10 @@ package web
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,15 +26,17 @@ type Event struct {
 	Text string    `json:"text"`
 }
 
-// AuditEntry is one edit tried in the console.
+// AuditEntry is one edit tried in the console, or made to lbd another way
+// (lbctl, SIGHUP) as lbd's edit log has it.
 type AuditEntry struct {
-	Time   time.Time   `json:"time"`
-	User   string      `json:"user"`
-	Role   string      `json:"role"`
-	Op     string      `json:"op"`
-	Target string      `json:"target"`
-	Result string      `json:"result"` // "ok", "refused: <lbd's message>", "denied: viewer"
-	Req    api.Request `json:"request"`
+	Time   time.Time    `json:"time"`
+	User   string       `json:"user"`
+	Role   string       `json:"role,omitempty"` // the console user's role
+	Via    string       `json:"via"`            // "console", "lbctl", "signal"
+	Op     string       `json:"op"`
+	Target string       `json:"target"`
+	Result string       `json:"result"`            // "ok", "refused: <lbd's message>", "denied: viewer"
+	Req    *api.Request `json:"request,omitempty"` // the console's request
 }
 
 const (
@@ -77,6 +82,7 @@ type monitor struct {
 	events   []Event
 	audit    []AuditEntry
 	drains   map[string]drain
+	editSeq  uint64 // the last of lbd's edits taken into the events and audit
 }
 
 func newMonitor(h Handler, log *zap.Logger) *monitor {
@@ -104,6 +110,10 @@ func (m *monitor) sample(ctx context.Context, now time.Time) {
 	if resp.Error != "" {
 		m.log.Warn("console: listing refused", zap.String("error", resp.Error))
 		return
+	}
+	edits := m.h.Handle(ctx, api.Request{Version: api.Version, Op: api.OpEdits})
+	if edits.Error != "" {
+		m.log.Warn("console: edit log refused", zap.String("error", edits.Error))
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -138,6 +148,7 @@ func (m *monitor) sample(ctx context.Context, now time.Time) {
 	}
 	m.record("total", now, dt, total, active, inactive, []float64{fill})
 	m.recordLcores(now, dt, resp.Lcores)
+	m.recordDrops(now, dt, resp.Lcores)
 	for k, e := range m.entities {
 		if e.seen != m.round {
 			delete(m.entities, k) // the service or server is gone
@@ -145,6 +156,7 @@ func (m *monitor) sample(ctx context.Context, now time.Time) {
 		}
 	}
 	m.last, m.lastT = resp, now
+	m.takeEdits(edits)
 }
 
 // record adds a point of traffic metrics (and extra ones) to entity key.
@@ -195,6 +207,46 @@ func (m *monitor) recordLcores(now time.Time, dt float64, lcores []api.Lcore) {
 		vals = append(vals, l.BusyPercent, l.CyclesPerPacket, rate(p.conns, c.conns, dt), rate(p.inPkts, c.inPkts, dt), rate(p.outPkts, c.outPkts, dt))
 	}
 	if ok {
+		e.add(now, vals)
+	}
+}
+
+// recordDrops adds a point of drops per second by reason, summed over
+// the lcores. A reason seen for the first time becomes a new metric,
+// 0 in the points before.
+func (m *monitor) recordDrops(now time.Time, dt float64, lcores []api.Lcore) {
+	if len(lcores) == 0 {
+		return
+	}
+	e := m.entities["drops"]
+	if e == nil {
+		e = newEntity(nil)
+		m.entities["drops"] = e
+	}
+	e.seen = m.round
+	sums := map[string]float64{}
+	for _, l := range lcores {
+		for reason, n := range l.DropsByReason {
+			sums[reason] += float64(n)
+		}
+	}
+	for _, reason := range slices.Sorted(maps.Keys(sums)) {
+		e.grow("drops_per_s_" + reason)
+	}
+	// A reason missing from a listing has dropped nothing yet: its
+	// counter was 0 then. Rates need a listing before.
+	_, had := m.prev["drops"]
+	m.prev["drops"] = counters{}
+	vals := make([]float64, len(e.metrics))
+	for i, name := range e.metrics {
+		reason := strings.TrimPrefix(name, "drops_per_s_")
+		key := "drop " + reason
+		c := counters{conns: sums[reason]}
+		p := m.prev[key]
+		m.prev[key] = c
+		vals[i] = rate(p.conns, c.conns, dt)
+	}
+	if had && len(vals) > 0 {
 		e.add(now, vals)
 	}
 }

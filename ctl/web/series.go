@@ -1,6 +1,9 @@
 package web
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // A window the console keeps in memory: points every step, capacity
 // points in all. Coarser windows hold averages of the 1-second samples.
@@ -58,6 +61,9 @@ func (r *ring) add(w window, t time.Time, vals []float64) {
 		r.bucket = b
 		r.sum = make([]float64, len(vals))
 	}
+	for len(r.sum) < len(vals) { // a metric was added (grow)
+		r.sum = append(r.sum, 0)
+	}
 	for i, v := range vals {
 		r.sum[i] += v
 	}
@@ -81,6 +87,13 @@ type entity struct {
 
 func newEntity(metrics []string) *entity {
 	return &entity{metrics: metrics, rings: make([]ring, len(windows))}
+}
+
+// grow adds metric to e unless it has it; the points before hold 0 for it.
+func (e *entity) grow(metric string) {
+	if !slices.Contains(e.metrics, metric) {
+		e.metrics = append(e.metrics, metric)
+	}
 }
 
 func (e *entity) add(t time.Time, vals []float64) {
@@ -111,7 +124,11 @@ func (e *entity) series(name string, wi int) Series {
 	for _, r := range rows {
 		s.Times = append(s.Times, r.t)
 		for i, m := range e.metrics {
-			s.Metrics[m] = append(s.Metrics[m], r.vals[i])
+			var v float64
+			if i < len(r.vals) { // else the metric came later (grow)
+				v = r.vals[i]
+			}
+			s.Metrics[m] = append(s.Metrics[m], v)
 		}
 	}
 	return s

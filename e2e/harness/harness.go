@@ -91,6 +91,7 @@ type Service struct {
 	Scheduler   string
 	Persistence string // e.g. "300s"; "" is not persistent
 	Health      string // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
+	Feedback    string // the service's dynamic feedback as YAML flow; "" none
 	SorryServer string // "address:port"; "" none
 	Servers     []Server
 }
@@ -182,6 +183,9 @@ func (c Config) YAML() string {
 		}
 		if s.Health != "" {
 			w("    health: %s", s.Health)
+		}
+		if s.Feedback != "" {
+			w("    feedback: %s", s.Feedback)
 		}
 		if s.SorryServer != "" {
 			w("    sorry_server: %s", s.SorryServer)

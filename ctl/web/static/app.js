@@ -79,6 +79,45 @@ function parseAddr(v, def) { const i = v.lastIndexOf(":"); return i < 0 ? { addr
 
 // ---- services
 
+// ago formats an age in seconds.
+function ago(secs) {
+  if (secs < 10) return secs.toFixed(1) + " s ago";
+  if (secs < 120) return Math.round(secs) + " s ago";
+  return Math.round(secs / 60) + " min ago";
+}
+
+// probeCell is a server's last health probe: its result and age.
+function probeCell(rs) {
+  const td = el("td", { class: "text", "data-col": "probe" });
+  const p = rs.probe;
+  if (p) {
+    const title = `${p.passed_total} passed, ${p.failed_total} failed` + (p.reason ? "; last failure: " + p.reason : "");
+    td.append(el("span", { class: "probe " + (p.passed ? "passed" : "failed"), title, "data-age": String(p.age_secs) },
+      (p.passed ? "passed " : "failed ") + ago(p.age_secs)));
+  } else if (rs.health === "up" || rs.health === "down") {
+    td.append("none yet");
+  }
+  return td;
+}
+
+// dynamicCell is what slow start and dynamic feedback make of the weight.
+function dynamicCell(rs) {
+  const td = el("td", { class: "text", "data-col": "dynamic" });
+  const ss = rs.slow_start;
+  if (ss) {
+    td.append(el("span", { class: "ramp", "data-ramp": "1", title: `ramping from 1 over ${Math.round(ss.duration_secs)} s since the server came back` },
+      `slow start ${rs.weight} → ${ss.target_weight} (${Math.round(ss.elapsed_secs)}/${Math.round(ss.duration_secs)} s)`));
+  }
+  const fb = rs.feedback;
+  if (fb) {
+    let text = `feedback ${fb.weight} of ${rs.configured_weight || 0}`;
+    if (fb.last_poll_age_secs !== undefined) text += ` (load ${fb.load.toFixed(0)}%)`;
+    const title = fb.last_poll_age_secs === undefined ? "not polled yet" : "last poll " + ago(fb.last_poll_age_secs) + (fb.last_error ? "; failing: " + fb.last_error : "");
+    td.append(el("span", { class: fb.last_error ? "probe failed" : "", "data-feedback": String(fb.weight), title }, text));
+  }
+  return td;
+}
+
 function renderServices(data) {
   const resp = data.list;
   const info = resp.info || { connections: 0, conn_table_size: 0 };
@@ -96,7 +135,7 @@ function renderServices(data) {
     for (const rs of s.servers || []) { active += rs.active_conns; inact += rs.inactive_conns; }
     rows.push(el("tr", { class: "svc", "data-service": svcName(s) },
       el("td", {}, svcName(s)), el("td", { class: "text" }, sched), el("td", {}, ""), el("td", {}, active), el("td", {}, inact), el("td", {}, ""),
-      el("td", {}, num(s.rates.cps)), el("td", {}, num(s.rates.in_pps)), el("td", {}, num(s.rates.out_pps)),
+      el("td", {}, ""), el("td", {}, ""), el("td", {}, num(s.rates.cps)), el("td", {}, num(s.rates.in_pps)), el("td", {}, num(s.rates.out_pps)),
       el("td", {}, num(s.rates.in_bps)), el("td", {}, num(s.rates.out_bps)), el("td", {}, num(s.stats.conns)), act));
     const servers = (s.servers || []).slice().sort((a, b) => (a.address + a.port).localeCompare(b.address + b.port));
     for (const rs of servers) {
@@ -112,7 +151,7 @@ function renderServices(data) {
         el("button", { onclick: () => confirmDo("Remove " + key + "?", { op: "delete-server", service: svcSpec(s), server: spec }) }, "Remove"));
       rows.push(el("tr", { class: "rs", "data-server": key },
         el("td", {}, "-> " + rs.address + ":" + rs.port), el("td", { class: "text" }, rs.forward),
-        el("td", { "data-col": "weight" }, rs.weight), el("td", {}, rs.active_conns), el("td", {}, rs.inactive_conns), health,
+        el("td", { "data-col": "weight" }, rs.weight), el("td", {}, rs.active_conns), el("td", {}, rs.inactive_conns), health, probeCell(rs), dynamicCell(rs),
         el("td", {}, num(rs.rates.cps)), el("td", {}, num(rs.rates.in_pps)), el("td", {}, num(rs.rates.out_pps)),
         el("td", {}, num(rs.rates.in_bps)), el("td", {}, num(rs.rates.out_bps)), el("td", {}, num(rs.stats.conns)), acts));
     }
@@ -249,7 +288,8 @@ async function refreshLcores() {
     $("lcores").tBodies[0].replaceChildren(...(data.list.lcores || []).map(l => el("tr", {},
       el("td", {}, l.id), el("td", {}, num(l.rx_packets)), el("td", {}, num(l.tx_packets)), el("td", {}, num(l.drops)),
       el("td", {}, num(l.handed_off)), el("td", {}, num(l.handed_in)), el("td", {}, num(l.connections)),
-      el("td", {}, l.busy_percent.toFixed(1)), el("td", {}, Math.round(l.cycles_per_packet)))));
+      el("td", {}, l.busy_percent.toFixed(1)), el("td", {}, Math.round(l.cycles_per_packet)),
+      el("td", { class: "reasons", "data-col": "drops-by-reason" }, Object.entries(l.drops_by_reason || {}).map(([r, n]) => r + " " + num(n)).join(", ")))));
   }
   let ser;
   try { ser = await getJSON("/api/series?entity=lcores&window=" + $("lc-window").value); } catch (e) { return; }
@@ -258,6 +298,10 @@ async function refreshLcores() {
   for (const [m, title] of [["busy_pct_", "Busy share (%)"], ["cycles_per_pkt_", "Cycles per packet"], ["rx_pps_", "Received packets per second"], ["handoffs_per_s_", "Handoffs per second"], ["drops_per_s_", "Drops per second"]]) {
     drawChart(box, "lc-" + m, title, ids.map(i => m + i), ids.map(i => "lcore " + i), ser);
   }
+  let drops;
+  try { drops = await getJSON("/api/series?entity=drops&window=" + $("lc-window").value); } catch (e) { return; }
+  const reasons = Object.keys(drops.series).sort();
+  if (reasons.length) drawChart(box, "lc-drops-by-reason", "Drops per second by reason (all lcores)", reasons, reasons.map(r => r.replace(/^drops_per_s_/, "")), drops);
 }
 
 // ---- connections
@@ -290,7 +334,7 @@ async function refreshEvents() {
 
 async function refreshAudit() {
   const entries = await getJSON("/api/audit");
-  $("audit").tBodies[0].replaceChildren(...entries.map(a => el("tr", {}, el("td", { class: "text" }, when(a.time)), el("td", { class: "text" }, a.user), el("td", { class: "text" }, a.role),
+  $("audit").tBodies[0].replaceChildren(...entries.map(a => el("tr", {}, el("td", { class: "text" }, when(a.time)), el("td", { class: "text" }, a.user), el("td", { class: "text" }, a.via || ""), el("td", { class: "text" }, a.role || ""),
     el("td", { class: "text" }, a.op), el("td", { class: "text" }, a.target), el("td", { class: "text" }, a.result))));
 }
 
