@@ -65,24 +65,27 @@ func TestTemplateRace(t *testing.T) {
 		t.Fatal(err)
 	}
 	key, sub := templateKey(clientIP&0xFFFFFF00, vip, 80, hdr.ProtoTCP)
-	_, _, freeA := tt.find(key, sub)
-	_, _, freeB := tt.find(key, sub) // both looked before either wrote
+	_, _, freeA, emptyA := tt.find(key, sub)
+	_, _, freeB, emptyB := tt.find(key, sub) // both looked before either wrote
 	if freeA != freeB || freeA < 0 {
 		t.Fatalf("free slots %d and %d", freeA, freeB)
 	}
-	if !tt.claim(freeA, key, sub|1) { // A: real server id 0
+	if !tt.claim(freeA, key, emptyA, sub|1, 0) { // A: real server id 0
 		t.Fatal("the first claim failed")
 	}
-	if tt.claim(freeB, key, sub|2) { // B: real server id 1, too late
+	if tt.claim(freeB, key, emptyB, sub|2, 0) { // B: real server id 1, too late
 		t.Fatal("the second claim succeeded")
 	}
-	slot, v, _ := tt.find(key, sub)
+	slot, v, _, _ := tt.find(key, sub)
 	if slot != freeA || v&templateDest != 1 {
 		t.Fatalf("B finds slot %d value %#x, want A's", slot, v)
 	}
+	if c := tt.slots[slot].controls.Load(); c != 1 {
+		t.Fatalf("controls %d after one successful claim, want 1 (the loser's pin given back)", c)
+	}
 	// Another port of the same network and VIP takes the next slot.
 	key2, sub2 := templateKey(clientIP&0xFFFFFF00, vip, 443, hdr.ProtoTCP)
-	if _, _, free := tt.find(key2, sub2); free == freeA || !tt.claim(free, key2, sub2|1) {
+	if _, _, free, empty := tt.find(key2, sub2); free == freeA || !tt.claim(free, key2, empty, sub2|1, 0) {
 		t.Fatalf("the second port could not make its template (free %d)", free)
 	}
 }
