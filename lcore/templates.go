@@ -124,9 +124,15 @@ func templateKey(cnet, vip uint32, vport uint16, proto uint8) (key, sub uint64) 
 	return uint64(cnet)<<32 | uint64(vip), uint64(vport)<<48 | uint64(proto)<<40
 }
 
+// home is a key's first slot: the keyed key through splitmix64's
+// finalizer, whose low bits depend on every key bit (client networks
+// differ only in their high bits: a plain multiply would give every /24
+// of a VIP one home).
 func (t *TemplateTable) home(key uint64) uint64 {
-	h := (key ^ t.seed) * 0x9E3779B97F4A7C15
-	return (h ^ h>>29) & t.mask
+	z := key ^ t.seed
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return (z ^ z>>31) & t.mask
 }
 
 // find looks a template up: its slot and value word when it is live, and

@@ -89,3 +89,68 @@ func TestTemplateRace(t *testing.T) {
 		t.Fatalf("the second port could not make its template (free %d)", free)
 	}
 }
+
+// TestTemplateFreeInterleavings steps the free protocol against a
+// worker's pin and claim in the orders that matter (see templates.go).
+func TestTemplateFreeInterleavings(t *testing.T) {
+	tt, err := NewTemplates(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyA, sub := templateKey(ip4(198, 51, 100, 0), vip, 80, hdr.ProtoTCP)
+	keyB, _ := templateKey(ip4(203, 0, 113, 0), vip, 80, hdr.ProtoTCP)
+	_, _, i, empty := tt.find(keyA, sub)
+	if !tt.claim(i, keyA, empty, sub|1, 0) {
+		t.Fatal("claim failed")
+	}
+	s := &tt.slots[i]
+	tt.unpin(i)
+	v := s.val.Load()
+
+	// A pin taken before the free: the free backs off, nothing changes.
+	if !tt.pin(i, keyA, v) {
+		t.Fatal("pin of a live template failed")
+	}
+	if tt.free(s, v) || s.val.Load() != v || s.key.Load() != keyA {
+		t.Fatalf("freed under a pin: key %#x value %#x", s.key.Load(), s.val.Load())
+	}
+	tt.unpin(i)
+
+	// Freed after a worker read it, then made again for another network
+	// with the same port, protocol and server: the worker's pin, its
+	// re-point and its claim of the old empty value all fail.
+	if !tt.free(s, v) || s.key.Load() != templateTomb || s.val.Load()&templateGen == v&templateGen {
+		t.Fatalf("free: key %#x value %#x", s.key.Load(), s.val.Load())
+	}
+	tt.persistent[0].Add(-1)
+	if tt.pin(i, keyA, v) {
+		t.Fatal("pinned a freed template")
+	}
+	fresh := s.val.Load()
+	if !tt.claim(i, keyB, fresh, sub|1, 0) {
+		t.Fatal("a freed slot refused another network")
+	}
+	if s.val.Load()&^templateGen != v&^templateGen {
+		t.Fatal("the test wants the recycled value equal but for the generation")
+	}
+	if tt.pin(i, keyA, v) || s.val.CompareAndSwap(v, v&^templateDest|2) {
+		t.Fatal("the old template's value still matched the recycled slot (ABA)")
+	}
+	if tt.claim(i, keyA, empty, sub|2, 0) {
+		t.Fatal("claimed with an empty value of an earlier life")
+	}
+	if s.key.Load() != keyB || s.controls.Load() != 1 {
+		t.Fatalf("the new template was disturbed: key %#x controls %d", s.key.Load(), s.controls.Load())
+	}
+
+	// A claim that won the key but not the value leaves an empty slot
+	// under a live key; worker 0 frees it, and the claimer's value fails.
+	_, _, j, e := tt.find(keyA, sub)
+	if !tt.slots[j].key.CompareAndSwap(0, keyA) {
+		t.Fatal("could not take the key")
+	}
+	tt.expire(0, tt.Cap(), func(uint64, uint64) int64 { return 0 })
+	if tt.slots[j].key.Load() != templateTomb || tt.claim(j, keyA, e, sub|1, 0) {
+		t.Fatalf("the empty slot under a key was not freed (key %#x)", tt.slots[j].key.Load())
+	}
+}
