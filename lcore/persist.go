@@ -22,7 +22,7 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 	key, sub := templateKey(src&svc.PersistMask, vip, vport, proto)
 	now := w.now + w.tmplOff
 	chosen := -1
-	for attempt := 0; attempt < 4; attempt++ {
+	for attempt := 0; attempt < 8; attempt++ { // retried only when another worker got in between
 		slot, v, free, empty := t.find(key, sub)
 		if slot >= 0 {
 			if !t.pin(slot, key, v) {
@@ -56,6 +56,9 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 			}
 		}
 		if free < 0 {
+			if t.reclaim(key, now) {
+				continue // an expired template made room
+			}
 			break
 		}
 		id := svc.Dests[chosen].ID

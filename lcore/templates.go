@@ -33,7 +33,8 @@ import (
 //     it use the template, else it drops the pin and looks again.
 //     Re-pointing a template at another server is, under the pin, a
 //     compare-and-swap from the value read.
-//   - free (worker 0 only): a live template that has expired and controls
+//   - free (worker 0's sweep, or a worker that finds no free slot in a
+//     key's reach, see reclaim): a live template that has expired and controls
 //     no connection is locked by compare-and-swap (value -> templateLock,
 //     same generation); then controls is read again. If a worker pinned
 //     it meanwhile, the value is put back and the template re-armed.
@@ -194,6 +195,25 @@ func (t *TemplateTable) claim(i int, key, empty, val uint64, expires int64) bool
 	return true
 }
 
+// reclaim frees, for a worker that found no free slot for key, the first
+// template in key's reach that has expired and controls no connection
+// (worker 0's sweep would, within a second). It reports whether it did.
+func (t *TemplateTable) reclaim(key uint64, now int64) bool {
+	i := t.home(key)
+	for n := 0; n < templateProbe; n, i = n+1, (i+1)&t.mask {
+		s := &t.slots[i]
+		v := s.val.Load()
+		if !templateLive(v) || s.expires.Load() > now || s.controls.Load() > 0 {
+			continue
+		}
+		if t.free(s, v) {
+			t.persistent[uint32(v&templateDest)-1].Add(-1)
+			return true
+		}
+	}
+	return false
+}
+
 // offset turns a worker's clock (ns since its epoch) into the table's.
 func (t *TemplateTable) offset(workerEpoch time.Time) int64 { return int64(workerEpoch.Sub(t.epoch)) }
 
@@ -218,7 +238,7 @@ func (t *TemplateTable) expire(now int64, n int, again func(key, val uint64) int
 				continue
 			}
 		} else if v&templateDest != 0 {
-			continue // locked: only worker 0 locks
+			continue // locked: another worker is freeing it
 		}
 		if t.free(s, v) && templateLive(v) {
 			t.persistent[uint32(v&templateDest)-1].Add(-1)

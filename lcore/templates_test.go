@@ -57,6 +57,32 @@ func TestTemplateTableFull(t *testing.T) {
 	}
 }
 
+// TestTemplateTableFullOfExpired: with every slot within reach holding
+// a template that expired and controls nothing (the sweep not there yet),
+// a new network's connection frees one and makes its template.
+func TestTemplateTableFullOfExpired(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	full, err := NewTemplates(1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range full.slots {
+		full.slots[i].key.Store(uint64(i+1)<<32 | uint64(vip))
+		full.slots[i].val.Store(uint64(443)<<48 | uint64(hdr.ProtoTCP)<<40 | 8)
+		full.slots[i].expires.Store(-int64(time.Hour))
+	}
+	full.persistent[7].Store(int32(len(full.slots)))
+	w.tmpl, w.tmplOff = full, full.offset(w.epoch)
+	connectTo(t, r, clientIP, 40000)
+	if w.cnt.own[TemplatesLost] != 0 || w.cnt.own[Templates] != 1 || templateOf(t, w, clientIP, 443) == nil {
+		t.Fatalf("templates_lost %d, templates %d", w.cnt.own[TemplatesLost], w.cnt.own[Templates])
+	}
+	if got := full.persistent[7].Load() + full.persistent[8].Load(); got != int32(len(full.slots)) {
+		t.Fatalf("persistent gauges sum to %d, want %d (one freed, one made)", got, len(full.slots))
+	}
+}
+
 // TestTemplateRace: two workers that make the same template at once end
 // with one, and the loser adopts the winner's server.
 func TestTemplateRace(t *testing.T) {
