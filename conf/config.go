@@ -8,6 +8,8 @@
 package conf
 
 import (
+	"encoding/hex"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"slices"
@@ -49,6 +51,32 @@ type Dataplane struct {
 	ConnTableSize int           `mapstructure:"conn_table_size"` // connections per lcore, 1024..67108864; default 1048576; reload: restart
 	IdleSleep     time.Duration `mapstructure:"idle_sleep"`      // sleep between polls of an idle lcore, 0 = pure polling, 0..10ms; default 0; reload: restart
 	Defense       Defense       `mapstructure:"defense"`         // how each lcore's connection table resists floods (see Defense); reload: restart
+	SteeringKey   string        `mapstructure:"steering_key"`    // Toeplitz key of connection ownership and the NICs' RSS, 40 bytes as 80 hex digits (':' or ' ' between bytes allowed), not all zero; "" = drawn at random at each boot; default ""; reload: restart
+}
+
+// SteeringKeyLen is the length of dataplane.steering_key in bytes.
+const SteeringKeyLen = 40
+
+// ParseSteeringKey reads a steering key: 80 hex digits, ':' or ' '
+// between bytes allowed, not all zero. "" gives nil (a key drawn at boot).
+func ParseSteeringKey(s string) ([]byte, error) {
+	if s == "" {
+		return nil, nil
+	}
+	clean := strings.NewReplacer(":", "", " ", "").Replace(s)
+	k, err := hex.DecodeString(clean)
+	if err != nil {
+		return nil, fmt.Errorf("is not hex: %v", err)
+	}
+	if len(k) != SteeringKeyLen {
+		return nil, fmt.Errorf("has %d bytes, want %d (%d hex digits)", len(k), SteeringKeyLen, 2*SteeringKeyLen)
+	}
+	for _, b := range k {
+		if b != 0 {
+			return k, nil
+		}
+	}
+	return nil, fmt.Errorf("is all zero (every client would hash to one lcore)")
 }
 
 // Defense keeps a connection table usable under a flood of flows that

@@ -132,6 +132,9 @@ func (d Dataplane) validate() error {
 			return fieldErrorf(fmt.Sprintf("dataplane.workers[%d]", i), "%d is negative", cpu)
 		}
 	}
+	if _, err := ParseSteeringKey(d.SteeringKey); err != nil {
+		return fieldErrorf("dataplane.steering_key", "%v", err)
+	}
 	if err := checkRange("dataplane.burst", d.Burst, 1, 512); err != nil {
 		return err
 	}

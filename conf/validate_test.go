@@ -47,6 +47,9 @@ func TestValidateValid(t *testing.T) {
 			c.Dataplane.IdleSleep = 10 * time.Millisecond
 		}, schedulers},
 		{"repeated worker CPUs", func(c *conf.Config) { c.Dataplane.Workers = []int{1, 1, 2} }, schedulers},
+		{"steering key with colons", func(c *conf.Config) {
+			c.Dataplane.SteeringKey = "6d:5a" + strings.Repeat(":56", 38)
+		}, schedulers},
 		{"largest cache with fewest mbufs", func(c *conf.Config) { c.Dataplane.Mbufs = 1023; c.Dataplane.MbufCache = 512 }, schedulers},
 		{"metrics disabled", func(c *conf.Config) { c.Metrics.Listen = "" }, schedulers},
 		{"metrics on all addresses", func(c *conf.Config) { c.Metrics.Listen = ":9180" }, schedulers},
@@ -113,6 +116,12 @@ func TestValidate(t *testing.T) {
 			`dataplane.workers: has 65 entries, want 1..64`},
 		{"negative worker", func(c *conf.Config) { c.Dataplane.Workers = []int{0, 1, -2} },
 			`dataplane.workers[2]: -2 is negative`},
+		{"steering key not hex", func(c *conf.Config) { c.Dataplane.SteeringKey = strings.Repeat("zz", 40) },
+			`dataplane.steering_key: is not hex: encoding/hex: invalid byte: U+007A 'z'`},
+		{"steering key short", func(c *conf.Config) { c.Dataplane.SteeringKey = strings.Repeat("6d", 39) },
+			`dataplane.steering_key: has 39 bytes, want 40 (80 hex digits)`},
+		{"steering key zero", func(c *conf.Config) { c.Dataplane.SteeringKey = strings.Repeat("00", 40) },
+			`dataplane.steering_key: is all zero (every client would hash to one lcore)`},
 		{"burst 0", func(c *conf.Config) { c.Dataplane.Burst = 0 },
 			`dataplane.burst: 0 is out of range 1..512`},
 		{"burst 513", func(c *conf.Config) { c.Dataplane.Burst = 513 },

@@ -99,9 +99,10 @@ func (w *Worker) dumpTemplates(r *DumpRequest) {
 	end := min(int(r.cursor)+dumpSlots, t.Cap())
 	for i := int(r.cursor); i < end; i++ {
 		s := &t.slots[i]
-		key, v := s.key.Load(), s.val.Load()
-		if v == 0 {
-			continue
+		v := s.val.Load()
+		key := s.key.Load()
+		if !templateLive(v) || s.val.Load() != v {
+			continue // not a template, or freed while read
 		}
 		cnet, vip, vport, proto := uint32(key>>32), uint32(key), uint16(v>>48), uint8(v>>40)
 		if !r.matches(proto, vip, vport, cnet) {

@@ -3,6 +3,7 @@ package lcore
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 )
 
 // Ownership. The worker that owns a connection is a function of its
@@ -21,14 +22,15 @@ import (
 // owner, so a wrong guess about the NIC costs handoffs, never a
 // connection.
 
-// steerKeyLen is the Toeplitz key length of most NICs (40 bytes); longer
-// keys (52 bytes) repeat it.
-const steerKeyLen = 40
+// SteeringKeyLen is the Toeplitz key length of most NICs (40 bytes);
+// longer keys (52 bytes) repeat it.
+const SteeringKeyLen = 40
 
-// steerKey is the per-boot secret: without it a sender cannot choose
-// source ports that pile its flows on one worker.
-var steerKey = func() [steerKeyLen]byte {
-	var k [steerKeyLen]byte
+// steerKey is the secret, drawn at boot unless configured
+// (SetSteeringKey): without it a sender cannot choose source ports that
+// pile its flows on one worker.
+var steerKey = func() [SteeringKeyLen]byte {
+	var k [SteeringKeyLen]byte
 	if _, err := rand.Read(k[:]); err != nil {
 		panic("lcore: no randomness for the steering key: " + err.Error())
 	}
@@ -67,12 +69,54 @@ func toeplitzTable(key []byte) (t [6][256]uint32) {
 	return t
 }
 
+func allZero(b []byte) bool {
+	for _, c := range b {
+		if c != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// SetSteeringKey replaces the boot key by a configured one. Call it once,
+// before any worker or port starts: ownership must never change while
+// connections exist.
+func SetSteeringKey(key []byte) error {
+	if len(key) != SteeringKeyLen || allZero(key) {
+		return fmt.Errorf("steering key of %d bytes: want %d, not all zero", len(key), SteeringKeyLen)
+	}
+	copy(steerKey[:], key)
+	toeplitz = toeplitzTable(steerKey[:])
+	return nil
+}
+
+// Steering is Owner under a given key, for a process other than lbd (a
+// traffic generator) that must agree with an lbd configured with it.
+type Steering struct{ table [6][256]uint32 }
+
+// NewSteering makes the owner function of a steering key.
+func NewSteering(key []byte) (*Steering, error) {
+	if len(key) != SteeringKeyLen || allZero(key) {
+		return nil, fmt.Errorf("steering key of %d bytes: want %d, not all zero", len(key), SteeringKeyLen)
+	}
+	return &Steering{table: toeplitzTable(key)}, nil
+}
+
+// Owner is the worker (0..n-1) that owns a client endpoint's connections
+// under the key, as lcore.Owner in an lbd that uses it.
+func (s *Steering) Owner(clientIP uint32, clientPort uint16, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(hashWith(&s.table, clientIP, clientPort) % uint32(n))
+}
+
 // RSSKey is the steering key as a NIC's RSS key of n bytes: ports
 // configured with it hash a client's endpoint as Owner does.
 func RSSKey(n int) []byte {
 	k := make([]byte, n)
 	for i := range k {
-		k[i] = steerKey[i%steerKeyLen]
+		k[i] = steerKey[i%SteeringKeyLen]
 	}
 	return k
 }

@@ -87,3 +87,30 @@ func TestOwnerIsKeyed(t *testing.T) {
 		}
 	}
 }
+
+// TestSetSteeringKey: a configured key replaces the boot key for Owner
+// and RSSKey; a wrong one is refused and changes nothing.
+func TestSetSteeringKey(t *testing.T) {
+	before := steerKey
+	for _, bad := range [][]byte{nil, make([]byte, 40), make([]byte, 39)} {
+		if SetSteeringKey(bad) == nil || steerKey != before {
+			t.Fatalf("key %x accepted", bad)
+		}
+	}
+	if err := SetSteeringKey(msKey); err != nil { // the key TestMain installs
+		t.Fatal(err)
+	}
+	s, err := NewSteering(msKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(RSSKey(40)) != string(msKey) {
+		t.Fatal("RSSKey is not the configured key")
+	}
+	for i := uint32(0); i < 1000; i++ {
+		ip, port := i*2654435761, uint16(i*40503)
+		if a, b := Owner(ip, port, 4), s.Owner(ip, port, 4); a != b {
+			t.Fatalf("%x:%d: Owner %d, Steering.Owner %d", ip, port, a, b)
+		}
+	}
+}

@@ -209,6 +209,9 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	}
 	w.table.Relieve(w.now, w.expire) // under a flood, evict an embryonic or idle entry first
 	id, err := w.table.Insert(&c)
+	if err != nil {
+		w.releaseTemplate(tmpl)
+	}
 	switch err {
 	case nil:
 	case conn.ErrFull:
@@ -217,8 +220,7 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		return 0, DropConnExists
 	}
 	if tmpl != 0 {
-		w.table.Get(id).Template = tmpl
-		w.useTemplate(tmpl)
+		w.table.Get(id).Template = tmpl // persistent pinned it for this connection
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[dst.ID][DestConns]++

@@ -14,15 +14,20 @@ import (
 // re-pointed at a newly scheduled server (IPVS's
 // expire_quiescent_template). It returns the dest index and the
 // template's slot+1 (0 when no template could be stored: the connection is
-// still served).
+// still served). The template comes pinned for the new connection: the
+// caller hands the pin to the connection or gives it back
+// (releaseTemplate).
 func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport uint16) (int, uint32) {
 	t := w.tmpl
 	key, sub := templateKey(src&svc.PersistMask, vip, vport, proto)
 	now := w.now + w.tmplOff
 	chosen := -1
-	for attempt := 0; attempt < 4; attempt++ {
-		slot, v, free := t.find(key, sub)
+	for attempt := 0; attempt < 8; attempt++ { // retried only when another worker got in between
+		slot, v, free, empty := t.find(key, sub)
 		if slot >= 0 {
+			if !t.pin(slot, key, v) {
+				continue // freed or changed since found: look again
+			}
 			s := &t.slots[slot]
 			if idx := svc.destIndex(uint32(v&templateDest) - 1); idx >= 0 && svc.Dests[idx].Weight > 0 {
 				s.expires.Store(now + svc.Persistence)
@@ -31,16 +36,18 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 			// Quiescent or gone: schedule again and re-point the template.
 			if chosen < 0 {
 				if chosen = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt); chosen < 0 {
+					t.unpin(slot)
 					return -1, 0
 				}
 			}
 			id := svc.Dests[chosen].ID
-			if s.val.CompareAndSwap(v, sub|uint64(id+1)) {
+			if s.val.CompareAndSwap(v, v&^templateDest|uint64(id+1)) {
 				t.persistent[uint32(v&templateDest)-1].Add(-1)
 				t.persistent[id].Add(1)
 				s.expires.Store(now + svc.Persistence)
 				return chosen, uint32(slot) + 1
 			}
+			t.unpin(slot)
 			continue // another worker changed it first: read it again
 		}
 		if chosen < 0 {
@@ -49,12 +56,13 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 			}
 		}
 		if free < 0 {
+			if t.reclaim(key, now) {
+				continue // an expired template made room
+			}
 			break
 		}
 		id := svc.Dests[chosen].ID
-		if t.claim(free, key, sub|uint64(id+1)) {
-			t.slots[free].expires.Store(now + svc.Persistence)
-			t.persistent[id].Add(1)
+		if t.claim(free, key, empty, sub|uint64(id+1), now+svc.Persistence) {
 			w.cnt.own[Templates]++
 			return chosen, uint32(free) + 1
 		}
@@ -65,10 +73,11 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 	return chosen, 0
 }
 
-// useTemplate counts a new connection on its template.
-func (w *Worker) useTemplate(tmpl uint32) {
+// releaseTemplate gives back the pin persistent took when no connection
+// was made after all.
+func (w *Worker) releaseTemplate(tmpl uint32) {
 	if tmpl != 0 {
-		w.tmpl.slots[tmpl-1].controls.Add(1)
+		w.tmpl.unpin(int(tmpl - 1))
 	}
 }
 

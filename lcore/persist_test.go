@@ -164,7 +164,7 @@ func TestDumpConnections(t *testing.T) {
 func templateOf(t *testing.T, w *Worker, cnet uint32, vport uint16) *templateSlot {
 	t.Helper()
 	key, sub := templateKey(cnet, vip, vport, hdr.ProtoTCP)
-	if slot, _, _ := w.tmpl.find(key, sub); slot >= 0 {
+	if slot, _, _, _ := w.tmpl.find(key, sub); slot >= 0 {
 		return &w.tmpl.slots[slot]
 	}
 	return nil

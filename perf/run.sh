@@ -5,6 +5,8 @@
 # zero-work forwarder (two-way and one-way), and lbd in VS/NAT, VS/DR and
 # VS/TUN with 1k and 1M flows, new connections and 2/4 worker lcores, each at
 # a series of offered loads.
+# perfrun gives lbd and lbgen one steering key (random per run, or
+# -steering-key), so the multi-lcore cases send each flow on its owner's queue.
 # Writes perf/results/<date>.md, .json and .svg plots. Needs root and DPDK 22.11
 # (make setup); uses --no-huge unless PERF_ARGS contains -huge.
 #

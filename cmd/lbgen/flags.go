@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/perf/gen"
 )
@@ -55,7 +56,7 @@ func (o *options) ealArgs() []string {
 func parseFlags(args []string) (*options, error) {
 	fs := flag.NewFlagSet("lbgen", flag.ContinueOnError)
 	o := &options{}
-	var loop, clients, cports, vip, servers, lbSrv, dstMAC, pattern, rates string
+	var loop, clients, cports, vip, servers, lbSrv, dstMAC, pattern, rates, steeringKey string
 	fs.StringVar(&o.cfg.ClientDev, "client-dev", "", "client-side DPDK device (vdev string or PCI address)")
 	fs.StringVar(&o.cfg.ServerDev, "server-dev", "", "server-side DPDK device")
 	fs.StringVar(&loop, "loop", "", "directory: connect the two ports to each other by memif (no balancer; the reference)")
@@ -69,7 +70,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.cfg.Flows, "flows", 1000, "concurrent flows (client address x port)")
 	fs.StringVar(&pattern, "pattern", "established", "established, syn-data-fin, syn (a new client address:port per SYN) or udp")
 	fs.IntVar(&o.cfg.Queues, "queues", 1, "RX/TX queues per port (as many as the balancer's workers); flows are spread over them")
-	fs.BoolVar(&o.cfg.AlignOwner, "align-owner", true, "with -queues > 1: send each flow on the queue lcore.Owner gives it in this process (lbd keys its own at boot, so it still hands flows over); false: flow k on queue k mod queues")
+	fs.BoolVar(&o.cfg.AlignOwner, "align-owner", true, "with -queues > 1: send each flow on the queue of the lcore that owns it (under -steering-key; without it under this process's random key, so lbd hands most flows over); false: flow k on queue k mod queues")
+	fs.StringVar(&steeringKey, "steering-key", "", "lbd's dataplane.steering_key (80 hex digits): with -align-owner every flow arrives at its owner")
 	fs.BoolVar(&o.cfg.OneWay, "one-way", false, "VS/DR or VS/TUN: the server side counts (IPIP unwrapped) and answers nothing")
 	fs.StringVar(&o.stepCmd, "step-cmd", "", "shell command run after setup and after each step; its output (JSON kept as JSON) goes into the step's record")
 	fs.IntVar(&o.cfg.Size, "size", 60, "frame size in bytes without FCS (60 = 64 on the wire), 60..1514")
@@ -97,6 +99,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if o.cfg.ClientDev == "" || o.cfg.ServerDev == "" {
 		return nil, errors.New("-client-dev and -server-dev (or -loop) are required")
+	}
+	if o.cfg.SteeringKey, err = conf.ParseSteeringKey(steeringKey); err != nil {
+		return nil, fmt.Errorf("-steering-key: %w", err)
 	}
 	if o.cfg.Clients, err = parseRange(clients); err != nil {
 		return nil, fmt.Errorf("-clients: %w", err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -27,5 +28,24 @@ func TestParseFlagsLoop(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-clients", "10.0.0.9-10.0.0.1", "-loop", "/x"}); err == nil {
 		t.Fatal("reversed range accepted")
+	}
+}
+
+// TestParseFlagsSteeringKey: lbd's key is taken in the form lbd's
+// configuration takes it; a wrong one is an error naming the flag.
+func TestParseFlagsSteeringKey(t *testing.T) {
+	key := strings.Repeat("6d:", 39) + "5a"
+	o, err := parseFlags([]string{"-loop", "/tmp/x", "-steering-key", key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(o.cfg.SteeringKey) != 40 || o.cfg.SteeringKey[0] != 0x6d || o.cfg.SteeringKey[39] != 0x5a {
+		t.Fatalf("key %x", o.cfg.SteeringKey)
+	}
+	if o, err := parseFlags([]string{"-loop", "/tmp/x"}); err != nil || o.cfg.SteeringKey != nil {
+		t.Fatalf("no flag: key %x, %v", o.cfg.SteeringKey, err)
+	}
+	if _, err := parseFlags([]string{"-loop", "/tmp/x", "-steering-key", "6d5a"}); err == nil || !strings.HasPrefix(err.Error(), "-steering-key: ") {
+		t.Fatalf("a 2-byte key: %v", err)
 	}
 }

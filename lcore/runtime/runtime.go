@@ -75,6 +75,18 @@ func Open(cfg conf.Config, log *zap.Logger) (d *DPDK, err error) {
 		}
 	}()
 	dp := cfg.Dataplane
+	// A configured steering key replaces the boot key before any port or
+	// lcore uses it (Owner and the NICs' RSS key).
+	key, err := conf.ParseSteeringKey(dp.SteeringKey)
+	if err != nil {
+		return nil, fmt.Errorf("dataplane.steering_key: %w", err)
+	}
+	if key != nil {
+		if err := lcore.SetSteeringKey(key); err != nil {
+			return nil, fmt.Errorf("dataplane.steering_key: %w", err)
+		}
+		log.Info("steering key from the configuration (not drawn at boot)")
+	}
 	d.pool, err = mempool.CreatePktmbufPool(mempool.PktmbufPool{
 		Name: "dplb_pkt", N: uint(dp.Mbufs), Cache: uint(dp.MbufCache), Socket: eal.SocketAny,
 	})

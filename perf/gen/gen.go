@@ -59,12 +59,15 @@ type Config struct {
 	// The client side sends each flow on one queue, the server side
 	// answers on the queue a packet arrived on.
 	Queues int
-	// AlignOwner puts each flow on the queue lcore.Owner gives its client
-	// endpoint; else flow k goes to queue k mod Queues. lbd keys its owner
-	// function with a secret drawn at boot, which this process does not
-	// share: the flows are spread evenly either way, and lbd hands each
-	// to its owner.
+	// AlignOwner puts each flow on the queue of the worker that owns its
+	// client endpoint; else flow k goes to queue k mod Queues. Ownership
+	// is keyed: with SteeringKey (lbd's dataplane.steering_key) every flow
+	// arrives at its owner; without it, at the owner under this process's
+	// own random key, which is not lbd's, so lbd hands (Queues-1)/Queues
+	// of them over.
 	AlignOwner bool
+	// SteeringKey is lbd's configured steering key (40 bytes), or nil.
+	SteeringKey []byte
 	// OneWay: the balancer forwards with VS/DR or VS/TUN, whose replies do
 	// not pass through it; the server side counts what arrives (IPIP
 	// unwrapped) and answers nothing, not even SYNs.
@@ -192,14 +195,8 @@ func Open(cfg Config) (_ *Gen, err error) {
 	g := &Gen{cfg: cfg, base: time.Now(), nq: uint16(cfg.Queues)}
 	g.qcur = make([]int, cfg.Queues)
 	if cfg.Queues > 1 {
-		g.qflows = make([][]uint32, cfg.Queues)
-		for k := 0; k < cfg.Flows; k++ {
-			q := k % cfg.Queues
-			if cfg.AlignOwner {
-				src, sport := g.tuple(uint64(k))
-				q = lcore.Owner(src, sport, cfg.Queues)
-			}
-			g.qflows[q] = append(g.qflows[q], uint32(k))
+		if g.qflows, err = FlowQueues(&cfg); err != nil {
+			return nil, err
 		}
 	}
 	defer func() {
@@ -493,9 +490,34 @@ func latency(h *Hist) Latency {
 }
 
 // tuple is the client address and port of flow (or tuple) k.
-func (g *Gen) tuple(k uint64) (src uint32, sport uint16) {
-	n := uint64(g.cfg.Clients.Len())
-	return g.cfg.Clients.First + uint32(k%n), g.cfg.ClientPorts[0] + uint16(k/n)
+func (g *Gen) tuple(k uint64) (src uint32, sport uint16) { return flowTuple(&g.cfg, k) }
+
+func flowTuple(c *Config, k uint64) (src uint32, sport uint16) {
+	n := uint64(c.Clients.Len())
+	return c.Clients.First + uint32(k%n), c.ClientPorts[0] + uint16(k/n)
+}
+
+// FlowQueues spreads the flows over the queues (see Config.AlignOwner):
+// the flow numbers of each queue.
+func FlowQueues(cfg *Config) ([][]uint32, error) {
+	owner := lcore.Owner
+	if cfg.AlignOwner && cfg.SteeringKey != nil {
+		s, err := lcore.NewSteering(cfg.SteeringKey)
+		if err != nil {
+			return nil, err
+		}
+		owner = s.Owner
+	}
+	qflows := make([][]uint32, max(cfg.Queues, 1))
+	for k := 0; k < cfg.Flows; k++ {
+		q := k % len(qflows)
+		if cfg.AlignOwner {
+			src, sport := flowTuple(cfg, uint64(k))
+			q = owner(src, sport, len(qflows))
+		}
+		qflows[q] = append(qflows[q], uint32(k))
+	}
+	return qflows, nil
 }
 
 // next picks the flow and flags of the next packet on queue q (flags 0:

@@ -150,7 +150,7 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	args := append(genArgs(o, dir, c.Name, spec.Flows, spec.Pattern), "-lb-server-addr", "198.51.100.1",
 		"-vip", "203.0.113.10:80", "-clients", clients, "-servers", "198.51.100.11-198.51.100.12",
 		"-client-dev", memif(0, cs, "client"), "-server-dev", memif(1, ss, "client"),
-		"-queues", fmt.Sprint(spec.Lcores),
+		"-queues", fmt.Sprint(spec.Lcores), "-steering-key", o.steeringKey,
 		"-step-cmd", fmt.Sprintf("%s --socket %s -L -n --per-lcore -o json", o.lbctl, ctl))
 	if oneWay {
 		args = append(args, "-one-way")
@@ -248,6 +248,7 @@ eal:
 dataplane:
   workers: [%s]
   conn_table_size: %d
+  steering_key: "%s"
 ports:
   - name: client
     device: %s
@@ -275,7 +276,7 @@ metrics:
   listen: "%s"
 log:
   level: info
-`, os.Getpid(), mem, o.huge, o.genCPU, intsString(spec.Workers), o.connTable,
+`, os.Getpid(), mem, o.huge, o.genCPU, intsString(spec.Workers), o.connTable, o.steeringKey,
 		memif(0, clientSock, "server"), memif(1, serverSock, "server"),
 		port, forward, port, forward, timeouts, ctlSock, metricsAddr)
 }

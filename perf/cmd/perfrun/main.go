@@ -19,6 +19,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -47,6 +49,9 @@ type options struct {
 	connTable                  int
 	openRate                   float64
 	long                       bool
+	// steeringKey is given to lbd (dataplane.steering_key) and lbgen
+	// (-steering-key), so that lbgen sends every flow on its owner's queue.
+	steeringKey string
 }
 
 // Defaults of the quick run (make perf, a few minutes) and of -long.
@@ -81,6 +86,7 @@ func main() {
 	flag.StringVar(&o.workerCPUs, "worker-cpus", "", "CPUs of lbd's workers for the -Nlc cases, comma-separated (first N used); empty: -lbd-cpu repeated N times")
 	flag.IntVar(&o.connTable, "conn-table", 2097152, "lbd dataplane.conn_table_size (per lcore)")
 	flag.Float64Var(&o.openRate, "open-rate", 500e3, "SYNs per second when lbgen opens established flows")
+	flag.StringVar(&o.steeringKey, "steering-key", "", "steering key (80 hex digits) given to lbd and lbgen so that multi-lcore flows arrive at their owner; empty: one drawn at random for this run")
 	rerender := flag.String("report-from", "", "write the .md report again from a results .json of an earlier run (no measurement)")
 	flag.Parse()
 	if *rerender != "" {
@@ -102,6 +108,14 @@ func main() {
 		if !set["duration"] {
 			o.duration = 3 * time.Second
 		}
+	}
+	if o.steeringKey == "" {
+		var k [40]byte
+		if _, err := rand.Read(k[:]); err != nil {
+			fmt.Fprintf(os.Stderr, "perfrun: %v\n", err)
+			os.Exit(1)
+		}
+		o.steeringKey = hex.EncodeToString(k[:])
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "perfrun: %v\n", err)
