@@ -25,8 +25,8 @@ const usageText = `Usage:
   lbctl -S [-n]
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
-  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--exact] [--sort] [-o json]
-  lbctl -L -c
+  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
+  lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
@@ -63,11 +63,13 @@ Options:
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many
   --numeric      -n            numeric output of addresses and ports (always on)
-  --connection   -c            list connections (not supported by the dataplane yet)
+  --connection   -c            list connections: state, time left, client, VIP, real server
+  --client IP                  with -c: only the connections of this client address
   --stats                      output of statistics information
   --rate                       output of rate information
   --thresholds                 output of thresholds information
   --persistent-conn            output of persistent connection information
+  --per-lcore                  one line per worker lcore: its busy share and cycles per packet
   --sort                       sort the output (always sorted)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
