@@ -63,6 +63,7 @@ func TestDebianPackage(t *testing.T) {
 		"./usr/lib/systemd/system/lbd.service", "./usr/lib/dplb/dplb-hugepages",
 		"./usr/share/bash-completion/completions/lbctl",
 		"./usr/share/man/man8/lbd.8.gz", "./usr/share/man/man8/lbctl.8.gz", "./usr/share/man/man5/lbd.yaml.5.gz",
+		"./usr/share/doc/dplb/docs/deploy.md", "./usr/share/doc/dplb/observability/alerts.yml",
 	} {
 		if !strings.Contains(list, " "+want+"\n") {
 			t.Errorf("package lacks %s", want)
