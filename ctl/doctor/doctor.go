@@ -12,7 +12,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -109,11 +108,6 @@ func WriteJSON(w io.Writer, fs []Finding) error {
 	}
 	return err
 }
-
-var pciAddr = regexp.MustCompile(`^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
-
-// isPCI tells a PCI address from a vdev string.
-func isPCI(device string) bool { return pciAddr.MatchString(device) }
 
 // cpuList parses a kernel CPU list ("0-3,8,10-11"); flags such as
 // "domain," or "managed_irq," in isolcpus are skipped.

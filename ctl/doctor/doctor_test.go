@@ -72,7 +72,7 @@ func testConfig() conf.Config {
 		EAL:       conf.EAL{MemoryMB: 512, HugePages: true, MainCPU: 0},
 		Dataplane: conf.Dataplane{Workers: []int{2, 3}},
 		Ports: []conf.Port{
-			{Name: "client", Device: nic},
+			{Name: "client", Device: nic + ",rxq_pkt_fill=2"}, // arguments after the address
 			{Name: "server", Device: "net_af_packet1,iface=eth1"},
 		},
 	}

@@ -22,14 +22,15 @@ func (h Host) nics(cfg conf.Config) []Finding {
 	anyPCI := false
 	for _, p := range cfg.Ports {
 		check := "nic " + p.Name
-		if !isPCI(p.Device) {
-			out = append(out, vdevFinding(check, p.Device, len(cfg.Dataplane.Workers)))
+		if !p.IsPCI() {
+			out = append(out, vdevFinding(check, p.DeviceName()))
 			continue
 		}
 		anyPCI = true
-		dev := "sys/bus/pci/devices/" + strings.ToLower(p.Device)
+		addr := p.DeviceName()
+		dev := "sys/bus/pci/devices/" + strings.ToLower(addr)
 		if _, err := os.Stat(h.path(dev)); err != nil {
-			out = append(out, Finding{check, Fail, fmt.Sprintf("%s: no such PCI device", p.Device),
+			out = append(out, Finding{check, Fail, fmt.Sprintf("%s: no such PCI device", addr),
 				"check the address with lspci -D or dpdk-devbind.py --status"})
 			continue
 		}
@@ -40,19 +41,19 @@ func (h Host) nics(cfg conf.Config) []Finding {
 		}
 		switch {
 		case driver == "vfio-pci":
-			out = append(out, Finding{check, OK, fmt.Sprintf("%s (%s:%s) is bound to vfio-pci", p.Device, vendor, device), ""})
+			out = append(out, Finding{check, OK, fmt.Sprintf("%s (%s:%s) is bound to vfio-pci", addr, vendor, device), ""})
 		case bifurcated[vendor] != "":
-			out = append(out, Finding{check, OK, fmt.Sprintf("%s is a %s NIC: DPDK uses its kernel driver %q, no binding needed", p.Device, bifurcated[vendor], driver), ""})
+			out = append(out, Finding{check, OK, fmt.Sprintf("%s is a %s NIC: DPDK uses its kernel driver %q, no binding needed", addr, bifurcated[vendor], driver), ""})
 		case driver == "":
-			out = append(out, Finding{check, Fail, fmt.Sprintf("%s (%s:%s) has no driver", p.Device, vendor, device),
-				fmt.Sprintf("modprobe vfio-pci && dpdk-devbind.py -b vfio-pci %s", p.Device)})
+			out = append(out, Finding{check, Fail, fmt.Sprintf("%s (%s:%s) has no driver", addr, vendor, device),
+				fmt.Sprintf("modprobe vfio-pci && dpdk-devbind.py -b vfio-pci %s", addr)})
 		default:
-			out = append(out, Finding{check, Fail, fmt.Sprintf("%s (%s:%s) is bound to the kernel driver %s, not vfio-pci", p.Device, vendor, device, driver),
-				fmt.Sprintf("ip link set <its interface> down; modprobe vfio-pci; dpdk-devbind.py -b vfio-pci %s (persist with driverctl set-override %s vfio-pci)", p.Device, p.Device)})
+			out = append(out, Finding{check, Fail, fmt.Sprintf("%s (%s:%s) is bound to the kernel driver %s, not vfio-pci", addr, vendor, device, driver),
+				fmt.Sprintf("ip link set <its interface> down; modprobe vfio-pci; dpdk-devbind.py -b vfio-pci %s (persist with driverctl set-override %s vfio-pci)", addr, addr)})
 		}
-		out = append(out, h.numa(check, p.Device, dev, cfg)...)
+		out = append(out, h.numa(check, addr, dev, cfg)...)
 		out = append(out, Finding{check + " offloads", Info,
-			fmt.Sprintf("RSS and checksum offload of %s are known only once DPDK probes it: lbd logs them at start (\"port up\": queues, tx_checksum_offload, rss_aligned)", p.Device),
+			fmt.Sprintf("RSS and checksum offload of %s are known only once DPDK probes it: lbd logs them at start (\"port up\": queues, tx_checksum_offload, rss_aligned)", addr),
 			""})
 	}
 	if anyPCI {
@@ -62,8 +63,7 @@ func (h Host) nics(cfg conf.Config) []Finding {
 }
 
 // vdevFinding says what a virtual device means for performance.
-func vdevFinding(check, device string, workers int) Finding {
-	name, _, _ := strings.Cut(device, ",")
+func vdevFinding(check, name string) Finding {
 	switch {
 	case strings.HasPrefix(name, "net_af_packet"), strings.HasPrefix(name, "net_af_xdp"):
 		return Finding{check, Info, fmt.Sprintf("%s is a kernel-socket virtual device: no binding, no checksum offload (checksums in software), and the kernel bounds its rate", name), ""}
