@@ -8,7 +8,7 @@ LBD     := $(BIN)/lbd
 LBCTL   := $(BIN)/lbctl
 HELPER  := $(BIN)/nshelper
 
-.PHONY: all build setup test unit e2e demo bench perf fuzz vet clean
+.PHONY: all build setup test unit e2e demo bench perf fuzz vet clean deb
 
 all: build
 
@@ -44,6 +44,11 @@ vet:
 # to https://127.0.0.1:9443/ (login demo / demo).
 demo: setup build
 	$(GO) run ./e2e/cmd/demo -lbd $(LBD) -lbctl $(LBCTL) -nshelper $(HELPER) $(DEMOARGS)
+
+# The Debian package (nfpm): lbd, lbctl, lbgen, /etc/dplb/lbd.yaml, the
+# systemd unit, bash completion, man pages; into bin/.
+deb:
+	bash scripts/deb.sh $(BIN)
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # setup.sh: prepare a Debian 12 machine (run as root) for building and
 # running dplb: install DPDK 22.11 and the tools the end-to-end tests and
-# the demo use (chromium: the console's browser test), reserve 2 MB
-# hugepages and mount hugetlbfs. Idempotent: it
-# only does what is missing and says what it did. Loads no kernel module.
+# the demo use (chromium: the console's browser test; debootstrap: the
+# container image's base), reserve 2 MB hugepages and mount hugetlbfs.
+# Idempotent: it only does what is missing and says what it did. Loads no
+# kernel module.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium)
+PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap)
 HUGEPAGES=${DPLB_HUGEPAGES:-512}       # 2 MB pages wanted at least
 HUGE_SYSFS=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 HUGE_MNT=/dev/hugepages

@@ -25,8 +25,8 @@ const usageText = `Usage:
   lbctl -S [-n]
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
-  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--exact] [--sort] [-o json]
-  lbctl -L -c
+  lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
+  lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
@@ -49,25 +49,29 @@ Commands:
   reload                   make lbd re-read its configuration file (as SIGHUP)
 
 Options:
-  --tcp-service  -t VIP:port   TCP service
+  --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
+                               resolved once, here or in -R's lbd; a name must give one IPv4 address)
   --udp-service  -u VIP:port   UDP service
   --scheduler    -s NAME       scheduler (default rr)
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
   --netmask      -M NETMASK    persistence granularity
   --sched-flags  -b FLAGS      scheduler flags, comma separated
-  --real-server  -r RIP[:port] real server (port: the service's by default)
+  --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many
-  --numeric      -n            numeric output of addresses and ports (always on)
-  --connection   -c            list connections (not supported by the dataplane yet)
+  --numeric      -n            -S: addresses and ports as numbers (without -n: host and
+                               service names where known, as ipvsadm); -L is always numeric
+  --connection   -c            list connections: state, time left, client, VIP, real server
+  --client IP                  with -c: only the connections of this client address
   --stats                      output of statistics information
   --rate                       output of rate information
   --thresholds                 output of thresholds information
   --persistent-conn            output of persistent connection information
+  --per-lcore                  one line per worker lcore: its busy share and cycles per packet
   --sort                       sort the output (always sorted)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
@@ -143,7 +147,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	case api.OpConnections:
 		err = api.WriteConns(stdout, resp)
 	case api.OpSave:
-		_, err = io.WriteString(stdout, resp.Text)
+		text := resp.Text
+		if !c.Numeric {
+			// As ipvsadm -S without -n: host and service names where known.
+			text = api.NameRules(text, api.SystemNamer("/etc/services"))
+		}
+		_, err = io.WriteString(stdout, text)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

@@ -3,6 +3,7 @@
 //
 //	lbd -c /etc/dplb/lbd.yaml
 //	echo 'a password' | lbd -hash-password   # a bcrypt hash for web.users
+//	lbd doctor -c /etc/dplb/lbd.yaml [-o json]   # check the host for it
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl"
+	"github.com/dplb/dplb/ctl/doctor"
 	"github.com/dplb/dplb/ctl/web"
 	"github.com/dplb/dplb/lcore/runtime"
 )
@@ -33,6 +35,9 @@ func init() {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "doctor" {
+		os.Exit(doctorMain(os.Args[2:]))
+	}
 	path := flag.String("c", "/etc/dplb/lbd.yaml", "configuration file (YAML)")
 	check := flag.Bool("check", false, "validate the configuration and exit")
 	hashPassword := flag.Bool("hash-password", false, "read a password on stdin, print its bcrypt hash for web.users and exit")
@@ -142,4 +147,41 @@ func newLogger(c conf.Log) (*zap.Logger, zap.AtomicLevel, error) {
 	zc.OutputPaths = []string{"stderr"}
 	log, err := zc.Build()
 	return log, zc.Level, err
+}
+
+// doctorMain is `lbd doctor`: check the host for the configuration; exit
+// 0 when nothing fails (warnings allowed), 1 when something does, 2 on a
+// bad command line.
+func doctorMain(args []string) int {
+	fs := flag.NewFlagSet("lbd doctor", flag.ContinueOnError)
+	path := fs.String("c", "/etc/dplb/lbd.yaml", "configuration file (YAML)")
+	output := fs.String("o", "text", "output: text or json")
+	root := fs.String("root", "/", "root of the /proc and /sys trees to check")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *output != "text" && *output != "json" {
+		fmt.Fprintf(os.Stderr, "lbd doctor: -o %q: want text or json\n", *output)
+		return 2
+	}
+	cfg, err := conf.Load(*path)
+	if err == nil {
+		err = cfg.Validate(ctl.Schedulers())
+	}
+	if err != nil {
+		err = fmt.Errorf("%s: %w", *path, err)
+	}
+	findings := doctor.Run(doctor.Host{Root: *root}, cfg, err)
+	write := doctor.WriteText
+	if *output == "json" {
+		write = doctor.WriteJSON
+	}
+	if err := write(os.Stdout, findings); err != nil {
+		fmt.Fprintf(os.Stderr, "lbd doctor: %v\n", err)
+		return 2
+	}
+	if doctor.Failed(findings) {
+		return 1
+	}
+	return 0
 }

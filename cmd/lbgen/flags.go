@@ -28,6 +28,8 @@ type options struct {
 	reply       string
 	linkTimeout time.Duration
 	stepCmd     string
+	synPcap     string
+	srcMAC      hdr.MAC
 }
 
 func (o *options) ealArgs() []string {
@@ -89,6 +91,9 @@ func parseFlags(args []string) (*options, error) {
 	fs.IntVar(&o.memMB, "mem", 256, "DPDK memory in MiB")
 	fs.StringVar(&o.jsonPath, "json", "", "write the results as JSON to this file")
 	fs.StringVar(&o.label, "label", "lbgen", "name of this run in the output")
+	fs.StringVar(&o.synPcap, "syn-pcap", "", "write a pcap file of one TCP SYN per -clients x -client-ports pair (every flow a Pktgen range run over them can send) to -vip, from -src-mac to -dst-mac (lbd's client port), and exit; no DPDK")
+	var srcMAC string
+	fs.StringVar(&srcMAC, "src-mac", "02:00:00:00:00:02", "with -syn-pcap: the frames' source MAC (the generator's port)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -97,7 +102,10 @@ func parseFlags(args []string) (*options, error) {
 		o.cfg.ClientDev, o.cfg.ServerDev = loopDevs(loop)
 		o.cfg.Resolve = false
 	}
-	if o.cfg.ClientDev == "" || o.cfg.ServerDev == "" {
+	if o.srcMAC, err = hdr.ParseMAC(srcMAC); err != nil {
+		return nil, fmt.Errorf("-src-mac: %w", err)
+	}
+	if o.synPcap == "" && (o.cfg.ClientDev == "" || o.cfg.ServerDev == "") {
 		return nil, errors.New("-client-dev and -server-dev (or -loop) are required")
 	}
 	if o.cfg.SteeringKey, err = conf.ParseSteeringKey(steeringKey); err != nil {

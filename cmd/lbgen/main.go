@@ -9,6 +9,9 @@
 //	      -servers 198.51.100.11-198.51.100.12 -lb-server-addr 198.51.100.1 \
 //	      -rates 100k,1M,max -json out.json
 //
+// -syn-pcap FILE writes the SYNs that open every flow of a Pktgen range run
+// (perf/pktgen) and exits.
+//
 // -loop DIR wires the two ports to each other through a memif pair in DIR
 // (no balancer): the reference for this machine.
 package main
@@ -26,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/dpdk/eal"
+	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/perf/gen"
 )
 
@@ -41,7 +45,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "lbgen: %v\n", err)
 		os.Exit(2)
 	}
-	if err := run(o); err != nil {
+	if o.synPcap != "" {
+		err = writeSYNPcap(o)
+	} else {
+		err = run(o)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "lbgen: %v\n", err)
 		os.Exit(1)
 	}
@@ -196,3 +205,25 @@ func loopDevs(dir string) (client, server string) {
 }
 
 func nowSeconds() float64 { return float64(time.Now().UnixNano()) / 1e9 }
+
+// writeSYNPcap is -syn-pcap: one SYN per flow, for Pktgen to replay.
+func writeSYNPcap(o *options) error {
+	b, err := gen.NewBuilder(hdr.ProtoTCP, o.cfg.Size, o.srcMAC, o.cfg.DstMAC, o.cfg.VIP, o.cfg.VPort)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(o.synPcap)
+	if err != nil {
+		return err
+	}
+	n, err := gen.WriteSYNPcap(f, b, o.cfg.Clients, o.cfg.ClientPorts)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(o.synPcap)
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "lbgen: %s: %d SYNs\n", o.synPcap, n)
+	return nil
+}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -47,5 +49,33 @@ func TestParseFlagsSteeringKey(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"-loop", "/tmp/x", "-steering-key", "6d5a"}); err == nil || !strings.HasPrefix(err.Error(), "-steering-key: ") {
 		t.Fatalf("a 2-byte key: %v", err)
+	}
+}
+
+func TestSYNPcapFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "syn.pcap")
+	o, err := parseFlags([]string{"-syn-pcap", path, "-clients", "203.0.113.100-203.0.113.103",
+		"-client-ports", "1024-1029", "-dst-mac", "02:00:00:00:00:01"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSYNPcap(o); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 4 x 6 = 24 SYNs of 60 bytes, each with a 16-byte record header,
+	// after the 24-byte file header.
+	if want := int64(24 + 24*(16+60)); st.Size() != want {
+		t.Fatalf("%d bytes, want %d", st.Size(), want)
+	}
+	o, _ = parseFlags([]string{"-syn-pcap", path, "-clients", "203.0.113.1-203.0.113.17", "-client-ports", "1-65535"})
+	if err := writeSYNPcap(o); err == nil {
+		t.Fatal("2M flows accepted")
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Fatalf("file left after a refusal: %v", err)
 	}
 }

@@ -24,7 +24,7 @@ const DefaultPersistence = 300
 type Command struct {
 	Request
 	List    ListFormat // -L's columns
-	Numeric bool       // -n (addresses are always numeric)
+	Numeric bool       // -n: numeric -S (names otherwise, as ipvsadm); -L is always numeric
 	JSON    bool       // -o json
 	Socket  string     // --socket; "" when not given
 	// Options are the options given, by their short name when they have
@@ -354,7 +354,11 @@ func ParseArgs(args []string) (Command, error) {
 		c.Service = &s
 	}
 	if rsVal != "" {
-		r, err := parseServer(rsVal)
+		proto := "tcp"
+		if svcFlag == "-u" {
+			proto = "udp"
+		}
+		r, err := parseServer(rsVal, proto)
 		if err != nil {
 			return Command{}, err
 		}

@@ -36,29 +36,37 @@ func parseUint(flag, s string, lo, hi int, what string) (int, error) {
 	return n, nil
 }
 
-// parseService parses -t|-u VIP:port.
+// parseService parses -t|-u VIP:port; VIP may be a host name and port a
+// service name (names.go).
 func parseService(flag, s string) (ServiceSpec, error) {
 	host, port, ok := strings.Cut(s, ":")
 	if !ok || port == "" {
 		return ServiceSpec{}, fmt.Errorf("%s %s: want VIP:port, e.g. 192.0.2.100:80", flag, s)
 	}
-	spec := ServiceSpec{Protocol: map[string]string{"-t": "tcp", "-u": "udp"}[flag], VIP: host}
-	n, err := strconv.Atoi(port)
-	if err != nil {
-		return ServiceSpec{}, fmt.Errorf("%s %s: port %q is not a number", flag, s, port)
+	spec := ServiceSpec{Protocol: map[string]string{"-t": "tcp", "-u": "udp"}[flag]}
+	var err error
+	if spec.VIP, err = resolveHost(flag+" "+s, host); err != nil {
+		return ServiceSpec{}, err
 	}
-	spec.Port = n
+	if spec.Port, err = resolvePort(flag+" "+s, spec.Protocol, port); err != nil {
+		return ServiceSpec{}, err
+	}
 	return spec, spec.Check()
 }
 
-// parseServer parses -r RIP[:port].
-func parseServer(s string) (ServerSpec, error) {
+// parseServer parses -r RIP[:port] of a service of protocol proto; RIP may
+// be a host name and port a service name.
+func parseServer(s, proto string) (ServerSpec, error) {
 	host, port, hasPort := strings.Cut(s, ":")
-	r := ServerSpec{Address: host}
+	addr, err := resolveHost("-r "+s, host)
+	if err != nil {
+		return ServerSpec{}, err
+	}
+	r := ServerSpec{Address: addr}
 	if hasPort {
-		n, err := strconv.Atoi(port)
+		n, err := resolvePort("-r "+s, proto, port)
 		if err != nil {
-			return ServerSpec{}, fmt.Errorf("-r %s: port %q is not a number", s, port)
+			return ServerSpec{}, err
 		}
 		if n < 1 || n > 65535 {
 			return ServerSpec{}, fmt.Errorf("-r %s: port %d is out of range 1..65535", s, n)

@@ -1,27 +1,41 @@
 -- lbd-nat.lua: Pktgen-DPDK (23.06) script driving a dplb lbd VS/NAT service.
 --
--- Port 0 (client side) sends TCP from a range of client addresses and ports
--- to the VIP; lbd DNATs it to the real servers behind its server port,
--- which is cabled to Pktgen's port 1. Port 1 only counts (Pktgen does not
--- answer like a server: for both directions through lbd use lbgen, see
--- README.md). Edit the settings block to match lbd's configuration.
+-- Port 0 (client side) first replays a pcap of one SYN per flow (written by
+-- `lbgen -syn-pcap`, loaded with Pktgen's `-s 0:FILE`), so that lbd opens
+-- every connection as IPVS would, on a SYN; then it sends ACK segments in
+-- range mode over the same flows to the VIP (the pcap holds every address x
+-- port pair: which of them range mode's two stepping counters send depends
+-- on where each starts). lbd DNATs them to the real
+-- server behind its server port, which is cabled to Pktgen's port 1: port 1
+-- holds the real server's address and answers lbd's ARP for it, and counts.
+-- It does not answer like a server: for both directions through lbd use
+-- lbgen (see README.md). Edit the settings block to match lbd's
+-- configuration and the lbgen command line that wrote the pcap.
 --
---   pktgen -l 0-2 -n 4 -a 0000:03:00.0 -a 0000:03:00.1 -- -P -T -m "[1].0,[2].1" -f perf/pktgen/lbd-nat.lua
+-- Needs nothing but a stock Pktgen: no require of Pktgen.lua, which only
+-- resolves inside Pktgen's own tree.
+--
+--   lbgen -syn-pcap /tmp/syn.pcap -dst-mac LBD_CLIENT_PORT_MAC -vip 203.0.113.10:80 \
+--         -clients 203.0.113.100-203.0.113.115 -client-ports 1024-5119
+--   pktgen -l 0-2 -n 4 -a 0000:03:00.0 -a 0000:03:00.1 -- -P -T -m "[1].0,[2].1" \
+--          -s 0:/tmp/syn.pcap -f perf/pktgen/lbd-nat.lua
 
-package.path = package.path .. ";?.lua;perf/pktgen/?.lua"
-require "Pktgen"
+local function printf(...) io.write(string.format(...)); io.flush() end
 
 local S = {
 	client_port = 0,
 	server_port = 1,
-	lb_mac      = "00:00:00:00:00:00", -- lbd client port's MAC (lbctl / lbd log "port up")
+	lb_mac      = "00:00:00:00:00:00", -- lbd client port's MAC (lbd log "port up"); the pcap's -dst-mac
 	vip         = "203.0.113.10",
 	vport       = 80,
-	client_ip   = "203.0.113.100",     -- first client address (on lbd's client subnet)
+	client_ip   = "203.0.113.100",     -- first client address (lbgen -clients first-last)
 	client_ips  = 16,                  -- how many client addresses
-	sport_min   = 1024,
-	sport_max   = 65535,
-	pkt_size    = 64,                  -- on the wire, with FCS
+	sport_min   = 1024,                -- lbgen -client-ports first-last
+	sport_max   = 5119,               -- 16 x 4096 = 65536 flows
+	server_ip   = "198.51.100.11/24",  -- port 1: the real server lbd forwards to (answers ARP)
+	pkt_size    = 64,                  -- on the wire, with FCS (lbgen -size 60, the default)
+	syn_rate    = 1,                   -- percent of line rate while replaying the SYNs
+	syn_seconds = 2,                   -- long enough to send every SYN once at syn_rate
 	rate        = 10,                  -- percent of line rate
 	seconds     = 10,
 }
@@ -32,10 +46,17 @@ local function ip_add(ip, n)
 	return string.format("%d.%d.%d.%d", v >> 24 & 255, v >> 16 & 255, v >> 8 & 255, v & 255)
 end
 
-local p = tostring(S.client_port)
-pktgen.stop(p)
-pktgen.clr()
--- Range mode: every packet steps the source address and port.
+local p, s = tostring(S.client_port), tostring(S.server_port)
+local flows = S.client_ips * (S.sport_max - S.sport_min + 1)
+
+pktgen.stop("all")
+-- The real server's side: its address, and ARP answers for it.
+pktgen.set_ipaddr(s, "src", S.server_ip)
+pktgen.process(s, "on")
+
+-- Range mode: every packet steps the source address and port together,
+-- over the ranges lbgen -syn-pcap was given. Its TCP flags are
+-- Pktgen's default, ACK.
 pktgen.range.dst_mac(p, "start", S.lb_mac)
 pktgen.range.src_ip(p, "start", S.client_ip)
 pktgen.range.src_ip(p, "inc", "0.0.0.1")
@@ -58,24 +79,29 @@ pktgen.range.pkt_size(p, "start", S.pkt_size)
 pktgen.range.pkt_size(p, "inc", 0)
 pktgen.range.pkt_size(p, "min", S.pkt_size)
 pktgen.range.pkt_size(p, "max", S.pkt_size)
--- lbd opens a VS/NAT connection only on a SYN (as IPVS): a SYN pass over
--- the 5-tuples first, then ACK segments. Where this Pktgen's Lua API has no
--- range TCP flags, set sloppy_tcp: true on lbd's service instead (it then
--- opens connections on any TCP segment).
-local flags = pktgen.range.tcp_flags
-if flags == nil then
-	printf("lbd-nat: no pktgen.range.tcp_flags: configure the service with sloppy_tcp: true\n")
-	flags = function() end
+
+-- The SYN pass: replay the pcap (it loops) for syn_seconds.
+pktgen.clr()
+pktgen.pcap(p, "on")
+pktgen.set(p, "rate", S.syn_rate)
+pktgen.start(p)
+pktgen.delay(S.syn_seconds * 1000)
+pktgen.stop(p)
+pktgen.delay(500)
+local syns = pktgen.portStats("all", "port")[S.client_port].opackets
+printf("lbd-nat: SYN pass: %d flows, %d SYNs sent\n", flows, syns)
+if syns == 0 then
+	printf("lbd-nat: no SYN sent: start pktgen with -s %s:FILE, FILE written by lbgen -syn-pcap\n", p)
+elseif syns < flows then
+	printf("lbd-nat: fewer SYNs than flows: raise syn_rate or syn_seconds\n")
 end
-flags(p, "syn")
+pktgen.pcap(p, "off")
+
+-- The measured pass: ACK segments over the same flows.
 pktgen.set_range(p, "on")
 pktgen.set(p, "rate", S.rate)
-
-pktgen.start(p)
-pktgen.delay(2000)
-pktgen.stop(p)
-flags(p, "ack")
 pktgen.clr()
+pktgen.delay(200)
 pktgen.start(p)
 pktgen.delay(S.seconds * 1000)
 pktgen.stop(p)
@@ -84,5 +110,5 @@ pktgen.delay(500)
 local st = pktgen.portStats("all", "port")
 local tx = st[S.client_port].opackets
 local rx = st[S.server_port].ipackets
-printf("lbd-nat: rate %d%%, sent %d, received at the server side %d, loss %.4f%%\n",
+printf("lbd-nat: rate %g%%, sent %d, received at the server side %d, loss %.4f%%\n",
 	S.rate, tx, rx, tx > 0 and 100 * (tx - rx) / tx or 0)

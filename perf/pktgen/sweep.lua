@@ -1,13 +1,13 @@
 -- sweep.lua: rate sweep and zero-loss search through lbd with Pktgen-DPDK.
 --
--- Run lbd-nat.lua's settings first (range mode on port 0 with ACK flags,
--- after a SYN pass), e.g. load it once with -f, then this with `script
+-- Run lbd-nat.lua first (its SYN pass opens the flows, then it leaves port 0
+-- in range mode with ACK segments), e.g. with -f, then this with `script
 -- perf/pktgen/sweep.lua` at the Pktgen prompt, or chain both with two -f.
+-- Needs nothing but a stock Pktgen (no require of Pktgen.lua).
 -- Prints one line per rate and a binary search for the highest rate (percent
 -- of line rate) with loss <= max_loss.
 
-package.path = package.path .. ";?.lua;perf/pktgen/?.lua"
-require "Pktgen"
+local function printf(...) io.write(string.format(...)); io.flush() end
 
 local S = {
 	client_port = 0,
