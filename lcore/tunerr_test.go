@@ -69,8 +69,9 @@ func TestTunnelErrorToClient(t *testing.T) {
 		t.Fatalf("no error reached the client (stats %v)", w.cnt.own)
 	}
 	// The golden frame: Ethernet to the client, IP VIP -> client, ICMP 3/4
-	// with MTU 1260, quoting what the router quoted of the inner packet.
-	quoted := seg[14 : 14+548-20]
+	// with MTU 1260, quoting what the router quoted of the inner packet
+	// as lbd tunnelled it (its TTL already decremented).
+	quoted := ipip[14+20 : 14+548]
 	want := make([]byte, 8+len(quoted))
 	icmp := hdr.ICMP(want)
 	icmp.SetType(hdr.ICMPDestUnreachable)
