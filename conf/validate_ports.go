@@ -1,0 +1,165 @@
+package conf
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Validation of the ports: addresses, devices, subnets and gateways.
+
+// usable reports whether a is an IPv4 address a host can have.
+func usable(a netip.Addr) bool {
+	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() &&
+		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
+// parseHost parses a required IPv4 host address.
+func parseHost(field, s string) (netip.Addr, error) {
+	if s == "" {
+		return netip.Addr{}, fieldErrorf(field, "must not be empty")
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return netip.Addr{}, fieldErrorf(field, "%q is not an IPv4 address", s)
+	}
+	if !usable(a) {
+		return netip.Addr{}, fieldErrorf(field, "%s is not a unicast host address", a)
+	}
+	return a, nil
+}
+
+// deviceKey is the identity of a device for the uniqueness check: the
+// device name, with PCI addresses in their long lower-case form.
+func deviceKey(p Port) string {
+	name := p.DeviceName()
+	if p.IsPCI() {
+		name = strings.ToLower(name)
+		if strings.Count(name, ":") == 1 {
+			name = "0000:" + name
+		}
+	}
+	return name
+}
+
+func (p Port) validate(f string) error {
+	if p.Name == "" {
+		return fieldErrorf(f+".name", "must not be empty")
+	}
+	if !portNameRE.MatchString(p.Name) {
+		return fieldErrorf(f+".name", "%q is not 1 to 15 characters of a-z 0-9 _ -", p.Name)
+	}
+	if p.Device == "" {
+		return fieldErrorf(f+".device", "must not be empty")
+	}
+	if !p.IsPCI() && (!vdevNameRE.MatchString(p.DeviceName()) || strings.ContainsAny(p.Device, " \t\r\n")) {
+		return fieldErrorf(f+".device", "%q is neither a PCI address (0000:03:00.0) nor a DPDK vdev string (net_af_packet0,iface=veth0)", p.Device)
+	}
+	if p.Address == "" {
+		return fieldErrorf(f+".address", "must not be empty")
+	}
+	pfx, err := netip.ParsePrefix(p.Address)
+	if err != nil {
+		return fieldErrorf(f+".address", "%q is not an address with prefix length (want e.g. 198.51.100.1/24)", p.Address)
+	}
+	a := pfx.Addr()
+	if !a.Is4() {
+		return fieldErrorf(f+".address", "%q is not IPv4", p.Address)
+	}
+	if !usable(a) {
+		return fieldErrorf(f+".address", "%s is not a unicast host address", a)
+	}
+	if pfx.Bits() == 0 {
+		return fieldErrorf(f+".address", "prefix length /0 is not allowed, want 1..32")
+	}
+	if pfx.Bits() <= 30 {
+		network := pfx.Masked().Addr()
+		bcast := lastAddr(pfx)
+		if a == network {
+			return fieldErrorf(f+".address", "%s is the network address of %s", a, pfx.Masked())
+		}
+		if a == bcast {
+			return fieldErrorf(f+".address", "%s is the broadcast address of %s", a, pfx.Masked())
+		}
+	}
+	if p.Gateway != "" {
+		gw, err := parseHost(f+".gateway", p.Gateway)
+		if err != nil {
+			return err
+		}
+		if !pfx.Contains(gw) {
+			return fieldErrorf(f+".gateway", "%s is not inside %s", gw, pfx.Masked())
+		}
+		if gw == a {
+			return fieldErrorf(f+".gateway", "%s is the port's own address", gw)
+		}
+	}
+	if err := checkOneOf(f+".role", p.Role, RoleClient, RoleServer, RoleBoth); err != nil {
+		return err
+	}
+	if p.MTU != 0 && (p.MTU < 68 || p.MTU > 9702) {
+		return fieldErrorf(f+".mtu", "%d is out of range 68..9702 (or 0 to keep the device's MTU)", p.MTU)
+	}
+	return nil
+}
+
+// lastAddr returns the highest address of an IPv4 prefix.
+func lastAddr(pfx netip.Prefix) netip.Addr {
+	b := pfx.Masked().Addr().As4()
+	host := ^uint32(0) >> pfx.Bits()
+	for i := range 4 {
+		b[i] |= byte(host >> (24 - 8*i))
+	}
+	return netip.AddrFrom4(b)
+}
+
+func (c *Config) validatePorts() error {
+	if len(c.Ports) == 0 {
+		return fieldErrorf("ports", "at least one port is required")
+	}
+	names := map[string]int{}
+	devices := map[string]int{}
+	gateway := -1
+	clients := false
+	for i, p := range c.Ports {
+		f := fmt.Sprintf("ports[%d]", i)
+		if err := p.validate(f); err != nil {
+			return err
+		}
+		if j, ok := names[p.Name]; ok {
+			return fieldErrorf(f+".name", "%q is already used by ports[%d]", p.Name, j)
+		}
+		names[p.Name] = i
+		key := deviceKey(p)
+		if j, ok := devices[key]; ok {
+			return fieldErrorf(f+".device", "device %q is already used by ports[%d]", key, j)
+		}
+		devices[key] = i
+		for j, q := range c.Ports[:i] {
+			if p.Prefix().Masked().Overlaps(q.Prefix().Masked()) {
+				return fieldErrorf(f+".address", "%s overlaps ports[%d].address %s", p.Prefix().Masked(), j, q.Prefix().Masked())
+			}
+		}
+		if p.Gateway != "" {
+			if gateway >= 0 {
+				return fieldErrorf(f+".gateway", "only one port may have a gateway, ports[%d] has one", gateway)
+			}
+			gateway = i
+		}
+		clients = clients || p.FacesClients()
+	}
+	if len(c.Services) > 0 && !clients {
+		return fieldErrorf("ports", "no port has role client or both, but services need one to receive client traffic")
+	}
+	return nil
+}
+
+// portWithAddr returns the index of the port whose own address is a, or -1.
+func (c *Config) portWithAddr(a netip.Addr) int {
+	for i, p := range c.Ports {
+		if p.Prefix().Addr() == a {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,204 @@
+package conf
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Validation of the services and their real servers.
+
+// CheckSchedulers checks that every service names one of schedulers (the
+// registry's names). Load and Parse validate everything else, so a program
+// that knows the registry checks this alone instead of validating again.
+func (c *Config) CheckSchedulers(schedulers []string) error {
+	for i, s := range c.Services {
+		if err := checkScheduler(fmt.Sprintf("services[%d]", i), s.Scheduler, schedulers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func checkScheduler(service, name string, schedulers []string) error {
+	if !slices.Contains(schedulers, name) {
+		return fieldErrorf(service+".scheduler", "unknown scheduler %q (known: %s)", name, strings.Join(schedulers, ", "))
+	}
+	return nil
+}
+
+func (c *Config) validateServices(schedulers []string) error {
+	type key struct {
+		proto string
+		addr  netip.AddrPort
+	}
+	seen := map[key]int{}
+	for i, s := range c.Services {
+		f := fmt.Sprintf("services[%d]", i)
+		switch s.Protocol {
+		case "tcp", "udp":
+		case "":
+			return fieldErrorf(f+".protocol", "must not be empty (want tcp or udp)")
+		default:
+			return fieldErrorf(f+".protocol", "%q is not one of tcp, udp", s.Protocol)
+		}
+		vip, err := parseHost(f+".vip", s.VIP)
+		if err != nil {
+			return err
+		}
+		if j := c.portWithAddr(vip); j >= 0 {
+			return fieldErrorf(f+".vip", "%s is the address of ports[%d]", vip, j)
+		}
+		if err := checkRange(f+".port", s.Port, 1, 65535); err != nil {
+			return err
+		}
+		switch {
+		case s.Scheduler == "":
+			return fieldErrorf(f+".scheduler", "must not be empty")
+		case schedulers != nil:
+			if err := checkScheduler(f, s.Scheduler, schedulers); err != nil {
+				return err
+			}
+		}
+		for j, fl := range s.SchedFlags {
+			if !slices.Contains(SchedFlags, fl) {
+				return fieldErrorf(fmt.Sprintf("%s.sched_flags[%d]", f, j), "unknown flag %q (known: %s)", fl, strings.Join(SchedFlags, ", "))
+			}
+		}
+		if s.MHTableSize != 0 && (!isPrime(s.MHTableSize) || s.MHTableSize < 251 || s.MHTableSize > 131071) {
+			return fieldErrorf(f+".mh_table_size", "%d is not a prime in 251..131071 (e.g. 65537)", s.MHTableSize)
+		}
+		if s.Persistence != 0 {
+			if err := checkDuration(f+".persistence", s.Persistence, time.Second, maxTimeout, "0 (off) or 1s..720h"); err != nil {
+				return err
+			}
+		}
+		if s.Netmask != "" {
+			if err := checkNetmask(f+".netmask", s.Netmask); err != nil {
+				return err
+			}
+		}
+		k := key{s.Protocol, netip.AddrPortFrom(vip, uint16(s.Port))}
+		if j, ok := seen[k]; ok {
+			return fieldErrorf(f, "%s %s is already defined by services[%d]", k.proto, k.addr, j)
+		}
+		seen[k] = i
+		if err := c.validateHealth(f, s, vip); err != nil {
+			return err
+		}
+		if err := s.Feedback.validate(f + ".feedback"); err != nil {
+			return err
+		}
+		if err := c.validateServers(f, s, vip); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
+	seen := map[netip.AddrPort]int{}
+	for i, r := range s.Servers {
+		g := fmt.Sprintf("%s.servers[%d]", f, i)
+		a, err := parseHost(g+".address", r.Address)
+		if err != nil {
+			return err
+		}
+		if a == vip {
+			return fieldErrorf(g+".address", "%s is the service's VIP", a)
+		}
+		if j := c.portWithAddr(a); j >= 0 {
+			return fieldErrorf(g+".address", "%s is the address of ports[%d]", a, j)
+		}
+		switch r.Forward {
+		case "nat", "dr", "tun":
+		default:
+			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun", r.Forward)
+		}
+		if err := c.checkReachable(g+".address", a, r.Forward); err != nil {
+			return err
+		}
+		if err := checkRange(g+".port", r.Port, 1, 65535); err != nil {
+			return err
+		}
+		if err := checkRange(g+".weight", r.Weight, 0, 65535); err != nil {
+			return err
+		}
+		if r.Forward != "nat" && r.Port != s.Port {
+			return fieldErrorf(g+".port", "%d differs from the service's port %d: only nat rewrites ports (dr and tun forward the packet unchanged)", r.Port, s.Port)
+		}
+		if err := checkRange(g+".upper_threshold", r.Upper, 0, 1000000); err != nil {
+			return err
+		}
+		if err := checkRange(g+".lower_threshold", r.Lower, 0, max(r.Upper, 0)); err != nil {
+			if r.Upper == 0 && r.Lower != 0 {
+				return fieldErrorf(g+".lower_threshold", "%d needs an upper_threshold", r.Lower)
+			}
+			return err
+		}
+		if err := validateServerHealth(f, g, s, r); err != nil {
+			return err
+		}
+		ap := netip.AddrPortFrom(a, uint16(r.Port))
+		if j, ok := seen[ap]; ok {
+			return fieldErrorf(g, "%s is already listed as %s.servers[%d]", ap, f, j)
+		}
+		seen[ap] = i
+	}
+	return nil
+}
+
+// checkReachable says whether the load balancer can forward to a real
+// server by the given method: nat and dr need the server on the subnet of
+// a server-facing port (dr rewrites only the MAC); tun also reaches
+// servers beyond a gateway.
+func (c *Config) checkReachable(field string, a netip.Addr, forward string) error {
+	var subnets []string
+	gateway := false
+	for _, p := range c.Ports {
+		if _, ok := p.GatewayAddr(); ok {
+			gateway = true
+		}
+		if p.FacesServers() {
+			subnets = append(subnets, p.Prefix().Masked().String())
+			if p.Prefix().Contains(a) {
+				return nil
+			}
+		}
+	}
+	if forward == "tun" && gateway {
+		return nil
+	}
+	if len(subnets) == 0 {
+		return fieldErrorf(field, "%s is not on any server-facing port's subnet (no port has role server or both)", a)
+	}
+	return fieldErrorf(field, "%s is not on any server-facing port's subnet (%s)", a, strings.Join(subnets, ", "))
+}
+
+// checkNetmask accepts a contiguous IPv4 netmask such as 255.255.255.0.
+func checkNetmask(field, s string) error {
+	m, err := netip.ParseAddr(s)
+	if err != nil || !m.Is4() {
+		return fieldErrorf(field, "%q is not an IPv4 netmask (want e.g. 255.255.255.0)", s)
+	}
+	b := m.As4()
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	if v != 0 && (^v)&(^v+1) != 0 {
+		return fieldErrorf(field, "%s is not a contiguous netmask", s)
+	}
+	return nil
+}
+
+func isPrime(n int) bool {
+	if n < 2 {
+		return false
+	}
+	for d := 2; d*d <= n; d++ {
+		if n%d == 0 {
+			return false
+		}
+	}
+	return true
+}
