@@ -61,35 +61,7 @@ func (w *Worker) encapsulate(d *desc, rip uint32, answerTooBig bool) exit {
 }
 
 // fragNeeded turns a packet that is too big for the tunnel into an ICMP
-// "fragmentation needed" (type 3 code 4) for its sender, in place: the
-// original IP header and 8 bytes of its payload become the quoted part.
-// It goes back out of the port the packet came in on.
+// "fragmentation needed" (type 3 code 4) for its sender, in place.
 func (w *Worker) fragNeeded(d *desc, mtu uint16) exit {
-	m, ip := d.m, d.ip()
-	quotedLen := ip.HeaderLen() + 8
-	client, clientMAC := ip.Src(), d.eth().Src()
-	const grow = hdr.IPv4MinLen + hdr.ICMPLen
-	if _, err := m.Prepend(grow); err != nil {
-		return drop(DropNoHeadroom)
-	}
-	data := m.Data()
-	// [grow bytes][eth][orig IP ...] -> [eth][IP][ICMP][orig IP + 8]
-	copy(data[:hdr.EthernetLen], data[grow:grow+hdr.EthernetLen])
-	total := hdr.IPv4MinLen + hdr.ICMPLen + quotedLen
-	if err := m.SetLen(hdr.EthernetLen + total); err != nil {
-		return drop(DropBadIPv4)
-	}
-	data = m.Data()
-	hdr.IPv4(data[hdr.EthernetLen:]).Encode(&hdr.IPv4Fields{
-		TotalLength: uint16(total), TTL: hdr.DefaultTTL, Protocol: hdr.ProtoICMP,
-		Src: w.snap.Ports[d.in].Addr, Dst: client,
-	})
-	icmp := hdr.ICMP(data[hdr.EthernetLen+hdr.IPv4MinLen : hdr.EthernetLen+total])
-	icmp.SetType(hdr.ICMPDestUnreachable)
-	icmp.SetCode(hdr.ICMPCodeFragNeeded)
-	icmp.SetMTU(mtu)
-	icmp.SetChecksumFull()
-	m.SetOlFlags(0)
-	w.cnt.own[ICMPFragNeeded]++
-	return transmit(d.in, clientMAC)
+	return w.icmpToSender(d, hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, mtu, ICMPFragNeeded)
 }

@@ -78,36 +78,9 @@ func (w *Worker) ttlExpired(d *desc) (e exit, expired bool) {
 func decTTL(ip hdr.IPv4) { ip.DecTTLWithChecksumUpdate() }
 
 // timeExceeded turns a packet into an ICMP time exceeded (type 11 code 0)
-// for its sender, in place, from the address of the port it came in on:
-// its IP header and the first 8 bytes of its payload become the quoted part.
+// for its sender, in place.
 func (w *Worker) timeExceeded(d *desc) exit {
-	m, ip := d.m, d.ip()
-	quotedLen := ip.HeaderLen() + 8
-	sender, senderMAC := ip.Src(), d.eth().Src()
-	const grow = hdr.IPv4MinLen + hdr.ICMPLen
-	if _, err := m.Prepend(grow); err != nil {
-		return drop(DropNoHeadroom)
-	}
-	data := m.Data()
-	// [grow bytes][eth][IP ...] -> [eth][IP][ICMP][IP + 8]
-	copy(data[:hdr.EthernetLen], data[grow:grow+hdr.EthernetLen])
-	total := hdr.IPv4MinLen + hdr.ICMPLen + quotedLen
-	if err := m.SetLen(hdr.EthernetLen + total); err != nil {
-		return drop(DropBadIPv4)
-	}
-	data = m.Data()
-	hdr.IPv4(data[hdr.EthernetLen:]).Encode(&hdr.IPv4Fields{
-		TotalLength: uint16(total), TTL: hdr.DefaultTTL, Protocol: hdr.ProtoICMP,
-		Src: w.snap.Ports[d.in].Addr, Dst: sender,
-	})
-	icmp := hdr.ICMP(data[hdr.EthernetLen+hdr.IPv4MinLen : hdr.EthernetLen+total])
-	icmp.SetType(hdr.ICMPTimeExceeded)
-	icmp.SetCode(hdr.ICMPCodeTTLExceeded)
-	clear(icmp[4:hdr.ICMPLen]) // unused
-	icmp.SetChecksumFull()
-	m.SetOlFlags(0)
-	w.cnt.own[ICMPTimeExceeded]++
-	return transmit(d.in, senderMAC)
+	return w.icmpToSender(d, hdr.ICMPTimeExceeded, hdr.ICMPCodeTTLExceeded, 0, ICMPTimeExceeded)
 }
 
 // l4ChecksumGood reports whether the NIC checked the packet's TCP or UDP
