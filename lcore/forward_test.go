@@ -377,3 +377,45 @@ func TestPortReuseReschedules(t *testing.T) {
 		t.Fatalf("new %d, table %d, rs1 inactive %d", w.cnt.own[NewConns], w.table.Len(), w.cnt.dest[0][DestInactive])
 	}
 }
+
+// TestPortReuseOneWayFinWait: a DR connection ends in FIN_WAIT (the LB
+// never sees the server's FIN), so a SYN on its tuple is a new connection,
+// counted and scheduled afresh; a NAT connection in FIN_WAIT keeps its
+// entry (the server may still be sending).
+func TestPortReuseOneWayFinWait(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	for _, tc := range []struct {
+		vip   uint32
+		fresh bool
+	}{{vipDR, true}, {vip, false}} {
+		newBefore := w.cnt.own[NewConns]
+		syn := tcpFrame(clientMAC, wanMAC, clientIP, 40100, tc.vip, 80, hdr.TCPFlagSYN, "")
+		r.inject(0, syn)
+		w.poll()
+		r.sent(1)
+		id, _, ok := w.table.Lookup(hdr.ProtoTCP, clientIP, 40100, tc.vip, 80)
+		if !ok {
+			t.Fatalf("%x: no entry after the SYN", tc.vip)
+		}
+		c := w.table.Get(id)
+		w.countState(c.Dest, c.State, false)
+		c.State = conn.StateFinWait
+		w.countState(c.Dest, conn.StateFinWait, true)
+		r.inject(0, syn)
+		w.poll()
+		if out := r.sent(1); len(out) != 1 {
+			t.Fatalf("%x: the reused port's SYN was not forwarded", tc.vip)
+		}
+		want := newBefore + 1
+		if tc.fresh {
+			want++
+		}
+		if got := w.cnt.own[NewConns]; got != want {
+			t.Errorf("%x: %d new connections, want %d", tc.vip, got-newBefore, want-newBefore)
+		}
+		if id2, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40100, tc.vip, 80); tc.fresh && w.table.Get(id2).State == conn.StateFinWait {
+			t.Errorf("%x: the rescheduled connection is still in FIN_WAIT", tc.vip)
+		}
+	}
+}

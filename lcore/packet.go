@@ -49,8 +49,12 @@ func (w *Worker) forward(d *desc) exit {
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
 		// A client reusing the port of a finished connection opens a new
 		// one, scheduled afresh (IPVS's conn_reuse_mode): its old server
-		// may be gone.
-		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose {
+		// may be gone. One-way (DR, TUN) connections never get past
+		// FIN_WAIT, the last state the LB sees, so a SYN there is a new
+		// connection too (conn_reuse_mode bit 2, which keeps a busy
+		// client's reused ports from piling onto one server).
+		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose ||
+			c.State == conn.StateFinWait && c.Fwd.OneWay() {
 			w.expireEntry(id, c)
 			w.table.Delete(id)
 			ok = false
