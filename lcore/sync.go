@@ -1,0 +1,65 @@
+package lcore
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+)
+
+// Connection synchronisation between directors (docs/design.md, "High
+// availability"). A master worker copies the state of its connections into
+// SyncConn records on its own sync ring, never blocking (a full ring is
+// counted and the record lost; the next threshold or refresh sends it
+// again). The control plane batches them to the peers. A backup's control
+// plane routes each received record to the worker that owns its flow,
+// in a SyncBatch, and that worker installs it with its own timeouts.
+
+// SyncConn is one connection, or one persistence template, as directors
+// exchange it. A connection is named by its addresses and ports, not by
+// ids: the real server is found again by RIP:RPort in the receiver's
+// service VIP:VPort, whatever dest id it has there.
+type SyncConn struct {
+	ClientIP uint32 // for a template: the client network (address & persistence mask)
+	VIP      uint32
+	RIP      uint32
+
+	ClientPort uint16 // 0 for a template
+	VPort      uint16 // for a template of a fwmark-less port-0 service: 0
+	RPort      uint16
+
+	Proto    uint8
+	State    conn.State
+	Fwd      fwd.Method
+	Template bool // a persistence template, not a connection
+}
+
+// SyncParams are a worker's sync rules, IPVS's sysctls: a connection is
+// synced when it has seen Threshold packets and then every Period packets
+// (Period 0: on the threshold only), on every state change past the
+// handshake, and again when RefreshPeriod has passed since it was last
+// synced (0: never by time). Off: nothing is synced.
+type SyncParams struct {
+	On            bool
+	Threshold     uint32
+	Period        uint32
+	RefreshPeriod time.Duration
+}
+
+// SyncBatch is a Command's load of received records, all owned by the
+// worker it is sent to. The worker fills the counters and marks it done;
+// the control plane reads them after Done.
+type SyncBatch struct {
+	Records []SyncConn
+
+	Installed uint32 // new entries made or existing ones updated
+	NoService uint32 // no service VIP:VPort here
+	NoDest    uint32 // the service has no real server RIP:RPort here
+	TableFull uint32 // no room (live entries are never pushed out for a synced one)
+
+	done atomic.Bool
+}
+
+// Done reports whether the worker has installed the batch.
+func (b *SyncBatch) Done() bool { return b.done.Load() }
