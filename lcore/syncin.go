@@ -29,7 +29,7 @@ func (w *Worker) installSynced(b *SyncBatch) {
 			w.installConn(b, r)
 		}
 	}
-	b.done.Store(true)
+	b.MarkDone()
 }
 
 // validSyncState reports whether a record's state is one of its
