@@ -30,6 +30,7 @@ const usageText = `Usage:
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
+  lbctl --ha-state [master|backup]
   lbctl -h|--help
   lbctl -V|--version
 
@@ -47,6 +48,8 @@ Commands:
   --zero            -Z     zero the counters of a service or of all
   --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
   reload                   make lbd re-read its configuration file (as SIGHUP)
+  --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
+                           announces them) or the backup of its pair; print the state
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -153,6 +156,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			text = api.NameRules(text, api.SystemNamer("/etc/services"))
 		}
 		_, err = io.WriteString(stdout, text)
+	case api.OpHAState:
+		_, err = fmt.Fprintln(stdout, resp.HAState)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

@@ -63,6 +63,10 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
+	// OpHAState makes lbd the master or the backup of its pair when
+	// Request.HAState is set ("master" or "backup"), and returns the
+	// state in Response.HAState.
+	OpHAState = "ha-state"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -75,6 +79,9 @@ type Request struct {
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
+
+	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -121,6 +128,9 @@ type Response struct {
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+
+	// HAState (OpHAState): "master" or "backup".
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
