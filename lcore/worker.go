@@ -108,7 +108,7 @@ type Worker struct {
 	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
-	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (sync.go)
+	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
 	jobs       []*job
 	flow       sched.Flow // scratch for the scheduler, so nothing escapes
 	now        int64      // monotonic ns since epoch, read once per iteration
