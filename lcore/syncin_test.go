@@ -217,3 +217,28 @@ func TestSyncedEntriesAtTheirOwner(t *testing.T) {
 		t.Fatalf("the ports tried all belong to one worker: %v", seen)
 	}
 }
+
+// TestSyncInstallIsPaced: however many batches wait, one commands job
+// installs about syncInstallBudget records; the rest wait for the next.
+func TestSyncInstallIsPaced(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	var batches []*SyncBatch
+	for i := 0; i < 3; i++ {
+		b := &SyncBatch{}
+		for j := 0; j < 300; j++ {
+			b.Records = append(b.Records, SyncConn{ClientIP: ip4(10, 1, byte(i), byte(j)), ClientPort: uint16(1000 + j),
+				VIP: vip, VPort: 80, RIP: rs1, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished})
+		}
+		batches = append(batches, b)
+		w.Commands().Push(Command{Kind: CmdSyncInstall, Sync: b})
+	}
+	w.runCommands(0)
+	if !batches[0].Done() || !batches[1].Done() || batches[2].Done() {
+		t.Fatalf("one run installed batches %v %v %v", batches[0].Done(), batches[1].Done(), batches[2].Done())
+	}
+	w.runCommands(0)
+	if !batches[2].Done() || w.table.Len() != 900 {
+		t.Fatalf("second run: done %v, %d entries", batches[2].Done(), w.table.Len())
+	}
+}
