@@ -54,7 +54,7 @@ func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	defer o.mu.Unlock()
 	who := authorOf(ctx)
 	resp := o.handle(who, req)
-	if isEdit(req.Op) {
+	if isEdit(req.Op) && !req.DryRun {
 		o.recordEdit(who, req, resp)
 	}
 	return resp
@@ -83,6 +83,15 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
+	case api.OpTimeouts:
+		_, t := o.c.Services()
+		return api.Response{Timeouts: timeoutsSpec(t)}
+	case api.OpDiff:
+		resp, err := o.staged(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {
@@ -91,6 +100,13 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
 		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore:
+		if req.Op == api.OpRestore && req.DryRun {
+			resp, err := o.staged(req)
+			if err != nil {
+				return o.refuse(who, req, err)
+			}
+			return resp
+		}
 		svcs, t := o.c.Services()
 		var err error
 		if req.Op == api.OpRestore {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/dplb/dplb/ctl/api"
@@ -21,12 +22,14 @@ const usageText = `Usage:
   lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags]
   lbctl -D -t|-u VIP:port
   lbctl -C
-  lbctl -R < rules
+  lbctl -R [--dry-run] < rules
   lbctl -S [-n]
+  lbctl -S --diff FILE
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
   lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
+  lbctl -L --timeout [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
@@ -67,6 +70,14 @@ Options:
                                service names where known, as ipvsadm); -L is always numeric
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
+  --timeout                    with -L: the timeouts --set sets, as ipvsadm prints them
+  --dry-run                    with -R: check the rules against the running table as -R
+                               would, print what they would change, change nothing
+  --diff FILE                  with -S: compare the running table with FILE, a saved table
+                               (as if restored after -C; "-": stdin), and print the changes
+                               (-R --dry-run and -S --diff print "+ rule" added, "- rule"
+                               removed, "~ rule" changed with one "option old -> new" line
+                               per setting; exit 0: no change, 1: changes, 2: error)
   --stats                      output of statistics information
   --rate                       output of rate information
   --thresholds                 output of thresholds information
@@ -114,7 +125,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		b, err := io.ReadAll(io.LimitReader(stdin, api.MaxRequestBytes/2))
 		if err != nil {
 			fmt.Fprintf(stderr, "lbctl: reading rules from stdin: %v\n", err)
-			return exitError
+			return failed(c)
+		}
+		c.Text = string(b)
+	case api.OpDiff:
+		b, err := readRules(c.DiffFile, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "lbctl: -S --diff: %v\n", err)
+			return exitDiffError
 		}
 		c.Text = string(b)
 	}
@@ -125,7 +143,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	resp, err := api.Call(ctx, c.Socket, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
-		return exitError
+		return failed(c)
 	}
 	if c.Op == api.OpList && c.Service != nil {
 		resp.Services = only(resp.Services, *c.Service)
@@ -137,9 +155,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "lbctl: %v\n", err)
-			return exitError
+			return failed(c)
 		}
-		return exitOK
+		return diffExit(c, resp)
 	}
 	switch c.Op {
 	case api.OpList:
@@ -153,6 +171,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			text = api.NameRules(text, api.SystemNamer("/etc/services"))
 		}
 		_, err = io.WriteString(stdout, text)
+	case api.OpTimeouts:
+		err = api.WriteTimeouts(stdout, resp)
+	case api.OpDiff, api.OpRestore:
+		err = api.WriteDiff(stdout, resp.Changes)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",
@@ -161,9 +183,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
-		return exitError
+		return failed(c)
 	}
-	return exitOK
+	return diffExit(c, resp)
 }
 
 // only keeps the service spec names (lbctl -L -t VIP:port).
@@ -175,4 +197,51 @@ func only(svcs []api.Service, spec api.ServiceSpec) []api.Service {
 		}
 	}
 	return out
+}
+
+// Exit codes of the staged-change commands (-R --dry-run, -S --diff), as
+// diff(1) has them.
+const (
+	exitSame      = 0 // the rules change nothing
+	exitDiffers   = 1 // they change something
+	exitDiffError = 2 // refused, unreadable, or lbd unreachable
+)
+
+// staged tells the commands that print changes instead of making them.
+func staged(c api.Command) bool {
+	return c.Op == api.OpDiff || c.Op == api.OpRestore && c.DryRun
+}
+
+// failed is the exit code of a command that could not be done.
+func failed(c api.Command) int {
+	if staged(c) {
+		return exitDiffError
+	}
+	return exitError
+}
+
+// diffExit is the exit code of a command that was done.
+func diffExit(c api.Command, resp api.Response) int {
+	if staged(c) && len(resp.Changes) > 0 {
+		return exitDiffers
+	}
+	return exitSame
+}
+
+// readRules reads -S --diff's file, "-" for stdin.
+func readRules(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, api.MaxRequestBytes/2+1))
+	if err == nil && len(b) > api.MaxRequestBytes/2 {
+		err = fmt.Errorf("%s: more than %d bytes of rules", path, api.MaxRequestBytes/2)
+	}
+	return b, err
 }

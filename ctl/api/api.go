@@ -63,6 +63,14 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
+	// OpTimeouts returns the connection timeouts (ipvsadm -L --timeout)
+	// in Response.Timeouts.
+	OpTimeouts = "timeouts"
+	// OpDiff compares the running services and timeouts with Request.Text,
+	// a saved rules file (lbctl -S --diff) taken as the whole table: the
+	// changes restoring it onto an empty table would make come back in
+	// Response.Changes. Nothing changes.
+	OpDiff = "diff"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -75,6 +83,9 @@ type Request struct {
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
+	// DryRun (OpRestore): validate against the running state and answer
+	// the changes in Response.Changes; apply nothing (lbctl -R --dry-run).
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -121,6 +132,11 @@ type Response struct {
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+	// Timeouts (OpTimeouts) are the running connection timeouts, seconds.
+	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"`
+	// Changes (OpDiff, OpRestore with DryRun) are what the rules would
+	// change, services first; none when they change nothing.
+	Changes []Change `json:"changes,omitempty"`
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

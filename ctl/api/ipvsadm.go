@@ -27,6 +27,9 @@ type Command struct {
 	Numeric bool       // -n: numeric -S (names otherwise, as ipvsadm); -L is always numeric
 	JSON    bool       // -o json
 	Socket  string     // --socket; "" when not given
+	// DiffFile is -S --diff's file of rules, which lbctl reads and sends
+	// as Request.Text (Op is then OpDiff).
+	DiffFile string
 	// Options are the options given, by their short name when they have
 	// one ("-t", "-w", "--stats"), in order.
 	Options []string
@@ -63,7 +66,8 @@ var longOpts = map[string]optSpec{
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
 	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
 	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
-	"--client": {"--client", needValue},
+	"--client":  {"--client", needValue},
+	"--timeout": {"--timeout", noValue}, "--dry-run": {"--dry-run", noValue}, "--diff": {"--diff", needValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
 }
 
@@ -97,6 +101,7 @@ var allowedWith = map[string][]string{
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
 	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList}, "--client": {OpConnections},
+	"--timeout": {OpList}, "--dry-run": {OpRestore}, "--diff": {OpSave},
 }
 
 func init() {
@@ -125,7 +130,7 @@ func ParseArgs(args []string) (Command, error) {
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var setVals []string
-	conn := false
+	conn, timeout := false, false
 	cmd := ""
 	setCmd := func(name string) error {
 		op := commandOps[name]
@@ -209,6 +214,15 @@ func ParseArgs(args []string) (Command, error) {
 					return fmt.Errorf("--client %q: not an IPv4 address", v)
 				}
 				c.Client = v
+			case "--timeout":
+				timeout = true
+			case "--dry-run":
+				c.DryRun = true
+			case "--diff":
+				if v == "" {
+					return fmt.Errorf("option %q needs a file", "--diff")
+				}
+				c.DiffFile = v
 			case "--sort":
 			case "-o":
 				switch v {
@@ -306,7 +320,16 @@ func ParseArgs(args []string) (Command, error) {
 		cmd = OpList
 	}
 	if cmd == OpList && conn {
+		if timeout {
+			return Command{}, fmt.Errorf("-c and --timeout: list connections or timeouts, not both")
+		}
 		cmd = OpConnections
+	}
+	if cmd == OpList && timeout {
+		cmd = OpTimeouts
+	}
+	if cmd == OpSave && c.DiffFile != "" {
+		cmd = OpDiff
 	}
 	c.Op = cmd
 	if cmd == CmdHelp || cmd == CmdVersion {
@@ -317,7 +340,8 @@ func ParseArgs(args []string) (Command, error) {
 			continue
 		}
 		ok, known := allowedWith[o]
-		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) {
+		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) &&
+			!(cmd == OpTimeouts && o == "--timeout") && !(cmd == OpDiff && o == "--diff") {
 			return Command{}, fmt.Errorf("option %s is not allowed with %s", o, cmdLabel(cmd))
 		}
 	}
@@ -417,6 +441,10 @@ func cmdLabel(op string) string {
 		return "reload"
 	case OpConnections:
 		return "-L -c"
+	case OpTimeouts:
+		return "-L --timeout"
+	case OpDiff:
+		return "-S --diff"
 	}
 	return commandName(op)
 }
