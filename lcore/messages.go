@@ -23,9 +23,12 @@ const (
 	// CmdProbe sends a probe, a TCP SYN from the output port's address to
 	// Command.IP:DstPort from SrcPort (a health check through lbd).
 	CmdProbe
+	// CmdTrace answers Command.Trace: what the worker would do with one
+	// flow's next packet (trace.go); it changes nothing.
+	CmdTrace
 )
 
-var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe"}
+var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe", CmdTrace: "trace"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -36,6 +39,8 @@ type Command struct {
 	Port int
 	IP   uint32
 	Dump *DumpRequest
+	// Trace is CmdTrace's request, answered in place.
+	Trace *TraceRequest
 	// CmdProbe's ports and initial sequence number (drawn at random by
 	// the control plane, which checks the answer's ack against it).
 	DstPort, SrcPort uint16

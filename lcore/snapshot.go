@@ -52,6 +52,7 @@ type PortInfo struct {
 	FacesClients bool   // answers ARP for VIPs
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
+	RSS          uint8  // how the NIC spreads packets over the queues: RSSSoftware or RSSAlignedEndpoint
 }
 
 // How a port's NIC spreads packets over the lcores' queues, as the
