@@ -25,6 +25,8 @@ type fakeDataplane struct {
 	probes    []lcore.Event
 	failFull  bool
 	stats     []lcore.Stats // the workers' counters; nil: a few connections
+	traceRes  lcore.TraceResult
+	traced    []lcore.TraceFlow
 }
 
 func (f *fakeDataplane) NumWorkers() int { return 2 }

@@ -34,6 +34,9 @@ type Dataplane interface {
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)
+	// Trace asks the worker that owns f what it would do with f's next
+	// packet (lbctl trace); nothing changes.
+	Trace(f lcore.TraceFlow) (lcore.TraceResult, error)
 
 	// For metrics:
 	// PortStats passes each port's device counters to fn.

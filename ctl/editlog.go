@@ -36,7 +36,7 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpTimeouts, api.OpDiff:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpTimeouts, api.OpDiff, api.OpTrace:
 		return false
 	}
 	return true

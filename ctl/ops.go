@@ -92,6 +92,12 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			return o.refuse(who, req, err)
 		}
 		return resp
+	case api.OpTrace:
+		resp, err := o.c.trace(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

@@ -32,6 +32,7 @@ const usageText = `Usage:
   lbctl -L --timeout [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
+  lbctl trace -t|-u VIP:port --client IP:port [--reply RIP:port] [-o json]
   lbctl reload
   lbctl -h|--help
   lbctl -V|--version
@@ -50,6 +51,13 @@ Commands:
   --zero            -Z     zero the counters of a service or of all
   --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
   reload                   make lbd re-read its configuration file (as SIGHUP)
+  trace                    what lbd would do now with the next packet of one flow, and
+                           why: the lcore that owns it (the steering hash of the client's
+                           address:port, the NIC's RSS mode), the service and its servers,
+                           the connection entry (state, time left), or the server a new
+                           connection would get (a dry run of the owner's scheduler: its
+                           state is not changed), the route, and the drop reason if any.
+                           With no entry the packet traced is a SYN. Changes nothing.
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -70,6 +78,8 @@ Options:
                                service names where known, as ipvsadm); -L is always numeric
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
+  --client IP:port             with trace: the client's end of the flow
+  --reply RIP:port             with trace: trace the real server's reply to the client
   --timeout                    with -L: the timeouts --set sets, as ipvsadm prints them
   --dry-run                    with -R: check the rules against the running table as -R
                                would, print what they would change, change nothing
@@ -173,6 +183,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		_, err = io.WriteString(stdout, text)
 	case api.OpTimeouts:
 		err = api.WriteTimeouts(stdout, resp)
+	case api.OpTrace:
+		err = api.WriteTrace(stdout, resp.Trace)
 	case api.OpDiff, api.OpRestore:
 		err = api.WriteDiff(stdout, resp.Changes)
 	case api.OpReload:

@@ -131,3 +131,46 @@ func TestRunStaged(t *testing.T) {
 		})
 	}
 }
+
+func TestRunTrace(t *testing.T) {
+	var got api.Request
+	sock := serveFunc(t, func(req api.Request) api.Response {
+		got = req
+		return api.Response{Trace: &api.Trace{Flow: "TCP 203.0.113.7:40000 -> 192.0.2.10:80",
+			Steering: api.TraceSteering{Owner: 1, Workers: 2, Hash: 0xabc, Key: "per-boot", Port: "wan", RSS: "software"},
+			Verdict:  api.TraceVerdict{Drop: "no_service", Why: api.DropWords("no_service")}}}
+	})
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:40000", "--reply=198.51.100.11:8080", "--socket", sock},
+		env(nil), strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || stderr.Len() != 0 {
+		t.Fatalf("code %d stderr %s", code, stderr.String())
+	}
+	want := api.Request{Version: api.Version, Op: api.OpTrace, Service: got.Service, Client: "203.0.113.7:40000", Reply: "198.51.100.11:8080"}
+	if got != want || got.Service == nil || *got.Service != (api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.10", Port: 80}) {
+		t.Fatalf("request %+v", got)
+	}
+	for _, s := range []string{"Owner     lcore 1 of 2: Toeplitz hash 0x00000abc", "arrives on port wan, RSS in software", "Verdict   drop (no_service): the VIP has no service"} {
+		if !strings.Contains(stdout.String(), s) {
+			t.Errorf("output lacks %q:\n%s", s, stdout.String())
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		err  string
+	}{
+		{[]string{"trace", "--client", "203.0.113.7:1"}, "trace needs a service"},
+		{[]string{"trace", "-t", "192.0.2.10:80"}, "trace needs the client"},
+		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7"}, `--client "203.0.113.7": want an IPv4 address and a port`},
+		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:1", "--reply", "2001:db8::1:80"}, "--reply"},
+		{[]string{"trace", "-t", "192.0.2.10:80", "-u", "192.0.2.10:53", "--client", "203.0.113.7:1"}, "one service at a time"},
+		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:1", "-w", "3"}, `trace: unknown option "-w"`},
+	} {
+		stdout.Reset()
+		stderr.Reset()
+		if code := run(context.Background(), append(tc.args, "--socket", sock), env(nil), strings.NewReader(""), &stdout, &stderr); code != exitUsage ||
+			!strings.Contains(stderr.String(), tc.err) {
+			t.Errorf("%q: code %d stderr %q, want %q", tc.args, code, stderr.String(), tc.err)
+		}
+	}
+}

@@ -82,7 +82,8 @@ type Request struct {
 	Server   *ServerSpec   `json:"server,omitempty"`   // the real server an op is about
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
-	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
+	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address; OpTrace: the client's address:port
+	Reply    string        `json:"reply,omitempty"`    // OpTrace: the real server's address:port, to trace its reply
 	// DryRun (OpRestore): validate against the running state and answer
 	// the changes in Response.Changes; apply nothing (lbctl -R --dry-run).
 	DryRun bool `json:"dry_run,omitempty"`
@@ -137,6 +138,7 @@ type Response struct {
 	// Changes (OpDiff, OpRestore with DryRun) are what the rules would
 	// change, services first; none when they change nothing.
 	Changes []Change `json:"changes,omitempty"`
+	Trace   *Trace   `json:"trace,omitempty"` // OpTrace
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

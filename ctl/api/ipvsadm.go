@@ -121,11 +121,14 @@ func commandName(op string) string {
 }
 
 // ParseArgs parses ipvsadm's command line (plus lbctl's -o, --socket and
-// the word "reload"). Short options may be clustered (-Ln); an option's
+// the words "reload" and "trace", trace.go). Short options may be clustered (-Ln); an option's
 // value may be attached (-w3, -ojson) or the next argument; long options
 // take theirs after '=' or next. A usage error is returned as an error
 // whose message names the argument.
 func ParseArgs(args []string) (Command, error) {
+	if len(args) > 0 && args[0] == "trace" {
+		return parseTrace(args[1:])
+	}
 	var c Command
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
