@@ -141,7 +141,8 @@ func TestRunTrace(t *testing.T) {
 			Verdict:  api.TraceVerdict{Drop: "no_service", Why: api.DropWords("no_service")}}}
 	})
 	var stdout, stderr bytes.Buffer
-	code := run(context.Background(), []string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:40000", "--reply=198.51.100.11:8080", "--socket", sock},
+	// Options may come before the word, as for reload.
+	code := run(context.Background(), []string{"--socket", sock, "trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:40000", "--reply=198.51.100.11:8080"},
 		env(nil), strings.NewReader(""), &stdout, &stderr)
 	if code != 0 || stderr.Len() != 0 {
 		t.Fatalf("code %d stderr %s", code, stderr.String())

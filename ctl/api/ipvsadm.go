@@ -126,9 +126,6 @@ func commandName(op string) string {
 // take theirs after '=' or next. A usage error is returned as an error
 // whose message names the argument.
 func ParseArgs(args []string) (Command, error) {
-	if len(args) > 0 && args[0] == "trace" {
-		return parseTrace(args[1:])
-	}
 	var c Command
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
@@ -315,6 +312,9 @@ func ParseArgs(args []string) (Command, error) {
 			}
 		case arg == "reload" && cmd == "":
 			cmd = OpReload
+		case arg == "trace" && cmd == "":
+			// trace has options of its own: parse the line again without the word.
+			return parseTrace(append(slices.Clone(args[:i]), args[i+1:]...))
 		default:
 			return Command{}, fmt.Errorf("unexpected argument %q", arg)
 		}
