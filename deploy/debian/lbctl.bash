@@ -17,7 +17,7 @@ _lbctl() {
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	-t | --tcp-service | -u | --udp-service | -r | --real-server | -w | --weight | \
-		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | -p | --persistent)
+		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | --reply | -p | --persistent)
 		return ;;
 	esac
 	COMPREPLY=($(compgen -W "-A -E -D -C -R -S -a -e -d -L -l -Z -c -n -t -u -s -p -M -b -r -g -i -m -w -x -y -o -h -V
@@ -25,6 +25,6 @@ _lbctl() {
 		--delete-server --list --zero --set --tcp-service --udp-service --scheduler --persistent --netmask
 		--sched-flags --real-server --gatewaying --ipip --masquerading --weight --u-threshold --l-threshold
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
-		--exact --output --socket --help --version --timeout --dry-run --diff reload" -- "$cur"))
+		--exact --output --socket --help --version --timeout --dry-run --diff --reply reload trace" -- "$cur"))
 }
 complete -F _lbctl lbctl
