@@ -16,6 +16,8 @@ import (
 
 // fakeDataplane records what the controller asks of the lcores.
 type fakeDataplane struct {
+	traceRes  lcore.TraceResult // what a worker answers a trace
+	traced    []lcore.TraceFlow
 	published []*lcore.Snapshot
 	arps      []arpRequest
 	events    []lcore.Event
@@ -25,8 +27,6 @@ type fakeDataplane struct {
 	probes    []lcore.Event
 	failFull  bool
 	stats     []lcore.Stats // the workers' counters; nil: a few connections
-	traceRes  lcore.TraceResult
-	traced    []lcore.TraceFlow
 }
 
 func (f *fakeDataplane) NumWorkers() int { return 2 }

@@ -52,9 +52,12 @@ func NewOps(c *Controller, started conf.Config, path string, setLevel func(strin
 func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if req.DryRun { // changes nothing: not an edit
+		return o.handle(authorOf(ctx), req)
+	}
 	who := authorOf(ctx)
 	resp := o.handle(who, req)
-	if isEdit(req.Op) && !req.DryRun {
+	if isEdit(req.Op) {
 		o.recordEdit(who, req, resp)
 	}
 	return resp
@@ -66,6 +69,21 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		return o.view().Response()
 	case api.OpEdits:
 		return api.Response{Edits: slices.Clone(o.edits)}
+	case api.OpTimeouts:
+		_, t := o.c.Services()
+		return api.Response{Timeouts: timeoutsSpec(t)}
+	case api.OpDiff:
+		resp, err := o.staged(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
+	case api.OpTrace:
+		resp, err := o.c.trace(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpSave:
 		var b bytes.Buffer
 		svcs, _ := o.c.Services()
@@ -83,21 +101,6 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
-	case api.OpTimeouts:
-		_, t := o.c.Services()
-		return api.Response{Timeouts: timeoutsSpec(t)}
-	case api.OpDiff:
-		resp, err := o.staged(req)
-		if err != nil {
-			return o.refuse(who, req, err)
-		}
-		return resp
-	case api.OpTrace:
-		resp, err := o.c.trace(req)
-		if err != nil {
-			return o.refuse(who, req, err)
-		}
-		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

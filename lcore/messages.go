@@ -39,12 +39,12 @@ type Command struct {
 	Port int
 	IP   uint32
 	Dump *DumpRequest
-	// Trace is CmdTrace's request, answered in place.
-	Trace *TraceRequest
 	// CmdProbe's ports and initial sequence number (drawn at random by
 	// the control plane, which checks the answer's ack against it).
 	DstPort, SrcPort uint16
 	Seq              uint32
+	// Trace is CmdTrace's request, answered in place.
+	Trace *TraceRequest
 }
 
 // EventKind says what a worker tells the control plane.

@@ -342,6 +342,9 @@ func (w *Worker) runCommands(int64) {
 			return
 		}
 		switch cmd.Kind {
+		case CmdTrace:
+			w.trace(cmd.Trace)
+			cmd.Trace.done.Store(true) // publishes Result to the control plane
 		case CmdSnapshot:
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
 				w.snap = cmd.Snap
@@ -357,9 +360,6 @@ func (w *Worker) runCommands(int64) {
 			w.sendARPRequest(cmd.Port, cmd.IP)
 		case CmdProbe:
 			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
-		case CmdTrace:
-			w.trace(cmd.Trace)
-			cmd.Trace.done.Store(true) // publishes Result to the control plane
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true

@@ -30,9 +30,9 @@ const usageText = `Usage:
   lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -L --timeout [-o json]
+  lbctl trace -t|-u VIP:port --client IP:port [--reply RIP:port] [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
-  lbctl trace -t|-u VIP:port --client IP:port [--reply RIP:port] [-o json]
   lbctl reload
   lbctl -h|--help
   lbctl -V|--version
@@ -49,8 +49,6 @@ Commands:
   --delete-server   -d     delete a real server
   --list            -L|-l  list the table (the default without a command)
   --zero            -Z     zero the counters of a service or of all
-  --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
-  reload                   make lbd re-read its configuration file (as SIGHUP)
   trace                    what lbd would do now with the next packet of one flow, and
                            why: the lcore that owns it (the steering hash of the client's
                            address:port, the NIC's RSS mode), the service and its servers,
@@ -58,6 +56,8 @@ Commands:
                            connection would get (a dry run of the owner's scheduler: its
                            state is not changed), the route, and the drop reason if any.
                            With no entry the packet traced is a SYN. Changes nothing.
+  --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
+  reload                   make lbd re-read its configuration file (as SIGHUP)
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -78,6 +78,12 @@ Options:
                                service names where known, as ipvsadm); -L is always numeric
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
+  --stats                      output of statistics information
+  --rate                       output of rate information
+  --thresholds                 output of thresholds information
+  --persistent-conn            output of persistent connection information
+  --per-lcore                  one line per worker lcore: its busy share and cycles per packet
+  --sort                       sort the output (always sorted)
   --client IP:port             with trace: the client's end of the flow
   --reply RIP:port             with trace: trace the real server's reply to the client
   --timeout                    with -L: the timeouts --set sets, as ipvsadm prints them
@@ -88,12 +94,6 @@ Options:
                                (-R --dry-run and -S --diff print "+ rule" added, "- rule"
                                removed, "~ rule" changed with one "option old -> new" line
                                per setting; exit 0: no change, 1: changes, 2: error)
-  --stats                      output of statistics information
-  --rate                       output of rate information
-  --thresholds                 output of thresholds information
-  --persistent-conn            output of persistent connection information
-  --per-lcore                  one line per worker lcore: its busy share and cycles per packet
-  --sort                       sort the output (always sorted)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
   --socket PATH                lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
@@ -170,6 +170,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		return diffExit(c, resp)
 	}
 	switch c.Op {
+	case api.OpTimeouts:
+		err = api.WriteTimeouts(stdout, resp)
+	case api.OpTrace:
+		err = api.WriteTrace(stdout, resp.Trace)
+	case api.OpDiff, api.OpRestore:
+		err = api.WriteDiff(stdout, resp.Changes)
 	case api.OpList:
 		err = api.WriteList(stdout, resp, c.List)
 	case api.OpConnections:
@@ -181,12 +187,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			text = api.NameRules(text, api.SystemNamer("/etc/services"))
 		}
 		_, err = io.WriteString(stdout, text)
-	case api.OpTimeouts:
-		err = api.WriteTimeouts(stdout, resp)
-	case api.OpTrace:
-		err = api.WriteTrace(stdout, resp.Trace)
-	case api.OpDiff, api.OpRestore:
-		err = api.WriteDiff(stdout, resp.Changes)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

@@ -63,14 +63,6 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
-	// OpTimeouts returns the connection timeouts (ipvsadm -L --timeout)
-	// in Response.Timeouts.
-	OpTimeouts = "timeouts"
-	// OpDiff compares the running services and timeouts with Request.Text,
-	// a saved rules file (lbctl -S --diff) taken as the whole table: the
-	// changes restoring it onto an empty table would make come back in
-	// Response.Changes. Nothing changes.
-	OpDiff = "diff"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -78,15 +70,13 @@ const (
 type Request struct {
 	Version  int           `json:"version"`            // must equal Version; Call fills it in when zero
 	Op       string        `json:"op"`                 // one of the Op* constants
+	DryRun   bool          `json:"dry_run,omitempty"`  // OpRestore: check the rules, answer Response.Changes, apply nothing (-R --dry-run)
+	Reply    string        `json:"reply,omitempty"`    // OpTrace: the real server's address:port, to trace its reply (Client: the client's address:port)
 	Service  *ServiceSpec  `json:"service,omitempty"`  // the service an op is about
 	Server   *ServerSpec   `json:"server,omitempty"`   // the real server an op is about
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
-	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address; OpTrace: the client's address:port
-	Reply    string        `json:"reply,omitempty"`    // OpTrace: the real server's address:port, to trace its reply
-	// DryRun (OpRestore): validate against the running state and answer
-	// the changes in Response.Changes; apply nothing (lbctl -R --dry-run).
-	DryRun bool `json:"dry_run,omitempty"`
+	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -128,17 +118,19 @@ type Response struct {
 	Services []Service `json:"services,omitempty"`
 	Lcores   []Lcore   `json:"lcores,omitempty"`
 	Conns    []Conn    `json:"conns,omitempty"` // OpConnections
-	// ConnsTruncated: more connections matched than one answer lists.
-	ConnsTruncated bool     `json:"conns_truncated,omitempty"`
-	Text           string   `json:"text,omitempty"`    // OpSave: the rules
-	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
-	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+
 	// Timeouts (OpTimeouts) are the running connection timeouts, seconds.
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"`
 	// Changes (OpDiff, OpRestore with DryRun) are what the rules would
 	// change, services first; none when they change nothing.
 	Changes []Change `json:"changes,omitempty"`
 	Trace   *Trace   `json:"trace,omitempty"` // OpTrace
+
+	// ConnsTruncated: more connections matched than one answer lists.
+	ConnsTruncated bool     `json:"conns_truncated,omitempty"`
+	Text           string   `json:"text,omitempty"`    // OpSave: the rules
+	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
+	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

@@ -12,6 +12,18 @@ import (
 // Staged changes (lbctl -R --dry-run, lbctl -S --diff FILE): the rules a
 // table would gain, lose or see changed, as ipvsadm's options name them.
 
+// Operations of staged changes; -R --dry-run is OpRestore with DryRun.
+const (
+	// OpTimeouts returns the connection timeouts (ipvsadm -L --timeout)
+	// in Response.Timeouts.
+	OpTimeouts = "timeouts"
+	// OpDiff compares the running services and timeouts with Request.Text,
+	// a saved rules file (lbctl -S --diff) taken as the whole table: the
+	// changes restoring it onto an empty table would make come back in
+	// Response.Changes. Nothing changes.
+	OpDiff = "diff"
+)
+
 // Kinds of Change.
 const (
 	ChangeAdd    = "add"

@@ -130,8 +130,9 @@ func ParseArgs(args []string) (Command, error) {
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var setVals []string
-	conn, timeout := false, false
+	conn := false
 	cmd := ""
+	timeout := false
 	setCmd := func(name string) error {
 		op := commandOps[name]
 		switch {
@@ -322,17 +323,17 @@ func ParseArgs(args []string) (Command, error) {
 	if cmd == "" {
 		cmd = OpList
 	}
-	if cmd == OpList && conn {
-		if timeout {
+	if cmd == OpList && timeout {
+		if conn {
 			return Command{}, fmt.Errorf("-c and --timeout: list connections or timeouts, not both")
 		}
-		cmd = OpConnections
-	}
-	if cmd == OpList && timeout {
 		cmd = OpTimeouts
 	}
 	if cmd == OpSave && c.DiffFile != "" {
 		cmd = OpDiff
+	}
+	if cmd == OpList && conn {
+		cmd = OpConnections
 	}
 	c.Op = cmd
 	if cmd == CmdHelp || cmd == CmdVersion {
@@ -440,14 +441,14 @@ func ParseArgs(args []string) (Command, error) {
 // cmdLabel names an operation by its option, or "reload".
 func cmdLabel(op string) string {
 	switch op {
-	case OpReload:
-		return "reload"
-	case OpConnections:
-		return "-L -c"
 	case OpTimeouts:
 		return "-L --timeout"
 	case OpDiff:
 		return "-S --diff"
+	case OpReload:
+		return "reload"
+	case OpConnections:
+		return "-L -c"
 	}
 	return commandName(op)
 }
