@@ -36,7 +36,9 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpTimeouts, api.OpDiff, api.OpTrace:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits:
+		return false
+	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
 		return false
 	}
 	return true

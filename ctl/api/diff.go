@@ -24,6 +24,16 @@ const (
 	OpDiff = "diff"
 )
 
+// The options of -L --timeout, -R --dry-run and -S --diff.
+func init() {
+	longOpts["--timeout"] = optSpec{"--timeout", noValue}
+	longOpts["--dry-run"] = optSpec{"--dry-run", noValue}
+	longOpts["--diff"] = optSpec{"--diff", needValue}
+	allowedWith["--timeout"] = []string{OpList}
+	allowedWith["--dry-run"] = []string{OpRestore}
+	allowedWith["--diff"] = []string{OpSave}
+}
+
 // Kinds of Change.
 const (
 	ChangeAdd    = "add"

@@ -66,8 +66,7 @@ var longOpts = map[string]optSpec{
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
 	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
 	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
-	"--client":  {"--client", needValue},
-	"--timeout": {"--timeout", noValue}, "--dry-run": {"--dry-run", noValue}, "--diff": {"--diff", needValue},
+	"--client": {"--client", needValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
 }
 
@@ -101,7 +100,6 @@ var allowedWith = map[string][]string{
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
 	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList}, "--client": {OpConnections},
-	"--timeout": {OpList}, "--dry-run": {OpRestore}, "--diff": {OpSave},
 }
 
 func init() {
@@ -121,7 +119,7 @@ func commandName(op string) string {
 }
 
 // ParseArgs parses ipvsadm's command line (plus lbctl's -o, --socket and
-// the words "reload" and "trace", trace.go). Short options may be clustered (-Ln); an option's
+// the word "reload"). Short options may be clustered (-Ln); an option's
 // value may be attached (-w3, -ojson) or the next argument; long options
 // take theirs after '=' or next. A usage error is returned as an error
 // whose message names the argument.
@@ -311,11 +309,12 @@ func ParseArgs(args []string) (Command, error) {
 					return Command{}, err
 				}
 			}
+		case arg == "trace" && cmd == "":
+			// lbctl trace (trace.go) has options of its own: parse the
+			// line again without the word.
+			return parseTrace(append(slices.Clone(args[:i]), args[i+1:]...))
 		case arg == "reload" && cmd == "":
 			cmd = OpReload
-		case arg == "trace" && cmd == "":
-			// trace has options of its own: parse the line again without the word.
-			return parseTrace(append(slices.Clone(args[:i]), args[i+1:]...))
 		default:
 			return Command{}, fmt.Errorf("unexpected argument %q", arg)
 		}
