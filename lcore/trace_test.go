@@ -114,3 +114,33 @@ func TestTraceShowsThePersistenceTemplate(t *testing.T) {
 		t.Fatalf("template: %+v", got)
 	}
 }
+
+// A UDP flow on one worker: the pick, then the entry its first datagram
+// made, in state UDP with the UDP timeout ahead.
+func TestTraceUDP(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	flow := TraceFlow{Proto: hdr.ProtoUDP, Client: clientIP, ClientPort: 5000, VIP: vip, VPort: 53}
+	ask := func() TraceResult {
+		t.Helper()
+		req := &TraceRequest{TraceFlow: flow}
+		r.w.Commands().Push(Command{Kind: CmdTrace, Trace: req})
+		r.w.runCommands(0)
+		if !req.Done() {
+			t.Fatal("no answer")
+		}
+		return req.Result
+	}
+	before := ask()
+	if before.HasConn || before.Pick != 0 || before.Dests[0].Addr != rs1 || before.Drop != 0 {
+		t.Fatalf("before: %+v", before)
+	}
+	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 5000, vip, 53, "q", true))
+	r.w.poll()
+	if len(r.sent(1)) != 1 {
+		t.Fatal("datagram not forwarded")
+	}
+	after := ask()
+	if !after.HasConn || after.Conn.State != conn.StateUDP || after.Conn.RPort != 5353 || after.Conn.Expires <= 0 || after.Drop != 0 {
+		t.Fatalf("after: %+v", after)
+	}
+}
