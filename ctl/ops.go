@@ -53,6 +53,9 @@ func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if req.DryRun { // changes nothing: not an edit
+		if req.Op != api.OpRestore {
+			return o.refuse(authorOf(ctx), req, fmt.Errorf("a dry run is for restores (-R --dry-run), not %q", req.Op))
+		}
 		return o.handle(authorOf(ctx), req)
 	}
 	who := authorOf(ctx)

@@ -70,6 +70,11 @@ func TestStagedChanges(t *testing.T) {
 				"change -A -t 203.0.113.100:80 -s wlc"},
 		},
 		{name: "diff against the table's own save", req: api.Request{Op: api.OpDiff, Text: do(o, api.Request{Op: api.OpSave}).Text}},
+		{
+			name:    "a dry run of anything but a restore is refused, not applied",
+			req:     api.Request{Op: api.OpAddService, DryRun: true, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 443}},
+			wantErr: `a dry run is for restores (-R --dry-run), not "add-service"`,
+		},
 		{name: "diff of an unreadable file", req: api.Request{Op: api.OpDiff, Text: "-A -t 203.0.113.100:80 -w x\n"}, wantErr: "line 1:"},
 	}
 	for _, tt := range tests {
