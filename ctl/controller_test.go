@@ -16,6 +16,8 @@ import (
 
 // fakeDataplane records what the controller asks of the lcores.
 type fakeDataplane struct {
+	traceRes  lcore.TraceResult // what a worker answers a trace
+	traced    []lcore.TraceFlow
 	published []*lcore.Snapshot
 	arps      []arpRequest
 	events    []lcore.Event

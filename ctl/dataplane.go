@@ -31,6 +31,9 @@ type Dataplane interface {
 	// SendProbe asks worker 0 to send a TCP SYN probe with initial
 	// sequence number seq; false if it could not.
 	SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool
+	// Trace asks the worker that owns f what it would do with f's next
+	// packet (lbctl trace); nothing changes.
+	Trace(f lcore.TraceFlow) (lcore.TraceResult, error)
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)

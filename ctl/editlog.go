@@ -38,6 +38,8 @@ func isEdit(op string) bool {
 	switch op {
 	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits:
 		return false
+	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
+		return false
 	}
 	return true
 }

@@ -52,6 +52,12 @@ func NewOps(c *Controller, started conf.Config, path string, setLevel func(strin
 func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	if req.DryRun { // changes nothing: not an edit
+		if req.Op != api.OpRestore {
+			return o.refuse(authorOf(ctx), req, fmt.Errorf("a dry run is for restores (-R --dry-run), not %q", req.Op))
+		}
+		return o.handle(authorOf(ctx), req)
+	}
 	who := authorOf(ctx)
 	resp := o.handle(who, req)
 	if isEdit(req.Op) && !(req.Op == api.OpHAState && req.HAState == "") {
@@ -66,6 +72,21 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		return o.view().Response()
 	case api.OpEdits:
 		return api.Response{Edits: slices.Clone(o.edits)}
+	case api.OpTimeouts:
+		_, t := o.c.Services()
+		return api.Response{Timeouts: timeoutsSpec(t)}
+	case api.OpDiff:
+		resp, err := o.staged(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
+	case api.OpTrace:
+		resp, err := o.c.trace(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpSave:
 		var b bytes.Buffer
 		svcs, _ := o.c.Services()
@@ -102,6 +123,13 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
 		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore:
+		if req.Op == api.OpRestore && req.DryRun {
+			resp, err := o.staged(req)
+			if err != nil {
+				return o.refuse(who, req, err)
+			}
+			return resp
+		}
 		svcs, t := o.c.Services()
 		var err error
 		if req.Op == api.OpRestore {

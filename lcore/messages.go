@@ -30,10 +30,13 @@ const (
 	// CmdAnnounce sends a gratuitous ARP for Command.IP out of
 	// Command.Port.
 	CmdAnnounce
+	// CmdTrace answers Command.Trace: what the worker would do with one
+	// flow's next packet (trace.go); it changes nothing.
+	CmdTrace
 )
 
 var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
-	CmdSyncInstall: "sync_install", CmdAnnounce: "announce"}
+	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -49,6 +52,8 @@ type Command struct {
 	// the control plane, which checks the answer's ack against it).
 	DstPort, SrcPort uint16
 	Seq              uint32
+	// Trace is CmdTrace's request, answered in place.
+	Trace *TraceRequest
 }
 
 // EventKind says what a worker tells the control plane.

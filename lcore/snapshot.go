@@ -58,6 +58,7 @@ type PortInfo struct {
 	Net, Mask    uint32 // its subnet
 	Gateway      uint32 // next hop for off-link destinations, or 0
 	FacesClients bool   // answers ARP for VIPs
+	RSS          uint8  // how the NIC spreads packets over the queues: RSSSoftware or RSSAlignedEndpoint
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
 	// Floating are addresses in the port's subnet that belong to whichever

@@ -353,6 +353,9 @@ func (w *Worker) runCommands(int64) {
 			return
 		}
 		switch cmd.Kind {
+		case CmdTrace:
+			w.trace(cmd.Trace)
+			cmd.Trace.done.Store(true) // publishes Result to the control plane
 		case CmdSnapshot:
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
 				w.snap = cmd.Snap

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/dplb/dplb/ctl/api"
@@ -21,12 +22,15 @@ const usageText = `Usage:
   lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags]
   lbctl -D -t|-u VIP:port
   lbctl -C
-  lbctl -R < rules
+  lbctl -R [--dry-run] < rules
   lbctl -S [-n]
+  lbctl -S --diff FILE
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
   lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
+  lbctl -L --timeout [-o json]
+  lbctl trace -t|-u VIP:port --client IP:port [--reply RIP:port] [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
@@ -46,6 +50,13 @@ Commands:
   --delete-server   -d     delete a real server
   --list            -L|-l  list the table (the default without a command)
   --zero            -Z     zero the counters of a service or of all
+  trace                    what lbd would do now with the next packet of one flow, and
+                           why: the lcore that owns it (the steering hash of the client's
+                           address:port, the NIC's RSS mode), the service and its servers,
+                           the connection entry (state, time left), or the server a new
+                           connection would get (a dry run of the owner's scheduler: its
+                           state is not changed), the route, and the drop reason if any.
+                           With no entry the packet traced is a SYN. Changes nothing.
   --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
   reload                   make lbd re-read its configuration file (as SIGHUP)
   --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
@@ -76,6 +87,16 @@ Options:
   --persistent-conn            output of persistent connection information
   --per-lcore                  one line per worker lcore: its busy share and cycles per packet
   --sort                       sort the output (always sorted)
+  --client IP:port             with trace: the client's end of the flow
+  --reply RIP:port             with trace: trace the real server's reply to the client
+  --timeout                    with -L: the timeouts --set sets, as ipvsadm prints them
+  --dry-run                    with -R: check the rules against the running table as -R
+                               would, print what they would change, change nothing
+  --diff FILE                  with -S: compare the running table with FILE, a saved table
+                               (as if restored after -C; "-": stdin), and print the changes
+                               (-R --dry-run and -S --diff print "+ rule" added, "- rule"
+                               removed, "~ rule" changed with one "option old -> new" line
+                               per setting; exit 0: no change, 1: changes, 2: error)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
   --socket PATH                lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
@@ -117,7 +138,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		b, err := io.ReadAll(io.LimitReader(stdin, api.MaxRequestBytes/2))
 		if err != nil {
 			fmt.Fprintf(stderr, "lbctl: reading rules from stdin: %v\n", err)
-			return exitError
+			return failed(c)
+		}
+		c.Text = string(b)
+	case api.OpDiff:
+		b, err := readRules(c.DiffFile, stdin)
+		if err != nil {
+			fmt.Fprintf(stderr, "lbctl: -S --diff: %v\n", err)
+			return exitDiffError
 		}
 		c.Text = string(b)
 	}
@@ -128,7 +156,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	resp, err := api.Call(ctx, c.Socket, req)
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
-		return exitError
+		return failed(c)
 	}
 	if c.Op == api.OpList && c.Service != nil {
 		resp.Services = only(resp.Services, *c.Service)
@@ -140,11 +168,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "lbctl: %v\n", err)
-			return exitError
+			return failed(c)
 		}
-		return exitOK
+		return diffExit(c, resp)
 	}
 	switch c.Op {
+	case api.OpTimeouts:
+		err = api.WriteTimeouts(stdout, resp)
+	case api.OpTrace:
+		err = api.WriteTrace(stdout, resp.Trace)
+	case api.OpDiff, api.OpRestore:
+		err = api.WriteDiff(stdout, resp.Changes)
 	case api.OpList:
 		err = api.WriteList(stdout, resp, c.List)
 	case api.OpConnections:
@@ -166,9 +200,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "lbctl: %v\n", err)
-		return exitError
+		return failed(c)
 	}
-	return exitOK
+	return diffExit(c, resp)
 }
 
 // only keeps the service spec names (lbctl -L -t VIP:port).
@@ -180,4 +214,51 @@ func only(svcs []api.Service, spec api.ServiceSpec) []api.Service {
 		}
 	}
 	return out
+}
+
+// Exit codes of the staged-change commands (-R --dry-run, -S --diff), as
+// diff(1) has them.
+const (
+	exitSame      = 0 // the rules change nothing
+	exitDiffers   = 1 // they change something
+	exitDiffError = 2 // refused, unreadable, or lbd unreachable
+)
+
+// staged tells the commands that print changes instead of making them.
+func staged(c api.Command) bool {
+	return c.Op == api.OpDiff || c.Op == api.OpRestore && c.DryRun
+}
+
+// failed is the exit code of a command that could not be done.
+func failed(c api.Command) int {
+	if staged(c) {
+		return exitDiffError
+	}
+	return exitError
+}
+
+// diffExit is the exit code of a command that was done.
+func diffExit(c api.Command, resp api.Response) int {
+	if staged(c) && len(resp.Changes) > 0 {
+		return exitDiffers
+	}
+	return exitSame
+}
+
+// readRules reads -S --diff's file, "-" for stdin.
+func readRules(path string, stdin io.Reader) ([]byte, error) {
+	r := stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, api.MaxRequestBytes/2+1))
+	if err == nil && len(b) > api.MaxRequestBytes/2 {
+		err = fmt.Errorf("%s: more than %d bytes of rules", path, api.MaxRequestBytes/2)
+	}
+	return b, err
 }

@@ -74,6 +74,8 @@ const (
 type Request struct {
 	Version  int           `json:"version"`            // must equal Version; Call fills it in when zero
 	Op       string        `json:"op"`                 // one of the Op* constants
+	DryRun   bool          `json:"dry_run,omitempty"`  // OpRestore: check the rules, answer Response.Changes, apply nothing (-R --dry-run)
+	Reply    string        `json:"reply,omitempty"`    // OpTrace: the real server's address:port, to trace its reply (Client: the client's address:port)
 	Service  *ServiceSpec  `json:"service,omitempty"`  // the service an op is about
 	Server   *ServerSpec   `json:"server,omitempty"`   // the real server an op is about
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
@@ -123,6 +125,14 @@ type Response struct {
 	Services []Service `json:"services,omitempty"`
 	Lcores   []Lcore   `json:"lcores,omitempty"`
 	Conns    []Conn    `json:"conns,omitempty"` // OpConnections
+
+	// Timeouts (OpTimeouts) are the running connection timeouts, seconds.
+	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"`
+	// Changes (OpDiff, OpRestore with DryRun) are what the rules would
+	// change, services first; none when they change nothing.
+	Changes []Change `json:"changes,omitempty"`
+	Trace   *Trace   `json:"trace,omitempty"` // OpTrace
+
 	// ConnsTruncated: more connections matched than one answer lists.
 	ConnsTruncated bool     `json:"conns_truncated,omitempty"`
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules

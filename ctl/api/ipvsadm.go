@@ -27,6 +27,9 @@ type Command struct {
 	Numeric bool       // -n: numeric -S (names otherwise, as ipvsadm); -L is always numeric
 	JSON    bool       // -o json
 	Socket  string     // --socket; "" when not given
+	// DiffFile is -S --diff's file of rules, which lbctl reads and sends
+	// as Request.Text (Op is then OpDiff).
+	DiffFile string
 	// Options are the options given, by their short name when they have
 	// one ("-t", "-w", "--stats"), in order.
 	Options []string
@@ -130,6 +133,7 @@ func ParseArgs(args []string) (Command, error) {
 	var setVals []string
 	conn := false
 	cmd := ""
+	timeout := false
 	setCmd := func(name string) error {
 		op := commandOps[name]
 		switch {
@@ -218,6 +222,15 @@ func ParseArgs(args []string) (Command, error) {
 					return fmt.Errorf("--client %q: not an IPv4 address", v)
 				}
 				c.Client = v
+			case "--timeout":
+				timeout = true
+			case "--dry-run":
+				c.DryRun = true
+			case "--diff":
+				if v == "" {
+					return fmt.Errorf("option %q needs a file", "--diff")
+				}
+				c.DiffFile = v
 			case "--sort":
 			case "-o":
 				switch v {
@@ -310,6 +323,10 @@ func ParseArgs(args []string) (Command, error) {
 					return Command{}, err
 				}
 			}
+		case arg == "trace" && cmd == "":
+			// lbctl trace (trace.go) has options of its own: parse the
+			// line again without the word.
+			return parseTrace(append(slices.Clone(args[:i]), args[i+1:]...))
 		case arg == "reload" && cmd == "":
 			cmd = OpReload
 		default:
@@ -318,6 +335,15 @@ func ParseArgs(args []string) (Command, error) {
 	}
 	if cmd == "" {
 		cmd = OpList
+	}
+	if cmd == OpList && timeout {
+		if conn {
+			return Command{}, fmt.Errorf("-c and --timeout: list connections or timeouts, not both")
+		}
+		cmd = OpTimeouts
+	}
+	if cmd == OpSave && c.DiffFile != "" {
+		cmd = OpDiff
 	}
 	if cmd == OpList && conn {
 		cmd = OpConnections
@@ -331,7 +357,8 @@ func ParseArgs(args []string) (Command, error) {
 			continue
 		}
 		ok, known := allowedWith[o]
-		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) {
+		if known && !slices.Contains(ok, cmd) && !(cmd == OpConnections && slices.Contains(ok, OpList)) &&
+			!(cmd == OpTimeouts && o == "--timeout") && !(cmd == OpDiff && o == "--diff") {
 			return Command{}, fmt.Errorf("option %s is not allowed with %s", o, cmdLabel(cmd))
 		}
 	}
@@ -427,6 +454,10 @@ func ParseArgs(args []string) (Command, error) {
 // cmdLabel names an operation by its option, or "reload".
 func cmdLabel(op string) string {
 	switch op {
+	case OpTimeouts:
+		return "-L --timeout"
+	case OpDiff:
+		return "-S --diff"
 	case OpReload:
 		return "reload"
 	case OpConnections:

@@ -4,6 +4,9 @@ _lbctl() {
 	cur=${COMP_WORDS[COMP_CWORD]}
 	prev=${COMP_WORDS[COMP_CWORD-1]}
 	case $prev in
+	--diff)
+		COMPREPLY=($(compgen -f -- "$cur"))
+		return ;;
 	-s | --scheduler)
 		COMPREPLY=($(compgen -W "rr wrr lc wlc sed nq lblc lblcr dh sh mh fo ovf twos" -- "$cur"))
 		return ;;
@@ -17,12 +20,13 @@ _lbctl() {
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	-t | --tcp-service | -u | --udp-service | -r | --real-server | -w | --weight | \
-		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | -p | --persistent)
+		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | --reply | -p | --persistent)
 		return ;;
 	esac
 	COMPREPLY=($(compgen -W "-A -E -D -C -R -S -a -e -d -L -l -Z -c -n -t -u -s -p -M -b -r -g -i -m -w -x -y -o -h -V
 		--add-service --edit-service --delete-service --clear --restore --save --add-server --edit-server
 		--delete-server --list --zero --set --tcp-service --udp-service --scheduler --persistent --netmask
+		--timeout --dry-run --diff --reply trace
 		--sched-flags --real-server --gatewaying --ipip --masquerading --weight --u-threshold --l-threshold
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
 		--exact --output --socket --help --version reload" -- "$cur"))

@@ -180,7 +180,7 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 	if err != nil || mtu == 0 {
 		mtu = 1500
 	}
-	p.hw = lcore.PortInfo{Name: pc.Name, MAC: hdr.MAC(mac), MTU: mtu, CsumOffload: offload}
+	p.hw = lcore.PortInfo{Name: pc.Name, MAC: hdr.MAC(mac), MTU: mtu, CsumOffload: offload, RSS: rssMode}
 	d.log.Info("port up", zap.String("port", pc.Name), zap.Uint16("port_id", uint16(id)),
 		zap.String("driver", info.Driver), zap.String("mac", p.hw.MAC.String()), zap.String("address", pc.Address),
 		zap.String("role", pc.Role), zap.String("link", link.String()), zap.Uint16("mtu", mtu),

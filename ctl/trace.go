@@ -1,0 +1,149 @@
+package ctl
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// trace answers lbctl trace: the owner of the flow (lcore.Owner of the
+// client endpoint) looks at its own table and scheduler through its
+// command ring; this turns its answer into lbctl's terms. Nothing
+// changes, on the lcore or here.
+func (c *Controller) trace(req api.Request) (api.Response, error) {
+	s := req.Service
+	if s == nil {
+		return api.Response{}, errors.New("trace needs a service: -t|-u VIP:port")
+	}
+	if err := s.Check(); err != nil {
+		return api.Response{}, fmt.Errorf("trace %w", err)
+	}
+	vip, _ := netip.ParseAddr(s.VIP)
+	client, err := api.TraceEndpoint("--client", req.Client)
+	if err != nil {
+		return api.Response{}, err
+	}
+	f := lcore.TraceFlow{Proto: protocols[s.Protocol], Client: ipv4(client.Addr()), ClientPort: client.Port(),
+		VIP: ipv4(vip), VPort: uint16(s.Port)}
+	from, to := client, netip.AddrPortFrom(vip, uint16(s.Port))
+	if req.Reply != "" {
+		rs, err := api.TraceEndpoint("--reply", req.Reply)
+		if err != nil {
+			return api.Response{}, err
+		}
+		f.Reply, f.RIP, f.RPort = true, ipv4(rs.Addr()), rs.Port()
+		from, to = rs, client
+	}
+	res, err := c.dp.Trace(f)
+	if err != nil {
+		return api.Response{}, fmt.Errorf("trace: %w", err)
+	}
+	c.mu.Lock()
+	snap, keyed := c.snap, c.cfg.Dataplane.SteeringKey != ""
+	c.mu.Unlock()
+
+	proto := "TCP"
+	if f.Proto == hdr.ProtoUDP {
+		proto = "UDP"
+	}
+	t := &api.Trace{
+		Flow: fmt.Sprintf("%s %s -> %s", proto, from, to), Reply: f.Reply, Generation: res.Gen,
+		Steering: api.TraceSteering{Owner: res.Worker, Workers: c.dp.NumWorkers(), Hash: lcore.SteeringHash(f.Client, f.ClientPort),
+			Key: "per-boot", RSS: "software"},
+		Table: api.TraceTable{Entries: res.TableLen, Capacity: res.TableCap},
+	}
+	if keyed {
+		t.Steering.Key = "configured"
+	}
+	if port, _, ok := snap.Route(ipv4(from.Addr())); ok {
+		t.Steering.Port = snap.Ports[port].Name
+		if snap.Ports[port].RSS == lcore.RSSAlignedEndpoint {
+			t.Steering.RSS = "aligned"
+		}
+	}
+	if res.HasService {
+		t.Service = traceService(*s, res)
+	}
+	var dest string // where the packet goes
+	var method string
+	if res.HasConn || res.OneWayOnly {
+		ci := res.Conn
+		tc := &api.TraceConn{Conn: api.Conn{Protocol: proto, State: ci.State.String(), ExpiresSecs: uint64(max(ci.Expires, 0) / 1e9),
+			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
+			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
+			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String()},
+			Direction: "client to server", OneWayOnly: res.OneWayOnly, SYNReschedules: res.SYNReschedules}
+		if res.ConnDir == conn.Reply {
+			tc.Direction = "server to client"
+			dest = tc.Client
+		} else {
+			dest = tc.Destination
+		}
+		method = forwardNames[ci.Fwd]
+		t.Conn = tc
+	}
+	if res.HasTemplate {
+		tp := &api.TraceTemplate{ExpiresSecs: uint64(max(res.TemplateExpires, 0) / 1e9)}
+		if res.TemplateDest >= 0 {
+			tp.Destination = destName(res.Dests[res.TemplateDest])
+		}
+		t.Template = tp
+	}
+	if res.PickBy != "" {
+		d := &api.TraceDecision{By: res.PickBy, Predicted: res.PickPredicted}
+		if res.Pick >= 0 {
+			d.Destination = destName(res.Dests[res.Pick])
+			dest, method = d.Destination, forwardNames[res.Dests[res.Pick].Fwd]
+		}
+		t.Decision = d
+	}
+	t.Verdict = traceVerdict(res, snap, dest, method)
+	if res.OneWayOnly {
+		t.Verdict.Note = "DR and TUN servers answer the client directly; lbd sees no reply"
+	} else if t.Decision != nil && f.Proto == hdr.ProtoTCP && !res.SloppyTCP {
+		t.Verdict.Note = "the packet traced is a SYN: a first packet without one is dropped (not_syn)"
+	}
+	return api.Response{Trace: t}, nil
+}
+
+// traceService is the service and its servers as the owner sees them.
+func traceService(s api.ServiceSpec, res lcore.TraceResult) *api.TraceService {
+	ts := &api.TraceService{Name: s.String(), Scheduler: res.Scheduler, Persistence: uint32(res.Persistence / 1e9),
+		SloppyTCP: res.SloppyTCP, Servers: []api.TraceServer{}}
+	for _, d := range res.Dests {
+		st := "available"
+		switch {
+		case d.Expired:
+			st = "expiring: failed, its connections end"
+		case d.Weight <= 0:
+			st = "quiescent (weight 0): no new connections"
+		case d.Upper > 0 && d.Active+d.Inactive >= d.Upper:
+			st = "over its upper threshold (-x): no new connections"
+		}
+		ts.Servers = append(ts.Servers, api.TraceServer{Address: destName(d), Forward: forwardNames[d.Fwd], Weight: int(d.Weight),
+			Upper: int(d.Upper), Active: d.Active, Inactive: d.Inactive, State: st})
+	}
+	return ts
+}
+
+func destName(d lcore.TraceDest) string {
+	return netip.AddrPortFrom(addrOf(d.Addr), d.Port).String()
+}
+
+// traceVerdict says what becomes of the packet.
+func traceVerdict(res lcore.TraceResult, snap *lcore.Snapshot, dest, method string) api.TraceVerdict {
+	if res.Drop != 0 {
+		return api.TraceVerdict{Drop: res.Drop.Name(), Why: api.DropWords(res.Drop.Name())}
+	}
+	v := api.TraceVerdict{To: dest, Method: method, MAC: res.NextHopKnown}
+	if res.OutPort >= 0 && res.OutPort < len(snap.Ports) {
+		v.Port = snap.Ports[res.OutPort].Name
+		v.Via = addrOf(res.NextHop).String()
+	}
+	return v
+}

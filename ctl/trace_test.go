@@ -1,0 +1,115 @@
+package ctl
+
+import (
+	"bytes"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// Trace is answered by the owning worker in the real dataplane (lcore's
+// trace tests, e2e's TestLbctlTrace); here the fake answers what a worker
+// would, and the test checks what the control plane makes of it.
+func (f *fakeDataplane) Trace(fl lcore.TraceFlow) (lcore.TraceResult, error) {
+	f.traced = append(f.traced, fl)
+	return f.traceRes, nil
+}
+
+func TestTraceOp(t *testing.T) {
+	o, c, f := newTestOps(t)
+	snap := c.Snapshot()
+	rs1, rs2 := sched.Dest{Addr: ip(t, "198.51.100.11"), Port: 80, Weight: 1}, sched.Dest{Addr: ip(t, "198.51.100.12"), Port: 8000}
+	dests := []lcore.TraceDest{{Dest: rs1, Active: 3}, {Dest: rs2}}
+
+	t.Run("new connection", func(t *testing.T) {
+		f.traced = nil
+		f.traceRes = lcore.TraceResult{Worker: 1, Owner: 1, Gen: snap.Gen, TableLen: 7, TableCap: 1024, HasService: true, Scheduler: "wlc",
+			Dests: dests, Pick: 0, PickBy: "scheduler", PickPredicted: true, OutPort: 1, NextHop: rs1.Addr, NextHopKnown: true, TemplateDest: -1}
+		r := do(o, rule(t, "trace -t 203.0.113.100:80 --client 203.0.113.7:40000"))
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		want := lcore.TraceFlow{Proto: hdr.ProtoTCP, Client: ip(t, "203.0.113.7"), ClientPort: 40000, VIP: ip(t, "203.0.113.100"), VPort: 80}
+		if len(f.traced) != 1 || f.traced[0] != want {
+			t.Fatalf("asked the dataplane %+v, want %+v", f.traced, want)
+		}
+		tr := r.Trace
+		if tr.Flow != "TCP 203.0.113.7:40000 -> 203.0.113.100:80" || tr.Steering.Owner != 1 || tr.Steering.Workers != 2 ||
+			tr.Steering.Port != "wan" || tr.Steering.RSS != "software" || tr.Steering.Key != "per-boot" ||
+			tr.Steering.Hash != lcore.SteeringHash(want.Client, want.ClientPort) {
+			t.Fatalf("trace %+v", tr)
+		}
+		if tr.Conn != nil || tr.Decision == nil || tr.Decision.Destination != "198.51.100.11:80" || tr.Verdict.To != "198.51.100.11:80" ||
+			tr.Verdict.Port != "lan" || tr.Verdict.Method != "Masq" || tr.Service.Servers[1].State != "quiescent (weight 0): no new connections" {
+			t.Fatalf("trace %+v", tr)
+		}
+		var b bytes.Buffer
+		if err := api.WriteTrace(&b, tr); err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []string{"Owner     lcore 1 of 2", "-> 198.51.100.11:80", "a new connection would go to 198.51.100.11:80 (dry run by the scheduler on lcore 1, nothing changed)",
+			"Verdict   forward to 198.51.100.11:80 (Masq) out of port lan", "not_syn"} {
+			if !strings.Contains(b.String(), s) {
+				t.Errorf("text lacks %q:\n%s", s, b.String())
+			}
+		}
+	})
+	t.Run("reply of a connection", func(t *testing.T) {
+		f.traced = nil
+		f.traceRes = lcore.TraceResult{Worker: 0, Gen: snap.Gen, HasService: true, Scheduler: "rr", Dests: dests, HasConn: true, ConnDir: conn.Reply,
+			Conn: lcore.ConnInfo{Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, ClientIP: ip(t, "203.0.113.7"), ClientPort: 40000,
+				VIP: ip(t, "203.0.113.100"), VPort: 80, RIP: rs1.Addr, RPort: 80, Expires: 899e9},
+			Pick: -1, TemplateDest: -1, OutPort: 0, NextHop: ip(t, "203.0.113.7"), NextHopKnown: true}
+		r := do(o, rule(t, "trace -t 203.0.113.100:80 --client 203.0.113.7:40000 --reply 198.51.100.11:80"))
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		if fl := f.traced[0]; !fl.Reply || fl.RIP != rs1.Addr || fl.RPort != 80 {
+			t.Fatalf("asked %+v", fl)
+		}
+		tr := r.Trace
+		if tr.Flow != "TCP 198.51.100.11:80 -> 203.0.113.7:40000" || tr.Steering.Port != "lan" || tr.Conn == nil ||
+			tr.Conn.State != "ESTABLISHED" || tr.Conn.ExpiresSecs != 899 || tr.Conn.Direction != "server to client" ||
+			tr.Decision != nil || tr.Verdict.To != "203.0.113.7:40000" || tr.Verdict.Port != "wan" {
+			t.Fatalf("trace %+v conn %+v verdict %+v", tr, tr.Conn, tr.Verdict)
+		}
+	})
+	t.Run("drop", func(t *testing.T) {
+		f.traceRes = lcore.TraceResult{Gen: snap.Gen, Pick: -1, TemplateDest: -1, OutPort: -1, Drop: lcore.DropNoService}
+		r := do(o, rule(t, "trace -u 203.0.113.100:53 --client 203.0.113.7:5000"))
+		if r.Error != "" || r.Trace.Service != nil || r.Trace.Verdict.Drop != "no_service" || !strings.Contains(r.Trace.Verdict.Why, "no service") {
+			t.Fatalf("response %+v", r)
+		}
+	})
+	t.Run("refusals name the option", func(t *testing.T) {
+		for _, tc := range []struct{ req api.Request }{
+			{api.Request{Op: api.OpTrace, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 80}, Client: "203.0.113.7"}},
+			{api.Request{Op: api.OpTrace, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 80}, Client: "203.0.113.7:1", Reply: "x"}},
+			{api.Request{Op: api.OpTrace, Client: "203.0.113.7:1"}},
+		} {
+			r := do(o, tc.req)
+			if r.Error == "" || !(strings.Contains(r.Error, "--client") || strings.Contains(r.Error, "--reply") || strings.Contains(r.Error, "-t|-u")) {
+				t.Errorf("%+v: error %q", tc.req, r.Error)
+			}
+		}
+	})
+	if n := len(do(o, api.Request{Op: api.OpEdits}).Edits); n != 0 {
+		t.Fatalf("traces logged as %d edits", n)
+	}
+}
+
+func ip(t *testing.T, s string) uint32 {
+	t.Helper()
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ipv4(a)
+}
