@@ -29,6 +29,7 @@ type Config struct {
 	Metrics   Metrics   `mapstructure:"metrics"`   // Prometheus endpoint; reload: restart
 	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
+	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
 }
 
 // EAL configures the DPDK environment abstraction layer.
@@ -230,6 +231,7 @@ func Default() Config {
 			Level:  "info",
 			Format: "console",
 		},
+		Sync: DefaultSync(),
 	}
 }
 

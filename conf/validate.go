@@ -62,6 +62,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Metrics.validate,
 		c.Web.validate,
 		c.Log.validate,
+		c.Sync.validate,
 	} {
 		if err := check(); err != nil {
 			return err
