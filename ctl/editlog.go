@@ -80,6 +80,9 @@ func editTarget(req api.Request) string {
 			parts = append(parts, "--syncid "+strconv.Itoa(*d.SyncID))
 		}
 	}
+	if req.HAState != "" {
+		parts = append(parts, "--ha-state "+req.HAState)
+	}
 	if req.Op == api.OpRestore {
 		parts = append(parts, strconv.Itoa(strings.Count(req.Text, "\n"))+" lines")
 	}
