@@ -185,8 +185,8 @@ func (d *Daemon) serveBulk(r *running) {
 			continue // the requester asks again
 		}
 		d.sendRecords(r, recs, dests, bulkPace)
+		req.from.bulkServed.Add(1) // before the end: the requester may look as soon as it has it
 		d.send(r, Header{Kind: KindBulkEnd, SyncID: d.modes.Load().masterID, Ref: req.boot}, nil, dests)
-		req.from.bulkServed.Add(1)
 		d.log.Info("bulk sync sent", zap.String("peer", req.from.name), zap.Int("records", len(recs)))
 		// Requests the same peer repeated while it waited are answered.
 		for pending := len(r.bulk); pending > 0; pending-- {
@@ -211,21 +211,26 @@ func (d *Daemon) serveBulk(r *running) {
 func (d *Daemon) RequestBulk(ctx context.Context) error {
 	d.mu.Lock()
 	r, m := d.run, d.modes.Load()
+	d.mu.Unlock()
 	if r == nil || !m.backup {
-		d.mu.Unlock()
 		return errNotRunning
 	}
+	return d.requestBulk(ctx, r, m.backupID)
+}
+
+// requestBulk is RequestBulk on the running socket r; it does not take
+// d.mu, so a stop (which waits for it) cannot deadlock with it.
+func (d *Daemon) requestBulk(ctx context.Context, r *running, syncID uint8) error {
 	d.waitMu.Lock()
 	if d.bulkWait == nil {
 		d.bulkWait = make(chan struct{})
 	}
 	done := d.bulkWait
 	d.waitMu.Unlock()
-	d.mu.Unlock()
 	t := time.NewTicker(bulkRetry)
 	defer t.Stop()
 	for {
-		d.send(r, Header{Kind: KindBulkRequest, SyncID: m.backupID}, nil, r.dests)
+		d.send(r, Header{Kind: KindBulkRequest, SyncID: syncID}, nil, r.dests)
 		select {
 		case <-done:
 			return nil
