@@ -36,7 +36,7 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons:
 		return false
 	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
 		return false
@@ -72,6 +72,15 @@ func editTarget(req api.Request) string {
 	}
 	if req.Timeouts != nil {
 		parts = append(parts, "--set "+strconv.Itoa(req.Timeouts.TCP)+" "+strconv.Itoa(req.Timeouts.TCPFin)+" "+strconv.Itoa(req.Timeouts.UDP))
+	}
+	if d := req.Daemon; d != nil {
+		parts = append(parts, d.Mode)
+		if d.McastInterface != "" {
+			parts = append(parts, "--mcast-interface "+d.McastInterface)
+		}
+		if d.SyncID != nil {
+			parts = append(parts, "--syncid "+strconv.Itoa(*d.SyncID))
+		}
 	}
 	if req.HAState != "" {
 		parts = append(parts, "--ha-state "+req.HAState)
