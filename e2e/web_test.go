@@ -163,6 +163,13 @@ func TestWebConsole(t *testing.T) {
 		t.Helper()
 		do(what, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
 	}
+	// clickRow clicks a button in a row of a table the page re-renders on
+	// every refresh: found and clicked in one script, so a refresh between
+	// chromedp's lookup and its click cannot detach the node.
+	clickRow := func(what, sel string) {
+		t.Helper()
+		poll(what, `(() => { const b = document.querySelector('`+sel+`'); if (!b) return false; b.click(); return true })()`)
+	}
 	shot := func(name string) {
 		t.Helper()
 		if *screenshots == "" {
@@ -264,8 +271,9 @@ func TestWebConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	do("edit weight", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs1Row)),
-		chromedp.Click(chromedp.CSS(rs1Row+" button")), chromedp.SetValue(chromedp.CSS("#es-weight"), "3"), chromedp.Click(chromedp.CSS("#es-submit")))
+	do("services tab", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs1Row)))
+	clickRow("edit rs1", rs1Row+" button")
+	do("edit weight", chromedp.SetValue(chromedp.CSS("#es-weight"), "3"), chromedp.Click(chromedp.CSS("#es-submit")))
 	poll("edit done", `document.querySelector("#msg").className === "msg" && document.querySelector("#msg").textContent.startsWith("Done")`)
 	out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
 	if err != nil {
@@ -306,8 +314,8 @@ func TestWebConsole(t *testing.T) {
 	}
 	do("events", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=events]`)))
 	poll("the new server is down", `document.querySelector("#events tbody").textContent.includes("`+rs3+`:8080 is down")`)
-	do("drain", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs3Row)),
-		chromedp.Click(chromedp.CSS(rs3Row+" button:nth-of-type(3)")))
+	do("services tab again", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=services]`)), chromedp.WaitVisible(chromedp.CSS(rs3Row)))
+	clickRow("drain", rs3Row+" button:nth-of-type(3)")
 	poll("drained server removed", `document.querySelector('`+rs3Row+`') === null`)
 	if out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n"); strings.Contains(out, rs3+":8080") {
 		t.Errorf("lbctl -L -n still lists the drained server:\n%s", out)
