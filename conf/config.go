@@ -29,6 +29,16 @@ type Config struct {
 	Metrics   Metrics   `mapstructure:"metrics"`   // Prometheus endpoint; reload: restart
 	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
+	Restart   Restart   `mapstructure:"restart"`   // handing connections over across a restart; reload: restart
+}
+
+// Restart configures how a stopping lbd hands its connections (and the
+// listing's counters) to the next one across a plain restart (SIGTERM,
+// then a new start). An upgrade (lbctl upgrade, SIGUSR2) hands them over
+// in memory whatever these say.
+type Restart struct {
+	StateFile string        `mapstructure:"state_file"` // file a stopping lbd writes its connection table to and a starting lbd loads (then deletes), absolute path, "" = off; default ""; reload: restart
+	MaxAge    time.Duration `mapstructure:"max_age"`    // a state file older than this is refused (its connections may have moved on), 1s..1h; default 60s; reload: restart
 }
 
 // EAL configures the DPDK environment abstraction layer.
@@ -229,6 +239,9 @@ func Default() Config {
 		Log: Log{
 			Level:  "info",
 			Format: "console",
+		},
+		Restart: Restart{
+			MaxAge: 60 * time.Second,
 		},
 	}
 }

@@ -104,6 +104,9 @@ metrics:
 log:
   level: warn
   format: json
+restart:
+  state_file: /var/lib/dplb/handover
+  max_age: 30s
 `
 	got, err := conf.Load(writeFile(t, text))
 	if err != nil {
@@ -127,6 +130,7 @@ log:
 		Metrics:   conf.Metrics{Listen: ""},
 		Web:       conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:       conf.Log{Level: "warn", Format: "json"},
+		Restart:   conf.Restart{StateFile: "/var/lib/dplb/handover", MaxAge: 30 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

@@ -62,6 +62,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Metrics.validate,
 		c.Web.validate,
 		c.Log.validate,
+		c.Restart.validate,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -246,4 +247,11 @@ func (l Log) validate() error {
 		return err
 	}
 	return checkOneOf("log.format", l.Format, "json", "console")
+}
+
+func (r Restart) validate() error {
+	if r.StateFile != "" && !filepath.IsAbs(r.StateFile) {
+		return fieldErrorf("restart.state_file", "%q is not an absolute path", r.StateFile)
+	}
+	return checkDuration("restart.max_age", r.MaxAge, time.Second, time.Hour, "1s..1h")
 }
