@@ -57,6 +57,8 @@ type SyncBatch struct {
 	NoService uint32 // no service VIP:VPort here
 	NoDest    uint32 // the service has no real server RIP:RPort here
 	TableFull uint32 // no room (live entries are never pushed out for a synced one)
+	Conflict  uint32 // a live entry here holds the connection's keys for another real server: kept
+	Invalid   uint32 // a state that is not one of the protocol's
 
 	done atomic.Bool
 }
