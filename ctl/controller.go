@@ -39,6 +39,11 @@ type Controller struct {
 	passive     passiveState // passive health checking (see passive.go)
 	probes      probeState   // health probes through lbd (see probe.go)
 	conflicts   conflictLog  // hosts claiming our addresses (see neigh.go)
+	// carried are the counters a handover brought from the lbd before
+	// this one (restart.go), added to the dataplane's in every view.
+	carried  map[destKey]Counters
+	started  time.Time // when the controller was made: lbd's start
+	handover string    // what a handover at start gave, for the listing
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -49,7 +54,7 @@ const stepPeriod = 20 * time.Millisecond
 // ports (MAC addresses, MTUs, offloads).
 func NewController(dp Dataplane, cfg conf.Config, hw []lcore.PortInfo, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
-		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw),
+		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw), started: time.Now(),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
 	u, err := c.build(cfg.Services, cfg.Timeouts)
@@ -267,7 +272,7 @@ func (c *Controller) counters(k destKey) (Counters, bool) {
 	if !ok {
 		return Counters{}, false
 	}
-	return countersOf(c.dp.DestStats(id)), true
+	return countersOf(c.dp.DestStats(id)).Plus(c.carried[k]), true
 }
 
 // Snapshot is the current snapshot.

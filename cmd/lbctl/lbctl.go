@@ -30,6 +30,7 @@ const usageText = `Usage:
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
   lbctl reload
+  lbctl upgrade [--binary PATH]
   lbctl -h|--help
   lbctl -V|--version
 
@@ -47,6 +48,10 @@ Commands:
   --zero            -Z     zero the counters of a service or of all
   --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
   reload                   make lbd re-read its configuration file (as SIGHUP)
+  upgrade                  hand lbd's ports, connections and counters over to a new lbd
+                           binary that runs in its place, same pid (as SIGUSR2); the binary
+                           must pass 'lbd -check' first, else lbd refuses and keeps running.
+                           Established connections survive; packets wait out DPDK's start-up
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -75,6 +80,8 @@ Options:
   --sort                       sort the output (always sorted)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
+  --binary PATH                with upgrade: the new lbd binary (default: the file lbd was
+                               started from, where a package puts its new version)
   --socket PATH                lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
   --help         -h            display this help message
   --version      -V            display the version
@@ -117,6 +124,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return exitError
 		}
 		c.Text = string(b)
+	}
+	if c.Op == api.OpUpgrade {
+		return upgrade(ctx, c, stdout, stderr)
 	}
 	req := c.Request
 	if req.Op == api.OpList {

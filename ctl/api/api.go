@@ -63,6 +63,12 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
+	// OpUpgrade hands lbd's ports, connections and counters over to a new
+	// binary (Request.Binary; "" is the one lbd was started from), which
+	// lbd checks first. lbd answers with the binary's path in
+	// Response.Text, then stops forwarding and execs it; the new lbd
+	// answers with a later Info.Started.
+	OpUpgrade = "upgrade"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -75,6 +81,7 @@ type Request struct {
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
+	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -156,6 +163,11 @@ type Lcore struct {
 type Info struct {
 	ConnTableSize uint64 `json:"conn_table_size"` // capacity of the connection table
 	Connections   uint64 `json:"connections"`     // entries in use
+	// Started is when this lbd started (an upgrade's new binary has a
+	// later one); Handover what it made of the connections and counters
+	// handed over to it ("" when none was).
+	Started  time.Time `json:"started,omitzero"`
+	Handover string    `json:"handover,omitempty"`
 }
 
 // Service is one virtual service (ipvsadm -A).

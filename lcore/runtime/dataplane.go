@@ -115,6 +115,16 @@ func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bo
 	return out, truncated, nil
 }
 
+// InstallSync implements ctl.Dataplane.
+func (d *DPDK) InstallSync(w int, b *lcore.SyncBatch) bool {
+	if w < 0 || w >= len(d.workers) {
+		return false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	return d.workers[w].Commands().Push(lcore.Command{Kind: lcore.CmdSyncInstall, Sync: b})
+}
+
 // SendProbe implements ctl.Dataplane.
 func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
 	if len(d.workers) == 0 {
