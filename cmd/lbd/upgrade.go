@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -84,9 +85,28 @@ func (u *upgrader) check(bin string) error {
 	defer cancel()
 	out, err := exec.CommandContext(ctx, bin, "-check", "-c", u.config).CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("%s -check -c %s failed (%v): %s", bin, u.config, err, strings.TrimSpace(string(out)))
+		msg := strings.TrimSpace(string(out))
+		if msg == "" {
+			msg = "it printed nothing"
+		}
+		return fmt.Errorf("%s -check -c %s failed (%v): %s", bin, u.config, err, msg)
 	}
 	return nil
+}
+
+// closeOnExec marks every descriptor but stdin, stdout, stderr and keep
+// close-on-exec: DPDK leaves some open without the flag (its memory
+// files, with their locks), and the new lbd's DPDK could not take them.
+func closeOnExec(keep int) {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range fds {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 && fd != keep {
+			syscall.CloseOnExec(fd)
+		}
+	}
 }
 
 // upgrading reports whether the run stops for an upgrade.
@@ -115,14 +135,17 @@ func (u *upgrader) exec(log *zap.Logger) error {
 			env = append(env, kv)
 		}
 	}
+	keep := -1
 	if u.state != nil {
 		fd, err := handover.Memfd(u.state)
 		if err != nil {
 			log.Error("handover not passed on: the new lbd starts with an empty connection table", zap.Error(err))
 		} else {
 			env = append(env, fmt.Sprintf("%s=%d", handover.EnvFD, fd))
+			keep = fd
 		}
 	}
+	closeOnExec(keep)
 	args := append([]string{u.binary}, os.Args[1:]...)
 	log.Info("upgrade: exec", zap.String("binary", u.binary), zap.Strings("args", args[1:]))
 	log.Sync()

@@ -81,6 +81,8 @@ type Config struct {
 	// Web, when set, is lbd's web: section (the browser console) as YAML
 	// lines indented under "web:".
 	Web string
+	// StateFile, when set, is lbd's restart.state_file.
+	StateFile string
 }
 
 // Service is one virtual service.
@@ -214,6 +216,10 @@ func (c Config) YAML() string {
 	if c.Web != "" {
 		w("web:")
 		b.WriteString(c.Web)
+	}
+	if c.StateFile != "" {
+		w("restart:")
+		w("  state_file: %s", c.StateFile)
 	}
 	w("log:")
 	w("  level: %s", c.LogLevel)
