@@ -86,7 +86,7 @@ func main() {
 	if err != nil {
 		self = ""
 	}
-	up := &upgrader{config: *path, self: self, stop: stopRun}
+	up := &upgrader{config: *path, self: self, run: ctx, stop: stopRun}
 	// SIGUSR2 upgrades to the binary at lbd's own path, as lbctl upgrade.
 	usr2 := make(chan os.Signal, 1)
 	signal.Notify(usr2, syscall.SIGUSR2)

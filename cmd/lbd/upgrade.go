@@ -27,6 +27,7 @@ const checkTimeout = 30 * time.Second
 type upgrader struct {
 	config string             // lbd's configuration file
 	self   string             // the binary lbd was started from: the default
+	run    context.Context    // lbd's run: once it is done, lbd is stopping
 	stop   context.CancelFunc // ends lbd's run
 
 	mu       sync.Mutex
@@ -62,6 +63,12 @@ func (u *upgrader) request(bin string) (string, error) {
 		return "", err
 	}
 	u.mu.Lock()
+	if u.run.Err() != nil {
+		// Stopping (SIGTERM while the binary was checked): a stop, not
+		// an upgrade.
+		u.mu.Unlock()
+		return "", errors.New("lbd is stopping")
+	}
 	u.binary = bin
 	u.mu.Unlock()
 	u.stop()

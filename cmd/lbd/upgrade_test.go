@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,7 +23,7 @@ func script(t *testing.T, body string) string {
 
 func TestUpgradeRefusesABinaryThatFailsCheck(t *testing.T) {
 	var stops atomic.Int32
-	u := &upgrader{config: "/etc/dplb/lbd.yaml", stop: func() { stops.Add(1) }}
+	u := &upgrader{config: "/etc/dplb/lbd.yaml", run: context.Background(), stop: func() { stops.Add(1) }}
 	bad := script(t, `echo "lbd: services[0].scheduler: \"foo\" is not a scheduler" >&2; exit 2`)
 	plain := filepath.Join(t.TempDir(), "plain")
 	os.WriteFile(plain, []byte("not a program"), 0o644)
@@ -47,7 +48,7 @@ func TestUpgradeRefusesABinaryThatFailsCheck(t *testing.T) {
 func TestOneUpgradeAtATime(t *testing.T) {
 	var stops atomic.Int32
 	slow := script(t, `sleep 1; echo "lbd: configuration OK"`)
-	u := &upgrader{config: "/etc/dplb/lbd.yaml", self: slow, stop: func() { stops.Add(1) }}
+	u := &upgrader{config: "/etc/dplb/lbd.yaml", self: slow, run: context.Background(), stop: func() { stops.Add(1) }}
 	done := make(chan error, 1)
 	go func() {
 		_, err := u.request("") // the binary lbd was started from
@@ -74,5 +75,20 @@ func TestOneUpgradeAtATime(t *testing.T) {
 	}
 	if stops.Load() != 1 || !u.upgrading() {
 		t.Errorf("%d stops, upgrading %t; want 1 and true", stops.Load(), u.upgrading())
+	}
+}
+
+// TestNoUpgradeWhileStopping: a binary that passes its check after lbd
+// began to stop (SIGTERM) does not turn the stop into an upgrade.
+func TestNoUpgradeWhileStopping(t *testing.T) {
+	run, cancel := context.WithCancel(context.Background())
+	cancel()
+	ok := script(t, `echo "lbd: configuration OK"`)
+	u := &upgrader{config: "/etc/dplb/lbd.yaml", run: run, stop: cancel}
+	if _, err := u.request(ok); err == nil || !strings.Contains(err.Error(), "stopping") {
+		t.Errorf("upgrade while stopping: %v, want a refusal", err)
+	}
+	if u.upgrading() {
+		t.Error("a stopping lbd would exec the new binary")
 	}
 }
