@@ -52,6 +52,7 @@ func TestDefault(t *testing.T) {
 		Web:     conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:     conf.Log{Level: "info", Format: "console"},
 		Restart: conf.Restart{MaxAge: time.Minute},
+		HA:      conf.HA{State: "master"},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)

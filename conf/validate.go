@@ -63,6 +63,8 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Web.validate,
 		c.Log.validate,
 		c.Restart.validate,
+		c.HA.validate,
+		c.validateFloating,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -31,13 +31,15 @@ type Dataplane interface {
 	// SendProbe asks worker 0 to send a TCP SYN probe with initial
 	// sequence number seq; false if it could not.
 	SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool
-	// InstallSync asks worker w to install b's records (all owned by it,
-	// or templates); false if its command ring was full. b is the
-	// worker's until b.Done().
-	InstallSync(w int, b *lcore.SyncBatch) bool
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)
+	// SendCommand pushes cmd to one worker's command ring; false if it
+	// was full.
+	SendCommand(worker int, cmd lcore.Command) bool
+	// SyncRecords appends what the workers' sync rings hold to buf; one
+	// goroutine at a time calls it.
+	SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn
 
 	// For metrics:
 	// PortStats passes each port's device counters to fn.

@@ -147,17 +147,16 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 	return res, err
 }
 
-// installBatch is how many records one install command carries: a
-// worker installs a batch between two bursts.
-const installBatch = 256
-
-// installTimeout bounds the wait for the lcores to install a handover.
-const installTimeout = 10 * time.Second
+// handoverInstallWait bounds the wait for the lcores to install a
+// handover: longer than a sync's (InstallSynced), as the whole table
+// comes at once and the lcores do nothing else yet.
+const handoverInstallWait = 10 * time.Second
 
 // installRecords hands records to the lcores that own them (the owner
 // of the client's endpoint; templates, which live in the shared table,
-// to lcore 0), in batches, and waits for them; it returns the summed
-// counters of the batches to res.
+// to lcore 0), in batches, and waits for them; it adds the batches'
+// counters to res. It is InstallSynced's routing, with a longer wait and
+// the counts kept for the handover's report instead of the sync metrics.
 func (c *Controller) installRecords(recs []lcore.SyncConn, sum *HandoverResult) error {
 	n := c.dp.NumWorkers()
 	per := make([][]lcore.SyncConn, n)
@@ -169,16 +168,13 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, sum *HandoverResult) 
 		per[w] = append(per[w], r)
 	}
 	var pending []*lcore.SyncBatch
-	deadline := time.Now().Add(installTimeout)
+	deadline := time.Now().Add(handoverInstallWait)
 	for w, rs := range per {
 		for len(rs) > 0 {
-			k := min(len(rs), installBatch)
-			b := &lcore.SyncBatch{Records: rs[:k]}
-			for !c.dp.InstallSync(w, b) {
-				if time.Now().After(deadline) {
-					return fmt.Errorf("lcore %d: command ring full for %v", w, installTimeout)
-				}
-				time.Sleep(100 * time.Microsecond)
+			k := min(len(rs), syncBatchMax)
+			b := &lcore.SyncBatch{Records: rs[:k:k]}
+			if !c.command(w, lcore.Command{Kind: lcore.CmdSyncInstall, Sync: b}, deadline) {
+				return fmt.Errorf("lcore %d: command ring full for %v", w, handoverInstallWait)
 			}
 			pending = append(pending, b)
 			rs = rs[k:]

@@ -65,3 +65,7 @@ type SyncBatch struct {
 
 // Done reports whether the worker has installed the batch.
 func (b *SyncBatch) Done() bool { return b.done.Load() }
+
+// MarkDone says the batch is installed and its counters final: the
+// worker's last word on it (or a stand-in dataplane's, in tests).
+func (b *SyncBatch) MarkDone() { b.done.Store(true) }

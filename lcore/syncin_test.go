@@ -162,4 +162,20 @@ func TestSyncedTemplate(t *testing.T) {
 	if got := connectTo(t, r, clientIP, 40010); got != rs1 {
 		t.Fatalf("after the update: %x", got)
 	}
+	// A synced connection of another network whose template came first
+	// holds it, as the master's connection does; its end lets it go.
+	other := ip4(203, 0, 113, 9)
+	tmpl.ClientIP = other
+	c := SyncConn{ClientIP: other, ClientPort: 5000, VIP: vip, RIP: rs1, VPort: 443, RPort: 443, Proto: hdr.ProtoTCP, State: conn.StateEstablished}
+	if b := install(t, w, tmpl, c); b.Installed != 2 {
+		t.Fatalf("template and connection %+v", b)
+	}
+	slot := templateOf(t, w, other, 443)
+	if slot == nil || slot.controls.Load() != 1 {
+		t.Fatalf("the synced connection does not hold its template: %+v", slot)
+	}
+	w.table.Expire(w.now+int64(901*time.Second), w.table.Cap(), w.expire)
+	if slot.controls.Load() != 0 {
+		t.Fatalf("template still held by %d after the connection expired", slot.controls.Load())
+	}
 }

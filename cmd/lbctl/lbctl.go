@@ -31,6 +31,7 @@ const usageText = `Usage:
   lbctl --set tcp tcpfin udp
   lbctl reload
   lbctl upgrade [--binary PATH]
+  lbctl --ha-state [master|backup]
   lbctl -h|--help
   lbctl -V|--version
 
@@ -52,6 +53,8 @@ Commands:
                            binary that runs in its place, same pid (as SIGUSR2); the binary
                            must pass 'lbd -check' first, else lbd refuses and keeps running.
                            Established connections survive; packets wait out DPDK's start-up
+  --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
+                           announces them) or the backup of its pair; print the state
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -163,6 +166,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			text = api.NameRules(text, api.SystemNamer("/etc/services"))
 		}
 		_, err = io.WriteString(stdout, text)
+	case api.OpHAState:
+		_, err = fmt.Fprintln(stdout, resp.HAState)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

@@ -69,6 +69,10 @@ const (
 	// Response.Text, then stops forwarding and execs it; the new lbd
 	// answers with a later Info.Started.
 	OpUpgrade = "upgrade"
+	// OpHAState makes lbd the master or the backup of its pair when
+	// Request.HAState is set ("master" or "backup"), and returns the
+	// state in Response.HAState.
+	OpHAState = "ha-state"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -82,6 +86,9 @@ type Request struct {
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
 	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
+
+	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -128,6 +135,9 @@ type Response struct {
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+
+	// HAState (OpHAState): "master" or "backup".
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

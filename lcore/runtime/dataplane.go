@@ -115,16 +115,6 @@ func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bo
 	return out, truncated, nil
 }
 
-// InstallSync implements ctl.Dataplane.
-func (d *DPDK) InstallSync(w int, b *lcore.SyncBatch) bool {
-	if w < 0 || w >= len(d.workers) {
-		return false
-	}
-	d.cmdMu.Lock()
-	defer d.cmdMu.Unlock()
-	return d.workers[w].Commands().Push(lcore.Command{Kind: lcore.CmdSyncInstall, Sync: b})
-}
-
 // SendProbe implements ctl.Dataplane.
 func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
 	if len(d.workers) == 0 {
@@ -133,6 +123,31 @@ func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
 	d.cmdMu.Lock()
 	defer d.cmdMu.Unlock()
 	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort, Seq: seq})
+}
+
+// SendCommand implements ctl.Dataplane.
+func (d *DPDK) SendCommand(worker int, cmd lcore.Command) bool {
+	if worker < 0 || worker >= len(d.workers) {
+		return false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	return d.workers[worker].Commands().Push(cmd)
+}
+
+// SyncRecords implements ctl.Dataplane: it takes what each worker's sync
+// ring holds now.
+func (d *DPDK) SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn {
+	for _, w := range d.workers {
+		for n := w.SyncOut().Len(); n > 0; n-- {
+			r, ok := w.SyncOut().Pop()
+			if !ok {
+				break
+			}
+			buf = append(buf, r)
+		}
+	}
+	return buf
 }
 
 // TSCHz implements ctl.Dataplane.
