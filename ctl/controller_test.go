@@ -103,9 +103,9 @@ func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16, seq uint32) bool {
 	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src, Ack: seq + 1})
 	return true
 }
-func (f *fakeDataplane) PortStats(func(string, ethdev.Stats))   {}
-func (f *fakeDataplane) MempoolInUse() int                      { return 0 }
-func (f *fakeDataplane) Workers() []*lcore.Worker               { return nil }
+func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}
+func (f *fakeDataplane) MempoolInUse() int                    { return 0 }
+func (f *fakeDataplane) Workers() []*lcore.Worker             { return nil }
 func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {

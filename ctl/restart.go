@@ -31,7 +31,7 @@ const handoverSlack = 1024
 // listing's baseline base), the neighbours. The caller has held the
 // lcores' RX, so the tables no longer change but for expiry.
 func (c *Controller) collectHandover(base baselines, configPath string) (handover.State, error) {
-	s := handover.State{Written: time.Now(), ConfigPath: configPath}
+	s := handover.State{Written: time.Now(), ConfigPath: configPath, HA: c.HAState()}
 	var most uint64
 	for _, ws := range c.dp.WorkerStats() {
 		most = max(most, ws[lcore.Conns])
@@ -91,13 +91,18 @@ type HandoverResult struct {
 	// live entry holding the keys, an impossible state.
 	NoService, NoDest, TableFull, Conflict, Invalid uint32
 	Counters, Neighbours                            int
+	HA                                              string // the HA state taken over, when not the configuration's
 }
 
 // String is the result for the log and lbctl -L's Info.
 func (r HandoverResult) String() string {
-	return fmt.Sprintf("%d of %d connections and templates installed (no_service %d, no_dest %d, table_full %d, conflict %d, invalid %d), "+
+	s := fmt.Sprintf("%d of %d connections and templates installed (no_service %d, no_dest %d, table_full %d, conflict %d, invalid %d), "+
 		"counters of %d real servers, %d neighbours",
 		r.Installed, r.Records, r.NoService, r.NoDest, r.TableFull, r.Conflict, r.Invalid, r.Counters, r.Neighbours)
+	if r.HA != "" {
+		s += ", ha state " + r.HA
+	}
+	return s
 }
 
 // restoreHandover applies a handed-over state to a controller whose
@@ -144,6 +149,14 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 		return res, fmt.Errorf("neighbours: %w", err)
 	}
 	err = c.installRecords(s.Records, &res)
+	// keepalived set the HA state at run time and will not set it again:
+	// the next lbd takes it over, not the configuration's.
+	if s.HA != "" && s.HA != c.HAState() {
+		if herr := c.SetHAState(s.HA == "master"); herr != nil {
+			err = errors.Join(err, herr)
+		}
+		res.HA = s.HA
+	}
 	return res, err
 }
 

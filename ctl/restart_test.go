@@ -29,6 +29,9 @@ func TestHandoverCarriesCountersAndNeighbours(t *testing.T) {
 	gw := ip4(198, 51, 100, 254)
 	old.neigh.learn(gw, hdr.MAC{2, 9, 9, 9, 9, 9}, 1, time.Now())
 	base := baselines{keyOf(old.services[0].conf, old.services[0].conf.Servers[0]): {Conns: 4, InPkts: 10}}
+	if err := old.SetHAState(false); err != nil { // keepalived made it the backup at run time
+		t.Fatal(err)
+	}
 
 	s, err := old.collectHandover(base, "/etc/dplb/lbd.yaml")
 	if err != nil {
@@ -51,6 +54,9 @@ func TestHandoverCarriesCountersAndNeighbours(t *testing.T) {
 	}
 	if res.Counters != 3 || res.Neighbours != 1 {
 		t.Errorf("restored counters of %d servers and %d neighbours, want 3 and 1", res.Counters, res.Neighbours)
+	}
+	if next.HAState() != "backup" || res.HA != "backup" || !next.Snapshot().Backup {
+		t.Errorf("the next lbd is %s (result %q): want the backup keepalived made the old one", next.HAState(), res.HA)
 	}
 	if mac, ok := next.Snapshot().Neigh[gw]; !ok || mac != (hdr.MAC{2, 9, 9, 9, 9, 9}) || len(nf.published) == 0 {
 		t.Errorf("the gateway's MAC is not in the published snapshot (%v, %t)", mac, ok)

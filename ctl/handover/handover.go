@@ -10,12 +10,15 @@
 // memory (an inherited memfd across exec) or in a file only root may
 // write (restart.state_file).
 //
-//	magic "DPLBHAND" (8) | version (16) | reserved (16) | written, Unix ns (64)
+//	magic "DPLBHAND" (8) | version (16) | flags (16) | written, Unix ns (64)
 //	| writer's pid (32) | config path length (16) | config path
 //	| records (32) | counters (32) | neighbours (32)
 //	| records of 24 bytes (the connection sync record)
 //	| counters of 96 bytes | neighbours of 12 bytes
 //	| SHA-256 of all the above (32)
+//
+// Flags: bit 0, the writer was one of an HA pair's backup (else master);
+// bit 1, it was the master. Neither: not said.
 package handover
 
 import (
@@ -45,6 +48,9 @@ const (
 	// MaxLen bounds what Decode accepts (and what lbd reads): 16 million
 	// records and then some.
 	MaxLen = 512 << 20
+
+	flagBackup = 1
+	flagMaster = 2
 )
 
 // State is what one lbd hands to the next.
@@ -52,6 +58,10 @@ type State struct {
 	Written    time.Time
 	PID        int    // the writer's process id (for the log)
 	ConfigPath string // the configuration file the writer ran with
+	// HA is the writer's state in an HA pair, "master" or "backup" (as
+	// keepalived last set it, which may not be the configuration's); ""
+	// when not said.
+	HA         string
 	Records    []lcore.SyncConn
 	Counters   []DestCounters
 	Neighbours []Neighbour
@@ -82,7 +92,14 @@ func Encode(b []byte, s State) []byte {
 	start := len(b)
 	b = append(b, magic...)
 	b = binary.BigEndian.AppendUint16(b, Version)
-	b = binary.BigEndian.AppendUint16(b, 0)
+	var flags uint16
+	switch s.HA {
+	case "backup":
+		flags = flagBackup
+	case "master":
+		flags = flagMaster
+	}
+	b = binary.BigEndian.AppendUint16(b, flags)
 	b = binary.BigEndian.AppendUint64(b, uint64(s.Written.UnixNano()))
 	b = binary.BigEndian.AppendUint32(b, uint32(s.PID))
 	path := s.ConfigPath
@@ -184,6 +201,15 @@ func Decode(b []byte) (State, error) {
 	body, sum := b[:len(b)-sumLen], b[len(b)-sumLen:]
 	if want := sha256.Sum256(body); string(want[:]) != string(sum) {
 		return s, errors.New("checksum mismatch: the handover is torn or corrupt")
+	}
+	switch binary.BigEndian.Uint16(b[10:]) {
+	case 0:
+	case flagBackup:
+		s.HA = "backup"
+	case flagMaster:
+		s.HA = "master"
+	default:
+		return s, errors.New("unknown flags")
 	}
 	s.Written = time.Unix(0, int64(binary.BigEndian.Uint64(b[12:])))
 	s.PID = int(binary.BigEndian.Uint32(b[20:]))

@@ -17,7 +17,7 @@ import (
 
 func sample() State {
 	return State{
-		Written: time.Unix(1700000000, 123456789), PID: 4242, ConfigPath: "/etc/dplb/lbd.yaml",
+		Written: time.Unix(1700000000, 123456789), PID: 4242, ConfigPath: "/etc/dplb/lbd.yaml", HA: "backup",
 		Records: []lcore.SyncConn{
 			{ClientIP: 0xc0000202, ClientPort: 40000, VIP: 0xc6336401, VPort: 80, RIP: 0x0a000002, RPort: 8080,
 				Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT},
@@ -44,6 +44,11 @@ func TestRoundTrip(t *testing.T) {
 	got.Written = want.Written
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+	master := sample()
+	master.HA = "master"
+	if got, err := Decode(Encode(nil, master)); err != nil || got.HA != "master" {
+		t.Errorf("HA master decoded as %q, %v", got.HA, err)
 	}
 	empty, err := Decode(Encode(nil, State{Written: time.Now()}))
 	if err != nil || len(empty.Records)+len(empty.Counters)+len(empty.Neighbours) != 0 {
