@@ -30,6 +30,7 @@ type Config struct {
 	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
 	HA        HA        `mapstructure:"ha"`        // active/backup pair state (see HA); reload: restart
+	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
 	Restart   Restart   `mapstructure:"restart"`   // handing connections over across a restart; reload: restart
 }
 
@@ -40,6 +41,7 @@ type Config struct {
 type Restart struct {
 	StateFile string        `mapstructure:"state_file"` // file a stopping lbd writes its connection table to and a starting lbd loads (then deletes), absolute path, "" = off; default ""; reload: restart
 	MaxAge    time.Duration `mapstructure:"max_age"`    // a state file older than this is refused (its connections may have moved on), 1s..1h; default 60s; reload: restart
+	PullWait  time.Duration `mapstructure:"pull_wait"`  // with sync.backup on and no handover, how long a starting lbd waits for its sync peers' whole table (a bulk request) before it forwards, 0 = it does not ask, 0..60s; default 5s; reload: restart
 }
 
 // HA is this lbd's place in an active/backup pair of directors. keepalived
@@ -265,9 +267,11 @@ func Default() Config {
 			Format: "console",
 		},
 		Restart: Restart{
-			MaxAge: 60 * time.Second,
+			MaxAge:   60 * time.Second,
+			PullWait: 5 * time.Second,
 		},
-		HA: HA{State: HAMaster},
+		HA:   HA{State: HAMaster},
+		Sync: DefaultSync(),
 	}
 }
 

@@ -65,6 +65,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Restart.validate,
 		c.HA.validate,
 		c.validateFloating,
+		c.Sync.validate,
 	} {
 		if err := check(); err != nil {
 			return err
@@ -255,5 +256,8 @@ func (r Restart) validate() error {
 	if r.StateFile != "" && !filepath.IsAbs(r.StateFile) {
 		return fieldErrorf("restart.state_file", "%q is not an absolute path", r.StateFile)
 	}
-	return checkDuration("restart.max_age", r.MaxAge, time.Second, time.Hour, "1s..1h")
+	if err := checkDuration("restart.max_age", r.MaxAge, time.Second, time.Hour, "1s..1h"); err != nil {
+		return err
+	}
+	return checkDuration("restart.pull_wait", r.PullWait, 0, time.Minute, "0..60s")
 }

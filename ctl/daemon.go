@@ -102,15 +102,31 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		return err
 	}
 	incoming, from := loadIncoming(opts, cfg, log)
-	// With a handover the lcores start held: the first packet they read
-	// must find its connection installed.
-	dp.HoldRX(incoming != nil)
+	// Without a handover, a backup of a sync pair asks its peers for
+	// their table.
+	pull := incoming == nil && cfg.Sync.Backup && cfg.Sync.KeyFile != "" && cfg.Restart.PullWait > 0
+	// With a handover (or a table to pull) the lcores start held: the
+	// first packet they read must find its connection installed.
+	dp.HoldRX(incoming != nil || pull)
 	if err := dp.StartWorkers(ctl.Snapshot()); err != nil {
 		return err
 	}
 
 	rates := NewRateEstimator(func() View { return ctl.view(nil) }) // IPVS's estimator, for --rate and /metrics
 	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, rates, log)
+	// Connection sync with the peer directors: on from the start when
+	// the configuration says so, else when lbctl --start-daemon asks.
+	syncd, err := NewSyncDaemon(cfg.Sync, ctl, log)
+	if err != nil {
+		return err
+	}
+	if syncd != nil {
+		defer syncd.Close()
+		if err := StartSyncModes(syncd, cfg.Sync); err != nil {
+			return err
+		}
+	}
+	ops.SetSync(syncd)
 	ops.upgrade = opts.Upgrade
 	if incoming != nil {
 		res, err := ctl.restoreHandover(incoming, ops.base)
@@ -119,6 +135,10 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		}
 		logHandover(log, from, incoming, res)
 		ctl.noteHandover(from + ": " + res.String())
+		dp.HoldRX(false)
+	}
+	if pull {
+		ctl.noteHandover(pullTable(ctx, syncd, cfg.Restart.PullWait, log))
 		dp.HoldRX(false)
 	}
 
@@ -171,7 +191,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}()
 	var hs *http.Server
 	if ml != nil {
-		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates, syncd), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/ctl/handover"
 	"github.com/dplb/dplb/lcore"
 )
@@ -291,4 +293,19 @@ func (c *Controller) noteHandover(s string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.handover = s
+}
+
+// pullTable asks the sync peers for their whole table (a bulk request)
+// and waits at most wait for it to be installed; lbd then forwards with
+// whatever arrived. It returns what happened, for the listing.
+func pullTable(ctx context.Context, d *connsync.Daemon, wait time.Duration, log *zap.Logger) string {
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t0 := time.Now()
+	if err := d.RequestBulk(ctx); err != nil {
+		log.Warn("sync peers' table not pulled: forwarding with what arrived", zap.Duration("waited", time.Since(t0)), zap.Error(err))
+		return fmt.Sprintf("sync peers: no whole table within %v (%v)", wait, err)
+	}
+	log.Info("sync peers' table pulled and installed", zap.Duration("took", time.Since(t0)))
+	return "sync peers: whole table pulled (see dplb_sync_install_records_total)"
 }

@@ -73,6 +73,14 @@ const (
 	// Request.HAState is set ("master" or "backup"), and returns the
 	// state in Response.HAState.
 	OpHAState = "ha-state"
+	// OpStartDaemon starts a connection sync daemon (ipvsadm
+	// --start-daemon): Request.Daemon's mode, interface and syncid.
+	OpStartDaemon = "start-daemon"
+	// OpStopDaemon stops Request.Daemon.Mode's sync daemon.
+	OpStopDaemon = "stop-daemon"
+	// OpDaemons lists the running sync daemons (ipvsadm -L --daemon) in
+	// Response.Daemons.
+	OpDaemons = "daemons"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -88,7 +96,8 @@ type Request struct {
 	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
 
 	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
-	HAState string `json:"ha_state,omitempty"`
+	HAState string      `json:"ha_state,omitempty"`
+	Daemon  *DaemonSpec `json:"daemon,omitempty"` // OpStartDaemon, OpStopDaemon
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -137,7 +146,8 @@ type Response struct {
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
 
 	// HAState (OpHAState): "master" or "backup".
-	HAState string `json:"ha_state,omitempty"`
+	HAState string   `json:"ha_state,omitempty"`
+	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
