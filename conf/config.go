@@ -29,7 +29,24 @@ type Config struct {
 	Metrics   Metrics   `mapstructure:"metrics"`   // Prometheus endpoint; reload: restart
 	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
+	HA        HA        `mapstructure:"ha"`        // active/backup pair state (see HA); reload: restart
 }
+
+// HA is this lbd's place in an active/backup pair of directors. keepalived
+// (VRRP) decides the state at run time with lbctl --ha-state; this is the
+// state lbd starts in.
+type HA struct {
+	State string `mapstructure:"state"` // "master" answers ARP for the VIPs and the ports' floating addresses, "backup" for neither (it still forwards what reaches it); "" in Go literals: master; default "master"; reload: restart (lbctl --ha-state changes it at run time, and a reload keeps the running state)
+}
+
+// Values of HA.State.
+const (
+	HAMaster = "master"
+	HABackup = "backup"
+)
+
+// IsBackup reports whether lbd starts as the backup of a pair.
+func (h HA) IsBackup() bool { return h.State == HABackup }
 
 // EAL configures the DPDK environment abstraction layer.
 type EAL struct {
@@ -102,6 +119,13 @@ type Port struct {
 	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
 	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
 	Promiscuous bool   `mapstructure:"promiscuous"` // put the port in promiscuous mode; default false; reload: restart
+	// Floating are IPv4 addresses inside Address's prefix that belong to
+	// whichever lbd of a pair is master (e.g. the gateway NAT real servers
+	// route through): answered in ARP and announced by gratuitous ARP on
+	// takeover by the master only; unique, not the port's address,
+	// gateway, network or broadcast address, nor a VIP; default none;
+	// reload: restart
+	Floating []string `mapstructure:"floating"`
 }
 
 // Service is a virtual service: a (protocol, VIP, port) balanced over real servers.
@@ -230,6 +254,7 @@ func Default() Config {
 			Level:  "info",
 			Format: "console",
 		},
+		HA: HA{State: HAMaster},
 	}
 }
 
@@ -259,6 +284,17 @@ func (p Port) GatewayAddr() (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// FloatingAddrs returns the port's valid floating addresses.
+func (p Port) FloatingAddrs() []netip.Addr {
+	var out []netip.Addr
+	for _, f := range p.Floating {
+		if a, err := netip.ParseAddr(f); err == nil && a.Is4() {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // FacesClients reports whether the port's role is client or both.

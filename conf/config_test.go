@@ -51,6 +51,7 @@ func TestDefault(t *testing.T) {
 		Metrics: conf.Metrics{Listen: "127.0.0.1:9180"},
 		Web:     conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:     conf.Log{Level: "info", Format: "console"},
+		HA:      conf.HA{State: "master"},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)

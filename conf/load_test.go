@@ -73,6 +73,7 @@ ports:
     role: client
     mtu: 1500
     promiscuous: true
+    floating: [203.0.113.2]
   - name: s
     device: 0000:03:00.0
     address: 198.51.100.1/24
@@ -104,6 +105,8 @@ metrics:
 log:
   level: warn
   format: json
+ha:
+  state: backup
 `
 	got, err := conf.Load(writeFile(t, text))
 	if err != nil {
@@ -115,7 +118,7 @@ log:
 			RxDescriptors: 512, TxDescriptors: 2048, ConnTableSize: 4096, IdleSleep: 0,
 			Defense: conf.Defense{DropEntry: 95, Secure: 0, IdleAfter: 2 * time.Minute, SYNTimeout: 3 * time.Second, UDPTimeout: 4 * time.Second}},
 		Ports: []conf.Port{
-			{Name: "c", Device: "net_tap0,iface=dtap0", Address: "203.0.113.1/24", Gateway: "203.0.113.254", Role: "client", MTU: 1500, Promiscuous: true},
+			{Name: "c", Device: "net_tap0,iface=dtap0", Address: "203.0.113.1/24", Gateway: "203.0.113.254", Role: "client", MTU: 1500, Promiscuous: true, Floating: []string{"203.0.113.2"}},
 			{Name: "s", Device: "0000:03:00.0", Address: "198.51.100.1/24", Role: "server"},
 		},
 		Services: []conf.Service{{Protocol: "tcp", VIP: "203.0.113.10", Port: 443, Scheduler: "wrr", MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
@@ -127,6 +130,7 @@ log:
 		Metrics:   conf.Metrics{Listen: ""},
 		Web:       conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:       conf.Log{Level: "warn", Format: "json"},
+		HA:        conf.HA{State: "backup"},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

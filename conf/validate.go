@@ -62,6 +62,8 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Metrics.validate,
 		c.Web.validate,
 		c.Log.validate,
+		c.HA.validate,
+		c.validateFloating,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -163,3 +163,52 @@ func (c *Config) portWithAddr(a netip.Addr) int {
 	}
 	return -1
 }
+
+func (h HA) validate() error {
+	if h.State == "" {
+		return nil // a Go literal: master
+	}
+	return checkOneOf("ha.state", h.State, HAMaster, HABackup)
+}
+
+// validateFloating checks the ports' floating addresses, once the ports
+// and services are known valid: each in its port's prefix, a host
+// address no port, gateway, VIP or other floating entry already is.
+func (c *Config) validateFloating() error {
+	seen := map[netip.Addr]string{}
+	for i, p := range c.Ports {
+		pfx := p.Prefix()
+		seen[pfx.Addr()] = fmt.Sprintf("ports[%d].address", i)
+		if gw, ok := p.GatewayAddr(); ok {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
+		}
+	}
+	for i, s := range c.Services {
+		if a, err := netip.ParseAddr(s.VIP); err == nil {
+			if _, ok := seen[a]; !ok {
+				seen[a] = fmt.Sprintf("services[%d].vip", i)
+			}
+		}
+	}
+	for i, p := range c.Ports {
+		pfx := p.Prefix()
+		for j, s := range p.Floating {
+			f := fmt.Sprintf("ports[%d].floating[%d]", i, j)
+			a, err := parseHost(f, s)
+			if err != nil {
+				return err
+			}
+			if !pfx.Contains(a) {
+				return fieldErrorf(f, "%s is not inside %s", a, pfx.Masked())
+			}
+			if pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
+				return fieldErrorf(f, "%s is the network or broadcast address of %s", a, pfx.Masked())
+			}
+			if other, ok := seen[a]; ok {
+				return fieldErrorf(f, "%s is already %s", a, other)
+			}
+			seen[a] = f
+		}
+	}
+	return nil
+}

@@ -39,6 +39,7 @@ type Controller struct {
 	passive     passiveState // passive health checking (see passive.go)
 	probes      probeState   // health probes through lbd (see probe.go)
 	conflicts   conflictLog  // hosts claiming our addresses (see neigh.go)
+	ha          haState      // master or backup, sync rules, install counts (see ha.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -52,6 +53,7 @@ func NewController(dp Dataplane, cfg conf.Config, hw []lcore.PortInfo, log *zap.
 		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
+	c.ha.backup = cfg.HA.IsBackup()
 	u, err := c.build(cfg.Services, cfg.Timeouts)
 	if err != nil {
 		return nil, err
@@ -121,6 +123,7 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 	}
 	u.ids.drain(used)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
+	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
 	u.snap.ResetDests = u.ids.resets()
 	for _, id := range expire {

@@ -25,9 +25,50 @@ type fakeDataplane struct {
 	probes    []lcore.Event
 	failFull  bool
 	stats     []lcore.Stats // the workers' counters; nil: a few connections
+
+	workers  int        // 0: two
+	cmdMu    sync.Mutex // SendCommand runs on the sync receiver's and the announcer's goroutines
+	commands []sentCommand
+	syncOut  []lcore.SyncConn // what the workers' sync rings hold
+	// install, if set, plays a worker installing a batch; nil leaves
+	// batches undone.
+	install func(worker int, b *lcore.SyncBatch)
 }
 
-func (f *fakeDataplane) NumWorkers() int { return 2 }
+// sentCommand is a command pushed to one worker.
+type sentCommand struct {
+	worker int
+	cmd    lcore.Command
+}
+
+func (f *fakeDataplane) NumWorkers() int {
+	if f.workers > 0 {
+		return f.workers
+	}
+	return 2
+}
+func (f *fakeDataplane) SendCommand(worker int, cmd lcore.Command) bool {
+	f.cmdMu.Lock()
+	defer f.cmdMu.Unlock()
+	if f.failFull || worker < 0 || worker >= f.NumWorkers() {
+		return false
+	}
+	f.commands = append(f.commands, sentCommand{worker, cmd})
+	if cmd.Kind == lcore.CmdSyncInstall && f.install != nil {
+		f.install(worker, cmd.Sync)
+	}
+	return true
+}
+func (f *fakeDataplane) sent() []sentCommand {
+	f.cmdMu.Lock()
+	defer f.cmdMu.Unlock()
+	return append([]sentCommand(nil), f.commands...)
+}
+func (f *fakeDataplane) SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn {
+	buf = append(buf, f.syncOut...)
+	f.syncOut = nil
+	return buf
+}
 func (f *fakeDataplane) Publish(s *lcore.Snapshot) error {
 	f.published = append(f.published, s)
 	return nil

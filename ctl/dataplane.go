@@ -34,6 +34,12 @@ type Dataplane interface {
 	// DumpConns lists the lcores' connections matching filter, at most
 	// about max in all.
 	DumpConns(filter lcore.ConnFilter, max int) (conns []lcore.ConnInfo, truncated bool, err error)
+	// SendCommand pushes cmd to one worker's command ring; false if it
+	// was full.
+	SendCommand(worker int, cmd lcore.Command) bool
+	// SyncRecords appends what the workers' sync rings hold to buf; one
+	// goroutine at a time calls it.
+	SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn
 
 	// For metrics:
 	// PortStats passes each port's device counters to fn.

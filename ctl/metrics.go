@@ -46,7 +46,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		lcoreConns:   d("dplb_lcore_connections", "Entries in an lcore's connection table.", []string{"lcore"}, nil),
 		lcoreConnCap: d("dplb_lcore_connection_capacity", "Capacity of an lcore's connection table.", []string{"lcore"}, nil),
 		lcoreDefense: d("dplb_lcore_table_defense", "1 while an lcore's connection table is above a defense threshold (secure: short timeouts for embryonic entries; drop_entry: new connections evict embryonic and idle ones).", []string{"lcore", "defense"}, nil),
-		lcoreRing:    d("dplb_lcore_ring_used", "Entries waiting in an lcore's rings: commands (to it), events (from it), handoff (from it to each peer).", []string{"lcore", "ring"}, nil),
+		lcoreRing:    d("dplb_lcore_ring_used", "Entries waiting in an lcore's rings: commands (to it), events and sync records (from it), handoff (from it to each peer).", []string{"lcore", "ring"}, nil),
 		jobRuns:      d("dplb_lcore_job_runs_total", "Runs of an lcore's periodic job.", []string{"lcore", "job"}, nil),
 		jobSeconds:   d("dplb_lcore_job_seconds_total", "Time an lcore spent in a periodic job.", []string{"lcore", "job"}, nil),
 		mempoolInUse: d("dplb_mempool_in_use", "Packet buffers taken out of the pool.", nil, nil),
@@ -103,6 +103,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.lcoreConnCap, float64(w.ConnTableCap()), id)
 		gauge(c.lcoreRing, float64(w.Commands().Len()), id, "commands")
 		gauge(c.lcoreRing, float64(w.Events().Len()), id, "events")
+		gauge(c.lcoreRing, float64(w.SyncOut().Len()), id, "sync")
 		for j, n := range w.HandoffBacklog() {
 			if n >= 0 {
 				gauge(c.lcoreRing, float64(n), id, "handoff_to_"+strconv.Itoa(j))
@@ -154,7 +155,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves /metrics from a registry of its own (no globals).
 func metricsHandler(dp Dataplane, ctl *Controller, mon *health.Monitor, rates *RateEstimator) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon))
+	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon), newHACollector(ctl))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

@@ -4,11 +4,14 @@ import (
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
-// handleARP answers requests for the port's own address and, on ports
+// handleARP answers requests for the port's own address and, on a master
+// (Snapshot.Backup false), for the port's floating addresses and, on ports
 // facing clients, for the VIPs; it reports what it learns about neighbours
 // to the control plane, which owns the neighbour table. A host that claims
 // one of our addresses or VIPs (a gratuitous ARP for a VIP, say) is never
-// learnt: the packet is dropped, counted (arp_conflict) and reported.
+// learnt: the packet is dropped, counted (arp_conflict) and reported; on a
+// backup, the master's claims to the VIPs and floating addresses are
+// expected (dropped as arp_not_ours, not reported).
 func (w *Worker) handleARP(d *desc) exit {
 	arp := hdr.ARP(d.eth().Payload())
 	p := &w.snap.Ports[d.in]
@@ -18,10 +21,14 @@ func (w *Worker) handleARP(d *desc) exit {
 		if smac == p.MAC { // our own request, heard back
 			return drop(DropARPNotOurs)
 		}
+		if w.snap.Backup && (w.snap.IsVIP(sip) || w.snap.isFloating(sip)) {
+			return drop(DropARPNotOurs) // the master announcing what it holds
+		}
 		w.event(Event{Kind: EvAddressConflict, Port: d.in, IP: sip, MAC: smac})
 		return drop(DropARPConflict)
 	}
-	ours := tip == p.Addr || (p.FacesClients && w.snap.IsVIP(tip))
+	ours := tip == p.Addr ||
+		!w.snap.Backup && (p.isFloating(tip) || p.FacesClients && w.snap.IsVIP(tip))
 	if !ours {
 		return drop(DropARPNotOurs)
 	}
@@ -55,5 +62,24 @@ func (w *Worker) sendARPRequest(port int, ip uint32) {
 	eth.SetEtherType(hdr.EtherTypeARP)
 	hdr.ARP(eth.Payload()).SetRequest(p.MAC, p.Addr, ip)
 	w.cnt.own[ARPRequests]++
+	w.leave(m, -1, transmit(port, hdr.BroadcastMAC))
+}
+
+// announce broadcasts a gratuitous ARP for ip out of a port (a request
+// whose sender and target are both ip, from the port's MAC), so the
+// neighbours' caches point ip at this director: a new master's takeover.
+// Control work, run from the commands job.
+func (w *Worker) announce(port int, ip uint32) {
+	if port < 0 || port >= len(w.snap.Ports) {
+		return
+	}
+	m, b := w.newFrame(arpFrameLen)
+	if m == nil {
+		return
+	}
+	eth := hdr.Ethernet(b)
+	eth.SetEtherType(hdr.EtherTypeARP)
+	hdr.ARP(eth.Payload()).SetRequest(w.snap.Ports[port].MAC, ip, ip)
+	w.cnt.own[GratuitousARPs]++
 	w.leave(m, -1, transmit(port, hdr.BroadcastMAC))
 }

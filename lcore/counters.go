@@ -42,6 +42,9 @@ const (
 	DefenseDrop      // 1 while the table is above the drop_entry threshold (a gauge)
 	ICMPTimeExceeded // ICMP time exceeded sent for packets whose TTL ran out here
 	CsumOffloaded    // NAT packets whose checksums were left to the output port (vouched for on arrival)
+	SyncRecords      // connection and template records put on the sync ring for the peers
+	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
+	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -85,6 +88,7 @@ var statNames = [numStats]string{
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
+	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

@@ -23,9 +23,17 @@ const (
 	// CmdProbe sends a probe, a TCP SYN from the output port's address to
 	// Command.IP:DstPort from SrcPort (a health check through lbd).
 	CmdProbe
+	// CmdSyncInstall installs the records of Command.Sync, received from a
+	// peer director, in the worker's table (or the shared template table)
+	// and marks the batch done.
+	CmdSyncInstall
+	// CmdAnnounce sends a gratuitous ARP for Command.IP out of
+	// Command.Port.
+	CmdAnnounce
 )
 
-var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe"}
+var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
+	CmdSyncInstall: "sync_install", CmdAnnounce: "announce"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -36,6 +44,7 @@ type Command struct {
 	Port int
 	IP   uint32
 	Dump *DumpRequest
+	Sync *SyncBatch
 	// CmdProbe's ports and initial sequence number (drawn at random by
 	// the control plane, which checks the answer's ack against it).
 	DstPort, SrcPort uint16

@@ -82,6 +82,7 @@ func (w *Worker) forward(d *desc) exit {
 	if e, expired := w.ttlExpired(d); expired {
 		return e // a new connection stays embryonic and expires, as in IPVS
 	}
+	changed := false
 	if k.proto == hdr.ProtoTCP {
 		if next := conn.NextTCPState(c.State, dir, d.flags, c.Fwd.OneWay()); next != c.State {
 			w.countState(c.Dest, c.State, false)
@@ -90,9 +91,13 @@ func (w *Worker) forward(d *desc) exit {
 				w.cnt.dest[c.Dest][DestEstablished]++
 			}
 			c.State = next
+			changed = true
 		}
 	}
 	w.table.Touch(c, dir, w.now, &w.snap.Timeouts) // sets c.Expires
+	if w.snap.Sync.On {
+		w.syncAfterPacket(c, dir, changed)
+	}
 
 	ds := &w.cnt.dest[c.Dest]
 	if dir == conn.Original {

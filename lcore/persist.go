@@ -45,6 +45,9 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 				t.persistent[uint32(v&templateDest)-1].Add(-1)
 				t.persistent[id].Add(1)
 				s.expires.Store(now + svc.Persistence)
+				if w.snap.Sync.On {
+					w.syncTemplate(slot)
+				}
 				return chosen, uint32(slot) + 1
 			}
 			t.unpin(slot)
@@ -64,6 +67,9 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 		id := svc.Dests[chosen].ID
 		if t.claim(free, key, empty, sub|uint64(id+1), now+svc.Persistence) {
 			w.cnt.own[Templates]++
+			if w.snap.Sync.On {
+				w.syncTemplate(free)
+			}
 			return chosen, uint32(free) + 1
 		}
 		// Another worker made a template there first: if it is this one,

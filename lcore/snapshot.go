@@ -37,6 +37,14 @@ type Snapshot struct {
 	// on_failure: expire (IPVS's expire_nodest_conn).
 	ExpireDests [MaxDests / 64]uint64
 
+	// Sync says which connections the workers copy to their sync rings
+	// for the peer directors (sync.go); off: none.
+	Sync SyncParams
+	// Backup: this director is the standby of a pair. It answers ARP
+	// neither for the VIPs nor for the ports' floating addresses (the
+	// master does), and still forwards what reaches it.
+	Backup bool
+
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
 	gatewayPort  int // port whose gateway reaches everything off-link, or -1
@@ -52,6 +60,10 @@ type PortInfo struct {
 	FacesClients bool   // answers ARP for VIPs
 	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
 	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
+	// Floating are addresses in the port's subnet that belong to whichever
+	// director of a pair is master (the gateway NAT real servers route
+	// through): answered in ARP by the master only.
+	Floating []uint32
 }
 
 // How a port's NIC spreads packets over the lcores' queues, as the
@@ -125,6 +137,16 @@ func (s *Snapshot) WithNeighbours(gen uint64, neigh map[uint32]hdr.MAC) *Snapsho
 	return &c
 }
 
+// WithHA returns a copy of s with other sync rules and HA state; like
+// WithNeighbours, the services are shared and no counters are reset.
+func (s *Snapshot) WithHA(gen uint64, sync SyncParams, backup bool) *Snapshot {
+	c := *s
+	c.Gen = gen
+	c.Sync, c.Backup = sync, backup
+	c.ResetDests = nil
+	return &c
+}
+
 // service finds the virtual service of a destination.
 func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 	i, ok := s.serviceIndex[ServiceKey{VIP: vip, Port: port, Proto: proto}]
@@ -134,10 +156,31 @@ func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 // IsVIP reports whether addr is the address of some virtual service.
 func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
 
-// isLocal reports whether addr is one of the ports' own addresses.
+// isLocal reports whether addr is one of the ports' own addresses,
+// floating ones included.
 func (s *Snapshot) isLocal(addr uint32) bool {
 	for i := range s.Ports {
-		if s.Ports[i].Addr == addr {
+		if s.Ports[i].Addr == addr || s.Ports[i].isFloating(addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// isFloating reports whether addr is one of the port's floating addresses.
+func (p *PortInfo) isFloating(addr uint32) bool {
+	for _, f := range p.Floating {
+		if f == addr {
+			return true
+		}
+	}
+	return false
+}
+
+// isFloating reports whether addr is a floating address of some port.
+func (s *Snapshot) isFloating(addr uint32) bool {
+	for i := range s.Ports {
+		if s.Ports[i].isFloating(addr) {
 			return true
 		}
 	}

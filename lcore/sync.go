@@ -57,9 +57,15 @@ type SyncBatch struct {
 	NoService uint32 // no service VIP:VPort here
 	NoDest    uint32 // the service has no real server RIP:RPort here
 	TableFull uint32 // no room (live entries are never pushed out for a synced one)
+	Conflict  uint32 // a live entry here holds the connection's keys for another real server: kept
+	Invalid   uint32 // a state that is not one of the protocol's
 
 	done atomic.Bool
 }
 
 // Done reports whether the worker has installed the batch.
 func (b *SyncBatch) Done() bool { return b.done.Load() }
+
+// MarkDone says the batch is installed and its counters final: the
+// worker's last word on it (or a stand-in dataplane's, in tests).
+func (b *SyncBatch) MarkDone() { b.done.Store(true) }

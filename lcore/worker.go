@@ -55,6 +55,7 @@ type Config struct {
 
 const (
 	ringSize      = 1024
+	syncRingSize  = 8192 // records (24 bytes each) between two pulls of the sync sender
 	commandPeriod = 50 * time.Microsecond
 	expirePeriod  = 100 * time.Microsecond
 	publishPeriod = time.Millisecond
@@ -107,6 +108,7 @@ type Worker struct {
 	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
+	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (sync.go)
 	jobs       []*job
 	flow       sched.Flow // scratch for the scheduler, so nothing escapes
 	now        int64      // monotonic ns since epoch, read once per iteration
@@ -137,11 +139,12 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	cmds, _ := spsc.New[Command](ringSize)
 	events, _ := spsc.New[Event](ringSize)
+	syncOut, _ := spsc.New[SyncConn](syncRingSize)
 	w := &Worker{
 		ipID: uint16(endpointHash(uint32(cfg.ID), 0)), // workers start apart, unguessably
 		cfg:  cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
 		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
-		cmds: cmds, events: events, epoch: time.Now(),
+		cmds: cmds, events: events, syncOut: syncOut, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
 	w.ackGen.Store(cfg.Snapshot.Gen)
@@ -199,6 +202,10 @@ func (w *Worker) Commands() *spsc.Ring[Command] { return w.cmds }
 
 // Events is the ring the control plane (one goroutine) reads from.
 func (w *Worker) Events() *spsc.Ring[Event] { return w.events }
+
+// SyncOut is the ring of records the worker wants synced to the peer
+// directors; the control plane (one goroutine) reads it.
+func (w *Worker) SyncOut() *spsc.Ring[SyncConn] { return w.syncOut }
 
 // AckedGen is the generation of the snapshot the worker uses.
 func (w *Worker) AckedGen() uint64 { return w.ackGen.Load() }
@@ -357,6 +364,12 @@ func (w *Worker) runCommands(int64) {
 			w.sendARPRequest(cmd.Port, cmd.IP)
 		case CmdProbe:
 			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
+		case CmdSyncInstall:
+			if cmd.Sync != nil {
+				w.installSynced(cmd.Sync)
+			}
+		case CmdAnnounce:
+			w.announce(cmd.Port, cmd.IP)
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true

@@ -84,13 +84,17 @@ type Conn struct {
 	// Template is the caller's reference to the persistence template
 	// whose real server this connection uses (0: none).
 	Template uint32
-	_        uint32
+	// SyncPackets counts the client's packets, for the caller's
+	// connection sync thresholds (the table never reads it).
+	SyncPackets uint32
 
 	// seen is when Touch last saw a packet, in 2^seenShift ns units
 	// (the drop-entry defense evicts long-idle entries).
 	seen uint32
 
-	_ [4]byte // spare, keeps the entry at one cache line
+	// SyncedAt is when the caller last synced the connection to a peer,
+	// on the caller's own coarse clock (0: never); the table never reads it.
+	SyncedAt uint32
 }
 
 // Bits of Conn.indexed.

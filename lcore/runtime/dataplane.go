@@ -125,6 +125,31 @@ func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
 	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort, Seq: seq})
 }
 
+// SendCommand implements ctl.Dataplane.
+func (d *DPDK) SendCommand(worker int, cmd lcore.Command) bool {
+	if worker < 0 || worker >= len(d.workers) {
+		return false
+	}
+	d.cmdMu.Lock()
+	defer d.cmdMu.Unlock()
+	return d.workers[worker].Commands().Push(cmd)
+}
+
+// SyncRecords implements ctl.Dataplane: it takes what each worker's sync
+// ring holds now.
+func (d *DPDK) SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn {
+	for _, w := range d.workers {
+		for n := w.SyncOut().Len(); n > 0; n-- {
+			r, ok := w.SyncOut().Pop()
+			if !ok {
+				break
+			}
+			buf = append(buf, r)
+		}
+	}
+	return buf
+}
+
 // TSCHz implements ctl.Dataplane.
 func (d *DPDK) TSCHz() uint64 { return eal.TSCHz() }
 

@@ -1,0 +1,214 @@
+package ctl
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// newHAController is the test configuration with a floating address on
+// the server side, in HA state state, over workers fake workers.
+func newHAController(t *testing.T, state string, workers int) (*Controller, *fakeDataplane) {
+	t.Helper()
+	text := strings.Replace(testConfig, "gateway: 198.51.100.254}", "gateway: 198.51.100.254, floating: [198.51.100.253]}", 1)
+	cfg, err := conf.Parse([]byte(text + "ha: {state: " + state + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}, workers: workers}
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, f
+}
+
+// installCounts reads dplb_sync_install_records_total by result.
+func installCounts(t *testing.T, c *Controller) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newHACollector(c))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "dplb_sync_install_records_total":
+				got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+			case "dplb_ha_master":
+				got["master"] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return got
+}
+
+// TestInstallSyncedRoutesToOwners: each record reaches the worker that
+// owns its client endpoint (the steering function), templates worker 0,
+// in bounded batches; the workers' counts reach the metrics.
+func TestInstallSyncedRoutesToOwners(t *testing.T) {
+	c, f := newHAController(t, "backup", 4)
+	got := map[lcore.SyncConn]int{}
+	f.install = func(w int, b *lcore.SyncBatch) {
+		if len(b.Records) > syncBatchMax {
+			t.Errorf("a batch of %d records", len(b.Records))
+		}
+		for _, r := range b.Records {
+			want := lcore.Owner(r.ClientIP, r.ClientPort, 4)
+			if r.Template {
+				want = 0
+			}
+			if w != want {
+				t.Errorf("%+v went to worker %d, owner %d", r, w, want)
+			}
+			got[r]++
+		}
+		b.Installed = uint32(len(b.Records) - 1)
+		b.NoDest = 1
+		b.MarkDone()
+	}
+	var recs []lcore.SyncConn
+	for i := 0; i < 1000; i++ {
+		recs = append(recs, lcore.SyncConn{ClientIP: 0xCB007100 + uint32(i%200), ClientPort: uint16(1024 + i), VIP: 0xCB007164,
+			RIP: 0xC633640B, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished})
+	}
+	recs = append(recs, lcore.SyncConn{ClientIP: 0xCB007107, VIP: 0xCB007164, RIP: 0xC633640B, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, Template: true})
+	c.InstallSynced(recs)
+	if len(got) != len(recs) {
+		t.Fatalf("%d distinct records installed, want %d", len(got), len(recs))
+	}
+	for r, n := range got {
+		if n != 1 {
+			t.Fatalf("%+v installed %d times", r, n)
+		}
+	}
+	perWorker := map[int]bool{}
+	batches := 0
+	for _, s := range f.sent() {
+		perWorker[s.worker] = true
+		batches++
+	}
+	if len(perWorker) != 4 {
+		t.Fatalf("records reached %d of 4 workers", len(perWorker))
+	}
+	m := installCounts(t, c)
+	if m["installed"] != float64(len(recs)-batches) || m["no_dest"] != float64(batches) || m["timeout"] != 0 || m["master"] != 0 {
+		t.Fatalf("metrics %v after %d batches", m, batches)
+	}
+}
+
+// TestInstallSyncedIsBounded: a worker that never confirms, or a command
+// ring that stays full, costs the records (counted), not a hung receiver.
+func TestInstallSyncedIsBounded(t *testing.T) {
+	c, f := newHAController(t, "backup", 2)
+	recs := []lcore.SyncConn{{ClientIP: 0xCB007107, ClientPort: 4000, VIP: 0xCB007164, VPort: 80, Proto: hdr.ProtoTCP}}
+	c.InstallSynced(recs) // f.install nil: never done
+	f.failFull = true
+	c.InstallSynced(recs)
+	if m := installCounts(t, c); m["timeout"] != 1 || m["ring_full"] != 1 || m["installed"] != 0 {
+		t.Fatalf("metrics %v", m)
+	}
+}
+
+// TestSyncRecordsDrainsTheRings: what the workers queued comes out once.
+func TestSyncRecordsDrainsTheRings(t *testing.T) {
+	c, f := newHAController(t, "master", 2)
+	f.syncOut = []lcore.SyncConn{{ClientIP: 1}, {ClientIP: 2}}
+	buf := c.SyncRecords(make([]lcore.SyncConn, 0, 8))
+	if len(buf) != 2 || buf[1].ClientIP != 2 {
+		t.Fatalf("got %+v", buf)
+	}
+	if buf = c.SyncRecords(buf[:0]); len(buf) != 0 {
+		t.Fatalf("drained twice: %+v", buf)
+	}
+}
+
+// announced lists the gratuitous ARPs commanded so far, as port/address.
+func announced(f *fakeDataplane) []announceTarget {
+	var out []announceTarget
+	for _, s := range f.sent() {
+		if s.cmd.Kind == lcore.CmdAnnounce {
+			if s.worker != 0 {
+				panic("an announcement not sent by worker 0")
+			}
+			out = append(out, announceTarget{s.cmd.Port, s.cmd.IP})
+		}
+	}
+	return out
+}
+
+// TestSetHAState: the state is published in the snapshot (and kept by
+// later rebuilds); becoming master announces every VIP on the client side
+// and the floating address on its port, three rounds; becoming backup
+// stops the rounds.
+func TestSetHAState(t *testing.T) {
+	c, f := newHAController(t, "backup", 2)
+	s := c.Snapshot()
+	if !s.Backup || len(s.Ports[1].Floating) != 1 || s.Ports[1].Floating[0] != 0xC63364FD || c.HAState() != "backup" {
+		t.Fatalf("first snapshot: backup %v floating %v", s.Backup, s.Ports[1].Floating)
+	}
+	c.ha.spaced = time.Millisecond
+	if err := c.SetHAState(true); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.published[len(f.published)-1]; s.Backup || c.HAState() != "master" {
+		t.Fatal("master not published")
+	}
+	round := []announceTarget{{0, 0xCB007164}, {1, 0xC63364FD}} // the VIP once for both services; the floating gateway
+	deadline := time.Now().Add(10 * time.Second)
+	for len(announced(f)) < announceRounds*len(round) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	got := announced(f)
+	if len(got) != announceRounds*len(round) {
+		t.Fatalf("announced %v", got)
+	}
+	for i, a := range got {
+		if a != round[i%len(round)] {
+			t.Fatalf("announcement %d: %+v, want %+v", i, a, round[i%len(round)])
+		}
+	}
+	// An update keeps the state; a backup announces nothing.
+	svcs, to := c.Services()
+	if err := c.Apply(svcs, to); err != nil || c.Snapshot().Backup {
+		t.Fatalf("rebuilt snapshot: backup %v, %v", c.Snapshot().Backup, err)
+	}
+	c.ha.spaced = time.Hour
+	if err := c.SetHAState(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetHAState(false); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(announced(f)); n != (announceRounds+1)*len(round) || !c.Snapshot().Backup {
+		t.Fatalf("%d announcements, backup %v", n, c.Snapshot().Backup)
+	}
+	if m := installCounts(t, c); m["master"] != 0 {
+		t.Fatalf("dplb_ha_master %v as backup", m["master"])
+	}
+}
+
+// TestSetSyncParams: the rules reach the snapshot and survive rebuilds.
+func TestSetSyncParams(t *testing.T) {
+	c, f := newHAController(t, "master", 2)
+	p := lcore.SyncParams{On: true, Threshold: 3, Period: 50, RefreshPeriod: time.Minute}
+	c.SetSyncParams(p)
+	if got := f.published[len(f.published)-1].Sync; got != p || c.SyncParams() != p {
+		t.Fatalf("published %+v", got)
+	}
+	svcs, to := c.Services()
+	if err := c.Apply(svcs, to); err != nil || c.Snapshot().Sync != p || c.Snapshot().Backup {
+		t.Fatalf("rebuilt: %+v %v", c.Snapshot().Sync, err)
+	}
+}

@@ -1,0 +1,122 @@
+package lcore
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// floatingGW is the address NAT real servers route through, held by the
+// master of a pair.
+var floatingGW = ip4(198, 51, 100, 254)
+
+// withHA gives the rig's lan port a floating address and sets the state.
+func withHA(r *rig, backup bool) {
+	s := r.w.snap.WithHA(r.w.snap.Gen+1, r.w.snap.Sync, backup)
+	s.Ports = append([]PortInfo(nil), s.Ports...)
+	s.Ports[1].Floating = []uint32{floatingGW}
+	r.w.snap = s
+}
+
+// TestBackupAnswersNoARPForVIPsOrFloating: a backup answers ARP for its
+// own addresses only; a master also for the VIPs (client side) and the
+// floating addresses.
+func TestBackupAnswersNoARPForVIPsOrFloating(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	for _, tc := range []struct {
+		name   string
+		backup bool
+		port   int
+		sip    uint32
+		target uint32
+		answer bool
+	}{
+		{"master: VIP", false, 0, clientIP, vip, true},
+		{"master: floating", false, 1, rs1, floatingGW, true},
+		{"master: own address", false, 1, rs1, lanAddr, true},
+		{"master: floating is not answered on another port", false, 0, clientIP, floatingGW, false},
+		{"backup: VIP", true, 0, clientIP, vip, false},
+		{"backup: floating", true, 1, rs1, floatingGW, false},
+		{"backup: own address", true, 1, rs1, lanAddr, true},
+		{"backup: own client-side address", true, 0, clientIP, wanAddr, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			withHA(r, tc.backup)
+			r.inject(tc.port, arpFrame(hdr.ARPRequest, clientMAC, tc.sip, tc.target))
+			w.poll()
+			out := r.sent(tc.port)
+			for {
+				if _, ok := w.Events().Pop(); !ok {
+					break
+				}
+			}
+			if !tc.answer {
+				if len(out) != 0 {
+					t.Fatalf("answered ARP for %x", tc.target)
+				}
+				return
+			}
+			if len(out) != 1 {
+				t.Fatal("no ARP reply")
+			}
+			if a := hdr.ARP(hdr.Ethernet(out[0]).Payload()); a.Op() != hdr.ARPReply || a.SenderIP() != tc.target {
+				t.Fatalf("bad reply %x", out[0])
+			}
+		})
+	}
+}
+
+// TestBackupExpectsTheMastersAnnouncements: on a backup, the master's
+// gratuitous ARP for a VIP or floating address is dropped unlearnt and not
+// reported as a conflict; on a master it is a conflict.
+func TestBackupExpectsTheMastersAnnouncements(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	peer := hdr.MAC{0x02, 0, 0, 0, 0, 0x99}
+	withHA(r, true)
+	r.inject(0, arpFrame(hdr.ARPRequest, peer, vip, vip))
+	r.inject(1, arpFrame(hdr.ARPRequest, peer, floatingGW, floatingGW))
+	w.poll()
+	if ev, ok := w.Events().Pop(); ok {
+		t.Fatalf("backup reported %+v", ev)
+	}
+	if w.cnt.own[DropARPNotOurs] != 2 || w.cnt.own[DropARPConflict] != 0 {
+		t.Fatalf("arp_not_ours %d arp_conflict %d", w.cnt.own[DropARPNotOurs], w.cnt.own[DropARPConflict])
+	}
+	withHA(r, false)
+	r.inject(1, arpFrame(hdr.ARPRequest, peer, floatingGW, floatingGW))
+	w.poll()
+	if ev, ok := w.Events().Pop(); !ok || ev.Kind != EvAddressConflict || ev.IP != floatingGW {
+		t.Fatalf("master: %+v %v", ev, ok)
+	}
+}
+
+// TestAnnounce: CmdAnnounce broadcasts one gratuitous ARP: a request
+// whose sender and target addresses are the announced one, from the
+// port's MAC.
+func TestAnnounce(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	withHA(r, false)
+	w.Commands().Push(Command{Kind: CmdAnnounce, Port: 1, IP: floatingGW})
+	w.Commands().Push(Command{Kind: CmdAnnounce, Port: 7, IP: floatingGW}) // no such port: nothing
+	w.runCommands(0)
+	w.flush()
+	out := r.sent(1)
+	if len(out) != 1 || len(r.sent(0)) != 0 {
+		t.Fatalf("%d frames on lan", len(out))
+	}
+	eth := hdr.Ethernet(out[0])
+	a := hdr.ARP(eth.Payload())
+	if len(out[0]) != arpFrameLen || eth.Dst() != hdr.BroadcastMAC || eth.Src() != lanMAC || eth.EtherType() != hdr.EtherTypeARP {
+		t.Fatalf("bad Ethernet header %x", out[0])
+	}
+	if !a.IsValid() || a.Op() != hdr.ARPRequest || a.SenderMAC() != lanMAC || a.SenderIP() != floatingGW ||
+		a.TargetIP() != floatingGW || a.TargetMAC() != (hdr.MAC{}) {
+		t.Fatalf("bad gratuitous ARP %x", out[0])
+	}
+	if w.cnt.own[GratuitousARPs] != 1 {
+		t.Fatalf("gratuitous_arps %d", w.cnt.own[GratuitousARPs])
+	}
+}

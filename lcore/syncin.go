@@ -1,0 +1,175 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The receiving side of connection sync: a batch of records from a peer
+// director, all owned by this worker (the control plane routed them by
+// Owner), installed from the commands job. A synced connection is entered
+// as if this worker had scheduled it: the real server is this snapshot's
+// RIP:RPort in the service, the forwarding method is the server's here
+// (NAT indexes both keys, DR and TUN the client's), the server's
+// ActiveConn/InActConn gauges count it, and its timeout is this
+// snapshot's for its state, so an entry no packet uses ages out. Nothing
+// is evicted to make room: a live entry is never pushed out for a synced
+// one.
+
+// installSynced installs a batch and marks it done.
+func (w *Worker) installSynced(b *SyncBatch) {
+	for i := range b.Records {
+		r := &b.Records[i]
+		switch {
+		case !validSyncState(r):
+			b.Invalid++
+		case r.Template:
+			w.installTemplate(b, r)
+		default:
+			w.installConn(b, r)
+		}
+	}
+	b.MarkDone()
+}
+
+// validSyncState reports whether a record's state is one of its
+// protocol's (a template's state is not read).
+func validSyncState(r *SyncConn) bool {
+	switch {
+	case r.Template:
+		return true
+	case r.Proto == hdr.ProtoTCP:
+		return r.State < conn.StateUDP
+	case r.Proto == hdr.ProtoUDP:
+		return r.State == conn.StateUDP
+	}
+	return true // no service has another protocol: counted as no_service
+}
+
+// syncedDest finds a record's service and real server in this snapshot,
+// or counts why not.
+func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bool) {
+	si, ok = w.snap.service(r.VIP, r.VPort, r.Proto)
+	if !ok {
+		b.NoService++
+		return 0, 0, false
+	}
+	for i, d := range w.snap.Services[si].Dests {
+		if d.Addr == r.RIP && d.Port == r.RPort {
+			return si, i, true
+		}
+	}
+	b.NoDest++
+	return 0, 0, false
+}
+
+// installConn makes or updates one synced connection.
+func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
+	si, idx, ok := w.syncedDest(b, r)
+	if !ok {
+		return
+	}
+	timeouts := &w.snap.Timeouts
+	if id, dir, found := w.table.Lookup(r.Proto, r.ClientIP, r.ClientPort, r.VIP, r.VPort); found {
+		c := w.table.Get(id)
+		if dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort {
+			if c.State != r.State {
+				w.countState(c.Dest, c.State, false)
+				w.countState(c.Dest, r.State, true)
+				c.State = r.State
+			}
+			w.table.Touch(c, conn.Reply, w.now, timeouts)
+			c.SyncedAt = w.syncClock()
+			b.Installed++
+			return
+		}
+		// A finished connection gives its keys to the new one, as a SYN
+		// does (forward); a live one keeps them.
+		if dir != conn.Original || !(c.State == conn.StateTimeWait || c.State == conn.StateClose ||
+			c.State == conn.StateFinWait && c.Fwd.OneWay()) {
+			b.Conflict++
+			return
+		}
+		w.expireEntry(id, c)
+		w.table.Delete(id)
+	}
+	d := &w.snap.Services[si].Dests[idx]
+	c := conn.Conn{
+		ClientIP: r.ClientIP, ClientPort: r.ClientPort, VIP: r.VIP, VPort: r.VPort,
+		RIP: d.Addr, RPort: d.Port, Proto: r.Proto, State: r.State,
+		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si),
+	}
+	if d.Fwd.OneWay() {
+		c.Flags = conn.FlagOneWay
+	}
+	id, err := w.table.Insert(&c)
+	switch err {
+	case nil:
+	case conn.ErrFull:
+		b.TableFull++
+		return
+	default: // its reply key belongs to another connection
+		b.Conflict++
+		return
+	}
+	e := w.table.Get(id)
+	// Confirmed (the master saw the flow answered) and seen now: not
+	// embryonic nor idle to the table's defense.
+	w.table.Touch(e, conn.Reply, w.now, timeouts)
+	e.SyncedAt = w.syncClock()
+	w.countState(d.ID, e.State, true)
+	b.Installed++
+}
+
+// installTemplate makes or re-arms a synced persistence template in the
+// shared table, for this snapshot's persistence time, pointing at the
+// record's real server. It controls no connection here, so it expires
+// unless its connections' syncs (or new connections) renew it.
+func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
+	si, idx, ok := w.syncedDest(b, r)
+	if !ok {
+		return
+	}
+	svc := &w.snap.Services[si]
+	if svc.Persistence <= 0 {
+		b.NoService++ // no persistent service here
+		return
+	}
+	t, id := w.tmpl, svc.Dests[idx].ID
+	key, sub := templateKey(r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto)
+	now := w.now + w.tmplOff
+	expires := now + svc.Persistence
+	for attempt := 0; attempt < 8; attempt++ { // retried only when another worker got in between
+		slot, v, free, empty := t.find(key, sub)
+		if slot >= 0 {
+			if !t.pin(slot, key, v) {
+				continue
+			}
+			s := &t.slots[slot]
+			if old := uint32(v&templateDest) - 1; old != id {
+				if !s.val.CompareAndSwap(v, v&^templateDest|uint64(id+1)) {
+					t.unpin(slot)
+					continue
+				}
+				t.persistent[old].Add(-1)
+				t.persistent[id].Add(1)
+			}
+			s.expires.Store(expires)
+			t.unpin(slot)
+			b.Installed++
+			return
+		}
+		if free < 0 {
+			if t.reclaim(key, now) {
+				continue
+			}
+			break
+		}
+		if t.claim(free, key, empty, sub|uint64(id+1), expires) {
+			t.unpin(free) // no connection here uses it yet
+			b.Installed++
+			return
+		}
+	}
+	b.TableFull++
+}

@@ -1,0 +1,165 @@
+package lcore
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// install hands a batch to the worker as the control plane does.
+func install(t *testing.T, w *Worker, recs ...SyncConn) *SyncBatch {
+	t.Helper()
+	b := &SyncBatch{Records: recs}
+	if !w.Commands().Push(Command{Kind: CmdSyncInstall, Sync: b}) {
+		t.Fatal("command ring full")
+	}
+	w.runCommands(0)
+	if !b.Done() {
+		t.Fatal("batch not marked done")
+	}
+	return b
+}
+
+// TestSyncedNATConnectionForwards: a NAT connection received from the
+// master forwards both ways as if scheduled here, to the server the
+// master chose (not the one rr would pick), counted in its gauges.
+func TestSyncedNATConnectionForwards(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	rec := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs2, ClientPort: 40000, VPort: 80, RPort: 8000,
+		Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT}
+	if b := install(t, w, rec); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	// The server's data to the client: SNAT to VIP:80 (the reply key is indexed).
+	r.inject(1, tcpFrame(rs2MAC, lanMAC, rs2, 8000, clientIP, 40000, hdr.TCPFlagACK, "data"))
+	w.poll()
+	out := r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("reply not forwarded (stats %v)", w.cnt.own)
+	}
+	_, ip, tcp := checkTCP(t, out[0])
+	if ip.Src() != vip || tcp.SrcPort() != 80 || ip.Dst() != clientIP || tcp.DstPort() != 40000 {
+		t.Fatalf("SNAT gave %x:%d -> %x:%d", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.DstPort())
+	}
+	// The client's ACK (not a SYN: no new connection) goes to rs2:8000.
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagACK, ""))
+	w.poll()
+	if out = r.sent(1); len(out) != 1 {
+		t.Fatal("client packet not forwarded")
+	}
+	if _, ip, tcp = checkTCP(t, out[0]); ip.Dst() != rs2 || tcp.DstPort() != 8000 {
+		t.Fatalf("DNAT to %x:%d", ip.Dst(), tcp.DstPort())
+	}
+	w.runPublish(0)
+	if d := w.DestStats(1); d[DestActive] != 1 || d[DestInactive] != 0 {
+		t.Fatalf("rs2 gauges %v", d)
+	}
+	// An update (the master saw the client's FIN) moves the gauges.
+	rec.State = conn.StateFinWait
+	if b := install(t, w, rec); b.Installed != 1 {
+		t.Fatalf("update %+v", b)
+	}
+	if w.table.Len() != 1 || w.cnt.dest[1][DestActive] != 0 || w.cnt.dest[1][DestInactive] != 1 {
+		t.Fatalf("after update: %d entries, gauges %v", w.table.Len(), w.cnt.dest[1])
+	}
+	// Unused, it ages out with this worker's FIN_WAIT timeout.
+	w.table.Expire(w.now+int64(61*time.Second), w.table.Cap(), w.expire)
+	if w.table.Len() != 0 || w.cnt.dest[1][DestInactive] != 0 {
+		t.Fatalf("not aged out: %d entries, gauges %v", w.table.Len(), w.cnt.dest[1])
+	}
+}
+
+// TestSyncedDRConnectionForwards: a DR connection is one-way: the client's
+// packet goes unchanged to the real server's MAC.
+func TestSyncedDRConnectionForwards(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	rec := SyncConn{ClientIP: clientIP, VIP: vipDR, RIP: rs1, ClientPort: 40000, VPort: 80, RPort: 80,
+		Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.DR}
+	if b := install(t, w, rec); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vipDR, 80, hdr.TCPFlagACK, "more"))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("DR packet not forwarded (stats %v)", w.cnt.own)
+	}
+	eth, ip, tcp := checkTCP(t, out[0])
+	if eth.Dst() != rs1MAC || ip.Dst() != vipDR || tcp.DstPort() != 80 {
+		t.Fatalf("DR sent %v %x:%d", eth.Dst(), ip.Dst(), tcp.DstPort())
+	}
+	if _, _, ok := w.table.Lookup(hdr.ProtoTCP, rs1, 80, clientIP, 40000); ok {
+		t.Fatal("a one-way connection indexed its reply key")
+	}
+}
+
+// TestSyncInstallRefusals: records this director cannot honour are
+// counted by reason, and a live entry is never pushed out for a synced one.
+func TestSyncInstallRefusals(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	ok := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs1, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished}
+	noService, noDest, invalid := ok, ok, ok
+	noService.VPort = 81
+	noDest.RIP = ip4(198, 51, 100, 99)
+	invalid.State = conn.StateUDP
+	b := install(t, w, noService, noDest, invalid)
+	if b.NoService != 1 || b.NoDest != 1 || b.Invalid != 1 || b.Installed != 0 || w.table.Len() != 0 {
+		t.Fatalf("batch %+v, %d entries", b, w.table.Len())
+	}
+	// A live local connection to rs1 keeps its keys against a record naming rs2.
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""))
+	w.poll()
+	r.drain(1)
+	other := SyncConn{ClientIP: clientIP, ClientPort: 40000, VIP: vip, RIP: rs2, VPort: 80, RPort: 8000, Proto: hdr.ProtoTCP, State: conn.StateEstablished}
+	if b := install(t, w, other); b.Conflict != 1 {
+		t.Fatalf("conflict %+v", b)
+	}
+	if id, _, found := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 80); !found || w.table.Get(id).RIP != rs1 {
+		t.Fatal("the live entry was replaced")
+	}
+	// A full table refuses, evicting nothing.
+	var recs []SyncConn
+	for i := 0; i < w.table.Cap(); i++ {
+		rec := ok
+		rec.ClientIP, rec.ClientPort = ip4(10, 0, byte(i>>8), byte(i)), 1000
+		recs = append(recs, rec)
+	}
+	b = install(t, w, recs...)
+	if b.Installed != uint32(w.table.Cap()-1) || b.TableFull != 1 {
+		t.Fatalf("full table: installed %d table_full %d", b.Installed, b.TableFull)
+	}
+	if _, _, found := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 80); !found {
+		t.Fatal("a live entry was evicted for a synced one")
+	}
+}
+
+// TestSyncedTemplate: a synced persistence template sends the client
+// network's new connections to its server.
+func TestSyncedTemplate(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	// rr alone would pick rs1 first.
+	tmpl := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs2, VPort: 443, RPort: 443, Proto: hdr.ProtoTCP, Template: true}
+	if b := install(t, w, tmpl); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	for port := uint16(40000); port < 40003; port++ {
+		if got := connectTo(t, r, clientIP, port); got != rs2 {
+			t.Fatalf("connection from port %d went to %x, not the template's rs2", port, got)
+		}
+	}
+	// A later record re-points it (the master's template moved).
+	tmpl.RIP = rs1
+	if b := install(t, w, tmpl); b.Installed != 1 {
+		t.Fatalf("re-point %+v", b)
+	}
+	if got := connectTo(t, r, clientIP, 40010); got != rs1 {
+		t.Fatalf("after the update: %x", got)
+	}
+}

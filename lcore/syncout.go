@@ -1,0 +1,107 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The master's side of connection sync: after each packet of a
+// connection, the snapshot's SyncParams decide whether the worker copies
+// the connection to its sync ring. The per-connection count of client
+// packets and the time of the last sync live in the entry itself
+// (conn.Conn.SyncPackets, SyncedAt), so nothing here allocates.
+
+// syncClock is the worker's clock in the units of conn.Conn.SyncedAt:
+// 2^syncShift ns (about a millisecond; 32 bits last 52 days). Never 0,
+// which means "never synced".
+const syncShift = 20
+
+func (w *Worker) syncClock() uint32 {
+	if t := uint32(w.now >> syncShift); t != 0 {
+		return t
+	}
+	return 1
+}
+
+// syncable reports whether a TCP connection in state s is past its
+// handshake: only those are synced (as IPVS; an embryonic entry is cheap
+// to lose and a flood of them must not reach the peers).
+func syncable(s conn.State) bool {
+	switch s {
+	case conn.StateEstablished, conn.StateFinWait, conn.StateTimeWait, conn.StateClose,
+		conn.StateCloseWait, conn.StateLastAck:
+		return true
+	}
+	return false
+}
+
+// syncAfterPacket applies the sync rules to connection c after a packet
+// travelling in dir; changed: the packet moved c to another state. The
+// client's packets are counted (IPVS's in_pkts): the count is the same
+// whether replies pass here (NAT) or not (DR, TUN).
+func (w *Worker) syncAfterPacket(c *conn.Conn, dir conn.Dir, changed bool) {
+	p := &w.snap.Sync
+	if dir == conn.Original {
+		c.SyncPackets++
+	}
+	tcp := c.Proto == hdr.ProtoTCP
+	if tcp && !syncable(c.State) {
+		return
+	}
+	due := tcp && changed
+	if !due && dir == conn.Original {
+		n, th := c.SyncPackets, max(p.Threshold, 1)
+		due = n == th || p.Period > 0 && n > th && (n-th)%p.Period == 0
+	}
+	now := w.syncClock()
+	if !due && p.RefreshPeriod > 0 && c.SyncedAt != 0 {
+		due = int64(now-c.SyncedAt)<<syncShift >= int64(p.RefreshPeriod)
+	}
+	if !due {
+		return
+	}
+	c.SyncedAt = now
+	w.pushSync(SyncConn{
+		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP,
+		ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
+		Proto: c.Proto, State: c.State, Fwd: c.Fwd,
+	})
+	if c.Template != 0 { // the peer's copy of its template lives on with it
+		w.syncTemplate(int(c.Template - 1))
+	}
+}
+
+// syncTemplate copies the persistence template in slot i to the sync
+// ring, if it is live and its service and server are known here.
+func (w *Worker) syncTemplate(i int) {
+	s := &w.tmpl.slots[i]
+	key, v := s.key.Load(), s.val.Load()
+	if !templateLive(v) || key == templateTomb {
+		return
+	}
+	vip, vport, proto := uint32(key), uint16(v>>48), uint8(v>>40)
+	si, ok := w.snap.service(vip, vport, proto)
+	if !ok {
+		return
+	}
+	svc := &w.snap.Services[si]
+	idx := svc.destIndex(uint32(v&templateDest) - 1)
+	if idx < 0 {
+		return
+	}
+	d := &svc.Dests[idx]
+	w.pushSync(SyncConn{
+		ClientIP: uint32(key >> 32), VIP: vip, RIP: d.Addr,
+		VPort: vport, RPort: d.Port, Proto: proto, Fwd: d.Fwd, Template: true,
+	})
+}
+
+// pushSync puts a record on the sync ring; a full ring loses it (counted:
+// the next threshold or refresh sends the connection again).
+func (w *Worker) pushSync(r SyncConn) {
+	if !w.syncOut.Push(r) {
+		w.cnt.own[SyncRingFull]++
+		return
+	}
+	w.cnt.own[SyncRecords]++
+}
