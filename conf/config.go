@@ -30,6 +30,7 @@ type Config struct {
 	Web       Web       `mapstructure:"web"`       // browser console over HTTPS; reload: restart
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
 	HA        HA        `mapstructure:"ha"`        // active/backup pair state (see HA); reload: restart
+	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
 }
 
 // HA is this lbd's place in an active/backup pair of directors. keepalived
@@ -254,7 +255,8 @@ func Default() Config {
 			Level:  "info",
 			Format: "console",
 		},
-		HA: HA{State: HAMaster},
+		HA:   HA{State: HAMaster},
+		Sync: DefaultSync(),
 	}
 }
 

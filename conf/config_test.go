@@ -52,6 +52,7 @@ func TestDefault(t *testing.T) {
 		Web:     conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:     conf.Log{Level: "info", Format: "console"},
 		HA:      conf.HA{State: "master"},
+		Sync:    conf.Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)

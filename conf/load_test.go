@@ -107,6 +107,19 @@ log:
   format: json
 ha:
   state: backup
+sync:
+  master: true
+  backup: true
+  mcast_interface: mgmt0
+  mcast_group: 239.1.2.3
+  peers: [192.0.2.2, 192.0.2.3]
+  listen: 192.0.2.1
+  port: 9848
+  syncid: 7
+  key_file: /etc/dplb/sync.key
+  threshold: 2
+  period: 20
+  refresh_period: 30s
 `
 	got, err := conf.Load(writeFile(t, text))
 	if err != nil {
@@ -131,6 +144,9 @@ ha:
 		Web:       conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:       conf.Log{Level: "warn", Format: "json"},
 		HA:        conf.HA{State: "backup"},
+		Sync: conf.Sync{Master: true, Backup: true, McastInterface: "mgmt0", McastGroup: "239.1.2.3",
+			Peers: []string{"192.0.2.2", "192.0.2.3"}, Listen: "192.0.2.1", Port: 9848, SyncID: 7,
+			KeyFile: "/etc/dplb/sync.key", Threshold: 2, Period: 20, RefreshPeriod: 30 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

@@ -64,6 +64,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Log.validate,
 		c.HA.validate,
 		c.validateFloating,
+		c.Sync.validate,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -29,6 +29,9 @@ const usageText = `Usage:
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -Z [-t|-u VIP:port]
   lbctl --set tcp tcpfin udp
+  lbctl --start-daemon master|backup [--mcast-interface IF] [--syncid N]
+  lbctl --stop-daemon master|backup
+  lbctl -L --daemon
   lbctl reload
   lbctl -h|--help
   lbctl -V|--version
@@ -46,6 +49,9 @@ Commands:
   --list            -L|-l  list the table (the default without a command)
   --zero            -Z     zero the counters of a service or of all
   --set tcp tcpfin udp     set the connection timeouts in seconds (0 keeps one)
+  --start-daemon STATE     start the connection sync daemon, master or backup (both may run);
+                           needs sync.key_file in lbd's configuration
+  --stop-daemon STATE      stop the connection sync daemon, master or backup
   reload                   make lbd re-read its configuration file (as SIGHUP)
 
 Options:
@@ -67,6 +73,10 @@ Options:
                                service names where known, as ipvsadm); -L is always numeric
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
+  --daemon                     with -L: the running sync daemons, as ipvsadm prints them
+  --mcast-interface IF         with --start-daemon: the host interface to sync over (default
+                               sync.mcast_interface); both modes share one interface
+  --syncid N                   with --start-daemon: the sync group id, 0..255 (default sync.syncid)
   --stats                      output of statistics information
   --rate                       output of rate information
   --thresholds                 output of thresholds information
@@ -146,6 +156,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = api.WriteList(stdout, resp, c.List)
 	case api.OpConnections:
 		err = api.WriteConns(stdout, resp)
+	case api.OpDaemons:
+		err = api.WriteDaemons(stdout, resp)
 	case api.OpSave:
 		text := resp.Text
 		if !c.Numeric {

@@ -63,6 +63,14 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
+	// OpStartDaemon starts a connection sync daemon (ipvsadm
+	// --start-daemon): Request.Daemon's mode, interface and syncid.
+	OpStartDaemon = "start-daemon"
+	// OpStopDaemon stops Request.Daemon.Mode's sync daemon.
+	OpStopDaemon = "stop-daemon"
+	// OpDaemons lists the running sync daemons (ipvsadm -L --daemon) in
+	// Response.Daemons.
+	OpDaemons = "daemons"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -75,6 +83,7 @@ type Request struct {
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
+	Daemon   *DaemonSpec   `json:"daemon,omitempty"`   // OpStartDaemon, OpStopDaemon
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -121,6 +130,7 @@ type Response struct {
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
+	Daemons        []Daemon `json:"daemons,omitempty"` // OpDaemons
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

@@ -125,6 +125,7 @@ func ParseArgs(args []string) (Command, error) {
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var setVals []string
+	var daemon daemonArgs
 	conn := false
 	cmd := ""
 	setCmd := func(name string) error {
@@ -147,6 +148,7 @@ func ParseArgs(args []string) (Command, error) {
 		// apply handles one option; value is its argument if it has one.
 		apply := func(spec optSpec, value string) error {
 			c.Options = append(c.Options, spec.name)
+			daemon.set(spec.name, value)
 			if _, ok := commandOps[spec.name]; ok {
 				if err := setCmd(spec.name); err != nil {
 					return err
@@ -308,7 +310,13 @@ func ParseArgs(args []string) (Command, error) {
 	if cmd == OpList && conn {
 		cmd = OpConnections
 	}
+	if cmd == OpList && daemon.list {
+		cmd = OpDaemons
+	}
 	c.Op = cmd
+	if err := daemon.finish(&c); err != nil {
+		return Command{}, err
+	}
 	if cmd == CmdHelp || cmd == CmdVersion {
 		return c, nil
 	}
@@ -417,6 +425,8 @@ func cmdLabel(op string) string {
 		return "reload"
 	case OpConnections:
 		return "-L -c"
+	case OpDaemons:
+		return "-L --daemon"
 	}
 	return commandName(op)
 }

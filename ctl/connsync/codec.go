@@ -1,0 +1,235 @@
+// Package connsync sends connection state between directors and installs
+// what it receives: the message codec (a versioned header, fixed-size
+// records in network byte order, an HMAC-SHA256 trailer), a replay filter
+// per sender, and a UDP daemon with IPVS's master and backup modes.
+package connsync
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The wire format, all integers big-endian:
+//
+//	 0                   1                   2                   3
+//	 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1 2 3 4 5 6 7 8 9 0 1
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                      magic "DPSY"                             |
+//	|    version    |     kind      |    syncid     |   reserved    |
+//	|         record count          |           reserved            |
+//	|                           reserved                            |
+//	|                     sender boot id (64)                       |
+//	|                     sequence (64)                             |
+//	|    ref (64): bulk-end: the requester's boot id; else 0        |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|                  count records of 24 bytes                    |
+//	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
+//	|          HMAC-SHA256 of everything before it (32)             |
+//
+// A record:
+//
+//	| client IP (32) | VIP (32) | RIP (32) | client port | VPort | RPort |
+//	| proto | state | fwd | flags (bit 0: template) | reserved (16) |
+const (
+	Magic   = 0x44505359 // "DPSY"
+	Version = 1
+
+	HeaderLen = 40
+	RecordLen = 24
+	MACLen    = sha256.Size
+
+	// MinMessageLen is a message without records.
+	MinMessageLen = HeaderLen + MACLen
+	// MaxMessageLen bounds what a receiver accepts (a jumbo frame's
+	// payload); longer datagrams are dropped for their length.
+	MaxMessageLen = 9000
+	// MaxRecords is the most records a message may carry.
+	MaxRecords = (MaxMessageLen - MinMessageLen) / RecordLen
+
+	// MinKeyLen is the shortest shared key accepted (128 bits).
+	MinKeyLen = 16
+)
+
+const (
+	offMagic   = 0
+	offVersion = 4
+	offKind    = 5
+	offSyncID  = 6
+	offRsv1    = 7
+	offCount   = 8
+	offRsv2    = 10
+	offRsv3    = 12
+	offBoot    = 16
+	offSeq     = 24
+	offRef     = 32
+
+	flagTemplate = 1
+)
+
+// Kind is what a message carries.
+type Kind uint8
+
+const (
+	KindRecords     Kind = 1 // connection and template records
+	KindBulkRequest Kind = 2 // a peer asks the masters for their whole table
+	KindBulkEnd     Kind = 3 // a master finished sending its table to Ref
+)
+
+// String names the kind for logs.
+func (k Kind) String() string {
+	switch k {
+	case KindRecords:
+		return "records"
+	case KindBulkRequest:
+		return "bulk-request"
+	case KindBulkEnd:
+		return "bulk-end"
+	}
+	return "unknown"
+}
+
+// Header is a message's header, without the record count (the records
+// slice's length is the count).
+type Header struct {
+	Kind   Kind
+	SyncID uint8
+	Boot   uint64 // the sender's boot id: larger after each start
+	Seq    uint64 // the sender's message sequence, from 1
+	Ref    uint64 // bulk-end: the boot id of the peer whose request it ends
+}
+
+// Codec encodes and checks messages with one shared key. It keeps one
+// HMAC state, so a Codec belongs to one goroutine.
+type Codec struct {
+	mac hash.Hash
+	sum [MACLen]byte
+}
+
+// NewCodec makes a codec for key, which must be at least MinKeyLen bytes.
+func NewCodec(key []byte) (*Codec, error) {
+	if len(key) < MinKeyLen {
+		return nil, errShortKey(len(key))
+	}
+	return &Codec{mac: hmac.New(sha256.New, key)}, nil
+}
+
+// RecordsFit is how many records fit a datagram of payload bytes.
+func RecordsFit(payload int) int {
+	n := (min(payload, MaxMessageLen) - MinMessageLen) / RecordLen
+	return max(n, 0)
+}
+
+// Append appends the message h with recs, MAC included, to dst.
+func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
+	start := len(dst)
+	var b [HeaderLen]byte
+	binary.BigEndian.PutUint32(b[offMagic:], Magic)
+	b[offVersion] = Version
+	b[offKind] = byte(h.Kind)
+	b[offSyncID] = h.SyncID
+	binary.BigEndian.PutUint16(b[offCount:], uint16(len(recs)))
+	binary.BigEndian.PutUint64(b[offBoot:], h.Boot)
+	binary.BigEndian.PutUint64(b[offSeq:], h.Seq)
+	binary.BigEndian.PutUint64(b[offRef:], h.Ref)
+	dst = append(dst, b[:]...)
+	for i := range recs {
+		dst = appendRecord(dst, &recs[i])
+	}
+	c.mac.Reset()
+	c.mac.Write(dst[start:])
+	return c.mac.Sum(dst)
+}
+
+func appendRecord(dst []byte, r *lcore.SyncConn) []byte {
+	var b [RecordLen]byte
+	binary.BigEndian.PutUint32(b[0:], r.ClientIP)
+	binary.BigEndian.PutUint32(b[4:], r.VIP)
+	binary.BigEndian.PutUint32(b[8:], r.RIP)
+	binary.BigEndian.PutUint16(b[12:], r.ClientPort)
+	binary.BigEndian.PutUint16(b[14:], r.VPort)
+	binary.BigEndian.PutUint16(b[16:], r.RPort)
+	b[18], b[19], b[20] = r.Proto, byte(r.State), byte(r.Fwd)
+	if r.Template {
+		b[21] = flagTemplate
+	}
+	return append(dst, b[:]...)
+}
+
+// Decode checks msg and appends its records to recs. The cheap checks
+// (length, magic, version, kind) come before the MAC so garbage costs
+// little; no record is looked at before the MAC is right. A rejected
+// message returns the reason it is dropped for, and recs unchanged.
+func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncConn, Reason) {
+	var h Header
+	if len(msg) < MinMessageLen || len(msg) > MaxMessageLen {
+		return h, recs, ReasonLength
+	}
+	if binary.BigEndian.Uint32(msg[offMagic:]) != Magic {
+		return h, recs, ReasonMagic
+	}
+	if msg[offVersion] != Version {
+		return h, recs, ReasonVersion
+	}
+	count := int(binary.BigEndian.Uint16(msg[offCount:]))
+	if len(msg) != MinMessageLen+count*RecordLen {
+		return h, recs, ReasonLength
+	}
+	h.Kind = Kind(msg[offKind])
+	switch {
+	case h.Kind != KindRecords && h.Kind != KindBulkRequest && h.Kind != KindBulkEnd:
+		return h, recs, ReasonKind
+	case h.Kind != KindRecords && count != 0:
+		return h, recs, ReasonMalformed
+	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
+		return h, recs, ReasonMalformed
+	}
+	body := msg[:len(msg)-MACLen]
+	c.mac.Reset()
+	c.mac.Write(body)
+	if !hmac.Equal(c.mac.Sum(c.sum[:0]), msg[len(body):]) {
+		return h, recs, ReasonMAC
+	}
+	h.SyncID = msg[offSyncID]
+	h.Boot = binary.BigEndian.Uint64(msg[offBoot:])
+	h.Seq = binary.BigEndian.Uint64(msg[offSeq:])
+	h.Ref = binary.BigEndian.Uint64(msg[offRef:])
+	if h.Boot == 0 || h.Seq == 0 {
+		return h, recs, ReasonMalformed
+	}
+	n := len(recs)
+	for off := HeaderLen; off < len(body); off += RecordLen {
+		r, ok := decodeRecord(body[off : off+RecordLen])
+		if !ok {
+			return h, recs[:n], ReasonRecord
+		}
+		recs = append(recs, r)
+	}
+	return h, recs, ReasonNone
+}
+
+func decodeRecord(b []byte) (lcore.SyncConn, bool) {
+	r := lcore.SyncConn{
+		ClientIP:   binary.BigEndian.Uint32(b[0:]),
+		VIP:        binary.BigEndian.Uint32(b[4:]),
+		RIP:        binary.BigEndian.Uint32(b[8:]),
+		ClientPort: binary.BigEndian.Uint16(b[12:]),
+		VPort:      binary.BigEndian.Uint16(b[14:]),
+		RPort:      binary.BigEndian.Uint16(b[16:]),
+		Proto:      b[18],
+		State:      conn.State(b[19]),
+		Fwd:        fwd.Method(b[20]),
+		Template:   b[21]&flagTemplate != 0,
+	}
+	ok := (r.Proto == hdr.ProtoTCP || r.Proto == hdr.ProtoUDP) &&
+		r.State < conn.NumStates && r.Fwd <= fwd.TUN &&
+		b[21]&^flagTemplate == 0 && b[22] == 0 && b[23] == 0 &&
+		r.VIP != 0 && r.RIP != 0 && (r.Template || (r.ClientIP != 0 && r.ClientPort != 0))
+	return r, ok
+}

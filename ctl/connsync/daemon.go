@@ -1,0 +1,305 @@
+package connsync
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/lcore"
+)
+
+// Controller is what the daemon needs of lbd's controller (ctl's
+// Controller is the real one).
+type Controller interface {
+	// SyncRecords appends what the workers queued for sync; never blocks.
+	SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn
+	// InstallSynced hands received records to the workers that own them.
+	InstallSynced(recs []lcore.SyncConn)
+	// SyncTable dumps every connection and template, for a bulk request.
+	SyncTable() ([]lcore.SyncConn, error)
+	// SetSyncParams turns the workers' sync on (a master runs) or off.
+	SetSyncParams(p lcore.SyncParams)
+}
+
+// Mode is IPVS's sync daemon role; both may run at once.
+type Mode uint8
+
+const (
+	Master Mode = 1 // sends the workers' records, answers bulk requests
+	Backup Mode = 2 // installs what masters send
+)
+
+// String is the mode as ipvsadm names it.
+func (m Mode) String() string {
+	if m == Master {
+		return "master"
+	}
+	return "backup"
+}
+
+// ParseMode reads "master" or "backup".
+func ParseMode(s string) (Mode, error) {
+	switch s {
+	case "master":
+		return Master, nil
+	case "backup":
+		return Backup, nil
+	}
+	return 0, fmt.Errorf("sync daemon mode %q: want master or backup", s)
+}
+
+const (
+	defaultPull     = 5 * time.Millisecond
+	defaultQueueLen = 256
+	// bulkBurst datagrams of a bulk dump go out per bulkPace, so a peer
+	// installing them is not flooded past its receive queue.
+	bulkBurst = 8
+	bulkPace  = time.Millisecond
+	// bulkRetry is how often RequestBulk asks again while no bulk-end came.
+	bulkRetry = 2 * time.Second
+)
+
+// Options configure a Daemon.
+type Options struct {
+	Transport Transport
+	Key       []byte           // the shared HMAC key, at least MinKeyLen bytes
+	Params    lcore.SyncParams // the workers' sync rules while a master runs (On is set then)
+	Pull      time.Duration    // how often a master pulls the workers' records (default 5ms)
+	QueueLen  int              // received messages waiting for install (default 256)
+	Log       *zap.Logger
+}
+
+// ModeStatus is one running mode, for lbctl -L --daemon.
+type ModeStatus struct {
+	Mode      Mode
+	Interface string
+	Peers     []netip.Addr // unicast peers; empty: multicast on Interface
+	SyncID    uint8
+}
+
+// String is ipvsadm's line: "master sync daemon (mcast=eth0, syncid=1)".
+func (s ModeStatus) String() string {
+	where := "mcast=" + s.Interface
+	if len(s.Peers) > 0 {
+		ps := make([]string, len(s.Peers))
+		for i, p := range s.Peers {
+			ps[i] = p.String()
+		}
+		where = "peers=" + strings.Join(ps, ",")
+	}
+	return fmt.Sprintf("%s sync daemon (%s, syncid=%d)", s.Mode, where, s.SyncID)
+}
+
+// modeSet is what the receive goroutine reads on every message.
+type modeSet struct {
+	master, backup     bool
+	masterID, backupID uint8
+}
+
+// Daemon is lbd's sync daemon: one UDP socket while any mode runs, a
+// receive goroutine that checks and filters, an install goroutine behind
+// a bounded queue, a bulk server, and a master's pull loop.
+type Daemon struct {
+	ctl   Controller
+	opt   Options
+	boot  uint64
+	peers *peers
+	log   *zap.Logger
+
+	mu    sync.Mutex // starts and stops
+	modes atomic.Pointer[modeSet]
+	run   *running
+
+	sendMu sync.Mutex // the encoder, the sequence, the send buffer
+	enc    *Codec
+	seq    uint64
+	out    []byte
+
+	waitMu   sync.Mutex
+	bulkWait chan struct{} // closed when a bulk-end for us was installed
+}
+
+type running struct {
+	conn      *net.UDPConn
+	transport Transport
+	dests     []netip.AddrPort
+	perMsg    int // records per datagram
+	queue     chan inbound
+	bulk      chan bulkRequest
+	wg        sync.WaitGroup
+	stopPull  chan struct{} // the master's pull loop, nil when not a master
+	pullDone  chan struct{}
+	closed    chan struct{}
+}
+
+type inbound struct {
+	from *peer
+	kind Kind
+	recs []lcore.SyncConn
+}
+
+type bulkRequest struct {
+	from *peer
+	addr netip.Addr
+	boot uint64
+}
+
+// New makes a stopped daemon. The key is required: sync is never sent or
+// accepted unauthenticated. The boot id is the start time, so a restarted
+// lbd's is larger and its peers reset their replay windows for it.
+func New(ctl Controller, opt Options) (*Daemon, error) {
+	enc, err := NewCodec(opt.Key)
+	if err != nil {
+		return nil, fmt.Errorf("key_file: %w", err)
+	}
+	opt.Transport = opt.Transport.withDefaults()
+	if opt.Pull <= 0 {
+		opt.Pull = defaultPull
+	}
+	if opt.QueueLen <= 0 {
+		opt.QueueLen = defaultQueueLen
+	}
+	if opt.Log == nil {
+		opt.Log = zap.NewNop()
+	}
+	d := &Daemon{ctl: ctl, opt: opt, boot: uint64(time.Now().UnixNano()), peers: newPeers(), log: opt.Log, enc: enc}
+	d.modes.Store(&modeSet{})
+	for _, p := range opt.Transport.Peers {
+		d.peers.get(p, true)
+	}
+	return d, nil
+}
+
+// Boot is this daemon's boot id.
+func (d *Daemon) Boot() uint64 { return d.boot }
+
+// Start runs mode with syncid; iface, when set, replaces the configured
+// multicast interface. Both modes share one socket, so while one runs the
+// other must name the same interface.
+func (d *Daemon) Start(mode Mode, syncID uint8, iface string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := *d.modes.Load()
+	if (mode == Master && m.master) || (mode == Backup && m.backup) {
+		return fmt.Errorf("the %s sync daemon is already running", mode)
+	}
+	if d.run == nil {
+		t := d.opt.Transport
+		if iface != "" {
+			t.Interface = iface
+		}
+		if err := d.open(t); err != nil {
+			return err
+		}
+	} else if iface != "" && iface != d.run.transport.Interface {
+		return fmt.Errorf("--mcast-interface %s: the running sync daemon uses %s; both modes share one socket", iface, d.run.transport.Interface)
+	}
+	if mode == Master {
+		m.master, m.masterID = true, syncID
+		d.run.stopPull, d.run.pullDone = make(chan struct{}), make(chan struct{})
+		go d.pull(d.run, d.run.stopPull, d.run.pullDone)
+		p := d.opt.Params
+		p.On = true
+		d.ctl.SetSyncParams(p)
+	} else {
+		m.backup, m.backupID = true, syncID
+	}
+	d.modes.Store(&m)
+	d.log.Info("sync daemon started", zap.Stringer("mode", mode), zap.Uint8("syncid", syncID),
+		zap.String("interface", d.run.transport.Interface), zap.Int("records_per_datagram", d.run.perMsg))
+	return nil
+}
+
+// Stop stops mode; the socket closes when neither mode runs.
+func (d *Daemon) Stop(mode Mode) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := *d.modes.Load()
+	if (mode == Master && !m.master) || (mode == Backup && !m.backup) {
+		return fmt.Errorf("the %s sync daemon is not running", mode)
+	}
+	if mode == Master {
+		m.master = false
+		d.ctl.SetSyncParams(lcore.SyncParams{})
+		close(d.run.stopPull)
+		<-d.run.pullDone
+		d.run.stopPull = nil
+	} else {
+		m.backup = false
+	}
+	d.modes.Store(&m)
+	if !m.master && !m.backup {
+		d.close()
+	}
+	d.log.Info("sync daemon stopped", zap.Stringer("mode", mode))
+	return nil
+}
+
+// Close stops both modes.
+func (d *Daemon) Close() {
+	for _, m := range []Mode{Master, Backup} {
+		d.Stop(m) // not running: nothing to do
+	}
+}
+
+// Status lists the running modes, master first.
+func (d *Daemon) Status() []ModeStatus {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.modes.Load()
+	var out []ModeStatus
+	add := func(mode Mode, id uint8) {
+		t := d.run.transport
+		out = append(out, ModeStatus{Mode: mode, Interface: t.Interface, Peers: t.Peers, SyncID: id})
+	}
+	if m.master {
+		add(Master, m.masterID)
+	}
+	if m.backup {
+		add(Backup, m.backupID)
+	}
+	return out
+}
+
+// Stats copies every peer's counters.
+func (d *Daemon) Stats() []PeerStats { return d.peers.stats() }
+
+func (d *Daemon) open(t Transport) error {
+	conn, payload, err := t.open()
+	if err != nil {
+		return err
+	}
+	perMsg := RecordsFit(payload)
+	if perMsg == 0 {
+		conn.Close()
+		return fmt.Errorf("mcast_interface %s: MTU too small for a sync record", t.Interface)
+	}
+	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: perMsg,
+		queue: make(chan inbound, d.opt.QueueLen), bulk: make(chan bulkRequest, 4), closed: make(chan struct{})}
+	for _, a := range r.dests {
+		d.peers.get(a.Addr(), true)
+	}
+	r.wg.Go(func() { d.receive(r) })
+	r.wg.Go(func() { d.install(r) })
+	r.wg.Go(func() { d.serveBulk(r) })
+	d.run = r
+	return nil
+}
+
+func (d *Daemon) close() {
+	r := d.run
+	close(r.closed)
+	r.conn.Close()
+	r.wg.Wait()
+	d.run = nil
+}
+
+// errNotRunning: a send while no mode runs.
+var errNotRunning = errors.New("the sync daemon is not running")

@@ -1,0 +1,239 @@
+package connsync
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/lcore"
+)
+
+// receive reads datagrams until the socket closes. Everything it drops is
+// counted against the sender, or OtherPeer for a sender not yet proven by
+// a right MAC; nothing it accepts waits on the install: a full queue
+// drops the message.
+func (d *Daemon) receive(r *running) {
+	dec, _ := NewCodec(d.opt.Key) // the key was checked by New
+	buf := make([]byte, MaxMessageLen+1)
+	recs := make([]lcore.SyncConn, 0, MaxRecords)
+	for {
+		n, from, err := r.conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			select {
+			case <-r.closed:
+				return
+			default:
+				continue
+			}
+		}
+		d.handle(r, dec, buf[:n], from.Addr().Unmap(), recs[:0])
+	}
+}
+
+func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs []lcore.SyncConn) {
+	p := d.peers.get(src, false)
+	h, recs, why := dec.Decode(msg, recs)
+	if why != ReasonNone {
+		p.dropped[why].Add(1)
+		return
+	}
+	if h.Boot == d.boot {
+		p.dropped[ReasonSelf].Add(1)
+		return
+	}
+	p = d.peers.get(src, true) // the key holder earned its own counters
+	m := d.modes.Load()
+	switch {
+	case h.Kind == KindBulkRequest && !m.master, h.Kind != KindBulkRequest && !m.backup:
+		why = ReasonMode
+	case h.Kind == KindBulkRequest && h.SyncID != m.masterID, h.Kind != KindBulkRequest && h.SyncID != m.backupID:
+		why = ReasonSyncID
+	default:
+		why = p.window.Accept(h.Boot, h.Seq)
+	}
+	if why != ReasonNone {
+		p.dropped[why].Add(1)
+		return
+	}
+	p.received.Add(1)
+	switch h.Kind {
+	case KindRecords:
+		p.records.Add(uint64(len(recs)))
+		p.lastRecord.Store(time.Now().UnixNano())
+		d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)})
+	case KindBulkEnd:
+		if h.Ref == d.boot { // another peer's bulk is not ours to wait for
+			d.enqueue(r, inbound{from: p, kind: KindBulkEnd})
+		}
+	case KindBulkRequest:
+		select {
+		case r.bulk <- bulkRequest{from: p, addr: src, boot: h.Boot}:
+		default:
+			p.dropped[ReasonQueueFull].Add(1)
+		}
+	}
+}
+
+func (d *Daemon) enqueue(r *running, in inbound) {
+	select {
+	case r.queue <- in:
+	default:
+		in.from.dropped[ReasonQueueFull].Add(1)
+	}
+}
+
+// install hands queued records to the workers, in arrival order, so a
+// bulk-end is seen after the dump's records are installed.
+func (d *Daemon) install(r *running) {
+	for {
+		select {
+		case <-r.closed:
+			return
+		case in := <-r.queue:
+			if in.kind == KindBulkEnd {
+				in.from.bulkEnds.Add(1)
+				d.waitMu.Lock()
+				if d.bulkWait != nil {
+					close(d.bulkWait)
+					d.bulkWait = nil
+				}
+				d.waitMu.Unlock()
+				continue
+			}
+			d.ctl.InstallSynced(in.recs)
+		}
+	}
+}
+
+// pull is a master's loop: every Pull, whatever the workers queued goes
+// out, as many records per datagram as the MTU allows.
+func (d *Daemon) pull(r *running, stop, done chan struct{}) {
+	defer close(done)
+	t := time.NewTicker(d.opt.Pull)
+	defer t.Stop()
+	var buf []lcore.SyncConn
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		buf = d.ctl.SyncRecords(buf[:0])
+		d.sendRecords(r, buf, r.dests, 0)
+		if cap(buf) > 64*r.perMsg { // a burst's buffer is not kept
+			buf = nil
+		}
+	}
+}
+
+// sendRecords sends recs in full datagrams to dests; pace > 0 sleeps that
+// long after every bulkBurst datagrams.
+func (d *Daemon) sendRecords(r *running, recs []lcore.SyncConn, dests []netip.AddrPort, pace time.Duration) {
+	for i := 0; len(recs) > 0; i++ {
+		n := min(len(recs), r.perMsg)
+		d.send(r, Header{Kind: KindRecords, SyncID: d.modes.Load().masterID}, recs[:n], dests)
+		recs = recs[n:]
+		if pace > 0 && i%bulkBurst == bulkBurst-1 {
+			select {
+			case <-r.closed:
+				return
+			case <-time.After(pace):
+			}
+		}
+	}
+}
+
+// send numbers, signs and sends one message to each of dests.
+func (d *Daemon) send(r *running, h Header, recs []lcore.SyncConn, dests []netip.AddrPort) {
+	d.sendMu.Lock()
+	defer d.sendMu.Unlock()
+	d.seq++
+	h.Boot, h.Seq = d.boot, d.seq
+	d.out = d.enc.Append(d.out[:0], h, recs)
+	for _, a := range dests {
+		p := d.peers.get(a.Addr(), true)
+		if _, err := r.conn.WriteToUDPAddrPort(d.out, a); err != nil {
+			p.sendErrors.Add(1)
+			continue
+		}
+		p.sent.Add(1)
+	}
+}
+
+// serveBulk answers bulk requests one at a time: the whole table, paced,
+// then a bulk-end naming the requester. With unicast peers the dump goes
+// to the requester only; with multicast to the group (the requester's
+// socket is bound to it).
+func (d *Daemon) serveBulk(r *running) {
+	for {
+		var req bulkRequest
+		select {
+		case <-r.closed:
+			return
+		case req = <-r.bulk:
+		}
+		dests := r.dests
+		if !r.transport.Multicast() {
+			dests = []netip.AddrPort{netip.AddrPortFrom(req.addr, r.transport.Port)}
+		}
+		recs, err := d.ctl.SyncTable()
+		if err != nil {
+			d.log.Warn("bulk sync: dumping the table failed", zap.Error(err))
+			continue // the requester asks again
+		}
+		d.sendRecords(r, recs, dests, bulkPace)
+		d.send(r, Header{Kind: KindBulkEnd, SyncID: d.modes.Load().masterID, Ref: req.boot}, nil, dests)
+		req.from.bulkServed.Add(1)
+		d.log.Info("bulk sync sent", zap.String("peer", req.from.name), zap.Int("records", len(recs)))
+		// Requests the same peer repeated while it waited are answered.
+		for pending := len(r.bulk); pending > 0; pending-- {
+			next := <-r.bulk
+			if next.boot == req.boot {
+				continue
+			}
+			select {
+			case r.bulk <- next:
+			default:
+				next.from.dropped[ReasonQueueFull].Add(1)
+			}
+		}
+	}
+}
+
+// RequestBulk asks the masters for their whole table and returns once a
+// bulk-end for this daemon arrived and every record before it was handed
+// to the workers, or when ctx ends. The backup mode must run (it installs
+// what comes). The request is repeated every few seconds, as UDP may lose
+// it.
+func (d *Daemon) RequestBulk(ctx context.Context) error {
+	d.mu.Lock()
+	r, m := d.run, d.modes.Load()
+	if r == nil || !m.backup {
+		d.mu.Unlock()
+		return errNotRunning
+	}
+	d.waitMu.Lock()
+	if d.bulkWait == nil {
+		d.bulkWait = make(chan struct{})
+	}
+	done := d.bulkWait
+	d.waitMu.Unlock()
+	d.mu.Unlock()
+	t := time.NewTicker(bulkRetry)
+	defer t.Stop()
+	for {
+		d.send(r, Header{Kind: KindBulkRequest, SyncID: m.backupID}, nil, r.dests)
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.closed:
+			return errNotRunning
+		case <-t.C:
+		}
+	}
+}

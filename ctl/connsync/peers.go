@@ -1,0 +1,93 @@
+package connsync
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// maxPeers bounds the senders tracked one by one. Only a configured peer,
+// a destination, or a sender whose MAC was right gets an entry; the rest
+// (garbage, forgeries, anything past the bound) count under OtherPeer, so
+// a flood from many addresses cannot grow the table or the metrics.
+const maxPeers = 64
+
+// OtherPeer is the label of drops from senders not tracked by name.
+const OtherPeer = "other"
+
+// peer is one director's counters and, for senders, its replay window
+// (the window belongs to the receive goroutine).
+type peer struct {
+	name string
+
+	sent, sendErrors, received, records atomic.Uint64
+	bulkServed, bulkEnds                atomic.Uint64
+	dropped                             [numReasons]atomic.Uint64
+	lastRecord                          atomic.Int64 // unix ns when its newest records arrived
+
+	window Window
+}
+
+// PeerStats is a copy of one peer's counters.
+type PeerStats struct {
+	Peer       string
+	Sent       uint64 // messages sent to it
+	SendErrors uint64
+	Received   uint64 // messages accepted from it
+	Records    uint64 // records in them
+	BulkServed uint64 // bulk requests from it answered with a dump
+	BulkEnds   uint64 // bulk dumps it finished for us
+	Dropped    map[string]uint64
+	LastRecord time.Time // zero: none yet
+}
+
+type peers struct {
+	mu     sync.Mutex
+	byAddr map[netip.Addr]*peer
+	other  *peer
+}
+
+func newPeers() *peers {
+	return &peers{byAddr: map[netip.Addr]*peer{}, other: &peer{name: OtherPeer}}
+}
+
+// get returns a's entry, making one when create and there is room; else
+// the shared OtherPeer entry.
+func (ps *peers) get(a netip.Addr, create bool) *peer {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if p := ps.byAddr[a]; p != nil {
+		return p
+	}
+	if !create || len(ps.byAddr) >= maxPeers {
+		return ps.other
+	}
+	p := &peer{name: a.String()}
+	ps.byAddr[a] = p
+	return p
+}
+
+func (ps *peers) stats() []PeerStats {
+	ps.mu.Lock()
+	all := make([]*peer, 0, len(ps.byAddr)+1)
+	for _, p := range ps.byAddr {
+		all = append(all, p)
+	}
+	ps.mu.Unlock()
+	all = append(all, ps.other)
+	out := make([]PeerStats, 0, len(all))
+	for _, p := range all {
+		s := PeerStats{Peer: p.name, Sent: p.sent.Load(), SendErrors: p.sendErrors.Load(),
+			Received: p.received.Load(), Records: p.records.Load(),
+			BulkServed: p.bulkServed.Load(), BulkEnds: p.bulkEnds.Load(), Dropped: map[string]uint64{}}
+		for _, r := range Reasons() {
+			s.Dropped[r.String()] = p.dropped[r].Load()
+		}
+		if ns := p.lastRecord.Load(); ns != 0 {
+			s.LastRecord = time.Unix(0, ns)
+		}
+		out = append(out, s)
+	}
+	return out
+}
