@@ -71,6 +71,9 @@ func editTarget(req api.Request) string {
 	if req.Timeouts != nil {
 		parts = append(parts, "--set "+strconv.Itoa(req.Timeouts.TCP)+" "+strconv.Itoa(req.Timeouts.TCPFin)+" "+strconv.Itoa(req.Timeouts.UDP))
 	}
+	if req.HAState != "" {
+		parts = append(parts, "--ha-state "+req.HAState)
+	}
 	if req.Op == api.OpRestore {
 		parts = append(parts, strconv.Itoa(strings.Count(req.Text, "\n"))+" lines")
 	}

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -210,5 +211,26 @@ func TestSetSyncParams(t *testing.T) {
 	svcs, to := c.Services()
 	if err := c.Apply(svcs, to); err != nil || c.Snapshot().Sync != p || c.Snapshot().Backup {
 		t.Fatalf("rebuilt: %+v %v", c.Snapshot().Sync, err)
+	}
+}
+
+// TestHAStateOp: lbctl --ha-state sets and reads the state through the
+// API; a change is kept in the edit log, a read is not; a bad state is
+// refused and changes nothing.
+func TestHAStateOp(t *testing.T) {
+	o, c, f := newTestOps(t)
+	if resp := do(o, rule(t, "--ha-state")); resp.Error != "" || resp.HAState != "master" {
+		t.Fatalf("read: %+v", resp)
+	}
+	if resp := do(o, rule(t, "--ha-state backup")); resp.Error != "" || resp.HAState != "backup" || !c.Snapshot().Backup {
+		t.Fatalf("set: %+v", resp)
+	}
+	n := len(f.published)
+	if resp := do(o, api.Request{Op: api.OpHAState, HAState: "standby"}); resp.Error == "" || len(f.published) != n || c.HAState() != "backup" {
+		t.Fatalf("bad state: %+v", resp)
+	}
+	edits := do(o, api.Request{Op: api.OpEdits}).Edits
+	if len(edits) != 2 || edits[0].Target != "--ha-state backup" || edits[0].Result != "ok" || !strings.HasPrefix(edits[1].Result, "refused") {
+		t.Fatalf("edit log %+v", edits)
 	}
 }

@@ -54,7 +54,7 @@ func (o *Ops) Handle(ctx context.Context, req api.Request) api.Response {
 	defer o.mu.Unlock()
 	who := authorOf(ctx)
 	resp := o.handle(who, req)
-	if isEdit(req.Op) {
+	if isEdit(req.Op) && !(req.Op == api.OpHAState && req.HAState == "") {
 		o.recordEdit(who, req, resp)
 	}
 	return resp
@@ -83,6 +83,17 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
+	case api.OpHAState:
+		if req.HAState != "" {
+			if req.HAState != "master" && req.HAState != "backup" {
+				return o.refuse(who, req, fmt.Errorf("ha state %q: want master or backup", req.HAState))
+			}
+			if err := o.c.SetHAState(req.HAState == "master"); err != nil {
+				return o.refuse(who, req, err)
+			}
+			o.log.Info("ha state set", append(authorFields(who), zap.String("state", req.HAState))...)
+		}
+		return api.Response{HAState: o.c.HAState()}
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

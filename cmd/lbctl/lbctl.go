@@ -33,6 +33,7 @@ const usageText = `Usage:
   lbctl --stop-daemon master|backup
   lbctl -L --daemon
   lbctl reload
+  lbctl --ha-state [master|backup]
   lbctl -h|--help
   lbctl -V|--version
 
@@ -53,6 +54,8 @@ Commands:
                            needs sync.key_file in lbd's configuration
   --stop-daemon STATE      stop the connection sync daemon, master or backup
   reload                   make lbd re-read its configuration file (as SIGHUP)
+  --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
+                           announces them) or the backup of its pair; print the state
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -165,6 +168,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			text = api.NameRules(text, api.SystemNamer("/etc/services"))
 		}
 		_, err = io.WriteString(stdout, text)
+	case api.OpHAState:
+		_, err = fmt.Fprintln(stdout, resp.HAState)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

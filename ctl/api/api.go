@@ -71,6 +71,10 @@ const (
 	// OpDaemons lists the running sync daemons (ipvsadm -L --daemon) in
 	// Response.Daemons.
 	OpDaemons = "daemons"
+	// OpHAState makes lbd the master or the backup of its pair when
+	// Request.HAState is set ("master" or "backup"), and returns the
+	// state in Response.HAState.
+	OpHAState = "ha-state"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -84,6 +88,9 @@ type Request struct {
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
 	Daemon   *DaemonSpec   `json:"daemon,omitempty"`   // OpStartDaemon, OpStopDaemon
+
+	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -131,6 +138,9 @@ type Response struct {
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
 	Daemons        []Daemon `json:"daemons,omitempty"` // OpDaemons
+
+	// HAState (OpHAState): "master" or "backup".
+	HAState string `json:"ha_state,omitempty"`
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

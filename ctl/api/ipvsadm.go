@@ -39,7 +39,8 @@ type argKind int
 const (
 	noValue argKind = iota
 	needValue
-	optValue // -p [timeout]
+	optValue   // -p [timeout]
+	stateValue // --ha-state [master|backup]
 )
 
 type optSpec struct {
@@ -65,6 +66,7 @@ var longOpts = map[string]optSpec{
 	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
 	"--client": {"--client", needValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
+	"--ha-state": {"--ha-state", stateValue},
 }
 
 // shortOpts are the one-letter options.
@@ -84,6 +86,7 @@ var commandOps = map[string]string{
 	"-A": OpAddService, "-E": OpEditService, "-D": OpDeleteService, "-C": OpClear,
 	"-R": OpRestore, "-S": OpSave, "-a": OpAddServer, "-e": OpEditServer, "-d": OpDeleteServer,
 	"-L": OpList, "-Z": OpZero, "--set": OpSetTimeouts, "-h": CmdHelp, "-V": CmdVersion,
+	"--ha-state": OpHAState,
 }
 
 // allowedWith lists, for each option that is not a command, the
@@ -152,6 +155,12 @@ func ParseArgs(args []string) (Command, error) {
 			if _, ok := commandOps[spec.name]; ok {
 				if err := setCmd(spec.name); err != nil {
 					return err
+				}
+				if spec.name == "--ha-state" {
+					if value != "" && value != "master" && value != "backup" {
+						return fmt.Errorf("--ha-state %q: want master or backup", value)
+					}
+					c.HAState = value
 				}
 				if spec.name == "--set" {
 					for len(setVals) < 3 && i+1 < len(args) {
@@ -240,6 +249,11 @@ func ParseArgs(args []string) (Command, error) {
 			case noValue:
 				if hasVal {
 					return Command{}, fmt.Errorf("option %q takes no value", name)
+				}
+			case stateValue:
+				if !hasVal && i+1 < len(args) && !strings.HasPrefix(args[i+1], "-") {
+					i++
+					val = args[i]
 				}
 			case needValue:
 				if !hasVal {

@@ -1,0 +1,70 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dplb/dplb/ctl/api"
+)
+
+// haLBD serves OpHAState: it takes the state asked for and answers the
+// one it holds.
+func haLBD(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "lbd.sock")
+	l, err := api.Listen(path, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	state := "master"
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	srv := &api.Server{AllowGID: -1, Handler: api.HandlerFunc(func(_ context.Context, req api.Request) api.Response {
+		if req.Op != api.OpHAState {
+			return api.Response{Error: "unexpected op " + req.Op}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if req.HAState != "" {
+			state = req.HAState
+		}
+		return api.Response{HAState: state}
+	})}
+	go func() { srv.Serve(ctx, l); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return path
+}
+
+// TestHAState: lbctl --ha-state [master|backup] asks lbd and prints the
+// state it answers; anything else is a usage error.
+func TestHAState(t *testing.T) {
+	sock := haLBD(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{{[]string{"--ha-state"}, "master"}, {[]string{"--ha-state", "backup"}, "backup"}, {[]string{"--ha-state"}, "backup"}, {[]string{"--ha-state=master"}, "master"}} {
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), append(tc.args, "--socket", sock), env(nil), strings.NewReader(""), &stdout, &stderr); code != 0 || stdout.String() != tc.want+"\n" {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", tc.args, code, stdout.String(), stderr.String())
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := run(context.Background(), []string{"--ha-state", "standby"}, env(nil), strings.NewReader(""), &stdout, &stderr); code != exitUsage ||
+		!strings.Contains(stderr.String(), `--ha-state "standby": want master or backup`) {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	for _, tc := range []struct {
+		args  []string
+		state string
+	}{{[]string{"--ha-state"}, ""}, {[]string{"--ha-state", "master"}, "master"}, {[]string{"--ha-state=backup", "-o", "json"}, "backup"}} {
+		c, err := api.ParseArgs(tc.args)
+		if err != nil || c.Op != api.OpHAState || c.HAState != tc.state {
+			t.Fatalf("%v: %+v %v", tc.args, c.Request, err)
+		}
+	}
+}
