@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,6 +265,25 @@ func (e *haEnv) waitConnections(n *haNode, want uint64, timeout time.Duration) (
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// haState is what lbctl --ha-state says of n's lbd.
+func (e *haEnv) haState(n *haNode) string {
+	out, err := harness.LBCtl(e.ctx, e.lbctl, n.lbd.Config.Socket, "--ha-state")
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
+}
+
+// drops is n's lbd's drop counters by reason, for the report.
+func (e *haEnv) drops(n *haNode) string {
+	url := "http://" + n.lbd.Config.MetricsListen + "/metrics"
+	res, err := harness.Get(e.ctx, e.topo, n.NS, e.helper, url, 1, 3*time.Second)
+	if err != nil || res[0].Err != "" {
+		return fmt.Sprintf("metrics: %v %v", err, res)
+	}
+	return nonZero(dropsByReason(res[0].Body))
 }
 
 // balance sends n short requests to the VIP and checks that every one

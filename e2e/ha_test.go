@@ -86,10 +86,14 @@ func testFailover(t *testing.T, dr bool) {
 	if s := b.ka.State(); s != "MASTER" {
 		t.Errorf("node b's keepalived is in state %q, want MASTER", s)
 	}
+	if s := e.haState(b); s != "master" {
+		t.Errorf("node b's lbctl --ha-state says %q, want master", s)
+	}
 	if log := b.ka.NotifyLog(); !strings.Contains(log, "keepalived: master") {
 		t.Errorf("node b's notify script never ran for master; its log:\n%s", log)
 	}
 	e.keepStreaming(t, fleet, "after failover", killed, takeover)
+	t.Logf("node b's drops after failover: %s", e.drops(b))
 	e.balance(t, "after failover", 20)
 
 	// Node a comes back: its lbd as a backup that syncs from node b.
@@ -115,7 +119,11 @@ func testFailover(t *testing.T, dr bool) {
 	if s := b.ka.State(); s != "BACKUP" {
 		t.Errorf("node b's keepalived is in state %q after the fail back, want BACKUP", s)
 	}
+	if s := e.haState(b); s != "backup" {
+		t.Errorf("node b's lbctl --ha-state says %q after the fail back, want backup", s)
+	}
 	e.keepStreaming(t, fleet, "after fail back", switched, failback)
+	t.Logf("node a's drops after fail back: %s", e.drops(a))
 	e.balance(t, "after fail back", 20)
 
 	fleet.finish()
