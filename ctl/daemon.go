@@ -93,6 +93,19 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 
 	rates := NewRateEstimator(func() View { return ctl.view(nil) }) // IPVS's estimator, for --rate and /metrics
 	ops := NewOps(ctl, cfg, opts.ConfigPath, opts.SetLevel, rates, log)
+	// Connection sync with the peer directors: on from the start when
+	// the configuration says so, else when lbctl --start-daemon asks.
+	syncd, err := NewSyncDaemon(cfg.Sync, ctl, log)
+	if err != nil {
+		return err
+	}
+	if syncd != nil {
+		defer syncd.Close()
+		if err := StartSyncModes(syncd, cfg.Sync); err != nil {
+			return err
+		}
+	}
+	ops.SetSync(syncd)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -143,7 +156,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}()
 	var hs *http.Server
 	if ml != nil {
-		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates, syncd), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

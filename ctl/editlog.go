@@ -36,7 +36,7 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons:
 		return false
 	}
 	return true
@@ -73,6 +73,15 @@ func editTarget(req api.Request) string {
 	}
 	if req.HAState != "" {
 		parts = append(parts, "--ha-state "+req.HAState)
+	}
+	if d := req.Daemon; d != nil {
+		parts = append(parts, d.Mode)
+		if d.McastInterface != "" {
+			parts = append(parts, "--mcast-interface "+d.McastInterface)
+		}
+		if d.SyncID != nil {
+			parts = append(parts, "--syncid "+strconv.Itoa(*d.SyncID))
+		}
 	}
 	if req.Op == api.OpRestore {
 		parts = append(parts, strconv.Itoa(strings.Count(req.Text, "\n"))+" lines")

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/lcore"
@@ -153,9 +154,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // metricsHandler serves /metrics from a registry of its own (no globals).
-func metricsHandler(dp Dataplane, ctl *Controller, mon *health.Monitor, rates *RateEstimator) http.Handler {
+func metricsHandler(dp Dataplane, ctl *Controller, mon *health.Monitor, rates *RateEstimator, syncd *connsync.Daemon) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon), newHACollector(ctl))
+	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon), newHACollector(ctl), connsync.NewCollector(syncd))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

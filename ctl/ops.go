@@ -11,6 +11,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
 )
 
@@ -29,6 +30,7 @@ type Ops struct {
 	path     string             // configuration file for reload; "" refuses reload
 	started  conf.Config        // the configuration lbd started with
 	setLevel func(string) error // changes the log level on reload; nil: log.level needs a restart
+	syncd    *connsync.Daemon   // the sync daemon; nil without sync.key_file (see SetSync)
 
 	mu    sync.Mutex
 	base  baselines      // subtracted from the dataplane's counters in listings
@@ -46,6 +48,10 @@ type Ops struct {
 func NewOps(c *Controller, started conf.Config, path string, setLevel func(string) error, rates *RateEstimator, log *zap.Logger) *Ops {
 	return &Ops{c: c, log: log, path: path, started: started, setLevel: setLevel, rates: rates, base: baselines{}}
 }
+
+// SetSync gives lbctl's sync daemon verbs the daemon to drive (nil: they
+// refuse, naming sync.key_file). Call it before serving.
+func (o *Ops) SetSync(d *connsync.Daemon) { o.syncd = d }
 
 // Handle answers one request (api.Handler). Edits are logged and kept
 // (api.OpEdits) with their author, which ctx carries (api.WithAuthor).
@@ -94,6 +100,12 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			o.log.Info("ha state set", append(authorFields(who), zap.String("state", req.HAState))...)
 		}
 		return api.Response{HAState: o.c.HAState()}
+	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
+		resp, err := o.syncVerb(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

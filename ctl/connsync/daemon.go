@@ -157,7 +157,7 @@ type bulkRequest struct {
 func New(ctl Controller, opt Options) (*Daemon, error) {
 	enc, err := NewCodec(opt.Key)
 	if err != nil {
-		return nil, fmt.Errorf("key_file: %w", err)
+		return nil, fmt.Errorf("sync.key_file: %w", err)
 	}
 	opt.Transport = opt.Transport.withDefaults()
 	if opt.Pull <= 0 {
@@ -279,7 +279,7 @@ func (d *Daemon) open(t Transport) error {
 	perMsg := RecordsFit(payload)
 	if perMsg == 0 {
 		conn.Close()
-		return fmt.Errorf("mcast_interface %s: MTU too small for a sync record", t.Interface)
+		return fmt.Errorf("mcast interface %s: its MTU is too small for a sync record", t.Interface)
 	}
 	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: perMsg,
 		queue: make(chan inbound, d.opt.QueueLen), bulk: make(chan bulkRequest, 4), closed: make(chan struct{})}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
@@ -71,6 +73,14 @@ func TestMulticastSync(t *testing.T) {
 	}
 	if recv.LastRecord.IsZero() {
 		t.Error("the backup's lag clock did not start")
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewCollector(backup))
+	if n := metricValue(t, reg, "dplb_sync_records_received_total", "192.0.2.1"); n != 200 {
+		t.Errorf("dplb_sync_records_received_total = %v, want 200", n)
+	}
+	if lag := metricValue(t, reg, "dplb_sync_lag_seconds", "192.0.2.1"); lag < 0 {
+		t.Errorf("lag %v", lag)
 	}
 
 	// Bulk: the backup pulls the master's whole table.
@@ -267,4 +277,30 @@ func TestStartRefusals(t *testing.T) {
 	if _, err := ParseMode("primary"); err == nil {
 		t.Error("ParseMode accepted primary")
 	}
+}
+
+// metricValue reads one sample of a gathered metric by its peer label.
+func metricValue(t *testing.T, g prometheus.Gatherer, name, peer string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == peer {
+					if c := m.GetCounter(); c != nil {
+						return c.GetValue()
+					}
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s{peer=%q}", name, peer)
+	return 0
 }

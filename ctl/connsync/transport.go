@@ -75,16 +75,16 @@ func (t Transport) open() (*net.UDPConn, int, error) {
 	if t.Interface != "" {
 		ifi, err := net.InterfaceByName(t.Interface)
 		if err != nil {
-			return nil, 0, fmt.Errorf("mcast_interface %s: %w", t.Interface, err)
+			return nil, 0, fmt.Errorf("mcast interface %s (sync.mcast_interface or --mcast-interface): %w", t.Interface, err)
 		}
 		mtu, ifindex = ifi.MTU, ifi.Index
 	} else if t.Multicast() {
-		return nil, 0, errors.New("mcast_interface: multicast sync needs the host interface to join the group on (or set peers for unicast)")
+		return nil, 0, errors.New("sync.mcast_interface: multicast sync needs the host interface to join the group on (set it, give --mcast-interface, or list sync.peers for unicast)")
 	}
 	bind := netip.AddrPortFrom(t.Listen, t.Port)
 	if t.Multicast() {
 		if !t.Group.Is4() || !t.Group.IsMulticast() {
-			return nil, 0, fmt.Errorf("mcast_group %s: not an IPv4 multicast address", t.Group)
+			return nil, 0, fmt.Errorf("sync.mcast_group %s: not an IPv4 multicast address", t.Group)
 		}
 		bind = netip.AddrPortFrom(t.Group, t.Port)
 	}

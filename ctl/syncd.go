@@ -1,0 +1,130 @@
+package ctl
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/connsync"
+	"github.com/dplb/dplb/lcore"
+)
+
+// The sync daemon in lbd (package connsync): made at start when
+// sync.key_file is set, its modes started from the configuration and by
+// lbctl --start-daemon / --stop-daemon.
+
+// maxBulkRecords bounds one bulk dump, as the connection listing is
+// bounded: a dump is held in memory while it is sent.
+const maxBulkRecords = 4 << 20
+
+// SyncTable dumps every connection and persistence template the workers
+// hold as sync records, for a peer's bulk request. Entries without a real
+// server (a template whose server was removed) are left out.
+func (c *Controller) SyncTable() ([]lcore.SyncConn, error) {
+	limit := int(min(c.dp.ConnCapacity()+1<<16, maxBulkRecords))
+	conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{}, limit)
+	if err != nil {
+		return nil, err
+	}
+	if truncated {
+		c.log.Warn("bulk sync: the table has more entries than one dump sends", zap.Int("sent", len(conns)))
+	}
+	out := make([]lcore.SyncConn, 0, len(conns))
+	for _, ci := range conns {
+		if ci.RIP == 0 || ci.VIP == 0 {
+			continue
+		}
+		out = append(out, lcore.SyncConn{ClientIP: ci.ClientIP, VIP: ci.VIP, RIP: ci.RIP,
+			ClientPort: ci.ClientPort, VPort: ci.VPort, RPort: ci.RPort,
+			Proto: ci.Proto, State: ci.State, Fwd: ci.Fwd, Template: ci.Template})
+	}
+	return out, nil
+}
+
+// NewSyncDaemon makes lbd's sync daemon from the configuration, stopped;
+// nil when sync.key_file is not set (sync cannot run without a key).
+func NewSyncDaemon(cfg conf.Sync, c *Controller, log *zap.Logger) (*connsync.Daemon, error) {
+	if cfg.KeyFile == "" {
+		return nil, nil
+	}
+	key, err := connsync.LoadKey("sync.key_file", cfg.KeyFile)
+	if err != nil {
+		return nil, err
+	}
+	t := connsync.Transport{Interface: cfg.McastInterface, Port: uint16(cfg.Port)}
+	// conf.Validate checked the addresses.
+	t.Group, _ = netip.ParseAddr(cfg.McastGroup)
+	if cfg.Listen != "" {
+		t.Listen, _ = netip.ParseAddr(cfg.Listen)
+	}
+	for _, p := range cfg.Peers {
+		a, _ := netip.ParseAddr(p)
+		t.Peers = append(t.Peers, a)
+	}
+	return connsync.New(c, connsync.Options{Transport: t, Key: key, Log: log.Named("sync"),
+		Params: lcore.SyncParams{Threshold: uint32(cfg.Threshold), Period: uint32(cfg.Period), RefreshPeriod: cfg.RefreshPeriod}})
+}
+
+// StartSyncModes starts the modes the configuration asks for.
+func StartSyncModes(d *connsync.Daemon, cfg conf.Sync) error {
+	for _, m := range []struct {
+		on   bool
+		mode connsync.Mode
+	}{{cfg.Master, connsync.Master}, {cfg.Backup, connsync.Backup}} {
+		if !m.on {
+			continue
+		}
+		if err := d.Start(m.mode, uint8(cfg.SyncID), ""); err != nil {
+			return fmt.Errorf("sync.%s: %w", m.mode, err)
+		}
+	}
+	return nil
+}
+
+// errNoSyncKey is lbctl --start-daemon's answer when lbd runs without a key.
+var errNoSyncKey = errors.New("sync.key_file: connection sync needs a shared key file in lbd's configuration " +
+	"(messages are authenticated with HMAC-SHA256); none is set")
+
+// syncVerb answers --start-daemon, --stop-daemon and -L --daemon.
+func (o *Ops) syncVerb(req api.Request) (api.Response, error) {
+	d := o.syncd
+	if req.Op == api.OpDaemons {
+		var resp api.Response
+		if d == nil {
+			return resp, nil
+		}
+		for _, s := range d.Status() {
+			ad := api.Daemon{Mode: s.Mode.String(), McastInterface: s.Interface, SyncID: int(s.SyncID)}
+			for _, p := range s.Peers {
+				ad.Peers = append(ad.Peers, p.String())
+			}
+			resp.Daemons = append(resp.Daemons, ad)
+		}
+		return resp, nil
+	}
+	if d == nil {
+		return api.Response{}, errNoSyncKey
+	}
+	if req.Daemon == nil {
+		return api.Response{}, errors.New("no sync daemon mode given")
+	}
+	mode, err := connsync.ParseMode(req.Daemon.Mode)
+	if err != nil {
+		return api.Response{}, err
+	}
+	if req.Op == api.OpStopDaemon {
+		return api.Response{}, d.Stop(mode)
+	}
+	id := o.started.Sync.SyncID
+	if req.Daemon.SyncID != nil {
+		id = *req.Daemon.SyncID
+	}
+	if id < 0 || id > 255 {
+		return api.Response{}, fmt.Errorf("--syncid %d: want 0..255", id)
+	}
+	return api.Response{}, d.Start(mode, uint8(id), req.Daemon.McastInterface)
+}
