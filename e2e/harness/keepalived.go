@@ -110,13 +110,20 @@ type Keepalived struct {
 }
 
 // StartKeepalived starts keepalived (VRRP only, in the foreground,
-// logging to its output, no syslog) in ns with dir/keepalived.conf; the
-// pid files go to dir. The host's own keepalived, if any, plays no part.
+// logging to its output, line-buffered, no syslog) in ns with
+// dir/keepalived.conf; the pid files go to dir. The host's own
+// keepalived, if any, plays no part.
+// keepalived's own check of the configuration, run first in ns where its
+// interfaces exist, must pass: warnings included.
 func StartKeepalived(t *topo.Topo, ns, dir string) (*Keepalived, error) {
+	conf := filepath.Join(dir, "keepalived.conf")
+	if _, err := t.Exec(ns, "keepalived", "--config-test", "--use-file", conf); err != nil {
+		return nil, fmt.Errorf("keepalived refuses the configuration: %w", err)
+	}
 	k := &Keepalived{Log: &Buffer{}, Dir: dir}
 	var err error
 	k.Proc, err = t.Start(ns, k.Log, "stdbuf", "-oL", "-eL", "keepalived", "--vrrp", "--dont-fork", "--log-console", "--log-detail", "--no-syslog",
-		"--use-file", filepath.Join(dir, "keepalived.conf"),
+		"--use-file", conf,
 		"--pid", filepath.Join(dir, "keepalived.pid"), "--vrrp_pid", filepath.Join(dir, "vrrp.pid"))
 	return k, err
 }
