@@ -16,6 +16,12 @@ import (
 // is evicted to make room: a live entry is never pushed out for a synced
 // one.
 
+// flagSynced (a caller bit of conn.Conn.Flags) marks an entry installed by
+// sync that has not yet seen a client packet here: the first one teaches
+// the worker the client's MAC, as a new connection's first packet does
+// (after a takeover, the replies need it before ARP could tell).
+const flagSynced uint8 = 1 << 7
+
 // installSynced installs a batch and marks it done.
 func (w *Worker) installSynced(b *SyncBatch) {
 	for i := range b.Records {
@@ -99,8 +105,9 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		RIP: d.Addr, RPort: d.Port, Proto: r.Proto, State: r.State,
 		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si),
 	}
+	c.Flags = flagSynced
 	if d.Fwd.OneWay() {
-		c.Flags = conn.FlagOneWay
+		c.Flags |= conn.FlagOneWay
 	}
 	id, err := w.table.Insert(&c)
 	switch err {
@@ -118,13 +125,27 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 	w.table.Touch(e, conn.Reply, w.now, timeouts)
 	e.SyncedAt = w.syncClock()
 	w.countState(d.ID, e.State, true)
+	if svc := &w.snap.Services[si]; svc.Persistence > 0 {
+		e.Template = w.pinSyncedTemplate(svc, r)
+	}
 	b.Installed++
+}
+
+// pinSyncedTemplate counts a synced connection on its client network's
+// template, if the master's has arrived, so the template lives while the
+// connection does (as the master's); it returns the slot+1, or 0.
+func (w *Worker) pinSyncedTemplate(svc *Service, r *SyncConn) uint32 {
+	key, sub := templateKey(r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto)
+	if slot, v, _, _ := w.tmpl.find(key, sub); slot >= 0 && w.tmpl.pin(slot, key, v) {
+		return uint32(slot) + 1
+	}
+	return 0
 }
 
 // installTemplate makes or re-arms a synced persistence template in the
 // shared table, for this snapshot's persistence time, pointing at the
-// record's real server. It controls no connection here, so it expires
-// unless its connections' syncs (or new connections) renew it.
+// record's real server. Synced connections installed after it hold it
+// (pinSyncedTemplate); with none, it expires unless renewed.
 func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
 	si, idx, ok := w.syncedDest(b, r)
 	if !ok {

@@ -54,6 +54,14 @@ func TestSyncedNATConnectionForwards(t *testing.T) {
 	if _, ip, tcp = checkTCP(t, out[0]); ip.Dst() != rs2 || tcp.DstPort() != 8000 {
 		t.Fatalf("DNAT to %x:%d", ip.Dst(), tcp.DstPort())
 	}
+	// Its Ethernet source taught the worker the client's MAC: with no
+	// neighbour entry, the server's next reply still reaches the client.
+	w.snap = w.snap.WithNeighbours(w.snap.Gen+1, map[uint32]hdr.MAC{rs1: rs1MAC, rs2: rs2MAC})
+	r.inject(1, tcpFrame(rs2MAC, lanMAC, rs2, 8000, clientIP, 40000, hdr.TCPFlagACK, "more"))
+	w.poll()
+	if out = r.sent(0); len(out) != 1 || hdr.Ethernet(out[0]).Dst() != clientMAC {
+		t.Fatalf("reply without a neighbour entry: %d frames (stats %v)", len(out), w.cnt.own)
+	}
 	w.runPublish(0)
 	if d := w.DestStats(1); d[DestActive] != 1 || d[DestInactive] != 0 {
 		t.Fatalf("rs2 gauges %v", d)
@@ -161,5 +169,21 @@ func TestSyncedTemplate(t *testing.T) {
 	}
 	if got := connectTo(t, r, clientIP, 40010); got != rs1 {
 		t.Fatalf("after the update: %x", got)
+	}
+	// A synced connection of another network whose template came first
+	// holds it, as the master's connection does; its end lets it go.
+	other := ip4(203, 0, 113, 9)
+	tmpl.ClientIP = other
+	c := SyncConn{ClientIP: other, ClientPort: 5000, VIP: vip, RIP: rs1, VPort: 443, RPort: 443, Proto: hdr.ProtoTCP, State: conn.StateEstablished}
+	if b := install(t, w, tmpl, c); b.Installed != 2 {
+		t.Fatalf("template and connection %+v", b)
+	}
+	slot := templateOf(t, w, other, 443)
+	if slot == nil || slot.controls.Load() != 1 {
+		t.Fatalf("the synced connection does not hold its template: %+v", slot)
+	}
+	w.table.Expire(w.now+int64(901*time.Second), w.table.Cap(), w.expire)
+	if slot.controls.Load() != 0 {
+		t.Fatalf("template still held by %d after the connection expired", slot.controls.Load())
 	}
 }
