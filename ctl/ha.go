@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // High availability, the controller's side (docs/design.md, "High
@@ -69,29 +68,6 @@ func (c *Controller) SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn {
 	c.ha.syncMu.Lock()
 	defer c.ha.syncMu.Unlock()
 	return c.dp.SyncRecords(buf)
-}
-
-// SyncDump lists the workers' connections and persistence templates as
-// sync records, at most about max: the table a peer asks for in bulk (a
-// restarted director). TCP connections still in their handshake are left
-// out, as the workers never sync them; so are templates whose server is
-// gone. truncated: more were found than max.
-func (c *Controller) SyncDump(max int) (recs []lcore.SyncConn, truncated bool, err error) {
-	conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{}, max)
-	if err != nil {
-		return nil, false, err
-	}
-	for _, ci := range conns {
-		if ci.Template && ci.RIP == 0 || !ci.Template && ci.Proto == hdr.ProtoTCP && !lcore.Syncable(ci.State) {
-			continue
-		}
-		recs = append(recs, lcore.SyncConn{
-			ClientIP: ci.ClientIP, VIP: ci.VIP, RIP: ci.RIP,
-			ClientPort: ci.ClientPort, VPort: ci.VPort, RPort: ci.RPort,
-			Proto: ci.Proto, State: ci.State, Fwd: ci.Fwd, Template: ci.Template,
-		})
-	}
-	return recs, truncated, nil
 }
 
 // InstallSynced hands records received from a peer director to the workers

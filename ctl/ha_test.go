@@ -234,24 +234,3 @@ func TestHAStateOp(t *testing.T) {
 		t.Fatalf("edit log %+v", edits)
 	}
 }
-
-// TestSyncDump: the table as records for a bulk transfer, without
-// handshakes or templates whose server is gone.
-func TestSyncDump(t *testing.T) {
-	c, f := newHAController(t, "master", 2)
-	f.conns = []lcore.ConnInfo{
-		{Proto: hdr.ProtoTCP, State: conn.StateEstablished, ClientIP: 1, ClientPort: 2, VIP: 3, VPort: 80, RIP: 4, RPort: 8080},
-		{Proto: hdr.ProtoTCP, State: conn.StateSynRecv, ClientIP: 5, ClientPort: 6, VIP: 3, VPort: 80, RIP: 4, RPort: 8080},
-		{Proto: hdr.ProtoUDP, State: conn.StateUDP, ClientIP: 7, ClientPort: 53, VIP: 3, VPort: 53, RIP: 4, RPort: 53},
-		{Proto: hdr.ProtoTCP, Template: true, ClientIP: 1, VIP: 3, VPort: 443, RIP: 4, RPort: 443},
-		{Proto: hdr.ProtoTCP, Template: true, ClientIP: 9, VIP: 3, VPort: 443},
-	}
-	recs, truncated, err := c.SyncDump(100)
-	if err != nil || truncated || len(recs) != 3 {
-		t.Fatalf("%+v %v %v", recs, truncated, err)
-	}
-	want := lcore.SyncConn{ClientIP: 1, ClientPort: 2, VIP: 3, VPort: 80, RIP: 4, RPort: 8080, Proto: hdr.ProtoTCP, State: conn.StateEstablished}
-	if recs[0] != want || recs[1].Proto != hdr.ProtoUDP || !recs[2].Template || recs[2].RIP != 4 {
-		t.Fatalf("records %+v", recs)
-	}
-}

@@ -69,11 +69,13 @@ func (w *Worker) forward(d *desc) exit {
 			return drop(why)
 		}
 		dir = conn.Original
-		if p := &w.snap.Ports[d.in]; k.src&p.Mask == p.Net && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
-			w.neigh.learn(k.src, d.eth().Src(), w.now)
-		}
+		w.learnClient(d)
 	}
 	c := w.table.Get(id)
+	if c.Flags&flagSynced != 0 && dir == conn.Original {
+		c.Flags &^= flagSynced
+		w.learnClient(d)
+	}
 	if w.snap.DestExpired(c.Dest) {
 		w.expireEntry(id, c)
 		w.table.Delete(id)
@@ -111,6 +113,15 @@ func (w *Worker) forward(d *desc) exit {
 		return w.forwardNAT(d, c, dir)
 	}
 	return w.toRealServer(d, c, true)
+}
+
+// learnClient remembers the Ethernet source of an on-link client's packet
+// (neighcache.go).
+func (w *Worker) learnClient(d *desc) {
+	k := &d.flow
+	if p := &w.snap.Ports[d.in]; k.src&p.Mask == p.Net && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
+		w.neigh.learn(k.src, d.eth().Src(), w.now)
+	}
 }
 
 // toRealServer sends a packet, as it is, to a DR or TUN connection's real

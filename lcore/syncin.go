@@ -16,6 +16,12 @@ import (
 // is evicted to make room: a live entry is never pushed out for a synced
 // one.
 
+// flagSynced (a caller bit of conn.Conn.Flags) marks an entry installed by
+// sync that has not yet seen a client packet here: the first one teaches
+// the worker the client's MAC, as a new connection's first packet does
+// (after a takeover, the replies need it before ARP could tell).
+const flagSynced uint8 = 1 << 7
+
 // installSynced installs a batch and marks it done.
 func (w *Worker) installSynced(b *SyncBatch) {
 	for i := range b.Records {
@@ -99,8 +105,9 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		RIP: d.Addr, RPort: d.Port, Proto: r.Proto, State: r.State,
 		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si),
 	}
+	c.Flags = flagSynced
 	if d.Fwd.OneWay() {
-		c.Flags = conn.FlagOneWay
+		c.Flags |= conn.FlagOneWay
 	}
 	id, err := w.table.Insert(&c)
 	switch err {

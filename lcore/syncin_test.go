@@ -54,6 +54,14 @@ func TestSyncedNATConnectionForwards(t *testing.T) {
 	if _, ip, tcp = checkTCP(t, out[0]); ip.Dst() != rs2 || tcp.DstPort() != 8000 {
 		t.Fatalf("DNAT to %x:%d", ip.Dst(), tcp.DstPort())
 	}
+	// Its Ethernet source taught the worker the client's MAC: with no
+	// neighbour entry, the server's next reply still reaches the client.
+	w.snap = w.snap.WithNeighbours(w.snap.Gen+1, map[uint32]hdr.MAC{rs1: rs1MAC, rs2: rs2MAC})
+	r.inject(1, tcpFrame(rs2MAC, lanMAC, rs2, 8000, clientIP, 40000, hdr.TCPFlagACK, "more"))
+	w.poll()
+	if out = r.sent(0); len(out) != 1 || hdr.Ethernet(out[0]).Dst() != clientMAC {
+		t.Fatalf("reply without a neighbour entry: %d frames (stats %v)", len(out), w.cnt.own)
+	}
 	w.runPublish(0)
 	if d := w.DestStats(1); d[DestActive] != 1 || d[DestInactive] != 0 {
 		t.Fatalf("rs2 gauges %v", d)

@@ -23,10 +23,10 @@ func (w *Worker) syncClock() uint32 {
 	return 1
 }
 
-// Syncable reports whether a TCP connection in state s is past its
+// syncable reports whether a TCP connection in state s is past its
 // handshake: only those are synced (as IPVS; an embryonic entry is cheap
 // to lose and a flood of them must not reach the peers).
-func Syncable(s conn.State) bool {
+func syncable(s conn.State) bool {
 	switch s {
 	case conn.StateEstablished, conn.StateFinWait, conn.StateTimeWait, conn.StateClose,
 		conn.StateCloseWait, conn.StateLastAck:
@@ -45,7 +45,7 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, dir conn.Dir, changed bool) {
 		c.SyncPackets++
 	}
 	tcp := c.Proto == hdr.ProtoTCP
-	if tcp && !Syncable(c.State) {
+	if tcp && !syncable(c.State) {
 		return
 	}
 	due := tcp && changed

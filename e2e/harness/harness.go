@@ -83,6 +83,10 @@ type Config struct {
 	Web string
 	// StateFile, when set, is lbd's restart.state_file.
 	StateFile string
+	// HAState is ha.state ("master" or "backup"); "" leaves lbd's default.
+	HAState string
+	// Extra is appended as is: top-level YAML sections (sync:, say).
+	Extra string
 }
 
 // Service is one virtual service.
@@ -169,6 +173,9 @@ func (c Config) YAML() string {
 		if p.Role != "" {
 			w("    role: %s", p.Role)
 		}
+		if len(p.Floating) > 0 {
+			w("    floating: [%s]", strings.Join(p.Floating, ", "))
+		}
 	}
 	w("services:")
 	for _, s := range c.Services {
@@ -221,6 +228,11 @@ func (c Config) YAML() string {
 		w("restart:")
 		w("  state_file: %s", c.StateFile)
 	}
+	if c.HAState != "" {
+		w("ha:")
+		w("  state: %s", c.HAState)
+	}
+	b.WriteString(c.Extra)
 	w("log:")
 	w("  level: %s", c.LogLevel)
 	if c.LogFormat != "" {
