@@ -129,6 +129,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	ops.SetSync(syncd)
 	ops.upgrade = opts.Upgrade
 	if incoming != nil {
+		restoreSyncDaemons(syncd, incoming.SyncDaemons, log)
 		res, err := ctl.restoreHandover(incoming, ops.base)
 		if err != nil {
 			log.Error("handover not fully installed", zap.String("from", from), zap.Error(err))

@@ -212,6 +212,43 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, sum *HandoverResult) 
 	return nil
 }
 
+// restoreSyncDaemons makes the running sync daemons those the lbd before
+// this one ran (keepalived's notify script started them at run time and
+// will not again), when it ran any: modes the configuration started but
+// it did not run stop, the others start.
+func restoreSyncDaemons(d *connsync.Daemon, want []handover.SyncDaemon, log *zap.Logger) {
+	if d == nil || len(want) == 0 {
+		return
+	}
+	running := map[connsync.Mode]bool{}
+	for _, st := range d.Status() {
+		running[st.Mode] = true
+	}
+	wanted := map[connsync.Mode]bool{}
+	for _, w := range want {
+		mode, err := connsync.ParseMode(w.Mode)
+		if err != nil {
+			continue
+		}
+		wanted[mode] = true
+		if running[mode] {
+			continue
+		}
+		if err := d.Start(mode, w.SyncID, w.Interface); err != nil {
+			log.Error("handover: sync daemon not started again", zap.String("mode", w.Mode), zap.Error(err))
+		} else {
+			log.Info("handover: sync daemon started again", zap.String("mode", w.Mode), zap.Uint8("syncid", w.SyncID))
+		}
+	}
+	for mode := range running {
+		if !wanted[mode] {
+			if err := d.Stop(mode); err != nil {
+				log.Error("handover: sync daemon not stopped", zap.Stringer("mode", mode), zap.Error(err))
+			}
+		}
+	}
+}
+
 // logHandover logs what a starting lbd made of a handover.
 func logHandover(log *zap.Logger, how string, s *handover.State, r HandoverResult) {
 	log.Info("handover installed", zap.String("from", how), zap.Int("writer_pid", s.PID),
@@ -273,6 +310,11 @@ func handOver(dp Runtime, c *Controller, ops *Ops, cfg conf.Config, opts RunOpti
 		return
 	}
 	s.PID = os.Getpid()
+	if ops.syncd != nil {
+		for _, st := range ops.syncd.Status() {
+			s.SyncDaemons = append(s.SyncDaemons, handover.SyncDaemon{Mode: st.Mode.String(), SyncID: st.SyncID, Interface: st.Interface})
+		}
+	}
 	b := handover.Encode(nil, s)
 	fields := []zap.Field{zap.Int("records", len(s.Records)), zap.Int("counters", len(s.Counters)),
 		zap.Int("neighbours", len(s.Neighbours)), zap.Int("bytes", len(b)), zap.Duration("took", time.Since(t0))}

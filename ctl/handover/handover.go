@@ -12,6 +12,7 @@
 //
 //	magic "DPLBHAND" (8) | version (16) | flags (16) | written, Unix ns (64)
 //	| writer's pid (32) | config path length (16) | config path
+//	| sync daemons (8), each: mode (8) | syncid (8) | interface length (8) | interface
 //	| records (32) | counters (32) | neighbours (32)
 //	| records of 24 bytes (the connection sync record)
 //	| counters of 96 bytes | neighbours of 12 bytes
@@ -61,10 +62,13 @@ type State struct {
 	// HA is the writer's state in an HA pair, "master" or "backup" (as
 	// keepalived last set it, which may not be the configuration's); ""
 	// when not said.
-	HA         string
-	Records    []lcore.SyncConn
-	Counters   []DestCounters
-	Neighbours []Neighbour
+	HA string
+	// SyncDaemons are the connection sync daemons the writer ran (as
+	// keepalived's notify script last started them).
+	SyncDaemons []SyncDaemon
+	Records     []lcore.SyncConn
+	Counters    []DestCounters
+	Neighbours  []Neighbour
 }
 
 // DestCounters are one (service, real server) pair's counters as the
@@ -78,6 +82,13 @@ type DestCounters struct {
 	RPort uint16
 	// Conns, InPkts, OutPkts, InBytes, OutBytes.
 	Counters, Base [5]uint64
+}
+
+// SyncDaemon is one running connection sync daemon.
+type SyncDaemon struct {
+	Mode      string // "master" or "backup"
+	SyncID    uint8
+	Interface string // its multicast interface as started ("" the configuration's)
 }
 
 // Neighbour is one resolved next hop.
@@ -108,6 +119,17 @@ func Encode(b []byte, s State) []byte {
 	}
 	b = binary.BigEndian.AppendUint16(b, uint16(len(path)))
 	b = append(b, path...)
+	daemons := s.SyncDaemons[:min(len(s.SyncDaemons), 2)]
+	b = append(b, byte(len(daemons)))
+	for _, d := range daemons {
+		mode := byte(1)
+		if d.Mode == "backup" {
+			mode = 2
+		}
+		iface := d.Interface[:min(len(d.Interface), 255)]
+		b = append(b, mode, d.SyncID, byte(len(iface)))
+		b = append(b, iface...)
+	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Records)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Counters)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours)))
@@ -215,10 +237,33 @@ func Decode(b []byte) (State, error) {
 	s.PID = int(binary.BigEndian.Uint32(b[20:]))
 	pathLen := int(binary.BigEndian.Uint16(b[24:]))
 	p := body[26:]
-	if len(p) < pathLen+12 {
+	if len(p) < pathLen+1 {
 		return s, errors.New("truncated header")
 	}
 	s.ConfigPath, p = string(p[:pathLen]), p[pathLen:]
+	nd := int(p[0])
+	p = p[1:]
+	if nd > 2 {
+		return s, fmt.Errorf("%d sync daemons: at most a master and a backup run", nd)
+	}
+	for range nd {
+		if len(p) < 3 || len(p) < 3+int(p[2]) {
+			return s, errors.New("truncated header")
+		}
+		d := SyncDaemon{Mode: "master", SyncID: p[1], Interface: string(p[3 : 3+int(p[2])])}
+		switch p[0] {
+		case 1:
+		case 2:
+			d.Mode = "backup"
+		default:
+			return s, fmt.Errorf("sync daemon mode %d", p[0])
+		}
+		s.SyncDaemons = append(s.SyncDaemons, d)
+		p = p[3+int(p[2]):]
+	}
+	if len(p) < 12 {
+		return s, errors.New("truncated header")
+	}
 	nr, nc, nn := binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
 	p = p[12:]
 	if want := uint64(nr)*RecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen; want != uint64(len(p)) {

@@ -18,6 +18,7 @@ import (
 func sample() State {
 	return State{
 		Written: time.Unix(1700000000, 123456789), PID: 4242, ConfigPath: "/etc/dplb/lbd.yaml", HA: "backup",
+		SyncDaemons: []SyncDaemon{{Mode: "master", SyncID: 1, Interface: "eth9"}, {Mode: "backup", SyncID: 1}},
 		Records: []lcore.SyncConn{
 			{ClientIP: 0xc0000202, ClientPort: 40000, VIP: 0xc6336401, VPort: 80, RIP: 0x0a000002, RPort: 8080,
 				Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT},
