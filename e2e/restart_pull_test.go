@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -81,4 +82,62 @@ func TestRestartedBackupPullsTable(t *testing.T) {
 
 func harnessList(e *haEnv, n *haNode) (api.Response, error) {
 	return harness.LBCtlJSON(e.ctx, e.lbctl, n.lbd.Config.Socket)
+}
+
+// TestUpgradeMasterKeepsItsRole: lbctl upgrade of the master of an HA
+// pair under 200 echo streams. keepalived made it master and started its
+// master sync daemon at run time, and will not say so again: the new lbd
+// must take both over from the handover (its configuration says backup),
+// so it alone still answers ARP for the VIP, the streams go on, and
+// connections opened after the upgrade still reach the backup by sync.
+func TestUpgradeMasterKeepsItsRole(t *testing.T) {
+	e := newHAEnv(t, false)
+	a, b := e.nodes[0], e.nodes[1]
+	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
+	defer func() {
+		select {
+		case <-fleet.stop:
+		default:
+			close(fleet.stop)
+		}
+	}()
+	time.Sleep(2 * time.Second)
+	if s := e.haState(a); s != "master" {
+		t.Fatalf("node a is %q before the upgrade, want master", s)
+	}
+
+	t0 := time.Now()
+	out, err := exec.CommandContext(e.ctx, e.lbctl, "--socket", a.lbd.Config.Socket, "upgrade", "--binary", e.lbdPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lbctl upgrade: %v: %s", err, out)
+	}
+	gap := time.Since(t0)
+	t.Logf("lbctl upgrade (%v):\n%s", gap.Round(time.Millisecond), strings.TrimSpace(string(out)))
+	if s := e.haState(a); s != "master" {
+		t.Errorf("node a is %q after the upgrade, want master (as keepalived left it)", s)
+	}
+	daemons, err := harness.LBCtl(e.ctx, e.lbctl, a.lbd.Config.Socket, "-L", "--daemon")
+	if err != nil || !strings.Contains(daemons, "master sync daemon") || strings.Contains(daemons, "backup sync daemon") {
+		t.Errorf("node a's sync daemons after the upgrade: %q (%v), want the master's alone, as keepalived left them", daemons, err)
+	}
+	if _, err := e.waitARP(a, 5*time.Second); err != nil {
+		t.Errorf("after the upgrade: %v", err)
+	}
+	e.keepStreaming(t, fleet, "after the master's upgrade", t0, gap)
+
+	// Connections opened after the upgrade reach the backup by sync.
+	live := liveStreams(fleet)
+	more := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, 50, haChunk, haInterval, haStreamDead)
+	defer close(more.stop)
+	have, err := e.waitConnections(b, uint64(live+len(more.streams)), 15*time.Second)
+	t.Logf("node b holds %d entries for %d streams (%d opened after the upgrade)", have, live+len(more.streams), len(more.streams))
+	if err != nil || have < uint64(live+len(more.streams)) {
+		t.Errorf("node b holds %d entries, want %d: the upgraded master does not sync (%v)", have, live+len(more.streams), err)
+	}
+	fleet.finish()
+	ty, longest := fleet.verdict(2*gap + 1500*time.Millisecond)
+	t.Logf("streams: %s (longest gap %v)", ty.summary(), longest.Round(time.Millisecond))
+	if broken := ty.broken(); broken > 0 {
+		t.Errorf("%d of %d streams broke across the master's upgrade", broken, haStreams)
+	}
 }
