@@ -60,6 +60,9 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 			Proto: ci.Proto, State: ci.State, Fwd: ci.Fwd, Template: ci.Template,
 		})
 	}
+	// Read again after the dump: by now the lcores have published the
+	// counters of the last packets they handled before the hold.
+	v = c.view(nil)
 	for i := range v.Services {
 		v.Services[i].each(func(r *ServerView) {
 			b := base[r.key]
