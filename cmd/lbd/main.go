@@ -132,6 +132,16 @@ func main() {
 	}
 	if err := ctl.Run(ctx, cfg, log, opts); err != nil {
 		log.Error("lbd failed", zap.Error(err))
+		if incoming != nil && cfg.Restart.StateFile != "" {
+			// The upgrade's handover lived only in memory: leave it where
+			// the lbd systemd starts next looks (restart.max_age still
+			// bounds its use).
+			if werr := handover.WriteFile(cfg.Restart.StateFile, incoming); werr != nil {
+				log.Error("the upgrade's handover is lost", zap.Error(werr))
+			} else {
+				log.Info("the upgrade's handover is kept for the next start", zap.String("path", cfg.Restart.StateFile))
+			}
+		}
 		log.Sync()
 		os.Exit(1)
 	}
