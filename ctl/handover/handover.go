@@ -14,7 +14,7 @@
 //	| writer's pid (32) | config path length (16) | config path
 //	| sync daemons (8), each: mode (8) | syncid (8) | interface length (8) | interface
 //	| records (32) | counters (32) | neighbours (32)
-//	| records of 24 bytes (the connection sync record)
+//	| records of 24 bytes (connection sync's record, ctl/connsync)
 //	| counters of 96 bytes | neighbours of 12 bytes
 //	| SHA-256 of all the above (32)
 //
@@ -29,9 +29,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/conn"
-	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -40,7 +39,7 @@ const (
 	// Version is the encoding's version; a build refuses any other.
 	Version = 1
 
-	RecordLen    = 24
+	RecordLen    = connsync.RecordLen
 	CountersLen  = 96
 	NeighbourLen = 12
 
@@ -134,7 +133,7 @@ func Encode(b []byte, s State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Counters)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours)))
 	for _, r := range s.Records {
-		b = AppendRecord(b, r)
+		b = connsync.AppendRecord(b, r)
 	}
 	for _, c := range s.Counters {
 		b = append(b, c.Proto, 0)
@@ -157,50 +156,6 @@ func Encode(b []byte, s State) []byte {
 	}
 	sum := sha256.Sum256(b[start:])
 	return append(b, sum[:]...)
-}
-
-// AppendRecord appends one record in the connection sync layout:
-// client IP, VIP, RIP, client port, VPort, RPort, proto, state, method,
-// flags (bit 0: template), 2 reserved bytes.
-func AppendRecord(b []byte, r lcore.SyncConn) []byte {
-	b = binary.BigEndian.AppendUint32(b, r.ClientIP)
-	b = binary.BigEndian.AppendUint32(b, r.VIP)
-	b = binary.BigEndian.AppendUint32(b, r.RIP)
-	b = binary.BigEndian.AppendUint16(b, r.ClientPort)
-	b = binary.BigEndian.AppendUint16(b, r.VPort)
-	b = binary.BigEndian.AppendUint16(b, r.RPort)
-	var flags byte
-	if r.Template {
-		flags = 1
-	}
-	b = append(b, r.Proto, byte(r.State), byte(r.Fwd), flags)
-	return append(b, 0, 0)
-}
-
-// DecodeRecord reads one record (RecordLen bytes of p) and checks that
-// it could be a connection or a template.
-func DecodeRecord(p []byte) (lcore.SyncConn, error) {
-	if len(p) < RecordLen {
-		return lcore.SyncConn{}, errors.New("short record")
-	}
-	r := lcore.SyncConn{
-		ClientIP: binary.BigEndian.Uint32(p[0:]), VIP: binary.BigEndian.Uint32(p[4:]), RIP: binary.BigEndian.Uint32(p[8:]),
-		ClientPort: binary.BigEndian.Uint16(p[12:]), VPort: binary.BigEndian.Uint16(p[14:]), RPort: binary.BigEndian.Uint16(p[16:]),
-		Proto: p[18], State: conn.State(p[19]), Fwd: fwd.Method(p[20]), Template: p[21]&1 != 0,
-	}
-	switch {
-	case r.Proto != hdr.ProtoTCP && r.Proto != hdr.ProtoUDP:
-		return r, fmt.Errorf("protocol %d", r.Proto)
-	case r.State >= conn.NumStates:
-		return r, fmt.Errorf("state %d", r.State)
-	case r.Fwd > fwd.TUN:
-		return r, fmt.Errorf("forwarding method %d", r.Fwd)
-	case p[21]&^1 != 0 || p[22] != 0 || p[23] != 0:
-		return r, errors.New("reserved bits set")
-	case r.VIP == 0 || (!r.Template && (r.ClientIP == 0 || r.RIP == 0)):
-		return r, errors.New("a zero address")
-	}
-	return r, nil
 }
 
 // Decode checks and reads an encoded State. Any defect refuses the whole:
@@ -271,9 +226,9 @@ func Decode(b []byte) (State, error) {
 	}
 	s.Records = make([]lcore.SyncConn, nr)
 	for i := range s.Records {
-		r, err := DecodeRecord(p)
-		if err != nil {
-			return State{}, fmt.Errorf("record %d: %w", i, err)
+		r, ok := connsync.DecodeRecord(p)
+		if !ok {
+			return State{}, fmt.Errorf("record %d: not a possible connection or template", i)
 		}
 		s.Records[i], p = r, p[RecordLen:]
 	}

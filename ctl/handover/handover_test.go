@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
@@ -61,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 // layout, so a handover and a sync message carry a connection alike.
 func TestRecordLayout(t *testing.T) {
 	r := sample().Records[0]
-	b := AppendRecord(nil, r)
+	b := connsync.AppendRecord(nil, r)
 	want := []byte{0xc0, 0, 2, 2, 0xc6, 0x33, 0x64, 1, 10, 0, 0, 2, 0x9c, 0x40, 0, 80, 0x1f, 0x90,
 		hdr.ProtoTCP, byte(conn.StateEstablished), byte(fwd.NAT), 0, 0, 0}
 	if string(b) != string(want) {
@@ -95,10 +96,10 @@ func TestDecodeRefuses(t *testing.T) {
 		"version":       {flip(9), "version"},
 		"flipped byte":  {flip(len(good) / 2), "checksum"},
 		"flipped sum":   {flip(len(good) - 1), "checksum"},
-		"protocol":      {Encode(nil, badRecord), "record 1: protocol 1"},
-		"state":         {Encode(nil, badState), "record 0: state"},
-		"method":        {Encode(nil, badFwd), "record 0: forwarding method 9"},
-		"zero client":   {Encode(nil, zeroClient), "record 0: a zero address"},
+		"protocol":      {Encode(nil, badRecord), "record 1: not a possible connection"},
+		"state":         {Encode(nil, badState), "record 0: not a possible connection"},
+		"method":        {Encode(nil, badFwd), "record 0: not a possible connection"},
+		"zero client":   {Encode(nil, zeroClient), "record 0: not a possible connection"},
 		"appended junk": {append(append([]byte(nil), good...), 0), "checksum"},
 	}
 	for name, c := range cases {
