@@ -49,6 +49,11 @@ func TestUpgradeKeepsConnections(t *testing.T) {
 		if !strings.Contains(string(out), "lbd upgraded") {
 			t.Errorf("lbctl upgrade did not report the new lbd: %s", out)
 		}
+		select {
+		case <-e.lbd.Proc.Done():
+			t.Fatalf("lbd's process exited (%v): the new binary did not run in its place", e.lbd.Proc.Err())
+		default: // the same pid runs the new lbd
+		}
 	})
 }
 
