@@ -178,3 +178,25 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHandover encodes and decodes a handover of a million
+// connections: what an upgrade adds to the gap beyond DPDK's start-up
+// (the dump and the install run in the lcores' commands jobs).
+func BenchmarkHandover(b *testing.B) {
+	s := sample()
+	r := s.Records[0]
+	s.Records = make([]lcore.SyncConn, 1<<20)
+	for i := range s.Records {
+		r.ClientIP, r.ClientPort = 0x0a000000+uint32(i>>8), uint16(1024+i&0xff)
+		s.Records[i] = r
+	}
+	var buf []byte
+	b.ResetTimer()
+	for b.Loop() {
+		buf = Encode(buf[:0], s)
+		if _, err := Decode(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(len(buf))/(1<<20), "MiB")
+}
