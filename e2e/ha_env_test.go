@@ -124,7 +124,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 	for i, n := range e.nodes {
 		e.startKeepalived(t, n, []int{150, 100}[i])
 	}
-	if _, err := e.waitOwner(e.vip, e.nodes[0], 20*time.Second); err != nil {
+	if _, err := e.waitARP(e.nodes[0], 20*time.Second); err != nil {
 		t.Fatalf("node a never became master: %v", err)
 	}
 	return e
@@ -260,6 +260,12 @@ func (e *haEnv) waitOwner(p *arpProbe, n *haNode, timeout time.Duration) (time.D
 		time.Sleep(50 * time.Millisecond)
 	}
 	return 0, fmt.Errorf("after %v ARP answers for %s (%s) come from %v, want node %s alone", timeout, p.what, p.target, last, n.Name)
+}
+
+// waitARP waits until n alone answers ARP for the VIP and returns how
+// long that took.
+func (e *haEnv) waitARP(n *haNode, timeout time.Duration) (time.Duration, error) {
+	return e.waitOwner(e.vip, n, timeout)
 }
 
 // checkMaster checks that n is the master everywhere it shows: its

@@ -77,7 +77,7 @@ func testFailover(t *testing.T, dr bool) {
 		t.Fatal(err)
 	}
 	a.ka.Kill()
-	if _, err := e.waitOwner(e.vip, b, 15*time.Second); err != nil {
+	if _, err := e.waitARP(b, 15*time.Second); err != nil {
 		t.Fatalf("failover: %v", err)
 	}
 	takeover := time.Since(killed)
@@ -105,7 +105,7 @@ func testFailover(t *testing.T, dr bool) {
 	// Fail back: node a's keepalived, priority 150, preempts node b's 100.
 	switched := time.Now()
 	e.startKeepalived(t, a, 150)
-	failback, err := e.waitOwner(e.vip, a, 15*time.Second)
+	failback, err := e.waitARP(a, 15*time.Second)
 	if err != nil {
 		t.Fatalf("fail back: %v", err)
 	}
