@@ -89,6 +89,12 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
+	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
+		resp, err := o.syncVerb(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpHAState:
 		if req.HAState != "" {
 			if req.HAState != "master" && req.HAState != "backup" {
@@ -100,12 +106,6 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			o.log.Info("ha state set", append(authorFields(who), zap.String("state", req.HAState))...)
 		}
 		return api.Response{HAState: o.c.HAState()}
-	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
-		resp, err := o.syncVerb(req)
-		if err != nil {
-			return o.refuse(who, req, err)
-		}
-		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {
