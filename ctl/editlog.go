@@ -71,9 +71,6 @@ func editTarget(req api.Request) string {
 	if req.Timeouts != nil {
 		parts = append(parts, "--set "+strconv.Itoa(req.Timeouts.TCP)+" "+strconv.Itoa(req.Timeouts.TCPFin)+" "+strconv.Itoa(req.Timeouts.UDP))
 	}
-	if req.HAState != "" {
-		parts = append(parts, "--ha-state "+req.HAState)
-	}
 	if d := req.Daemon; d != nil {
 		parts = append(parts, d.Mode)
 		if d.McastInterface != "" {
@@ -82,6 +79,9 @@ func editTarget(req api.Request) string {
 		if d.SyncID != nil {
 			parts = append(parts, "--syncid "+strconv.Itoa(*d.SyncID))
 		}
+	}
+	if req.HAState != "" {
+		parts = append(parts, "--ha-state "+req.HAState)
 	}
 	if req.Op == api.OpRestore {
 		parts = append(parts, strconv.Itoa(strings.Count(req.Text, "\n"))+" lines")

@@ -103,6 +103,12 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("upgrade: handing over to a new binary", append(authorFields(who), zap.String("binary", bin))...)
 		return api.Response{Text: bin}
+	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
+		resp, err := o.syncVerb(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpHAState:
 		if req.HAState != "" {
 			if req.HAState != "master" && req.HAState != "backup" {
@@ -114,12 +120,6 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			o.log.Info("ha state set", append(authorFields(who), zap.String("state", req.HAState))...)
 		}
 		return api.Response{HAState: o.c.HAState()}
-	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
-		resp, err := o.syncVerb(req)
-		if err != nil {
-			return o.refuse(who, req, err)
-		}
-		return resp
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

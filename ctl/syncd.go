@@ -65,7 +65,7 @@ func NewSyncDaemon(cfg conf.Sync, c *Controller, log *zap.Logger) (*connsync.Dae
 		a, _ := netip.ParseAddr(p)
 		t.Peers = append(t.Peers, a)
 	}
-	return connsync.New(c, connsync.Options{Transport: t, Key: key, Log: log.Named("sync"),
+	return connsync.New(c, connsync.Options{Transport: t, Key: key, Log: log.Named("sync"), BulkOnStart: true,
 		Params: lcore.SyncParams{Threshold: uint32(cfg.Threshold), Period: uint32(cfg.Period), RefreshPeriod: cfg.RefreshPeriod}})
 }
 

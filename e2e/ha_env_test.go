@@ -31,8 +31,7 @@ const (
 // haNode is one director.
 type haNode struct {
 	topo.HANode
-	dir    string           // its lbd's and keepalived's files
-	vipMAC net.HardwareAddr // the MAC of its port that answers for the VIP
+	dir    string // its lbd's and keepalived's files
 	lbd    *harness.LBD
 	ka     *harness.Keepalived
 	starts int
@@ -47,8 +46,8 @@ type haEnv struct {
 	root                   string
 	lbdPath, lbctl, helper string
 	keyFile                string
-	probeNS, probeIf       string     // where ARP probes for the VIP leave from
-	probeSrc               netip.Addr // their sender address: one nobody uses
+	vip                    *arpProbe // who answers for the VIP
+	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
 	vipHTTP, vipEcho       string
 }
 
@@ -87,9 +86,11 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 	httpListen := ":8080"
 	if dr {
 		httpListen = ":80"
-		e.probeNS, e.probeIf, e.probeSrc = h.Router.NS, h.Router.LBIf, netip.MustParseAddr("198.51.100.250")
+		e.vip = &arpProbe{what: "the VIP", ns: h.Router.NS, ifc: h.Router.LBIf, src: unusedServerSide, target: h.VIP}
 	} else {
-		e.probeNS, e.probeIf, e.probeSrc = h.Client.NS, h.Client.If, netip.MustParseAddr("192.0.2.250")
+		e.vip = &arpProbe{what: "the VIP", ns: h.Client.NS, ifc: h.Client.If, src: netip.MustParseAddr("192.0.2.250"), target: h.VIP}
+		rs := h.Servers[0]
+		e.floating = &arpProbe{what: "the floating gateway", ns: rs.NS, ifc: rs.If, src: unusedServerSide, target: h.Floating.Addr()}
 	}
 	if err := harness.StartHTTP(tp, h.Servers, helper, httpListen, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -109,8 +110,13 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 		if dr {
 			vipIf = nd.ServerIf
 		}
-		if n.vipMAC, err = harness.LinkMAC(nd.NS, vipIf); err != nil {
+		if e.vip.macs[i], err = harness.LinkMAC(nd.NS, vipIf); err != nil {
 			t.Fatal(err)
+		}
+		if e.floating != nil {
+			if e.floating.macs[i], err = harness.LinkMAC(nd.NS, nd.ServerIf); err != nil {
+				t.Fatal(err)
+			}
 		}
 		e.nodes[i] = n
 		e.startLBD(t, n)
@@ -119,7 +125,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 		e.startKeepalived(t, n, []int{150, 100}[i])
 	}
 	if _, err := e.waitARP(e.nodes[0], 20*time.Second); err != nil {
-		t.Fatalf("node a never became the only one to answer ARP for the VIP: %v", err)
+		t.Fatalf("node a never became master: %v", err)
 	}
 	return e
 }
@@ -206,15 +212,29 @@ func (e *haEnv) startKeepalived(t *testing.T, n *haNode, priority int) {
 	})
 }
 
-// arpAnswerers asks once who has the VIP and names the nodes that
-// answered ("?" for a MAC that is no node's).
-func (e *haEnv) arpAnswerers() ([]string, error) {
-	macs, err := harness.ARPAnswers(e.probeNS, e.probeIf, e.probeSrc, e.ha.VIP, 150*time.Millisecond)
+// unusedServerSide is the sender of ARP probes on the server side: an
+// address nobody holds.
+var unusedServerSide = netip.MustParseAddr("198.51.100.250")
+
+// arpProbe asks, from one namespace, who answers ARP for one of the
+// addresses only the master must answer for.
+type arpProbe struct {
+	what    string
+	ns, ifc string
+	src     netip.Addr // the sender: an address nobody holds
+	target  netip.Addr
+	macs    [2]net.HardwareAddr // each node's port that may answer
+}
+
+// answerers asks once and names the nodes that answered ("?MAC" for a
+// MAC that is no node's).
+func (e *haEnv) answerers(p *arpProbe) ([]string, error) {
+	macs, err := harness.ARPAnswers(p.ns, p.ifc, p.src, p.target, 150*time.Millisecond)
 	var names []string
 	for _, m := range macs {
 		name := "?" + m.String()
-		for _, n := range e.nodes {
-			if m.String() == n.vipMAC.String() {
+		for i, n := range e.nodes {
+			if m.String() == p.macs[i].String() {
 				name = n.Name
 			}
 		}
@@ -223,13 +243,13 @@ func (e *haEnv) arpAnswerers() ([]string, error) {
 	return names, err
 }
 
-// waitARP waits until n alone answers ARP for the VIP and returns how
-// long that took.
-func (e *haEnv) waitARP(n *haNode, timeout time.Duration) (time.Duration, error) {
+// waitOwner waits until n alone answers ARP for p's address and returns
+// how long that took.
+func (e *haEnv) waitOwner(p *arpProbe, n *haNode, timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	var last []string
 	for time.Since(start) < timeout {
-		names, err := e.arpAnswerers()
+		names, err := e.answerers(p)
 		if err != nil {
 			return 0, err
 		}
@@ -239,7 +259,42 @@ func (e *haEnv) waitARP(n *haNode, timeout time.Duration) (time.Duration, error)
 		last = names
 		time.Sleep(50 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("after %v the VIP's ARP answers come from %v, want only node %s", timeout, last, n.Name)
+	return 0, fmt.Errorf("after %v ARP answers for %s (%s) come from %v, want node %s alone", timeout, p.what, p.target, last, n.Name)
+}
+
+// waitARP waits until n alone answers ARP for the VIP and returns how
+// long that took.
+func (e *haEnv) waitARP(n *haNode, timeout time.Duration) (time.Duration, error) {
+	return e.waitOwner(e.vip, n, timeout)
+}
+
+// checkMaster checks that n is the master everywhere it shows: its
+// keepalived, its lbd, and, in VS/NAT, the floating gateway's ARP answers
+// (the VIP's were waited for).
+func (e *haEnv) checkMaster(t *testing.T, when string, n *haNode) {
+	t.Helper()
+	if s := n.ka.State(); s != "MASTER" {
+		t.Errorf("%s: node %s's keepalived is in state %q, want MASTER", when, n.Name, s)
+	}
+	if s := e.haState(n); s != "master" {
+		t.Errorf("%s: node %s's lbctl --ha-state says %q, want master", when, n.Name, s)
+	}
+	if e.floating != nil {
+		if _, err := e.waitOwner(e.floating, n, time.Second); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+}
+
+// checkBackup checks that n's keepalived and lbd say backup.
+func (e *haEnv) checkBackup(t *testing.T, when string, n *haNode) {
+	t.Helper()
+	if s := n.ka.State(); s != "BACKUP" {
+		t.Errorf("%s: node %s's keepalived is in state %q, want BACKUP", when, n.Name, s)
+	}
+	if s := e.haState(n); s != "backup" {
+		t.Errorf("%s: node %s's lbctl --ha-state says %q, want backup", when, n.Name, s)
+	}
 }
 
 // connections is how many connection entries n's lbd holds.

@@ -42,9 +42,8 @@ func TestFailoverDR(t *testing.T) { testFailover(t, true) }
 func testFailover(t *testing.T, dr bool) {
 	e := newHAEnv(t, dr)
 	a, b := e.nodes[0], e.nodes[1]
-	if s := b.ka.State(); s != "BACKUP" {
-		t.Errorf("node b's keepalived is in state %q, want BACKUP", s)
-	}
+	e.checkMaster(t, "at start", a)
+	e.checkBackup(t, "at start", b)
 
 	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
 	if len(fleet.failed) > 0 {
@@ -62,6 +61,9 @@ func testFailover(t *testing.T, dr bool) {
 	time.Sleep(2 * time.Second)
 	if moving, ended := fleet.progressSince(t0); moving < live {
 		t.Fatalf("before any failover only %d of %d streams move (%d ended): the pair does not forward", moving, live, ended)
+	}
+	if have, err := e.connections(a); err != nil || have < uint64(live) {
+		t.Errorf("node a (master) holds %d connection entries, want the %d streams' at least (%v)", have, live, err)
 	}
 	have, err := e.waitConnections(b, uint64(live), 10*time.Second)
 	t.Logf("node b (backup) holds %d connection entries for %d streams (sync from node a)", have, live)
@@ -83,12 +85,7 @@ func testFailover(t *testing.T, dr bool) {
 	if takeover > haTakeover {
 		t.Errorf("failover took %v, want at most %v", takeover.Round(time.Millisecond), haTakeover)
 	}
-	if s := b.ka.State(); s != "MASTER" {
-		t.Errorf("node b's keepalived is in state %q, want MASTER", s)
-	}
-	if s := e.haState(b); s != "master" {
-		t.Errorf("node b's lbctl --ha-state says %q, want master", s)
-	}
+	e.checkMaster(t, "after failover", b)
 	if log := b.ka.NotifyLog(); !strings.Contains(log, "keepalived: master") {
 		t.Errorf("node b's notify script never ran for master; its log:\n%s", log)
 	}
@@ -116,12 +113,8 @@ func testFailover(t *testing.T, dr bool) {
 	if failback > haTakeover {
 		t.Errorf("fail back took %v, want at most %v", failback.Round(time.Millisecond), haTakeover)
 	}
-	if s := b.ka.State(); s != "BACKUP" {
-		t.Errorf("node b's keepalived is in state %q after the fail back, want BACKUP", s)
-	}
-	if s := e.haState(b); s != "backup" {
-		t.Errorf("node b's lbctl --ha-state says %q after the fail back, want backup", s)
-	}
+	e.checkMaster(t, "after fail back", a)
+	e.checkBackup(t, "after fail back", b)
 	e.keepStreaming(t, fleet, "after fail back", switched, failback)
 	t.Logf("node a's drops after fail back: %s", e.drops(a))
 	e.balance(t, "after fail back", 20)

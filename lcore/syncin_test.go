@@ -187,3 +187,58 @@ func TestSyncedTemplate(t *testing.T) {
 		t.Fatalf("template still held by %d after the connection expired", slot.controls.Load())
 	}
 }
+
+// TestSyncedEntriesAtTheirOwner: records installed on the worker Owner
+// names (as the control plane routes them) carry the connection's packets
+// whichever queue they arrive on: steering hands them to that worker.
+func TestSyncedEntriesAtTheirOwner(t *testing.T) {
+	r := newMultiRig(t, false)
+	var seen [2]bool
+	for port := uint16(41000); port < 41020; port++ {
+		owner := Owner(clientIP, port, 2)
+		seen[owner] = true
+		rec := SyncConn{ClientIP: clientIP, ClientPort: port, VIP: vip, VPort: 80, RIP: rs2, RPort: 80,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished}
+		if b := install(t, r.w[owner], rec); b.Installed != 1 {
+			t.Fatalf("port %d: %+v", port, b)
+		}
+		// The server's reply arrives on the other worker's queue.
+		r.inject(1, 1-owner, tcpFrame(rs2MAC, lanMAC, rs2, 80, clientIP, port, hdr.TCPFlagACK, "data"))
+		r.pollBoth()
+		out := r.take(0, owner)
+		if len(out) != 1 || len(r.take(0, 1-owner)) != 0 {
+			t.Fatalf("port %d: the reply was not sent by the owner %d", port, owner)
+		}
+		if _, ip, tcp := checkTCP(t, out[0]); ip.Src() != vip || tcp.SrcPort() != 80 {
+			t.Fatalf("port %d: SNAT gave %x:%d", port, ip.Src(), tcp.SrcPort())
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Fatalf("the ports tried all belong to one worker: %v", seen)
+	}
+}
+
+// TestSyncInstallIsPaced: however many batches wait, one commands job
+// installs about syncInstallBudget records; the rest wait for the next.
+func TestSyncInstallIsPaced(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	var batches []*SyncBatch
+	for i := 0; i < 3; i++ {
+		b := &SyncBatch{}
+		for j := 0; j < 300; j++ {
+			b.Records = append(b.Records, SyncConn{ClientIP: ip4(10, 1, byte(i), byte(j)), ClientPort: uint16(1000 + j),
+				VIP: vip, VPort: 80, RIP: rs1, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished})
+		}
+		batches = append(batches, b)
+		w.Commands().Push(Command{Kind: CmdSyncInstall, Sync: b})
+	}
+	w.runCommands(0)
+	if !batches[0].Done() || !batches[1].Done() || batches[2].Done() {
+		t.Fatalf("one run installed batches %v %v %v", batches[0].Done(), batches[1].Done(), batches[2].Done())
+	}
+	w.runCommands(0)
+	if !batches[2].Done() || w.table.Len() != 900 {
+		t.Fatalf("second run: done %v, %d entries", batches[2].Done(), w.table.Len())
+	}
+}

@@ -57,11 +57,14 @@ type Config struct {
 }
 
 const (
-	ringSize      = 1024
-	syncRingSize  = 8192 // records (24 bytes each) between two pulls of the sync sender
-	commandPeriod = 50 * time.Microsecond
-	expirePeriod  = 100 * time.Microsecond
-	publishPeriod = time.Millisecond
+	ringSize     = 1024
+	syncRingSize = 8192 // records (24 bytes each) between two pulls of the sync sender
+	// syncInstallBudget bounds the synced records one commands job
+	// installs (tens of microseconds), however many batches wait.
+	syncInstallBudget = 512
+	commandPeriod     = 50 * time.Microsecond
+	expirePeriod      = 100 * time.Microsecond
+	publishPeriod     = time.Millisecond
 	// A full sweep of the connection table takes about this long, whatever
 	// the traffic: expirePeriod/sweepTime of the table per expire run.
 	sweepTime = time.Second
@@ -111,7 +114,7 @@ type Worker struct {
 	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
-	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (sync.go)
+	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
 	jobs       []*job
 	flow       sched.Flow // scratch for the scheduler, so nothing escapes
 	now        int64      // monotonic ns since epoch, read once per iteration
@@ -359,6 +362,7 @@ func (w *Worker) runCommands(int64) {
 	if w.dump != nil {
 		w.runDump()
 	}
+	installed := 0
 	for {
 		cmd, ok := w.cmds.Pop()
 		if !ok {
@@ -383,6 +387,9 @@ func (w *Worker) runCommands(int64) {
 		case CmdSyncInstall:
 			if cmd.Sync != nil {
 				w.installSynced(cmd.Sync)
+				if installed += len(cmd.Sync.Records); installed >= syncInstallBudget {
+					return // the rest at the next run: a bulk transfer must not stall the packets
+				}
 			}
 		case CmdAnnounce:
 			w.announce(cmd.Port, cmd.IP)

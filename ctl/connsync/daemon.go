@@ -1,6 +1,7 @@
 package connsync
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -64,6 +65,8 @@ const (
 	bulkPace  = time.Millisecond
 	// bulkRetry is how often RequestBulk asks again while no bulk-end came.
 	bulkRetry = 2 * time.Second
+	// bulkOnStartWait bounds a starting backup's wait for the tables.
+	bulkOnStartWait = 30 * time.Second
 )
 
 // Options configure a Daemon.
@@ -73,7 +76,12 @@ type Options struct {
 	Params    lcore.SyncParams // the workers' sync rules while a master runs (On is set then)
 	Pull      time.Duration    // how often a master pulls the workers' records (default 5ms)
 	QueueLen  int              // received messages waiting for install (default 256)
-	Log       *zap.Logger
+	// BulkOnStart: a backup, when it starts, asks the masters for their
+	// whole tables (RequestBulk, in the background), so a director that
+	// comes back learns the idle connections too, not only those that
+	// reach a sync threshold again.
+	BulkOnStart bool
+	Log         *zap.Logger
 }
 
 // ModeStatus is one running mode, for lbctl -L --daemon.
@@ -212,6 +220,10 @@ func (d *Daemon) Start(mode Mode, syncID uint8, iface string) error {
 		m.backup, m.backupID = true, syncID
 	}
 	d.modes.Store(&m)
+	if mode == Backup && d.opt.BulkOnStart {
+		r := d.run
+		r.wg.Go(func() { d.bulkOnStart(r, syncID) })
+	}
 	d.log.Info("sync daemon started", zap.Stringer("mode", mode), zap.Uint8("syncid", syncID),
 		zap.String("interface", d.run.transport.Interface), zap.Int("records_per_datagram", d.run.perMsg))
 	return nil
@@ -299,6 +311,19 @@ func (d *Daemon) close() {
 	r.conn.Close()
 	r.wg.Wait()
 	d.run = nil
+	// A new start trusts each sender's next boot id again: a peer whose
+	// clock went back across its restart is heard after a stop and start.
+	d.peers.resetWindows()
+}
+
+func (d *Daemon) bulkOnStart(r *running, syncID uint8) {
+	ctx, cancel := context.WithTimeout(context.Background(), bulkOnStartWait)
+	defer cancel()
+	if err := d.requestBulk(ctx, r, syncID); err != nil {
+		d.log.Info("bulk sync on start: no master sent its table", zap.Error(err))
+		return
+	}
+	d.log.Info("bulk sync on start: the masters' tables are installed")
 }
 
 // errNotRunning: a send while no mode runs.

@@ -25,7 +25,7 @@ func (d *Daemon) receive(r *running) {
 			select {
 			case <-r.closed:
 				return
-			default:
+			case <-time.After(time.Millisecond): // a lasting error must not spin
 				continue
 			}
 		}
@@ -58,30 +58,36 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		p.dropped[why].Add(1)
 		return
 	}
-	p.received.Add(1)
 	switch h.Kind {
 	case KindRecords:
-		p.records.Add(uint64(len(recs)))
-		p.lastRecord.Store(time.Now().UnixNano())
-		d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)})
+		if d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)}) {
+			p.received.Add(1)
+			p.records.Add(uint64(len(recs)))
+			p.lastRecord.Store(time.Now().UnixNano())
+		}
 	case KindBulkEnd:
-		if h.Ref == d.boot { // another peer's bulk is not ours to wait for
-			d.enqueue(r, inbound{from: p, kind: KindBulkEnd})
+		// Another peer's bulk is not ours to wait for.
+		if h.Ref != d.boot || d.enqueue(r, inbound{from: p, kind: KindBulkEnd}) {
+			p.received.Add(1)
 		}
 	case KindBulkRequest:
 		select {
 		case r.bulk <- bulkRequest{from: p, addr: src, boot: h.Boot}:
+			p.received.Add(1)
 		default:
 			p.dropped[ReasonQueueFull].Add(1)
 		}
 	}
 }
 
-func (d *Daemon) enqueue(r *running, in inbound) {
+// enqueue queues in for the install goroutine, or drops and counts it.
+func (d *Daemon) enqueue(r *running, in inbound) bool {
 	select {
 	case r.queue <- in:
+		return true
 	default:
 		in.from.dropped[ReasonQueueFull].Add(1)
+		return false
 	}
 }
 
@@ -185,8 +191,8 @@ func (d *Daemon) serveBulk(r *running) {
 			continue // the requester asks again
 		}
 		d.sendRecords(r, recs, dests, bulkPace)
+		req.from.bulkServed.Add(1) // before the end: the requester may look as soon as it has it
 		d.send(r, Header{Kind: KindBulkEnd, SyncID: d.modes.Load().masterID, Ref: req.boot}, nil, dests)
-		req.from.bulkServed.Add(1)
 		d.log.Info("bulk sync sent", zap.String("peer", req.from.name), zap.Int("records", len(recs)))
 		// Requests the same peer repeated while it waited are answered.
 		for pending := len(r.bulk); pending > 0; pending-- {
@@ -211,21 +217,29 @@ func (d *Daemon) serveBulk(r *running) {
 func (d *Daemon) RequestBulk(ctx context.Context) error {
 	d.mu.Lock()
 	r, m := d.run, d.modes.Load()
+	d.mu.Unlock()
 	if r == nil || !m.backup {
-		d.mu.Unlock()
 		return errNotRunning
 	}
+	return d.requestBulk(ctx, r, m.backupID)
+}
+
+// requestBulk is RequestBulk on the running socket r; it does not take
+// d.mu, so a stop (which waits for it) cannot deadlock with it.
+func (d *Daemon) requestBulk(ctx context.Context, r *running, syncID uint8) error {
 	d.waitMu.Lock()
 	if d.bulkWait == nil {
 		d.bulkWait = make(chan struct{})
 	}
 	done := d.bulkWait
 	d.waitMu.Unlock()
-	d.mu.Unlock()
 	t := time.NewTicker(bulkRetry)
 	defer t.Stop()
 	for {
-		d.send(r, Header{Kind: KindBulkRequest, SyncID: m.backupID}, nil, r.dests)
+		if !d.modes.Load().backup {
+			return errNotRunning // the backup stopped: nothing would install the table
+		}
+		d.send(r, Header{Kind: KindBulkRequest, SyncID: syncID}, nil, r.dests)
 		select {
 		case <-done:
 			return nil

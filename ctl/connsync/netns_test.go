@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -119,6 +120,14 @@ func nsPair(t *testing.T) (a, b string) {
 		run("-n", ns, "addr", "add", fmt.Sprintf("192.0.2.%d/24", i+1), "dev", "sync0")
 		run("-n", ns, "link", "set", "sync0", "up")
 		run("-n", ns, "link", "set", "lo", "up")
+	}
+	// A datagram sent before the veth has its carrier is lost, and sync
+	// sends a record once: wait until both ends are up.
+	for _, ns := range []string{a, b} {
+		eventually(t, "sync0 up in "+ns, func() bool {
+			out, _ := exec.Command("ip", "-n", ns, "link", "show", "sync0").CombinedOutput()
+			return strings.Contains(string(out), "state UP")
+		})
 	}
 	return a, b
 }

@@ -91,3 +91,14 @@ func (ps *peers) stats() []PeerStats {
 	}
 	return out
 }
+
+// resetWindows forgets every sender's boot id and sequences; no receive
+// goroutine runs.
+func (ps *peers) resetWindows() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.byAddr {
+		p.window = Window{}
+	}
+	ps.other.window = Window{}
+}
