@@ -66,6 +66,7 @@ func TestRestartedBackupPullsTable(t *testing.T) {
 	takeover = time.Since(killed)
 	t.Logf("failover to the restarted node b: %v", takeover.Round(time.Millisecond))
 	e.keepStreaming(t, fleet, "after failover to the restarted backup", killed, takeover)
+	t.Logf("node b's drops after the failover: %s", e.drops(b))
 	fleet.finish()
 	ty, longest := fleet.verdict(2*takeover + 1500*time.Millisecond)
 	t.Logf("streams: %s (longest gap %v)", ty.summary(), longest.Round(time.Millisecond))
