@@ -24,7 +24,7 @@ type Sync struct {
 	Listen         string        `mapstructure:"listen"`          // local IPv4 address to receive on with peers, "" = any; default ""; reload: restart
 	Port           int           `mapstructure:"port"`            // UDP port, the same on every director, 1..65535; default 8848 (IPVS's); reload: restart
 	SyncID         int           `mapstructure:"syncid"`          // sync group id, 0..255: a backup installs only its group's messages (ipvsadm --syncid); default 0; reload: restart
-	KeyFile        string        `mapstructure:"key_file"`        // absolute path of the shared HMAC key (at least 16 bytes; a trailing newline is ignored), required to run sync; default ""; reload: restart
+	KeyFile        string        `mapstructure:"key_file"`        // absolute path of the shared HMAC key (at least 16 bytes, a trailing newline ignored; no access for other users, e.g. mode 0600), required to run sync; default ""; reload: restart
 	Threshold      int           `mapstructure:"threshold"`       // a connection is synced when it has seen this many packets (IPVS's sync_threshold), 0..1000000 and < period when period > 0; default 3; reload: restart
 	Period         int           `mapstructure:"period"`          // ... and again every period packets after, 0 = once (IPVS's sync_period), 0..1000000; default 50; reload: restart
 	RefreshPeriod  time.Duration `mapstructure:"refresh_period"`  // a connection is synced again when this long passed since it was (IPVS's sync_refresh_period), 0 = never by time, 0..720h; default 0; reload: restart

@@ -20,7 +20,10 @@ import (
 // corrupted byte) and new connections must balance over both real
 // servers. Then node a's lbd starts again as a backup and syncs from node
 // b; its keepalived starts and, with the higher priority, takes the
-// master role back: the same must hold for the fail back.
+// master role back: the same must hold for the fail back. Last, node a's
+// lbd alone dies: its keepalived, alive, must see it (the shipped lbd
+// check) and give the role up, node b taking over within 3 s plus the
+// check's second, the streams going on.
 //
 // A stall is allowed up to twice the outage plus 1.5 s: TCP doubles its
 // retransmission timeout with every loss, so the first retransmission
@@ -29,6 +32,7 @@ import (
 const (
 	haStreams     = 200
 	haTakeover    = 3 * time.Second
+	haCheck       = time.Second            // keepalived's lbd check: a second between runs
 	haChunk       = 256                    // bytes each stream writes ...
 	haInterval    = 100 * time.Millisecond // ... this often
 	haStreamDead  = 20 * time.Second       // no echo for this long: lost
@@ -119,17 +123,38 @@ func testFailover(t *testing.T, dr bool) {
 	t.Logf("node a's drops after fail back: %s", e.drops(a))
 	e.balance(t, "after fail back", 20)
 
+	// node a's lbd alone dies: its keepalived lives on and must give the
+	// master role up when its lbd check fails twice (a second apart).
+	crashed := time.Now()
+	if err := a.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.waitARP(b, 15*time.Second); err != nil {
+		t.Fatalf("after node a's lbd died: %v", err)
+	}
+	crash := time.Since(crashed)
+	t.Logf("node a's lbd died, its keepalived lives: node b alone answers ARP for the VIP %v later", crash.Round(time.Millisecond))
+	if crash > haTakeover+haCheck {
+		t.Errorf("node b took over %v after node a's lbd died, want at most %v (%v and keepalived's lbd check)",
+			crash.Round(time.Millisecond), haTakeover+haCheck, haTakeover)
+	}
+	e.checkMaster(t, "after node a's lbd died", b)
+	if s := a.ka.State(); s != "FAULT" {
+		t.Errorf("node a's keepalived is in state %q after its lbd died, want FAULT", s)
+	}
+	e.keepStreaming(t, fleet, "after node a's lbd died", crashed, crash)
+
 	fleet.finish()
-	maxStall := 2*max(takeover, failback) + 1500*time.Millisecond
+	maxStall := 2*max(takeover, failback, crash) + 1500*time.Millisecond
 	ty, longest := fleet.verdict(maxStall)
 	t.Logf("streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
 	if broken := ty.broken(); float64(haStreams-len(fleet.failed)-broken) < haMinSurvival*haStreams {
 		t.Errorf("%d of %d streams broke across failover and fail back, want at most %.0f%%", broken+len(fleet.failed), haStreams, (1-haMinSurvival)*100)
 	}
+	if err := b.lbd.Stop(10 * time.Second); err != nil {
+		t.Errorf("node b: %v", err)
+	}
 	for _, n := range []*haNode{a, b} {
-		if err := n.lbd.Stop(10 * time.Second); err != nil {
-			t.Errorf("node %s: %v", n.Name, err)
-		}
 		if err := n.ka.Stop(10 * time.Second); err != nil {
 			t.Errorf("node %s: %v", n.Name, err)
 		}

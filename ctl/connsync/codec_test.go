@@ -162,6 +162,11 @@ func TestKeys(t *testing.T) {
 	if _, err := LoadKey("sync.key_file", short); err == nil || !strings.Contains(err.Error(), "sync.key_file") {
 		t.Errorf("short key file: %v", err)
 	}
+	open := filepath.Join(dir, "open")
+	os.WriteFile(open, []byte("0123456789abcdef0123\n"), 0o644)
+	if _, err := LoadKey("sync.key_file", open); err == nil || !strings.Contains(err.Error(), "every user") {
+		t.Errorf("a world-readable key file: %v", err)
+	}
 	good := filepath.Join(dir, "good")
 	os.WriteFile(good, []byte("0123456789abcdef0123\n"), 0o600)
 	if k, err := LoadKey("sync.key_file", good); err != nil || string(k) != "0123456789abcdef0123" {

@@ -57,8 +57,8 @@ func errShortKey(n int) error {
 }
 
 // LoadKey reads the shared key from path (the config's sync.key_file):
-// the file's bytes, without a trailing newline. field names the setting
-// in errors.
+// the file's bytes, without a trailing newline. A file other users may
+// read or write is refused. field names the setting in errors.
 func LoadKey(field, path string) ([]byte, error) {
 	if path == "" {
 		return nil, fmt.Errorf("%s: connection sync needs a shared key file (messages are authenticated with HMAC-SHA256); none is set", field)
@@ -66,6 +66,10 @@ func LoadKey(field, path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	// Whoever reads the key can install connections in a backup.
+	if fi, err := os.Stat(path); err == nil && fi.Mode().Perm()&0o007 != 0 {
+		return nil, fmt.Errorf("%s: %s is open to every user (mode %#o); chmod o-rwx it", field, path, fi.Mode().Perm())
 	}
 	b = bytes.TrimRight(b, "\r\n")
 	if len(b) < MinKeyLen {

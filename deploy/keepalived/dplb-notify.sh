@@ -8,9 +8,10 @@
 #   backup, fault lbd answers ARP for neither and its backup sync daemon
 #   and stop      installs what the master sends, so that it can take over.
 # The VIPs live in lbd's DPDK dataplane, not in the kernel: keepalived's
-# configuration has no virtual_ipaddress.
+# virtual_ipaddress holds only a management address.
 #
-# keepalived.conf, in the vrrp_instance:
+# keepalived.conf: a vrrp_script running "dplb-notify.sh check" (lbd
+# answers on its socket) tracked by the vrrp_instance, and in it:
 #   notify_master "/etc/keepalived/dplb-notify.sh master"
 #   notify_backup "/etc/keepalived/dplb-notify.sh backup"
 #   notify_fault  "/etc/keepalived/dplb-notify.sh fault"
@@ -41,10 +42,14 @@ lbctl() {
 }
 
 case ${1:-} in
+check)
+	# keepalived's vrrp_script, every second: does lbd answer?
+	exec "$LBCTL" --socket "$SOCKET" --ha-state >/dev/null 2>&1
+	;;
 master) role=master other=backup ;;
 backup | fault | stop) role=backup other=master ;;
 *)
-	echo "usage: $0 master|backup|fault|stop" >&2
+	echo "usage: $0 master|backup|fault|stop|check" >&2
 	exit 2
 	;;
 esac

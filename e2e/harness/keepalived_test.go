@@ -27,7 +27,7 @@ func TestWriteKeepalived(t *testing.T) {
 	}
 	script := filepath.Join(dir, "dplb-notify.sh")
 	for _, want := range []string{"\trouter_id dplb-b\n", "\tinterface dp-mb-abc123\n", "\tpriority 100\n",
-		"\t\t10.255.0.254/24 dev dp-mb-abc123\n", `notify_master "` + script + ` master"`, `notify_stop "` + script + ` stop"`} {
+		"\t\t10.255.0.254/24 dev dp-mb-abc123\n", `notify_master "` + script + ` master"`, `notify_stop "` + script + ` stop"`, `script "` + script + ` check"`, "\t\tdplb_lbd\n"} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("keepalived.conf lacks %q:\n%s", want, b)
 		}
