@@ -31,6 +31,17 @@ type Config struct {
 	Log       Log       `mapstructure:"log"`       // logging; level reload: yes, format reload: restart
 	HA        HA        `mapstructure:"ha"`        // active/backup pair state (see HA); reload: restart
 	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
+	Restart   Restart   `mapstructure:"restart"`   // handing connections over across a restart; reload: restart
+}
+
+// Restart configures how a stopping lbd hands its connections (and the
+// listing's counters) to the next one across a plain restart (SIGTERM,
+// then a new start). An upgrade (lbctl upgrade, SIGUSR2) hands them over
+// in memory whatever these say.
+type Restart struct {
+	StateFile string        `mapstructure:"state_file"` // file a stopping lbd writes its connection table to and a starting lbd loads (then deletes), absolute path, "" = off; default ""; reload: restart
+	MaxAge    time.Duration `mapstructure:"max_age"`    // a state file older than this is refused (its connections may have moved on), 1s..1h; default 60s; reload: restart
+	PullWait  time.Duration `mapstructure:"pull_wait"`  // with sync.backup on and no handover, how long a starting lbd waits for its sync peers' whole table (a bulk request) before it forwards, 0 = it does not ask, 0..60s; default 5s; reload: restart
 }
 
 // HA is this lbd's place in an active/backup pair of directors. keepalived
@@ -254,6 +265,10 @@ func Default() Config {
 		Log: Log{
 			Level:  "info",
 			Format: "console",
+		},
+		Restart: Restart{
+			MaxAge:   60 * time.Second,
+			PullWait: 5 * time.Second,
 		},
 		HA:   HA{State: HAMaster},
 		Sync: DefaultSync(),

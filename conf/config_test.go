@@ -51,6 +51,7 @@ func TestDefault(t *testing.T) {
 		Metrics: conf.Metrics{Listen: "127.0.0.1:9180"},
 		Web:     conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:     conf.Log{Level: "info", Format: "console"},
+		Restart: conf.Restart{MaxAge: time.Minute, PullWait: 5 * time.Second},
 		HA:      conf.HA{State: "master"},
 		Sync:    conf.Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50},
 	}

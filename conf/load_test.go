@@ -105,6 +105,10 @@ metrics:
 log:
   level: warn
   format: json
+restart:
+  state_file: /var/lib/dplb/handover
+  max_age: 30s
+  pull_wait: 0s
 ha:
   state: backup
 sync:
@@ -143,6 +147,7 @@ sync:
 		Metrics:   conf.Metrics{Listen: ""},
 		Web:       conf.Web{TLSDir: "/var/lib/dplb/web", SessionLifetime: 8 * time.Hour},
 		Log:       conf.Log{Level: "warn", Format: "json"},
+		Restart:   conf.Restart{StateFile: "/var/lib/dplb/handover", MaxAge: 30 * time.Second, PullWait: 0},
 		HA:        conf.HA{State: "backup"},
 		Sync: conf.Sync{Master: true, Backup: true, McastInterface: "mgmt0", McastGroup: "239.1.2.3",
 			Peers: []string{"192.0.2.2", "192.0.2.3"}, Listen: "192.0.2.1", Port: 9848, SyncID: 7,

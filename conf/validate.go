@@ -62,6 +62,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Metrics.validate,
 		c.Web.validate,
 		c.Log.validate,
+		c.Restart.validate,
 		c.HA.validate,
 		c.validateFloating,
 		c.Sync.validate,
@@ -249,4 +250,14 @@ func (l Log) validate() error {
 		return err
 	}
 	return checkOneOf("log.format", l.Format, "json", "console")
+}
+
+func (r Restart) validate() error {
+	if r.StateFile != "" && !filepath.IsAbs(r.StateFile) {
+		return fieldErrorf("restart.state_file", "%q is not an absolute path", r.StateFile)
+	}
+	if err := checkDuration("restart.max_age", r.MaxAge, time.Second, time.Hour, "1s..1h"); err != nil {
+		return err
+	}
+	return checkDuration("restart.pull_wait", r.PullWait, 0, time.Minute, "0..60s")
 }

@@ -324,6 +324,12 @@ func TestValidate(t *testing.T) {
 			`log.level: "trace" is not one of debug, info, warn, error`},
 		{"bad log format", func(c *conf.Config) { c.Log.Format = "text" },
 			`log.format: "text" is not one of json, console`},
+		{"relative state file", func(c *conf.Config) { c.Restart.StateFile = "handover" },
+			`restart.state_file: "handover" is not an absolute path`},
+		{"state max age too short", func(c *conf.Config) { c.Restart.MaxAge = 0 },
+			`restart.max_age: 0s is out of range 1s..1h`},
+		{"pull wait too long", func(c *conf.Config) { c.Restart.PullWait = 2 * time.Minute },
+			`restart.pull_wait: 2m0s is out of range 0..60s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,7 +39,12 @@ type Controller struct {
 	passive     passiveState // passive health checking (see passive.go)
 	probes      probeState   // health probes through lbd (see probe.go)
 	conflicts   conflictLog  // hosts claiming our addresses (see neigh.go)
-	ha          haState      // master or backup, sync rules, install counts (see ha.go)
+	// carried are the counters a handover brought from the lbd before
+	// this one (restart.go), added to the dataplane's in every view.
+	carried  map[destKey]Counters
+	started  time.Time // when the controller was made: lbd's start
+	handover string    // what a handover at start gave, for the listing
+	ha       haState   // master or backup, sync rules, install counts (see ha.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -50,7 +55,7 @@ const stepPeriod = 20 * time.Millisecond
 // ports (MAC addresses, MTUs, offloads).
 func NewController(dp Dataplane, cfg conf.Config, hw []lcore.PortInfo, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
-		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw),
+		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw), started: time.Now(),
 		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
 	c.ha.backup = cfg.HA.IsBackup()
@@ -270,7 +275,7 @@ func (c *Controller) counters(k destKey) (Counters, bool) {
 	if !ok {
 		return Counters{}, false
 	}
-	return countersOf(c.dp.DestStats(id)), true
+	return countersOf(c.dp.DestStats(id)).Plus(c.carried[k]), true
 }
 
 // Snapshot is the current snapshot.

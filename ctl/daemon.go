@@ -31,6 +31,20 @@ type RunOptions struct {
 	Reload     <-chan struct{}    // each receive reloads the configuration (SIGHUP)
 	SetLevel   func(string) error // applies a new log.level on reload; nil: log.level needs a restart
 	Open       OpenRuntime        // opens the dataplane (lcore/runtime's Open)
+
+	// Incoming is the handover the lbd before this one passed across exec
+	// (an upgrade), encoded; nil: none, and Run loads restart.state_file
+	// if there is one.
+	Incoming []byte
+	// Upgrade serves lbctl upgrade; nil refuses it. It checks the binary
+	// ("": the one lbd was started from) and, if it will do, arranges for
+	// Run to stop with Upgrading true; it returns the binary's path.
+	Upgrade func(binary string) (string, error)
+	// Upgrading reports, as Run stops, whether it stops for an upgrade:
+	// Run then passes the encoded handover to Outgoing (which the caller
+	// hands to the new binary) instead of writing restart.state_file.
+	Upgrading func() bool
+	Outgoing  func(state []byte)
 }
 
 // Run is lbd: it takes the control socket, opens the dataplane (opts.Open:
@@ -87,6 +101,13 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	if err != nil {
 		return err
 	}
+	incoming, from := loadIncoming(opts, cfg, log)
+	// Without a handover, a backup of a sync pair asks its peers for
+	// their table.
+	pull := incoming == nil && cfg.Sync.Backup && cfg.Sync.KeyFile != "" && cfg.Restart.PullWait > 0
+	// With a handover (or a table to pull) the lcores start held: the
+	// first packet they read must find its connection installed.
+	dp.HoldRX(incoming != nil || pull)
 	if err := dp.StartWorkers(ctl.Snapshot()); err != nil {
 		return err
 	}
@@ -106,6 +127,21 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		}
 	}
 	ops.SetSync(syncd)
+	ops.upgrade = opts.Upgrade
+	if incoming != nil {
+		restoreSyncDaemons(syncd, incoming.SyncDaemons, log)
+		res, err := ctl.restoreHandover(incoming, ops.base)
+		if err != nil {
+			log.Error("handover not fully installed", zap.String("from", from), zap.Error(err))
+		}
+		logHandover(log, from, incoming, res)
+		ctl.noteHandover(from + ": " + res.String())
+		dp.HoldRX(false)
+	}
+	if pull {
+		ctl.noteHandover(pullTable(ctx, syncd, cfg.Restart.PullWait, log))
+		dp.HoldRX(false)
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -177,6 +213,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		zap.Int("services", len(cfg.Services)))
 	ctl.Run(ctx)
 	log.Info("stopping")
+	handOver(dp, ctl, ops, cfg, opts, log)
 	if hs != nil {
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
 		hs.Shutdown(sctx)

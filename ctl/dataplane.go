@@ -64,6 +64,10 @@ type Runtime interface {
 	Hardware() []lcore.PortInfo
 	// StartWorkers starts the lcores on their first snapshot.
 	StartWorkers(first *lcore.Snapshot) error
+	// HoldRX stops (true) or resumes (false) the lcores' receiving; set
+	// before StartWorkers, they start held (a handover installs the
+	// connection table first).
+	HoldRX(hold bool)
 	// Close stops everything and reports the mbufs that did not come back.
 	Close() (inUse int, err error)
 }

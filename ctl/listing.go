@@ -14,7 +14,7 @@ import (
 
 // Response is the view as lbctl's listing (api.OpList).
 func (v View) Response() api.Response {
-	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections}}
+	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections, Started: v.Started, Handover: v.Handover}}
 	for _, l := range v.Lcores {
 		resp.Lcores = append(resp.Lcores, api.Lcore{
 			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),

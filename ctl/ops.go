@@ -3,7 +3,9 @@ package ctl
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -39,6 +41,8 @@ type Ops struct {
 	// (api.OpEdits); editSeq numbers them.
 	edits   []api.Edit
 	editSeq uint64
+	// upgrade serves api.OpUpgrade (RunOptions.Upgrade); nil refuses it.
+	upgrade func(binary string) (string, error)
 }
 
 // NewOps serves lbctl for c. started is the configuration lbd runs with
@@ -110,6 +114,16 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		}
 		o.log.Info("counters zeroed", append(authorFields(who), zap.String("service", serviceOrAll(req.Service)))...)
 		return api.Response{}
+	case api.OpUpgrade:
+		if o.upgrade == nil {
+			return o.refuse(who, req, errors.New("this lbd cannot upgrade itself"))
+		}
+		bin, err := o.upgrade(req.Binary)
+		if err != nil {
+			return o.refuse(who, req, fmt.Errorf("upgrade refused, lbd keeps running: %w", err))
+		}
+		o.log.Info("upgrade: handing over to a new binary", append(authorFields(who), zap.String("binary", bin))...)
+		return api.Response{Text: bin}
 	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
 		resp, err := o.syncVerb(req)
 		if err != nil {
@@ -183,6 +197,13 @@ func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 		fields = append(fields, zap.Int("tcp", req.Timeouts.TCP), zap.Int("tcpfin", req.Timeouts.TCPFin), zap.Int("udp", req.Timeouts.UDP))
 	}
 	o.log.Info(msg, fields...)
+}
+
+// baselines is a copy of the listing's baselines (for a handover).
+func (o *Ops) baselines() baselines {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return maps.Clone(o.base)
 }
 
 // View is the listing as lbctl sees it, typed: counters less their

@@ -20,6 +20,8 @@ type View struct {
 	ConnTableSize uint64 // capacity of the connection tables
 	Connections   uint64 // entries in use
 	Services      []ServiceView
+	Started       time.Time // when this lbd started
+	Handover      string    // what it made of a handover, "" when none
 }
 
 // LcoreView is one worker's counters and what they say about its load.
@@ -171,7 +173,7 @@ type baselines map[destKey]Counters
 func (c *Controller) view(base baselines) View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity()}
+	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover}
 	for i, ws := range c.dp.WorkerStats() {
 		l := LcoreView{ID: i, Stats: ws}
 		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
@@ -202,7 +204,7 @@ func (c *Controller) serverView(s conf.Service, r *server, base baselines) Serve
 	rv := ServerView{
 		key: r.key, Conf: r.conf, Weight: r.state.weight,
 		Active: ds[lcore.DestActive], Inactive: ds[lcore.DestInactive], Persistent: ds[lcore.DestPersistent],
-		Stats: countersOf(ds).Minus(base[r.key]), FeedbackWeight: r.conf.Weight,
+		Stats: countersOf(ds).Plus(c.carried[r.key]).Minus(base[r.key]), FeedbackWeight: r.conf.Weight,
 	}
 	if c.health != nil {
 		if st, ok := c.health.State(r.health); ok {

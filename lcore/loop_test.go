@@ -163,3 +163,32 @@ func persistentService() Service {
 	return Service{Key: ServiceKey{VIP: vip, Port: 443, Proto: hdr.ProtoTCP}, Scheduler: "rr", Dests: d,
 		Scheds: []sched.Scheduler{s}, Persistence: int64(300 * time.Second), PersistMask: 0xFFFFFFFF}
 }
+
+// TestHoldRX: a held worker reads nothing from its ports (the packet
+// waits in the port's ring) and still runs its commands; released, it
+// forwards what waited.
+func TestHoldRX(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	w.HoldRX(true)
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""))
+	if got := w.poll(); got != 0 {
+		t.Fatalf("a held worker received %d packets", got)
+	}
+	if out := r.sent(1); len(out) != 0 {
+		t.Fatalf("a held worker forwarded %d packets", len(out))
+	}
+	next := w.snap.WithNeighbours(w.snap.Gen+1, w.snap.Neigh)
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+	w.runCommands(0)
+	if w.AckedGen() != next.Gen {
+		t.Fatalf("a held worker did not take its snapshot: acked %d, want %d", w.AckedGen(), next.Gen)
+	}
+	w.HoldRX(false)
+	if got := w.poll(); got != 1 {
+		t.Fatalf("released, the worker received %d packets, want the 1 that waited", got)
+	}
+	if out := r.sent(1); len(out) != 1 {
+		t.Fatalf("released, the worker forwarded %d packets, want 1", len(out))
+	}
+}

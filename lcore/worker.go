@@ -51,6 +51,9 @@ type Config struct {
 	// Templates is the persistence template table all workers share
 	// (required with several workers; one worker makes its own).
 	Templates *TemplateTable
+	// HoldRX starts the worker with its RX held (see Worker.HoldRX): it
+	// runs its commands but receives nothing until released.
+	HoldRX bool
 }
 
 const (
@@ -120,6 +123,7 @@ type Worker struct {
 	budget     int
 
 	stop    atomic.Bool
+	holdRX  atomic.Bool // receive nothing; commands still run (a handover)
 	ackGen  atomic.Uint64
 	started chan error
 	done    chan struct{}
@@ -151,6 +155,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
 	w.ackGen.Store(cfg.Snapshot.Gen)
+	w.holdRX.Store(cfg.HoldRX)
 	if w.tmpl = cfg.Templates; w.tmpl == nil {
 		if cfg.Workers > 1 {
 			return nil, fmt.Errorf("lcore %d: %d workers must share one template table", cfg.ID, cfg.Workers)
@@ -199,6 +204,14 @@ func (w *Worker) Stop() {
 	w.stop.Store(true)
 	<-w.done
 }
+
+// HoldRX stops (true) or resumes (false) receiving from the ports, from
+// the next loop iteration on. A held worker still runs its commands and
+// its timers: a restarting lbd installs a handed-over connection table
+// before the first packet is read, and a stopping one dumps its table
+// while nothing changes it. What arrives meanwhile waits in the NIC's
+// ring, or is lost there and retransmitted by TCP.
+func (w *Worker) HoldRX(hold bool) { w.holdRX.Store(hold) }
 
 // Commands is the ring the control plane (one goroutine) writes to.
 func (w *Worker) Commands() *spsc.Ring[Command] { return w.cmds }
@@ -318,6 +331,9 @@ func (w *Worker) loop() {
 
 // poll receives one burst from every port, handles it and sends the result.
 func (w *Worker) poll() int {
+	if w.holdRX.Load() {
+		return 0
+	}
 	got := 0
 	for pi := range w.cfg.Ports {
 		pq := &w.cfg.Ports[pi]

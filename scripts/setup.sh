@@ -2,13 +2,15 @@
 # setup.sh: prepare a Debian 12 machine (run as root) for building and
 # running dplb: install DPDK 22.11 and the tools the end-to-end tests and
 # the demo use (chromium: the console's browser test; debootstrap: the
-# container image's base), reserve 2 MB hugepages and mount hugetlbfs.
+# container image's base; keepalived: VRRP for the active/backup failover
+# test, which runs its own keepalived in the test's namespaces), reserve
+# 2 MB hugepages and mount hugetlbfs.
 # Idempotent: it only does what is missing and says what it did. Loads no
 # kernel module.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap)
+PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived)
 HUGEPAGES=${DPLB_HUGEPAGES:-512}       # 2 MB pages wanted at least
 HUGE_SYSFS=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 HUGE_MNT=/dev/hugepages
@@ -34,6 +36,12 @@ if ((${#missing[@]} > 0)); then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
 	say "packages already installed: ${PACKAGES[*]}"
+fi
+# The package enables keepalived.service; on this machine keepalived only
+# runs inside the failover test's namespaces, with the test's own config.
+if [[ " ${missing[*]:-} " == *" keepalived "* ]] && command -v systemctl >/dev/null; then
+	systemctl disable --now keepalived.service >/dev/null 2>&1 || true
+	say "keepalived.service disabled (the failover test starts its own keepalived)"
 fi
 if pkg-config --exists libdpdk; then
 	say "DPDK $(pkg-config --modversion libdpdk) (pkg-config libdpdk)"

@@ -37,6 +37,7 @@ const usageText = `Usage:
   lbctl --stop-daemon master|backup
   lbctl -L --daemon
   lbctl reload
+  lbctl upgrade [--binary PATH]
   lbctl --ha-state [master|backup]
   lbctl -h|--help
   lbctl -V|--version
@@ -65,6 +66,10 @@ Commands:
                            needs sync.key_file in lbd's configuration
   --stop-daemon STATE      stop the connection sync daemon, master or backup
   reload                   make lbd re-read its configuration file (as SIGHUP)
+  upgrade                  hand lbd's ports, connections and counters over to a new lbd
+                           binary that runs in its place, same pid (as SIGUSR2); the binary
+                           must pass 'lbd -check' first, else lbd refuses and keeps running.
+                           Established connections survive; packets wait out DPDK's start-up
   --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
                            announces them) or the backup of its pair; print the state
 
@@ -109,6 +114,8 @@ Options:
                                per setting; exit 0: no change, 1: changes, 2: error)
   --exact                      expand numbers (display exact values)
   --output json  -o json       print lbd's response as JSON
+  --binary PATH                with upgrade: the new lbd binary (default: the file lbd was
+                               started from, where a package puts its new version)
   --socket PATH                lbd's control socket (default $DPLB_SOCKET, else ` + api.DefaultSocket + `)
   --help         -h            display this help message
   --version      -V            display the version
@@ -158,6 +165,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			return exitDiffError
 		}
 		c.Text = string(b)
+	}
+	if c.Op == api.OpUpgrade {
+		return upgrade(ctx, c, stdout, stderr)
 	}
 	req := c.Request
 	if req.Op == api.OpList {

@@ -71,6 +71,10 @@ func TestParseArgs(t *testing.T) {
 		{name: "-Z", args: []string{"-Z"}, want: with(func(o *parsed) { o.op = api.OpZero })},
 		{name: "-L -c", args: []string{"-L", "-c", "-n"}, want: with(func(o *parsed) { o.op = api.OpConnections; o.numeric = true })},
 		{name: "reload", args: []string{"reload"}, want: with(func(o *parsed) { o.op = api.OpReload })},
+		{name: "upgrade", args: []string{"upgrade"}, want: with(func(o *parsed) { o.op = api.OpUpgrade })},
+		{name: "upgrade --binary", args: []string{"upgrade", "--binary", "/usr/sbin/lbd.new"}, want: with(func(o *parsed) { o.op = api.OpUpgrade })},
+		{name: "upgrade", args: []string{"upgrade"}, want: with(func(o *parsed) { o.op = api.OpUpgrade })},
+		{name: "upgrade --binary", args: []string{"upgrade", "--binary", "/usr/sbin/lbd.new"}, want: with(func(o *parsed) { o.op = api.OpUpgrade })},
 
 		{name: "unknown long", args: []string{"--foo"}, wantErr: `unknown option "--foo"`},
 		{name: "unknown long with value", args: []string{"--foo=bar"}, wantErr: `unknown option "--foo"`},
@@ -86,6 +90,12 @@ func TestParseArgs(t *testing.T) {
 		{name: "lone dash", args: []string{"-"}, wantErr: `unexpected argument "-"`},
 		{name: "reload twice", args: []string{"reload", "reload"}, wantErr: `unexpected argument "reload"`},
 		{name: "reload and a command", args: []string{"reload", "-C"}, wantErr: `reload and -C: only one command at a time`},
+		{name: "upgrade and reload", args: []string{"upgrade", "reload"}, wantErr: `unexpected argument "reload"`},
+		{name: "binary without upgrade", args: []string{"-L", "--binary", "/x"}, wantErr: `option --binary is not allowed with -L`},
+		{name: "binary without value", args: []string{"upgrade", "--binary="}, wantErr: `option "--binary" needs a value`},
+		{name: "upgrade and reload", args: []string{"upgrade", "reload"}, wantErr: `unexpected argument "reload"`},
+		{name: "binary without upgrade", args: []string{"-L", "--binary", "/x"}, wantErr: `option --binary is not allowed with -L`},
+		{name: "binary without value", args: []string{"upgrade", "--binary="}, wantErr: `option "--binary" needs a value`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,6 +2,7 @@
 // LVS-style virtual services, driven by lbctl over a Unix socket.
 //
 //	lbd -c /etc/dplb/lbd.yaml
+//	kill -USR2 $(pidof lbd)   # upgrade in place to the binary at lbd's path (lbctl upgrade)
 //	echo 'a password' | lbd -hash-password   # a bcrypt hash for web.users
 //	lbd doctor -c /etc/dplb/lbd.yaml [-o json]   # check the host for it
 package main
@@ -25,6 +26,7 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl"
 	"github.com/dplb/dplb/ctl/doctor"
+	"github.com/dplb/dplb/ctl/handover"
 	"github.com/dplb/dplb/ctl/web"
 	"github.com/dplb/dplb/lcore/runtime"
 )
@@ -69,8 +71,35 @@ func main() {
 	}
 	defer log.Sync()
 
+	// An upgrading lbd passed its connections across exec; read them
+	// before anything else can take the descriptor's number.
+	incoming, _, herr := handover.FromEnv()
+	if herr != nil {
+		log.Warn("handover refused: starting with an empty connection table", zap.Error(herr))
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	ctx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	self, err := os.Executable() // now: a package may replace the file later
+	if err != nil {
+		self = ""
+	}
+	up := &upgrader{config: *path, self: self, run: ctx, stop: stopRun}
+	// SIGUSR2 upgrades to the binary at lbd's own path, as lbctl upgrade.
+	usr2 := make(chan os.Signal, 1)
+	signal.Notify(usr2, syscall.SIGUSR2)
+	go func() {
+		for range usr2 {
+			log.Info("SIGUSR2: upgrading", zap.String("binary", self))
+			if bin, err := up.request(""); err != nil {
+				log.Error("upgrade refused, lbd keeps running", zap.String("error", err.Error()))
+			} else {
+				log.Info("upgrade: handing over to a new binary", zap.String("binary", bin))
+			}
+		}
+	}()
 	// SIGHUP reloads the configuration file, as lbctl reload does.
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -95,10 +124,30 @@ func main() {
 			}
 			return err
 		},
-		Open: openRuntime,
+		Open:      openRuntime,
+		Incoming:  incoming,
+		Upgrade:   up.request,
+		Upgrading: up.upgrading,
+		Outgoing:  up.keep,
 	}
 	if err := ctl.Run(ctx, cfg, log, opts); err != nil {
 		log.Error("lbd failed", zap.Error(err))
+		if incoming != nil && cfg.Restart.StateFile != "" {
+			// The upgrade's handover lived only in memory: leave it where
+			// the lbd systemd starts next looks (restart.max_age still
+			// bounds its use).
+			if werr := handover.WriteFile(cfg.Restart.StateFile, incoming); werr != nil {
+				log.Error("the upgrade's handover is lost", zap.Error(werr))
+			} else {
+				log.Info("the upgrade's handover is kept for the next start", zap.String("path", cfg.Restart.StateFile))
+			}
+		}
+		log.Sync()
+		os.Exit(1)
+	}
+	if up.upgrading() {
+		err := up.exec(log)
+		log.Error("upgrade: exec failed", zap.Error(err))
 		log.Sync()
 		os.Exit(1)
 	}

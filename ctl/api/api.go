@@ -63,6 +63,16 @@ const (
 	// OpEdits returns the edits lbd was asked for, in Response.Edits,
 	// oldest first: who asked, how, and how it went.
 	OpEdits = "edits"
+	// OpUpgrade hands lbd's ports, connections and counters over to a new
+	// binary (Request.Binary; "" is the one lbd was started from), which
+	// lbd checks first. lbd answers with the binary's path in
+	// Response.Text, then stops forwarding and execs it; the new lbd
+	// answers with a later Info.Started.
+	OpUpgrade = "upgrade"
+	// OpHAState makes lbd the master or the backup of its pair when
+	// Request.HAState is set ("master" or "backup"), and returns the
+	// state in Response.HAState.
+	OpHAState = "ha-state"
 	// OpStartDaemon starts a connection sync daemon (ipvsadm
 	// --start-daemon): Request.Daemon's mode, interface and syncid.
 	OpStartDaemon = "start-daemon"
@@ -71,10 +81,6 @@ const (
 	// OpDaemons lists the running sync daemons (ipvsadm -L --daemon) in
 	// Response.Daemons.
 	OpDaemons = "daemons"
-	// OpHAState makes lbd the master or the backup of its pair when
-	// Request.HAState is set ("master" or "backup"), and returns the
-	// state in Response.HAState.
-	OpHAState = "ha-state"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -89,10 +95,11 @@ type Request struct {
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"` // OpSetTimeouts
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
-	Daemon   *DaemonSpec   `json:"daemon,omitempty"`   // OpStartDaemon, OpStopDaemon
+	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
 
 	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
-	HAState string `json:"ha_state,omitempty"`
+	HAState string      `json:"ha_state,omitempty"`
+	Daemon  *DaemonSpec `json:"daemon,omitempty"` // OpStartDaemon, OpStopDaemon
 }
 
 // ServiceSpec names a virtual service and, for add and edit, its settings.
@@ -147,10 +154,10 @@ type Response struct {
 	Text           string   `json:"text,omitempty"`    // OpSave: the rules
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
-	Daemons        []Daemon `json:"daemons,omitempty"` // OpDaemons
 
 	// HAState (OpHAState): "master" or "backup".
-	HAState string `json:"ha_state,omitempty"`
+	HAState string   `json:"ha_state,omitempty"`
+	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
@@ -186,6 +193,11 @@ type Lcore struct {
 type Info struct {
 	ConnTableSize uint64 `json:"conn_table_size"` // capacity of the connection table
 	Connections   uint64 `json:"connections"`     // entries in use
+	// Started is when this lbd started (an upgrade's new binary has a
+	// later one); Handover what it made of the connections and counters
+	// handed over to it ("" when none was).
+	Started  time.Time `json:"started,omitzero"`
+	Handover string    `json:"handover,omitempty"`
 }
 
 // Service is one virtual service (ipvsadm -A).

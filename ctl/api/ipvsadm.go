@@ -69,6 +69,7 @@ var longOpts = map[string]optSpec{
 	"--sort": {"--sort", noValue}, "--per-lcore": {"--per-lcore", noValue},
 	"--client": {"--client", needValue},
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
+	"--binary":   {"--binary", needValue},
 	"--ha-state": {"--ha-state", stateValue},
 }
 
@@ -103,6 +104,7 @@ var allowedWith = map[string][]string{
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
 	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList}, "--client": {OpConnections},
+	"--binary": {OpUpgrade},
 }
 
 func init() {
@@ -122,7 +124,7 @@ func commandName(op string) string {
 }
 
 // ParseArgs parses ipvsadm's command line (plus lbctl's -o, --socket and
-// the word "reload"). Short options may be clustered (-Ln); an option's
+// the words "reload" and "upgrade [--binary PATH]"). Short options may be clustered (-Ln); an option's
 // value may be attached (-w3, -ojson) or the next argument; long options
 // take theirs after '=' or next. A usage error is returned as an error
 // whose message names the argument.
@@ -243,6 +245,11 @@ func ParseArgs(args []string) (Command, error) {
 				default:
 					return fmt.Errorf("unsupported output format %q (want json or text)", v)
 				}
+			case "--binary":
+				if v == "" {
+					return fmt.Errorf("option %q needs a value", "--binary")
+				}
+				c.Binary = v
 			case "--socket":
 				if v == "" {
 					return fmt.Errorf("option %q needs a value", "--socket")
@@ -331,6 +338,8 @@ func ParseArgs(args []string) (Command, error) {
 			return parseTrace(append(slices.Clone(args[:i]), args[i+1:]...))
 		case arg == "reload" && cmd == "":
 			cmd = OpReload
+		case arg == "upgrade" && cmd == "":
+			cmd = OpUpgrade
 		default:
 			return Command{}, fmt.Errorf("unexpected argument %q", arg)
 		}
@@ -468,6 +477,8 @@ func cmdLabel(op string) string {
 		return "-S --diff"
 	case OpReload:
 		return "reload"
+	case OpUpgrade:
+		return "upgrade"
 	case OpConnections:
 		return "-L -c"
 	case OpDaemons:

@@ -16,7 +16,7 @@ _lbctl() {
 	-o | --output)
 		COMPREPLY=($(compgen -W "json text" -- "$cur"))
 		return ;;
-	--socket)
+	--socket | --binary)
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	-t | --tcp-service | -u | --udp-service | -r | --real-server | -w | --weight | \
@@ -29,6 +29,6 @@ _lbctl() {
 		--timeout --dry-run --diff --reply trace
 		--sched-flags --real-server --gatewaying --ipip --masquerading --weight --u-threshold --l-threshold
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
-		--exact --output --socket --help --version reload" -- "$cur"))
+		--exact --output --socket --help --version reload upgrade --binary" -- "$cur"))
 }
 complete -F _lbctl lbctl

@@ -81,6 +81,12 @@ type Config struct {
 	// Web, when set, is lbd's web: section (the browser console) as YAML
 	// lines indented under "web:".
 	Web string
+	// StateFile, when set, is lbd's restart.state_file.
+	StateFile string
+	// HAState is ha.state ("master" or "backup"); "" leaves lbd's default.
+	HAState string
+	// Extra is appended as is: top-level YAML sections (sync:, say).
+	Extra string
 }
 
 // Service is one virtual service.
@@ -167,6 +173,9 @@ func (c Config) YAML() string {
 		if p.Role != "" {
 			w("    role: %s", p.Role)
 		}
+		if len(p.Floating) > 0 {
+			w("    floating: [%s]", strings.Join(p.Floating, ", "))
+		}
 	}
 	w("services:")
 	for _, s := range c.Services {
@@ -215,6 +224,15 @@ func (c Config) YAML() string {
 		w("web:")
 		b.WriteString(c.Web)
 	}
+	if c.StateFile != "" {
+		w("restart:")
+		w("  state_file: %s", c.StateFile)
+	}
+	if c.HAState != "" {
+		w("ha:")
+		w("  state: %s", c.HAState)
+	}
+	b.WriteString(c.Extra)
 	w("log:")
 	w("  level: %s", c.LogLevel)
 	if c.LogFormat != "" {

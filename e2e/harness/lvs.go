@@ -24,6 +24,9 @@ type Port struct {
 	Address string // "198.51.100.1/24"
 	Gateway string // "" for none
 	Role    string // "client", "server" or "both"; "" leaves lbd's default (both)
+	// Floating are addresses this port answers ARP for only while lbd
+	// is the master of an active/backup pair ("198.51.100.1").
+	Floating []string
 }
 
 // AFPacketPort is a Port on the af_packet device number i over iface.

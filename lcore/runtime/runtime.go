@@ -33,6 +33,7 @@ type DPDK struct {
 	workers []*lcore.Worker
 	rings   []*ring.Ring // handoff rings between workers
 	cmdMu   sync.Mutex   // the command rings have one producer: whoever holds this
+	holdRX  bool         // the workers receive nothing (HoldRX)
 }
 
 type openPort struct {

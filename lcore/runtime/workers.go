@@ -97,7 +97,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 				DropEntryPercent: dp.Defense.DropEntry, SecurePercent: dp.Defense.Secure, IdleAfter: dp.Defense.IdleAfter,
 				SecureSYN: dp.Defense.SYNTimeout, SecureUDP: dp.Defense.UDPTimeout,
 			},
-			Workers: n, Handoff: handoffs[i], Templates: templates,
+			Workers: n, Handoff: handoffs[i], Templates: templates, HoldRX: d.holdRX,
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
@@ -110,4 +110,15 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 		d.log.Info("lcore started", zap.Int("worker", i), zap.Int("cpu", cpu), zap.Int("conn_table", w.ConnTableCap()))
 	}
 	return nil
+}
+
+// HoldRX stops (true) or resumes (false) every worker's receiving; set
+// before StartWorkers, the workers start held. A handover uses it: the
+// starting lbd installs the handed-over table before the first packet is
+// read, the stopping one dumps its table while no packet changes it.
+func (d *DPDK) HoldRX(hold bool) {
+	d.holdRX = hold
+	for _, w := range d.workers {
+		w.HoldRX(hold)
+	}
 }

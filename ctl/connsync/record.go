@@ -1,0 +1,18 @@
+package connsync
+
+import "github.com/dplb/dplb/lcore"
+
+// The record layout is also the handover's (ctl/handover): a restarting
+// lbd hands its table to the next one in the records a peer would get.
+
+// AppendRecord appends r in the message record layout (RecordLen bytes).
+func AppendRecord(dst []byte, r lcore.SyncConn) []byte { return appendRecord(dst, &r) }
+
+// DecodeRecord reads one record (the first RecordLen bytes of b) and
+// reports whether it is a possible connection or template.
+func DecodeRecord(b []byte) (lcore.SyncConn, bool) {
+	if len(b) < RecordLen {
+		return lcore.SyncConn{}, false
+	}
+	return decodeRecord(b[:RecordLen])
+}

@@ -1,0 +1,375 @@
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// An active/backup pair of lbd directors, each in its own namespace with
+// its own keepalived, around the topology topo.BuildHA builds.
+
+const (
+	haHTTPPort = 80   // short requests: who answers, how they balance
+	haEchoPort = 9000 // the long-lived echo streams
+)
+
+// haNode is one director.
+type haNode struct {
+	topo.HANode
+	dir    string // its lbd's and keepalived's files
+	lbd    *harness.LBD
+	ka     *harness.Keepalived
+	starts int
+}
+
+// haEnv is the pair, the client and the real servers.
+type haEnv struct {
+	ctx                    context.Context
+	topo                   *topo.Topo
+	ha                     *topo.HA
+	nodes                  [2]*haNode
+	root                   string
+	lbdPath, lbctl, helper string
+	keyFile                string
+	vip                    *arpProbe // who answers for the VIP
+	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
+	vipHTTP, vipEcho       string
+}
+
+// newHAEnv builds the VS/DR (dr) or VS/NAT pair with two real servers,
+// starts both lbd as backups and both keepalived, and waits until node a
+// (priority 150) is master: it alone answers ARP for the VIP.
+func newHAEnv(t *testing.T, dr bool) *haEnv {
+	t.Helper()
+	lbdPath, lbctl, helper := binaries(t)
+	if _, err := exec.LookPath("keepalived"); err != nil {
+		t.Skip("end-to-end failover test: keepalived not found (run scripts/setup.sh)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	tp := topo.New(t)
+	t.Cleanup(tp.Teardown)
+	h, err := topo.BuildHA(tp, 2, dr)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	root, err := harness.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper}
+	e.vipHTTP = "http://" + h.VIP.String() + "/"
+	e.vipEcho = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haEchoPort))
+	dir := t.TempDir()
+	e.keyFile = filepath.Join(dir, "sync.key")
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(e.keyFile, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	httpListen := ":8080"
+	if dr {
+		httpListen = ":80"
+		e.vip = &arpProbe{what: "the VIP", ns: h.Router.NS, ifc: h.Router.LBIf, src: unusedServerSide, target: h.VIP}
+	} else {
+		e.vip = &arpProbe{what: "the VIP", ns: h.Client.NS, ifc: h.Client.If, src: netip.MustParseAddr("192.0.2.250"), target: h.VIP}
+		rs := h.Servers[0]
+		e.floating = &arpProbe{what: "the floating gateway", ns: rs.NS, ifc: rs.If, src: unusedServerSide, target: h.Floating.Addr()}
+	}
+	if err := harness.StartHTTP(tp, h.Servers, helper, httpListen, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	var rsNS []string
+	for _, s := range h.Servers {
+		rsNS = append(rsNS, s.NS)
+	}
+	startEchoServers(t, haEchoPort, rsNS...)
+
+	for i, nd := range h.Nodes {
+		n := &haNode{HANode: nd, dir: filepath.Join(dir, nd.Name)}
+		if err := os.Mkdir(n.dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		vipIf := nd.ClientIf
+		if dr {
+			vipIf = nd.ServerIf
+		}
+		if e.vip.macs[i], err = harness.LinkMAC(nd.NS, vipIf); err != nil {
+			t.Fatal(err)
+		}
+		if e.floating != nil {
+			if e.floating.macs[i], err = harness.LinkMAC(nd.NS, nd.ServerIf); err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.nodes[i] = n
+		e.startLBD(t, n)
+	}
+	for i, n := range e.nodes {
+		e.startKeepalived(t, n, []int{150, 100}[i])
+	}
+	if _, err := e.waitARP(e.nodes[0], 20*time.Second); err != nil {
+		t.Fatalf("node a never became master: %v", err)
+	}
+	return e
+}
+
+// config is node n's lbd configuration: it starts as a backup with its
+// backup sync daemon on the management link; keepalived's notify script
+// makes it master.
+func (e *haEnv) config(n *haNode) harness.Config {
+	h := e.ha
+	var ports []harness.Port
+	svc := func(port, rsPort int, fwd string) harness.Service {
+		s := harness.Service{VIP: h.VIP.String(), Port: port, Scheduler: "rr"}
+		for _, rs := range h.Servers {
+			s.Servers = append(s.Servers, harness.Server{Address: rs.Addr.Addr().String(), Port: rsPort, Weight: 1, Forward: fwd})
+		}
+		return s
+	}
+	var services []harness.Service
+	if h.DR {
+		ports = []harness.Port{harness.AFPacketPort(0, harness.LVSPortName, n.ServerIf, n.ServerIP.String(), h.Gateway.String(), "both")}
+		services = []harness.Service{svc(haHTTPPort, haHTTPPort, "dr"), svc(haEchoPort, haEchoPort, "dr")}
+	} else {
+		lan := harness.AFPacketPort(1, "lan", n.ServerIf, n.ServerIP.String(), "", "server")
+		lan.Floating = []string{h.Floating.Addr().String()}
+		ports = []harness.Port{harness.AFPacketPort(0, "wan", n.ClientIf, n.ClientIP.String(), "", "client"), lan}
+		services = []harness.Service{svc(haHTTPPort, 8080, "nat"), svc(haEchoPort, haEchoPort, "nat")}
+	}
+	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
+	c.Services = services
+	c.ConnTableSize = 16384
+	c.LogFormat = "json"
+	c.HAState = "backup"
+	c.Extra = fmt.Sprintf("sync:\n  backup: true\n  mcast_interface: %s\n  syncid: 1\n  key_file: %s\n", n.MgmtIf, e.keyFile)
+	return c
+}
+
+// startLBD starts node n's lbd (again) as a backup.
+func (e *haEnv) startLBD(t *testing.T, n *haNode) {
+	t.Helper()
+	n.starts++
+	cfg := e.config(n)
+	t.Cleanup(func() { os.RemoveAll(filepath.Join("/var/run/dpdk", cfg.FilePrefix)) })
+	lbd, err := harness.StartLBD(e.ctx, e.topo, n.NS, e.lbdPath, e.lbctl, cfg, n.dir, 30*time.Second)
+	if lbd != nil {
+		n.lbd = lbd
+		start := n.starts
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("node %s lbd (start %d) configuration:\n%s", n.Name, start, cfg.YAML())
+				t.Logf("node %s lbd (start %d) log (last 60 lines):\n%s", n.Name, start, harness.Tail(lbd.Log.String(), 60))
+			}
+		})
+	}
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+}
+
+// startKeepalived writes node n's keepalived files from the shipped
+// example and starts it.
+func (e *haEnv) startKeepalived(t *testing.T, n *haNode, priority int) {
+	t.Helper()
+	kdir := filepath.Join(n.dir, "keepalived")
+	if err := os.MkdirAll(kdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := harness.WriteKeepalived(e.root, kdir, harness.VRRPNode{
+		RouterID: "dplb-" + n.Name, Interface: n.MgmtIf, MgmtVIP: "10.255.0.254/24", Priority: priority,
+		LBCtl: e.lbctl, Socket: n.lbd.Config.Socket, SyncID: 1,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka, err := harness.StartKeepalived(e.topo, n.NS, kdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.ka = ka
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("node %s keepalived log (last 30 lines):\n%s", n.Name, harness.Tail(ka.Log.String(), 30))
+			t.Logf("node %s notify script log:\n%s", n.Name, ka.NotifyLog())
+		}
+	})
+}
+
+// unusedServerSide is the sender of ARP probes on the server side: an
+// address nobody holds.
+var unusedServerSide = netip.MustParseAddr("198.51.100.250")
+
+// arpProbe asks, from one namespace, who answers ARP for one of the
+// addresses only the master must answer for.
+type arpProbe struct {
+	what    string
+	ns, ifc string
+	src     netip.Addr // the sender: an address nobody holds
+	target  netip.Addr
+	macs    [2]net.HardwareAddr // each node's port that may answer
+}
+
+// answerers asks once and names the nodes that answered ("?MAC" for a
+// MAC that is no node's).
+func (e *haEnv) answerers(p *arpProbe) ([]string, error) {
+	macs, err := harness.ARPAnswers(p.ns, p.ifc, p.src, p.target, 150*time.Millisecond)
+	var names []string
+	for _, m := range macs {
+		name := "?" + m.String()
+		for i, n := range e.nodes {
+			if m.String() == p.macs[i].String() {
+				name = n.Name
+			}
+		}
+		names = append(names, name)
+	}
+	return names, err
+}
+
+// waitOwner waits until n alone answers ARP for p's address and returns
+// how long that took.
+func (e *haEnv) waitOwner(p *arpProbe, n *haNode, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	var last []string
+	for time.Since(start) < timeout {
+		names, err := e.answerers(p)
+		if err != nil {
+			return 0, err
+		}
+		if slices.Equal(names, []string{n.Name}) {
+			return time.Since(start), nil
+		}
+		last = names
+		time.Sleep(50 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("after %v ARP answers for %s (%s) come from %v, want node %s alone", timeout, p.what, p.target, last, n.Name)
+}
+
+// waitARP waits until n alone answers ARP for the VIP and returns how
+// long that took.
+func (e *haEnv) waitARP(n *haNode, timeout time.Duration) (time.Duration, error) {
+	return e.waitOwner(e.vip, n, timeout)
+}
+
+// checkMaster checks that n is the master everywhere it shows: its
+// keepalived, its lbd, and, in VS/NAT, the floating gateway's ARP answers
+// (the VIP's were waited for).
+func (e *haEnv) checkMaster(t *testing.T, when string, n *haNode) {
+	t.Helper()
+	if s := n.ka.State(); s != "MASTER" {
+		t.Errorf("%s: node %s's keepalived is in state %q, want MASTER", when, n.Name, s)
+	}
+	if s := e.haState(n); s != "master" {
+		t.Errorf("%s: node %s's lbctl --ha-state says %q, want master", when, n.Name, s)
+	}
+	if e.floating != nil {
+		if _, err := e.waitOwner(e.floating, n, time.Second); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+}
+
+// checkBackup checks that n's keepalived and lbd say backup.
+func (e *haEnv) checkBackup(t *testing.T, when string, n *haNode) {
+	t.Helper()
+	if s := n.ka.State(); s != "BACKUP" {
+		t.Errorf("%s: node %s's keepalived is in state %q, want BACKUP", when, n.Name, s)
+	}
+	if s := e.haState(n); s != "backup" {
+		t.Errorf("%s: node %s's lbctl --ha-state says %q, want backup", when, n.Name, s)
+	}
+}
+
+// connections is how many connection entries n's lbd holds.
+func (e *haEnv) connections(n *haNode) (uint64, error) {
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, n.lbd.Config.Socket)
+	if err != nil {
+		return 0, err
+	}
+	if resp.Info == nil {
+		return 0, fmt.Errorf("node %s: lbctl -L shows no info line", n.Name)
+	}
+	return resp.Info.Connections, nil
+}
+
+// waitConnections waits until n holds at least want entries and returns
+// the last count.
+func (e *haEnv) waitConnections(n *haNode, want uint64, timeout time.Duration) (uint64, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		have, err := e.connections(n)
+		if err != nil || have >= want || time.Now().After(deadline) {
+			return have, err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// haState is what lbctl --ha-state says of n's lbd.
+func (e *haEnv) haState(n *haNode) string {
+	out, err := harness.LBCtl(e.ctx, e.lbctl, n.lbd.Config.Socket, "--ha-state")
+	if err != nil {
+		return err.Error()
+	}
+	return strings.TrimSpace(out)
+}
+
+// drops is n's lbd's drop counters by reason, for the report.
+func (e *haEnv) drops(n *haNode) string {
+	url := "http://" + n.lbd.Config.MetricsListen + "/metrics"
+	res, err := harness.Get(e.ctx, e.topo, n.NS, e.helper, url, 1, 3*time.Second)
+	if err != nil || res[0].Err != "" {
+		return fmt.Sprintf("metrics: %v %v", err, res)
+	}
+	return nonZero(dropsByReason(res[0].Body))
+}
+
+// balance sends n short requests to the VIP and checks that every one
+// succeeds and both real servers answer at least a quarter of them.
+func (e *haEnv) balance(t *testing.T, when string, n int) {
+	t.Helper()
+	res, err := harness.Get(e.ctx, e.topo, e.ha.Client.NS, e.helper, e.vipHTTP, n, 3*time.Second)
+	if err != nil {
+		t.Errorf("%s: %v", when, err)
+		return
+	}
+	by := map[string]int{}
+	failed := 0
+	var firstErr string
+	for _, r := range res {
+		if r.Err != "" || r.Status != 200 {
+			failed++
+			if firstErr == "" {
+				firstErr = fmt.Sprintf("status %d: %s", r.Status, r.Err)
+			}
+			continue
+		}
+		by[r.Server()]++
+	}
+	t.Logf("%s: %d new connections answered by %v, %d failed", when, n, by, failed)
+	if failed > 0 {
+		t.Errorf("%s: %d of %d new connections failed (first: %s)", when, failed, n, firstErr)
+	}
+	for _, s := range e.ha.Servers {
+		if by[s.Name] < n/4 {
+			t.Errorf("%s: %s answered %d of %d new connections, want at least %d (round robin over two)", when, s.Name, by[s.Name], n, n/4)
+		}
+	}
+}

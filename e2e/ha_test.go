@@ -1,0 +1,183 @@
+package e2e
+
+import (
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Active/backup failover: two lbd directors elected by keepalived (VRRP
+// on a management link, the shipped deploy/keepalived configuration and
+// notify script), connection state synced from master to backup.
+//
+// A client holds 200 long-lived TCP connections echoing data both ways
+// through the VIP. The master (node a) dies at once: kill -9 of its lbd
+// and its keepalived, as when the machine dies. The backup (node b) must
+// take over within 3 s (keepalived elects it, its lbd answers ARP for the
+// VIP, node a's never will again), at least 99% of the connections must
+// keep streaming (no reset, no stall longer than the outage allows, no
+// corrupted byte) and new connections must balance over both real
+// servers. Then node a's lbd starts again as a backup and syncs from node
+// b; its keepalived starts and, with the higher priority, takes the
+// master role back: the same must hold for the fail back. Last, node a's
+// lbd alone dies: its keepalived, alive, must see it (the shipped lbd
+// check) and give the role up, node b taking over within 3 s plus the
+// check's second, the streams going on.
+//
+// A stall is allowed up to twice the outage plus 1.5 s: TCP doubles its
+// retransmission timeout with every loss, so the first retransmission
+// to get through can come up to one outage after the path is back.
+
+const (
+	haStreams     = 200
+	haTakeover    = 3 * time.Second
+	haCheck       = time.Second            // keepalived's lbd check: a second between runs
+	haChunk       = 256                    // bytes each stream writes ...
+	haInterval    = 100 * time.Millisecond // ... this often
+	haStreamDead  = 20 * time.Second       // no echo for this long: lost
+	haMinSurvival = 0.99
+)
+
+func TestFailoverNAT(t *testing.T) { testFailover(t, false) }
+
+func TestFailoverDR(t *testing.T) { testFailover(t, true) }
+
+func testFailover(t *testing.T, dr bool) {
+	e := newHAEnv(t, dr)
+	a, b := e.nodes[0], e.nodes[1]
+	e.checkMaster(t, "at start", a)
+	e.checkBackup(t, "at start", b)
+
+	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
+	if len(fleet.failed) > 0 {
+		t.Errorf("%d of %d streams never connected through the master: %v", len(fleet.failed), haStreams, fleet.failed[:min(3, len(fleet.failed))])
+	}
+	live := len(fleet.streams)
+	defer func() {
+		select {
+		case <-fleet.stop:
+		default:
+			close(fleet.stop)
+		}
+	}()
+	t0 := time.Now()
+	time.Sleep(2 * time.Second)
+	if moving, ended := fleet.progressSince(t0); moving < live {
+		t.Fatalf("before any failover only %d of %d streams move (%d ended): the pair does not forward", moving, live, ended)
+	}
+	if have, err := e.connections(a); err != nil || have < uint64(live) {
+		t.Errorf("node a (master) holds %d connection entries, want the %d streams' at least (%v)", have, live, err)
+	}
+	have, err := e.waitConnections(b, uint64(live), 10*time.Second)
+	t.Logf("node b (backup) holds %d connection entries for %d streams (sync from node a)", have, live)
+	if err != nil || have < uint64(live) {
+		t.Errorf("node b holds %d connection entries, want the %d streams' (synced from the master) (%v)", have, live, err)
+	}
+
+	// Failover: the master's machine dies.
+	killed := time.Now()
+	if err := a.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	a.ka.Kill()
+	if _, err := e.waitARP(b, 15*time.Second); err != nil {
+		t.Fatalf("failover: %v", err)
+	}
+	takeover := time.Since(killed)
+	t.Logf("failover: node b alone answers ARP for the VIP %v after node a was killed", takeover.Round(time.Millisecond))
+	if takeover > haTakeover {
+		t.Errorf("failover took %v, want at most %v", takeover.Round(time.Millisecond), haTakeover)
+	}
+	e.checkMaster(t, "after failover", b)
+	if log := b.ka.NotifyLog(); !strings.Contains(log, "keepalived: master") {
+		t.Errorf("node b's notify script never ran for master; its log:\n%s", log)
+	}
+	e.keepStreaming(t, fleet, "after failover", killed, takeover)
+	t.Logf("node b's drops after failover: %s", e.drops(b))
+	e.balance(t, "after failover", 20)
+
+	// Node a comes back: its lbd as a backup that syncs from node b.
+	e.startLBD(t, a)
+	live = liveStreams(fleet)
+	have, err = e.waitConnections(a, uint64(live), 30*time.Second)
+	t.Logf("restarted node a (backup) holds %d connection entries for %d live streams (sync from node b)", have, live)
+	if err != nil || have < uint64(live) {
+		t.Errorf("restarted node a holds %d connection entries, want the %d live streams' (synced from node b) (%v)", have, live, err)
+	}
+
+	// Fail back: node a's keepalived, priority 150, preempts node b's 100.
+	switched := time.Now()
+	e.startKeepalived(t, a, 150)
+	failback, err := e.waitARP(a, 15*time.Second)
+	if err != nil {
+		t.Fatalf("fail back: %v", err)
+	}
+	t.Logf("fail back: node a alone answers ARP for the VIP %v after its keepalived started", failback.Round(time.Millisecond))
+	if failback > haTakeover {
+		t.Errorf("fail back took %v, want at most %v", failback.Round(time.Millisecond), haTakeover)
+	}
+	e.checkMaster(t, "after fail back", a)
+	e.checkBackup(t, "after fail back", b)
+	e.keepStreaming(t, fleet, "after fail back", switched, failback)
+	t.Logf("node a's drops after fail back: %s", e.drops(a))
+	e.balance(t, "after fail back", 20)
+
+	// node a's lbd alone dies: its keepalived lives on and must give the
+	// master role up when its lbd check fails twice (a second apart).
+	crashed := time.Now()
+	if err := a.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.waitARP(b, 15*time.Second); err != nil {
+		t.Fatalf("after node a's lbd died: %v", err)
+	}
+	crash := time.Since(crashed)
+	t.Logf("node a's lbd died, its keepalived lives: node b alone answers ARP for the VIP %v later", crash.Round(time.Millisecond))
+	if crash > haTakeover+haCheck {
+		t.Errorf("node b took over %v after node a's lbd died, want at most %v (%v and keepalived's lbd check)",
+			crash.Round(time.Millisecond), haTakeover+haCheck, haTakeover)
+	}
+	e.checkMaster(t, "after node a's lbd died", b)
+	if s := a.ka.State(); s != "FAULT" {
+		t.Errorf("node a's keepalived is in state %q after its lbd died, want FAULT", s)
+	}
+	e.keepStreaming(t, fleet, "after node a's lbd died", crashed, crash)
+
+	fleet.finish()
+	maxStall := 2*max(takeover, failback, crash) + 1500*time.Millisecond
+	ty, longest := fleet.verdict(maxStall)
+	t.Logf("streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
+	if broken := ty.broken(); float64(haStreams-len(fleet.failed)-broken) < haMinSurvival*haStreams {
+		t.Errorf("%d of %d streams broke across failover and fail back, want at most %.0f%%", broken+len(fleet.failed), haStreams, (1-haMinSurvival)*100)
+	}
+	if err := b.lbd.Stop(10 * time.Second); err != nil {
+		t.Errorf("node b: %v", err)
+	}
+	for _, n := range []*haNode{a, b} {
+		if err := n.ka.Stop(10 * time.Second); err != nil {
+			t.Errorf("node %s: %v", n.Name, err)
+		}
+	}
+}
+
+// keepStreaming waits until the outage that began at since and lasted
+// outage is surely over for TCP, then checks that at least 99% of the
+// streams have had an echo since.
+func (e *haEnv) keepStreaming(t *testing.T, f *echoFleet, when string, since time.Time, outage time.Duration) {
+	t.Helper()
+	recovered := since.Add(2*outage + 1500*time.Millisecond)
+	time.Sleep(time.Until(recovered) + time.Second)
+	moving, ended := f.progressSince(recovered)
+	t.Logf("%s: %d of %d streams moving, %d ended", when, moving, len(f.streams), ended)
+	if float64(moving) < haMinSurvival*float64(haStreams) {
+		t.Errorf("%s: only %d of %d streams moving %v after the switch (%d ended)", when, moving, haStreams,
+			time.Since(since).Round(time.Millisecond), ended)
+	}
+}
+
+// liveStreams counts the streams that have not ended.
+func liveStreams(f *echoFleet) int {
+	_, ended := f.progressSince(time.Now())
+	return len(f.streams) - ended
+}

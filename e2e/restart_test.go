@@ -1,0 +1,348 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// Restart and upgrade without loss: 200 long-lived TCP streams through
+// VS/NAT and 100 through VS/DR, real Linux TCP at both ends, through lbd
+// on two workers. Halfway, lbd is upgraded in place (lbctl upgrade, to
+// the same binary) or stopped and started again with restart.state_file.
+// Every stream must deliver its last byte, intact, with no reset and no
+// stall past the stall limit; the listing's counters must go on from
+// where they were; new connections after the restart must balance
+// normally; both lbd runs must return every mbuf.
+
+const (
+	restartNAT, restartDR = 200, 100
+	natStreamPort         = 9000
+	drStreamPort          = 9001
+)
+
+// TestUpgradeKeepsConnections: lbctl upgrade under load. First an upgrade
+// to a binary that fails -check, which lbd must refuse and survive.
+func TestUpgradeKeepsConnections(t *testing.T) {
+	e, cfg := startRestartEnv(t, "")
+	e.refusedUpgrade(t)
+	e.restartUnderLoad(t, cfg, func() {
+		lbdPath, _, _ := binaries(t)
+		ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, e.lbctl, "--socket", cfg.Socket, "upgrade", "--binary", lbdPath).CombinedOutput()
+		if err != nil {
+			t.Fatalf("lbctl upgrade: %v: %s", err, out)
+		}
+		t.Logf("lbctl upgrade:\n%s", strings.TrimSpace(string(out)))
+		if !strings.Contains(string(out), "lbd upgraded") {
+			t.Errorf("lbctl upgrade did not report the new lbd: %s", out)
+		}
+		select {
+		case <-e.lbd.Proc.Done():
+			t.Fatalf("lbd's process exited (%v): the new binary did not run in its place", e.lbd.Proc.Err())
+		default: // the same pid runs the new lbd
+		}
+	})
+}
+
+// TestRestartWithStateFileKeepsConnections: SIGTERM, then a new lbd,
+// with restart.state_file. The first lbd starts over a corrupt state
+// file, which it must refuse (and remove) and start empty.
+func TestRestartWithStateFileKeepsConnections(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "handover")
+	if err := os.WriteFile(state, []byte("DPLBHAND but not a handover"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e, cfg := startRestartEnv(t, state)
+	if !strings.Contains(e.lbd.Log.String(), "handover refused") {
+		t.Errorf("lbd did not log that it refused the corrupt state file")
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("the corrupt state file is still there (%v)", err)
+	}
+	e.restartUnderLoad(t, cfg, func() {
+		if err := e.lbd.Stop(20 * time.Second); err != nil {
+			t.Fatalf("stopping the first lbd: %v", err)
+		}
+		if _, err := os.Stat(state); err != nil {
+			t.Fatalf("the stopping lbd wrote no state file: %v", err)
+		}
+		old := e.lbd
+		e.startLBD(t, cfg, filepath.Dir(cfg.Socket))
+		if e.lbd == old {
+			t.Fatal("no new lbd")
+		}
+		if _, err := os.Stat(state); !os.IsNotExist(err) {
+			t.Errorf("the new lbd left the state file in place (%v): it could be installed twice", err)
+		}
+	})
+}
+
+// startRestartEnv builds VS/DR's topology (the client behind a router,
+// lbd and two servers on one segment; the servers route replies from
+// their own address through lbd for VS/NAT, from the VIP through the
+// router for VS/DR) and starts lbd on two workers with a VS/NAT and a
+// VS/DR service.
+func startRestartEnv(t *testing.T, stateFile string) (*lbEnv, harness.Config) {
+	e, dir := newEnv(t)
+	l, err := topo.BuildDR(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	for _, h := range l.Servers {
+		for _, args := range [][]string{
+			{"ip", "route", "replace", "default", "via", l.LBAddr.Addr().String()},
+			{"ip", "rule", "add", "from", e.vip, "table", "100"},
+			{"ip", "route", "add", "default", "via", l.Router.LBAddr.Addr().String(), "table", "100"},
+		} {
+			if _, err := e.topo.Exec(h.NS, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		startStreamServers(t, natStreamPort, h.NS)
+		startStreamServers(t, drStreamPort, h.NS)
+	}
+	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
+	port.Device += ",qpairs=2"
+	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
+	cfg.Workers = []int{0, 1}
+	cfg.ConnTableSize = 65536
+	cfg.StateFile = stateFile
+	rs1, rs2 := l.Servers[0].Addr.Addr().String(), l.Servers[1].Addr.Addr().String()
+	cfg.Services = []harness.Service{
+		{VIP: e.vip, Port: natStreamPort, Scheduler: "rr", Servers: []harness.Server{
+			{Address: rs1, Port: natStreamPort, Weight: 1, Forward: "nat"}, {Address: rs2, Port: natStreamPort, Weight: 1, Forward: "nat"}}},
+		{VIP: e.vip, Port: drStreamPort, Scheduler: "rr", Servers: []harness.Server{
+			{Address: rs1, Port: drStreamPort, Weight: 1, Forward: "dr"}, {Address: rs2, Port: drStreamPort, Weight: 1, Forward: "dr"}}},
+	}
+	e.startLBD(t, cfg, dir)
+	return e, cfg
+}
+
+// refusedUpgrade: an upgrade to a binary that fails -check, and one to
+// no file, are refused with the reason; lbd keeps running, unchanged.
+func (e *lbEnv) refusedUpgrade(t *testing.T) {
+	t.Helper()
+	before := e.list(t)
+	for bin, want := range map[string]string{"/bin/false": "-check", "/nonexistent/lbd": "no such file"} {
+		out, err := exec.CommandContext(e.ctx, e.lbctl, "--socket", e.lbd.Config.Socket, "upgrade", "--binary", bin).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), want) || !strings.Contains(string(out), "keeps running") {
+			t.Errorf("upgrade to %s: %v: %q; want a refusal saying %q and that lbd keeps running", bin, err, out, want)
+		}
+	}
+	after := e.list(t)
+	if !after.Info.Started.Equal(before.Info.Started) {
+		t.Errorf("a refused upgrade restarted lbd (started %v, then %v)", before.Info.Started, after.Info.Started)
+	}
+}
+
+func (e *lbEnv) list(t *testing.T) api.Response {
+	t.Helper()
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.lbd.Config.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Info == nil {
+		t.Fatal("lbctl -L lists no Info")
+	}
+	return resp
+}
+
+// restartUnderLoad establishes the streams, lets them run, calls restart
+// (which must leave a new lbd answering), and checks the streams, the
+// counters and the balance of new connections.
+func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func()) {
+	t.Helper()
+	natAddr := net.JoinHostPort(e.vip, fmt.Sprint(natStreamPort))
+	drAddr := net.JoinHostPort(e.vip, fmt.Sprint(drStreamPort))
+	e.warmStreams(t, natAddr)
+	e.warmStreams(t, drAddr)
+
+	// About 30 s per stream: a chunk every 200 ms. The stall limit bounds
+	// the restart's gap and TCP's retransmission backoff after it.
+	spec := streamSpec{total: 150 << 10, chunk: 1 << 10, interval: 200 * time.Millisecond, stall: 25 * time.Second}
+	results := map[string]*tally{"nat": {}, "dr": {}}
+	var silenceMu sync.Mutex
+	var longest time.Duration // the longest silence of any stream
+	var wg, dials sync.WaitGroup
+	var dialFailed []string
+	var dialMu sync.Mutex
+	for i := range restartNAT + restartDR {
+		method, addr := "nat", natAddr
+		if i >= restartNAT {
+			method, addr = "dr", drAddr
+		}
+		dials.Go(func() {
+			c, r := dialStream(e.ctx, e.client.NS, addr, spec, 10*time.Second)
+			if c == nil {
+				dialMu.Lock()
+				dialFailed = append(dialFailed, fmt.Sprintf("%s stream %d: %v", method, i, r))
+				dialMu.Unlock()
+				return
+			}
+			wg.Go(func() {
+				r, quiet := readStreamTimed(c, r, spec)
+				results[method].add(r)
+				silenceMu.Lock()
+				longest = max(longest, quiet)
+				silenceMu.Unlock()
+			})
+		})
+		if i%50 == 49 {
+			dials.Wait()
+		}
+	}
+	dials.Wait()
+	if len(dialFailed) > 0 {
+		t.Fatalf("%d streams never connected (before the restart): %v", len(dialFailed), dialFailed[:min(5, len(dialFailed))])
+	}
+	time.Sleep(3 * time.Second) // every stream past its first chunks
+	before := e.list(t)
+
+	t0 := time.Now()
+	restart()
+	gap := time.Since(t0)
+	after := e.list(t)
+	t.Logf("restart took %v (request to a new lbd answering); handover: %s", gap.Round(time.Millisecond), after.Info.Handover)
+	if !after.Info.Started.After(before.Info.Started) {
+		t.Errorf("lbd did not restart: started %v, then %v", before.Info.Started, after.Info.Started)
+	}
+	// "upgrade: 312 of 312 connections and templates installed (...)"
+	var installed, handed int
+	_, report, _ := strings.Cut(after.Info.Handover, ": ")
+	if _, err := fmt.Sscanf(report, "%d of %d", &installed, &handed); err != nil || installed < restartNAT+restartDR {
+		t.Errorf("the new lbd installed %d handed-over connections, want at least the %d streams' (handover: %q)",
+			installed, restartNAT+restartDR, after.Info.Handover)
+	}
+	e.countersCarried(t, before, after)
+
+	streamsDone := make(chan struct{})
+	go func() { wg.Wait(); close(streamsDone) }()
+	select {
+	case <-streamsDone:
+	case <-time.After(90 * time.Second):
+		t.Fatal("streams still running 90 s after the restart")
+	}
+	body := e.scrape(t)
+	t.Logf("new lbd drops: %s", nonZero(dropsByReason(body)))
+	broken := 0
+	for _, m := range []string{"nat", "dr"} {
+		t.Logf("%s streams: %s", m, results[m].summary())
+		broken += results[m].broken()
+	}
+	// TCP doubles its retransmission timeout with each loss: the first
+	// retransmission through can come up to one gap after the gap.
+	allowed := (2*gap + 3*time.Second).Round(time.Millisecond)
+	t.Logf("longest silence of a stream: %v (restart gap %v, allowed %v)", longest.Round(time.Millisecond), gap.Round(time.Millisecond), allowed)
+	if longest > allowed {
+		t.Errorf("a stream was silent for %v across a restart gap of %v (allowed %v)", longest.Round(time.Millisecond), gap.Round(time.Millisecond), allowed)
+	}
+	if broken != 0 {
+		t.Errorf("%d of %d established streams broke across the restart (VS/NAT %d, VS/DR %d)",
+			broken, restartNAT+restartDR, results["nat"].broken(), results["dr"].broken())
+	}
+	e.newConnsBalance(t, natAddr)
+	e.stop(t)
+}
+
+// countersCarried: every real server's counters after the restart are
+// at least what they were before it (they go on, not from zero).
+func (e *lbEnv) countersCarried(t *testing.T, before, after api.Response) {
+	t.Helper()
+	for _, port := range []int{natStreamPort, drStreamPort} {
+		b, a := findSvc(before, "tcp", e.vip, port), findSvc(after, "tcp", e.vip, port)
+		if b == nil || a == nil {
+			t.Fatalf("service %d missing from a listing", port)
+		}
+		for i, rs := range b.Servers {
+			ra := a.Servers[i]
+			if rs.Stats.Conns == 0 || ra.Stats.Conns < rs.Stats.Conns || ra.Stats.InPkts < rs.Stats.InPkts || ra.Stats.InBytes < rs.Stats.InBytes {
+				t.Errorf("service %d, %s: counters %+v before the restart, %+v after: not carried over", port, rs.Address, rs.Stats, ra.Stats)
+			}
+			if ra.ActiveConns == 0 {
+				t.Errorf("service %d, %s: no active connection listed after the restart (%d before)", port, rs.Address, rs.ActiveConns)
+			}
+		}
+	}
+}
+
+// newConnsBalance: 40 new connections after the restart reach both
+// servers, 20 each (round robin per lcore), and all succeed.
+func (e *lbEnv) newConnsBalance(t *testing.T, addr string) {
+	t.Helper()
+	const n = 40
+	before := e.list(t)
+	small := streamSpec{total: 1000, chunk: 1000, stall: 5 * time.Second}
+	failed := 0
+	for range n {
+		c, r := dialStream(e.ctx, e.client.NS, addr, small, 5*time.Second)
+		if c != nil {
+			r = readStream(c, r, small)
+		}
+		if r.kind != "" {
+			failed++
+			t.Logf("new connection: %v", r)
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of %d new connections after the restart failed", failed, n)
+	}
+	var got []uint64
+	e.pollStats(t, func(after api.Response) []string {
+		got = got[:0]
+		b, a := findSvc(before, "tcp", e.vip, natStreamPort), findSvc(after, "tcp", e.vip, natStreamPort)
+		var problems []string
+		for i := range b.Servers {
+			d := a.Servers[i].Stats.Conns - b.Servers[i].Stats.Conns
+			got = append(got, d)
+			if d < n/2-2 || d > n/2+2 {
+				problems = append(problems, fmt.Sprintf("%s took %d of %d new connections, want %d±2", b.Servers[i].Address, d, n, n/2))
+			}
+		}
+		return problems
+	})
+	t.Logf("new connections per server after the restart: %v", got)
+}
+
+// readStreamTimed is readStream that also measures the longest silence
+// between two reads of the stream.
+func readStreamTimed(c net.Conn, r streamResult, s streamSpec) (streamResult, time.Duration) {
+	defer c.Close()
+	buf := make([]byte, 64<<10)
+	var longest time.Duration
+	last := time.Now()
+	for r.got < s.total {
+		c.SetReadDeadline(time.Now().Add(s.stall))
+		n, err := c.Read(buf)
+		if n > 0 {
+			longest = max(longest, time.Since(last))
+			last = time.Now()
+		}
+		for i := range n {
+			if buf[i] != streamByte(r.got+int64(i)) {
+				r.got += int64(i)
+				r.kind, r.err = "corrupt", fmt.Errorf("byte %d is %d, want %d", r.got, buf[i], streamByte(r.got))
+				return r, longest
+			}
+		}
+		r.got += int64(n)
+		if err != nil && r.got < s.total {
+			r.kind, r.err = classify(err), err
+			return r, max(longest, time.Since(last))
+		}
+	}
+	return r, longest
+}
