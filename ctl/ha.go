@@ -71,13 +71,22 @@ func (c *Controller) SyncRecords(buf []lcore.SyncConn) []lcore.SyncConn {
 }
 
 // InstallSynced hands records received from a peer director to the workers
-// that own them (lcore.Owner of the client endpoint, as steering; templates
-// to worker 0, their table is shared), in batches of at most syncBatchMax,
-// and waits at most installWait for them. A worker is never waited on: a
-// full command ring or a slow worker costs the records, counted.
+// that own them and waits at most installWait for them (installRecords). A
+// worker is never waited on: a full command ring or a slow worker costs
+// the records, counted.
 func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
+	for i, v := range c.installRecords(recs, installWait) {
+		c.ha.installs[i].Add(uint64(v))
+	}
+}
+
+// installRecords hands records to the workers that own them (lcore.Owner
+// of the client endpoint, as steering; templates to worker 0, their table
+// is shared), in batches of at most syncBatchMax, and waits up to wait for
+// them. It returns how many records had each result.
+func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (res [numInstallResults]uint32) {
 	if len(recs) == 0 {
-		return
+		return res
 	}
 	n := max(c.dp.NumWorkers(), 1)
 	per := make([][]lcore.SyncConn, n)
@@ -88,7 +97,7 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 		}
 		per[w] = append(per[w], r)
 	}
-	deadline := time.Now().Add(installWait)
+	deadline := time.Now().Add(wait)
 	var batches []*lcore.SyncBatch
 	for w, rs := range per {
 		for len(rs) > 0 {
@@ -96,7 +105,7 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 			b := &lcore.SyncBatch{Records: rs[:k:k]}
 			rs = rs[k:]
 			if !c.command(w, lcore.Command{Kind: lcore.CmdSyncInstall, Sync: b}, deadline) {
-				c.ha.installs[installRingFull].Add(uint64(k))
+				res[installRingFull] += uint32(k)
 				continue
 			}
 			batches = append(batches, b)
@@ -107,14 +116,17 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 			time.Sleep(100 * time.Microsecond)
 		}
 		if !b.Done() {
-			c.ha.installs[installTimeout].Add(uint64(len(b.Records)))
+			res[installTimeout] += uint32(len(b.Records))
 			continue
 		}
-		for i, v := range [...]uint32{installInstalled: b.Installed, installNoService: b.NoService, installNoDest: b.NoDest,
-			installTableFull: b.TableFull, installConflict: b.Conflict, installInvalid: b.Invalid} {
-			c.ha.installs[i].Add(uint64(v))
-		}
+		res[installInstalled] += b.Installed
+		res[installNoService] += b.NoService
+		res[installNoDest] += b.NoDest
+		res[installTableFull] += b.TableFull
+		res[installConflict] += b.Conflict
+		res[installInvalid] += b.Invalid
 	}
+	return res
 }
 
 // command pushes a command to a worker, retrying while its ring is full

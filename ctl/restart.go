@@ -153,7 +153,7 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 	if err != nil {
 		return res, fmt.Errorf("neighbours: %w", err)
 	}
-	err = c.installRecords(s.Records, &res)
+	err = c.installHandover(s.Records, &res)
 	// keepalived set the HA state at run time and will not set it again:
 	// the next lbd takes it over, not the configuration's.
 	if s.HA != "" && s.HA != c.HAState() {
@@ -170,47 +170,19 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 // comes at once and the lcores do nothing else yet.
 const handoverInstallWait = 10 * time.Second
 
-// installRecords hands records to the lcores that own them (the owner
-// of the client's endpoint; templates, which live in the shared table,
-// to lcore 0), in batches, and waits for them; it adds the batches'
-// counters to res. It is InstallSynced's routing, with a longer wait and
-// the counts kept for the handover's report instead of the sync metrics.
-func (c *Controller) installRecords(recs []lcore.SyncConn, sum *HandoverResult) error {
-	n := c.dp.NumWorkers()
-	per := make([][]lcore.SyncConn, n)
-	for _, r := range recs {
-		w := 0
-		if !r.Template {
-			w = lcore.Owner(r.ClientIP, r.ClientPort, n)
-		}
-		per[w] = append(per[w], r)
-	}
-	var pending []*lcore.SyncBatch
-	deadline := time.Now().Add(handoverInstallWait)
-	for w, rs := range per {
-		for len(rs) > 0 {
-			k := min(len(rs), syncBatchMax)
-			b := &lcore.SyncBatch{Records: rs[:k:k]}
-			if !c.command(w, lcore.Command{Kind: lcore.CmdSyncInstall, Sync: b}, deadline) {
-				return fmt.Errorf("lcore %d: command ring full for %v", w, handoverInstallWait)
-			}
-			pending = append(pending, b)
-			rs = rs[k:]
-		}
-	}
-	for _, b := range pending {
-		for !b.Done() {
-			if time.Now().After(deadline) {
-				return errors.New("the lcores did not install the handed-over connections in time")
-			}
-			time.Sleep(100 * time.Microsecond)
-		}
-		sum.Installed += b.Installed
-		sum.NoService += b.NoService
-		sum.NoDest += b.NoDest
-		sum.TableFull += b.TableFull
-		sum.Conflict += b.Conflict
-		sum.Invalid += b.Invalid
+// installHandover installs a handover's records (installRecords, with a
+// longer wait) and adds the counts to sum; records a worker did not take
+// in time are an error.
+func (c *Controller) installHandover(recs []lcore.SyncConn, sum *HandoverResult) error {
+	res := c.installRecords(recs, handoverInstallWait)
+	sum.Installed += res[installInstalled]
+	sum.NoService += res[installNoService]
+	sum.NoDest += res[installNoDest]
+	sum.TableFull += res[installTableFull]
+	sum.Conflict += res[installConflict]
+	sum.Invalid += res[installInvalid]
+	if lost := res[installRingFull] + res[installTimeout]; lost != 0 {
+		return fmt.Errorf("the lcores did not install %d of the handed-over connections within %v", lost, handoverInstallWait)
 	}
 	return nil
 }

@@ -38,24 +38,7 @@ func TestContinuityStormFourWorkers(t *testing.T) {
 	const perMethod = 250
 	const natPort, drPort = 9000, 9001
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
-	for _, h := range l.Servers {
-		for _, args := range [][]string{
-			{"ip", "route", "replace", "default", "via", l.LBAddr.Addr().String()},
-			{"ip", "rule", "add", "from", e.vip, "table", "100"},
-			{"ip", "route", "add", "default", "via", l.Router.LBAddr.Addr().String(), "table", "100"},
-		} {
-			if _, err := e.topo.Exec(h.NS, args...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		startStreamServers(t, natPort, h.NS)
-		startStreamServers(t, drPort, h.NS)
-	}
+	l := buildNATAndDR(t, e, natPort, drPort)
 	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
 	port.Device += ",qpairs=4"
 	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
@@ -237,4 +220,33 @@ func continuityOps(vip, rs1, rs2 string, natPort, drPort int) (dualStart api.Req
 		{Op: api.OpReload},
 	}
 	return dualStart, churn, cycle
+}
+
+// buildNATAndDR builds VS/DR's topology (the client behind a router, lbd
+// and two servers on one segment) for a VS/NAT and a VS/DR service at
+// once: the servers route replies from their own address (VS/NAT)
+// through lbd and replies from the VIP (VS/DR) through the router, and
+// run stream servers on the given ports.
+func buildNATAndDR(t *testing.T, e *lbEnv, streamPorts ...int) *topo.DR {
+	t.Helper()
+	l, err := topo.BuildDR(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	for _, h := range l.Servers {
+		for _, args := range [][]string{
+			{"ip", "route", "replace", "default", "via", l.LBAddr.Addr().String()},
+			{"ip", "rule", "add", "from", e.vip, "table", "100"},
+			{"ip", "route", "add", "default", "via", l.Router.LBAddr.Addr().String(), "table", "100"},
+		} {
+			if _, err := e.topo.Exec(h.NS, args...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, port := range streamPorts {
+			startStreamServers(t, port, h.NS)
+		}
+	}
+	return l
 }

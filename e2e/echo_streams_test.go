@@ -25,29 +25,10 @@ import (
 // until the test ends.
 func startEchoServers(t *testing.T, port int, namespaces ...string) {
 	t.Helper()
-	for _, ns := range namespaces {
-		var ln net.Listener
-		if err := topo.InNS(ns, func() (err error) {
-			ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
-			return err
-		}); err != nil {
-			t.Fatalf("echo server in %s: %v", ns, err)
-		}
-		var wg sync.WaitGroup
-		t.Cleanup(func() { ln.Close(); wg.Wait() })
-		wg.Go(func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				wg.Go(func() {
-					defer c.Close()
-					io.Copy(c, c) // until the client's FIN
-				})
-			}
-		})
-	}
+	startTCPServers(t, "echo server", port, func(c net.Conn) {
+		defer c.Close()
+		io.Copy(c, c) // until the client's FIN
+	}, namespaces...)
 }
 
 // echoStream is one client connection.

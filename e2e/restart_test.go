@@ -14,7 +14,6 @@ import (
 
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/e2e/harness"
-	"github.com/dplb/dplb/e2e/topo"
 )
 
 // Restart and upgrade without loss: 200 long-lived TCP streams through
@@ -97,24 +96,7 @@ func TestRestartWithStateFileKeepsConnections(t *testing.T) {
 // VS/DR service.
 func startRestartEnv(t *testing.T, stateFile string) (*lbEnv, harness.Config) {
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
-	for _, h := range l.Servers {
-		for _, args := range [][]string{
-			{"ip", "route", "replace", "default", "via", l.LBAddr.Addr().String()},
-			{"ip", "rule", "add", "from", e.vip, "table", "100"},
-			{"ip", "route", "add", "default", "via", l.Router.LBAddr.Addr().String(), "table", "100"},
-		} {
-			if _, err := e.topo.Exec(h.NS, args...); err != nil {
-				t.Fatal(err)
-			}
-		}
-		startStreamServers(t, natStreamPort, h.NS)
-		startStreamServers(t, drStreamPort, h.NS)
-	}
+	l := buildNATAndDR(t, e, natStreamPort, drStreamPort)
 	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
 	port.Device += ",qpairs=2"
 	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)

@@ -37,14 +37,20 @@ func streamByte(i int64) byte { return byte(i % 251) }
 // ends.
 func startStreamServers(t *testing.T, port int, namespaces ...string) {
 	t.Helper()
+	startTCPServers(t, "stream server", port, serveStream, namespaces...)
+}
+
+// startTCPServers listens on port in each namespace and runs serve on
+// every connection accepted, until the test ends.
+func startTCPServers(t *testing.T, what string, port int, serve func(net.Conn), namespaces ...string) {
+	t.Helper()
 	for _, ns := range namespaces {
 		var ln net.Listener
-		if err := topo.InNS(ns, func() error {
-			var err error
+		if err := topo.InNS(ns, func() (err error) {
 			ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
 			return err
 		}); err != nil {
-			t.Fatalf("stream server in %s: %v", ns, err)
+			t.Fatalf("%s in %s: %v", what, ns, err)
 		}
 		var wg sync.WaitGroup
 		t.Cleanup(func() { ln.Close(); wg.Wait() })
@@ -54,7 +60,7 @@ func startStreamServers(t *testing.T, port int, namespaces ...string) {
 				if err != nil {
 					return
 				}
-				wg.Go(func() { serveStream(c) })
+				wg.Go(func() { serve(c) })
 			}
 		})
 	}

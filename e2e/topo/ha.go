@@ -98,12 +98,7 @@ func BuildHA(t *Topo, n int, dr bool) (*HA, error) {
 		h.Nodes[i] = nd
 	}
 	h.SwitchNS = mk("sw")
-	first := drFirstRS
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("rs%d", i)
-		h.Servers = append(h.Servers, Host{Name: name, NS: mk(name), If: t.IfName(name), Addr: first})
-		first = netip.PrefixFrom(first.Addr().Next(), first.Bits())
-	}
+	h.Servers = t.serverHosts(mk, drFirstRS, n)
 	if err != nil {
 		return nil, err
 	}

@@ -139,12 +139,7 @@ func buildLVS(t *Topo, n int, tunnel bool) (*LVS, error) {
 	l.Router.NS = mk("rt")
 	l.LBNS = mk("lb")
 	l.SwitchNS = mk("sw")
-	rs := first
-	for i := 1; i <= n; i++ {
-		name := fmt.Sprintf("rs%d", i)
-		l.Servers = append(l.Servers, Host{Name: name, NS: mk(name), If: t.IfName(name), Addr: rs})
-		rs = netip.PrefixFrom(rs.Addr().Next(), rs.Bits())
-	}
+	l.Servers = t.serverHosts(mk, first, n)
 	if err != nil {
 		return nil, err
 	}
@@ -250,4 +245,16 @@ func buildLVS(t *Topo, n int, tunnel bool) (*LVS, error) {
 		}
 	}
 	return l, nil
+}
+
+// serverHosts names n real servers rs1..rsN, each in a namespace made by
+// mk, at consecutive addresses from first.
+func (t *Topo) serverHosts(mk func(string) string, first netip.Prefix, n int) []Host {
+	var hosts []Host
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("rs%d", i)
+		hosts = append(hosts, Host{Name: name, NS: mk(name), If: t.IfName(name), Addr: first})
+		first = netip.PrefixFrom(first.Addr().Next(), first.Bits())
+	}
+	return hosts
 }
