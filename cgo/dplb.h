@@ -24,7 +24,10 @@
 #include <rte_mempool.h>
 #include <rte_ring.h>
 
-/* rte_errno is a macro over a per-lcore TLS variable. */
+/* rte_errno is a macro over a per-thread (TLS) variable: read it on the
+ * OS thread that made the failed call. A goroutine may move between two
+ * cgo calls, so Go callers hold the thread (runtime.LockOSThread) across
+ * the call and this read. */
 static inline int dplb_errno(void) { return rte_errno; }
 
 /*

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,6 +51,8 @@ func Init(args []string) error {
 	for i, a := range args {
 		cargs[i] = C.CString(a)
 	}
+	runtime.LockOSThread() // rte_errno is per thread: read it on the one that failed
+	defer runtime.UnlockOSThread()
 	// rte_eal_init keeps pointers into argv, so the strings stay allocated.
 	ret := C.rte_eal_init(C.int(len(args)), (**C.char)(argv))
 	if ret < 0 {

@@ -10,6 +10,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/dplb/dplb/dpdk/internal/rteerr"
@@ -20,6 +21,8 @@ import (
 // i writes tx[i]. Tests use it to inject packets into a dataplane and read
 // what it sends, with no kernel in between.
 func FromRings(name string, rx, tx []*ring.Ring, socket int) (Port, error) {
+	runtime.LockOSThread() // rte_errno is per thread: read it on the one that failed
+	defer runtime.UnlockOSThread()
 	if len(rx) == 0 || len(tx) == 0 {
 		return 0, fmt.Errorf("port %q: need at least one RX and one TX ring", name)
 	}

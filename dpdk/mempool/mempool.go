@@ -8,6 +8,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/dplb/dplb/dpdk/internal/rteerr"
@@ -33,6 +34,8 @@ type PktmbufPool struct {
 
 // CreatePktmbufPool creates a pool of packet buffers.
 func CreatePktmbufPool(p PktmbufPool) (*Mempool, error) {
+	runtime.LockOSThread() // rte_errno is per thread: read it on the one that failed
+	defer runtime.UnlockOSThread()
 	if p.DataRoom == 0 {
 		p.DataRoom = DefaultDataRoom
 	}
@@ -65,6 +68,8 @@ func (mp *Mempool) Name() string { return C.GoString(&mp.name[0]) }
 
 // Lookup finds a pool by name.
 func Lookup(name string) (*Mempool, error) {
+	runtime.LockOSThread() // rte_errno is per thread: read it on the one that failed
+	defer runtime.UnlockOSThread()
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	mp := C.rte_mempool_lookup(cname)

@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"fmt"
+	"runtime"
 	"unsafe"
 
 	"github.com/dplb/dplb/dpdk/internal/rteerr"
@@ -34,6 +35,8 @@ const (
 
 // Create makes a ring of count slots (a power of two unless ExactSize).
 func Create(name string, count uint, socket int, flags Flags) (*Ring, error) {
+	runtime.LockOSThread() // rte_errno is per thread: read it on the one that failed
+	defer runtime.UnlockOSThread()
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	r := C.rte_ring_create(cname, C.uint(count), C.int(socket), C.uint(flags))
