@@ -143,6 +143,7 @@ func testFailover(t *testing.T, dr bool) {
 		t.Errorf("node a's keepalived is in state %q after its lbd died, want FAULT", s)
 	}
 	e.keepStreaming(t, fleet, "after node a's lbd died", crashed, crash)
+	t.Logf("node b's drops after node a's lbd died: %s", e.drops(b))
 
 	fleet.finish()
 	maxStall := 2*max(takeover, failback, crash) + 1500*time.Millisecond
