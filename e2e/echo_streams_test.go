@@ -194,6 +194,18 @@ func (f *echoFleet) finish() {
 	}
 }
 
+// stalled returns the client addresses of up to n streams that broke
+// or stalled longer than maxStall; valid after finish.
+func (f *echoFleet) stalled(maxStall time.Duration, n int) []string {
+	var out []string
+	for _, s := range f.streams {
+		if len(out) < n && (s.result.kind != "" || s.maxGap > maxStall) {
+			out = append(out, s.result.local)
+		}
+	}
+	return out
+}
+
 // verdict tallies how the streams ended: broken ones by kind, and the
 // ones that survived but stalled longer than maxStall, as "stall".
 func (f *echoFleet) verdict(maxStall time.Duration) (*tally, time.Duration) {

@@ -341,6 +341,34 @@ func (e *haEnv) drops(n *haNode) string {
 	return nonZero(dropsByReason(res[0].Body))
 }
 
+// explainStreams logs what the live lbds list for each stream (client
+// address:port): which real server and state each director holds (after
+// the streams ended: their closing states).
+func (e *haEnv) explainStreams(t *testing.T, locals []string) {
+	t.Helper()
+	for _, n := range e.nodes {
+		select {
+		case <-n.lbd.Proc.Done():
+			continue // its lbd is dead
+		default:
+		}
+		out, err := harness.LBCtl(e.ctx, e.lbctl, n.lbd.Config.Socket, "-L", "-c", "-n")
+		if err != nil {
+			t.Logf("node %s: %v", n.Name, err)
+			continue
+		}
+		for _, local := range locals {
+			var lines []string
+			for _, line := range strings.Split(out, "\n") {
+				if strings.Contains(line, local+" ") {
+					lines = append(lines, strings.TrimSpace(line))
+				}
+			}
+			t.Logf("node %s holds for stream %s: %q", n.Name, local, lines)
+		}
+	}
+}
+
 // balance sends n short requests to the VIP and checks that every one
 // succeeds and both real servers answer at least a quarter of them.
 func (e *haEnv) balance(t *testing.T, when string, n int) {

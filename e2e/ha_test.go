@@ -148,6 +148,9 @@ func testFailover(t *testing.T, dr bool) {
 	fleet.finish()
 	maxStall := 2*max(takeover, failback, crash) + 1500*time.Millisecond
 	ty, longest := fleet.verdict(maxStall)
+	if bad := fleet.stalled(maxStall, 3); len(bad) > 0 {
+		e.explainStreams(t, bad)
+	}
 	t.Logf("streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
 	if broken := ty.broken(); float64(haStreams-len(fleet.failed)-broken) < haMinSurvival*haStreams {
 		t.Errorf("%d of %d streams broke across failover and fail back, want at most %.0f%%", broken+len(fleet.failed), haStreams, (1-haMinSurvival)*100)
