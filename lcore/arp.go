@@ -65,6 +65,46 @@ func (w *Worker) sendARPRequest(port int, ip uint32) {
 	w.leave(m, -1, transmit(port, hdr.BroadcastMAC))
 }
 
+// takeoverAnnounceMax bounds the gratuitous ARPs worker 0 sends at once
+// when it stops being a backup; the control plane's rounds (commands)
+// cover every address.
+const takeoverAnnounceMax = 128
+
+// announceTakeover sends the first round of gratuitous ARP the moment the
+// worker adopts the snapshot that makes this director the master: the
+// floating addresses, then the VIPs on ports facing clients. Sent here,
+// not only by command, so the neighbours hear of the takeover as soon as
+// lbd answers ARP for it, even when the command ring is busy (a bulk sync
+// install): a client's TCP that missed it retries only after its doubled
+// timeout. Control work, run from the commands job.
+func (w *Worker) announceTakeover() {
+	n := 0
+	for pi := range w.snap.Ports {
+		for _, f := range w.snap.Ports[pi].Floating {
+			if n == takeoverAnnounceMax {
+				return
+			}
+			w.announce(pi, f)
+			n++
+		}
+	}
+	for pi := range w.snap.Ports {
+		if !w.snap.Ports[pi].FacesClients {
+			continue
+		}
+		for vip, ok := range w.snap.vips {
+			if !ok {
+				continue
+			}
+			if n == takeoverAnnounceMax {
+				return
+			}
+			w.announce(pi, vip)
+			n++
+		}
+	}
+}
+
 // announce broadcasts a gratuitous ARP for ip out of a port (a request
 // whose sender and target are both ip, from the port's MAC), so the
 // neighbours' caches point ip at this director: a new master's takeover.

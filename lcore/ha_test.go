@@ -120,3 +120,43 @@ func TestAnnounce(t *testing.T) {
 		t.Fatalf("gratuitous_arps %d", w.cnt.own[GratuitousARPs])
 	}
 }
+
+// TestTakeoverAnnouncesAtOnce: the snapshot that turns a backup into the
+// master makes worker 0 broadcast a gratuitous ARP for the floating
+// address and for every VIP on the port facing clients as it adopts the
+// snapshot, before any command asks; a master's next snapshot announces
+// nothing.
+func TestTakeoverAnnouncesAtOnce(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	withHA(r, true)
+	master := w.snap.WithHA(w.snap.Gen+1, w.snap.Sync, false)
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: master})
+	w.runCommands(0)
+	w.flush()
+	lan, wan := r.sent(1), r.sent(0)
+	if len(lan) != 1 || hdr.ARP(hdr.Ethernet(lan[0]).Payload()).SenderIP() != floatingGW {
+		t.Fatalf("%d frames on lan, want the floating address's gratuitous ARP", len(lan))
+	}
+	announced := map[uint32]bool{}
+	for _, f := range wan {
+		a := hdr.ARP(hdr.Ethernet(f).Payload())
+		if !a.IsValid() || a.Op() != hdr.ARPRequest || a.SenderIP() != a.TargetIP() || a.SenderMAC() != wanMAC {
+			t.Fatalf("not a gratuitous ARP from the client port: %x", f)
+		}
+		announced[a.SenderIP()] = true
+	}
+	if len(announced) != len(master.vips) || !announced[vip] {
+		t.Fatalf("announced %v on the client side, want every VIP %v", announced, master.vips)
+	}
+	if w.cnt.own[GratuitousARPs] != uint64(1+len(wan)) {
+		t.Fatalf("gratuitous_arps %d", w.cnt.own[GratuitousARPs])
+	}
+	again := master.WithHA(master.Gen+1, master.Sync, false)
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: again})
+	w.runCommands(0)
+	w.flush()
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 {
+		t.Fatalf("a master's next snapshot sent %d frames", n)
+	}
+}

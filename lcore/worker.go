@@ -374,7 +374,11 @@ func (w *Worker) runCommands(int64) {
 			cmd.Trace.done.Store(true) // publishes Result to the control plane
 		case CmdSnapshot:
 			if cmd.Snap != nil && len(cmd.Snap.Ports) == len(w.cfg.Ports) {
+				takeover := w.cfg.ID == 0 && w.snap != nil && w.snap.Backup && !cmd.Snap.Backup
 				w.snap = cmd.Snap
+				if takeover {
+					w.announceTakeover()
+				}
 				w.learnVIPs(cmd.Snap)
 				w.cnt.reset(cmd.Snap.ResetDests)
 				// Published before the acknowledgement: what the control
