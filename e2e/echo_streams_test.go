@@ -194,6 +194,23 @@ func (f *echoFleet) finish() {
 	}
 }
 
+// quiet returns the client addresses of up to n live streams with no
+// echo since t.
+func (f *echoFleet) quiet(t time.Time, n int) []string {
+	var out []string
+	for _, s := range f.streams {
+		select {
+		case <-s.done:
+			continue
+		default:
+		}
+		if len(out) < n && s.lastEcho.Load() <= t.UnixNano() {
+			out = append(out, s.result.local)
+		}
+	}
+	return out
+}
+
 // stalled returns the client addresses of up to n streams that broke
 // or stalled longer than maxStall; valid after finish.
 func (f *echoFleet) stalled(maxStall time.Duration, n int) []string {

@@ -369,6 +369,27 @@ func (e *haEnv) explainStreams(t *testing.T, locals []string) {
 	}
 }
 
+// explainQuiet logs, while streams are stalled, what the hosts' TCP says
+// of them (retransmission timeout, backoff, retransmissions: ss -tin) and
+// the hosts' ARP caches, to tell a lost path from a TCP timer.
+func (e *haEnv) explainQuiet(t *testing.T, locals []string) {
+	t.Helper()
+	hosts := append([]topo.Host{e.ha.Client}, e.ha.Servers...)
+	for _, h := range hosts {
+		neigh, _ := e.topo.Exec(h.NS, "ip", "neigh", "show")
+		t.Logf("%s's ARP cache:\n%s", h.Name, neigh)
+		for _, local := range locals {
+			port := local[strings.LastIndex(local, ":")+1:]
+			filter := "sport = :" + port
+			if h.NS != e.ha.Client.NS {
+				filter = "dport = :" + port
+			}
+			out, _ := e.topo.Exec(h.NS, "ss", "-tin", filter)
+			t.Logf("%s's TCP for stream %s:\n%s", h.Name, local, out)
+		}
+	}
+}
+
 // balance sends n short requests to the VIP and checks that every one
 // succeeds and both real servers answer at least a quarter of them.
 func (e *haEnv) balance(t *testing.T, when string, n int) {

@@ -177,6 +177,7 @@ func (e *haEnv) keepStreaming(t *testing.T, f *echoFleet, when string, since tim
 	if float64(moving) < haMinSurvival*float64(haStreams) {
 		t.Errorf("%s: only %d of %d streams moving %v after the switch (%d ended)", when, moving, haStreams,
 			time.Since(since).Round(time.Millisecond), ended)
+		e.explainQuiet(t, f.quiet(recovered, 3))
 	}
 }
 
