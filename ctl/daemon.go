@@ -45,6 +45,12 @@ type RunOptions struct {
 	// hands to the new binary) instead of writing restart.state_file.
 	Upgrading func() bool
 	Outgoing  func(state []byte)
+	// Control is the listening control socket the lbd before this one
+	// passed across exec (nil: Run listens on control.socket). When Run
+	// stops for an upgrade it hands its own to KeepControl, leaving the
+	// socket's file in place, instead of closing it.
+	Control     *os.File
+	KeepControl func(*os.File)
 }
 
 // Run is lbd: it takes the control socket, opens the dataplane (opts.Open:
@@ -63,10 +69,19 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		gid, _ = strconv.Atoi(grp.Gid)
 	}
 	// The socket first: a second lbd must fail before it touches DPDK.
-	l, err := api.Listen(cfg.Control.Socket, os.FileMode(cfg.Control.SocketMode), gid)
+	l, err := controlListener(cfg, gid, opts.Control)
 	if err != nil {
 		return fmt.Errorf("control.socket: %w", err)
 	}
+	// A duplicate outlives the listener, which the server closes first
+	// thing on a stop: the next lbd of an upgrade takes it over.
+	dup, err := l.File()
+	if err != nil {
+		l.Close()
+		os.Remove(cfg.Control.Socket)
+		return fmt.Errorf("control.socket: %w", err)
+	}
+	defer keepOrRemoveControl(dup, cfg.Control.Socket, opts)
 	defer l.Close()
 	var ml net.Listener
 	if cfg.Metrics.Listen != "" {
@@ -221,4 +236,41 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}
 	wg.Wait()
 	return nil
+}
+
+// controlListener is the control socket: the one an upgrading lbd passed
+// on, if it is bound to control.socket, else a new one. Its file is not
+// unlinked when it closes: keepOrRemoveControl decides.
+func controlListener(cfg conf.Config, gid int, inherited *os.File) (*net.UnixListener, error) {
+	if inherited != nil {
+		l, err := net.FileListener(inherited)
+		inherited.Close()
+		if ul, ok := l.(*net.UnixListener); err == nil && ok && ul.Addr().String() == cfg.Control.Socket {
+			ul.SetUnlinkOnClose(false)
+			return ul, nil
+		}
+		if err == nil { // the configuration moved the socket: serve the new path
+			l.Close()
+		}
+	}
+	l, err := api.Listen(cfg.Control.Socket, os.FileMode(cfg.Control.SocketMode), gid)
+	if err != nil {
+		return nil, err
+	}
+	ul := l.(*net.UnixListener)
+	ul.SetUnlinkOnClose(false)
+	return ul, nil
+}
+
+// keepOrRemoveControl runs as Run returns, after the listener closed:
+// stopping for an upgrade, dup (the listening socket) goes to
+// opts.KeepControl for the next lbd; otherwise it closes and the
+// socket's file goes.
+func keepOrRemoveControl(dup *os.File, path string, opts RunOptions) {
+	if opts.Upgrading != nil && opts.Upgrading() && opts.KeepControl != nil {
+		opts.KeepControl(dup)
+		return
+	}
+	dup.Close()
+	os.Remove(path)
 }

@@ -38,6 +38,10 @@ func TestUpgradeKeepsConnections(t *testing.T) {
 	e.refusedUpgrade(t)
 	e.restartUnderLoad(t, cfg, func() {
 		lbdPath, _, _ := binaries(t)
+		before, err := os.Stat(cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
 		ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
 		defer cancel()
 		out, err := exec.CommandContext(ctx, e.lbctl, "--socket", cfg.Socket, "upgrade", "--binary", lbdPath).CombinedOutput()
@@ -52,6 +56,11 @@ func TestUpgradeKeepsConnections(t *testing.T) {
 		case <-e.lbd.Proc.Done():
 			t.Fatalf("lbd's process exited (%v): the new binary did not run in its place", e.lbd.Proc.Err())
 		default: // the same pid runs the new lbd
+		}
+		// The new lbd serves the socket the old one listened on (its
+		// file is the same): a client never found it missing.
+		if after, err := os.Stat(cfg.Socket); err != nil || !os.SameFile(before, after) {
+			t.Errorf("the control socket after the upgrade is not the one lbd listened on before (%v)", err)
 		}
 	})
 }

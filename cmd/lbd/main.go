@@ -77,6 +77,10 @@ func main() {
 	if herr != nil {
 		log.Warn("handover refused: starting with an empty connection table", zap.Error(herr))
 	}
+	control, cerr := handover.ControlFromEnv()
+	if cerr != nil {
+		log.Warn("control socket not taken over: listening anew", zap.Error(cerr))
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -129,6 +133,9 @@ func main() {
 		Upgrade:   up.request,
 		Upgrading: up.upgrading,
 		Outgoing:  up.keep,
+
+		Control:     control,
+		KeepControl: up.keepControl,
 	}
 	if err := ctl.Run(ctx, cfg, log, opts); err != nil {
 		log.Error("lbd failed", zap.Error(err))

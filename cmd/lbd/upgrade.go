@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,8 +33,9 @@ type upgrader struct {
 
 	mu       sync.Mutex
 	checking bool
-	binary   string // the binary to exec, once checked
-	state    []byte // the handover Run collected
+	binary   string   // the binary to exec, once checked
+	state    []byte   // the handover Run collected
+	control  *os.File // the listening control socket Run handed over
 }
 
 // request checks bin ("" is the binary lbd was started from) and, if it
@@ -101,19 +103,26 @@ func (u *upgrader) check(bin string) error {
 	return nil
 }
 
-// closeOnExec marks every descriptor but stdin, stdout, stderr and keep
-// close-on-exec: DPDK leaves some open without the flag (its memory
+// closeOnExec marks every descriptor but stdin, stdout, stderr and those
+// kept close-on-exec: DPDK leaves some open without the flag (its memory
 // files, with their locks), and the new lbd's DPDK could not take them.
-func closeOnExec(keep int) {
+func closeOnExec(keep ...int) {
 	fds, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		return
 	}
 	for _, e := range fds {
-		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 && fd != keep {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 && !slices.Contains(keep, fd) {
 			syscall.CloseOnExec(fd)
 		}
 	}
+}
+
+// keepControl stores the listening control socket Run hands over.
+func (u *upgrader) keepControl(f *os.File) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.control = f
 }
 
 // upgrading reports whether the run stops for an upgrade.
@@ -138,7 +147,7 @@ func (u *upgrader) keep(state []byte) {
 func (u *upgrader) exec(log *zap.Logger) error {
 	env := make([]string, 0, len(os.Environ())+1)
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, handover.EnvFD+"=") {
+		if !strings.HasPrefix(kv, handover.EnvFD+"=") && !strings.HasPrefix(kv, handover.EnvControlFD+"=") {
 			env = append(env, kv)
 		}
 	}
@@ -152,7 +161,15 @@ func (u *upgrader) exec(log *zap.Logger) error {
 			keep = fd
 		}
 	}
-	closeOnExec(keep)
+	keepControl := -1
+	if u.control != nil {
+		fd := int(u.control.Fd())
+		if _, _, errno := syscall.Syscall(syscall.SYS_FCNTL, uintptr(fd), syscall.F_SETFD, 0); errno == 0 {
+			env = append(env, fmt.Sprintf("%s=%d", handover.EnvControlFD, fd))
+			keepControl = fd
+		}
+	}
+	closeOnExec(keep, keepControl)
 	args := append([]string{u.binary}, os.Args[1:]...)
 	log.Info("upgrade: exec", zap.String("binary", u.binary), zap.Strings("args", args[1:]))
 	log.Sync()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,6 +15,28 @@ import (
 // EnvFD names the environment variable an upgrading lbd passes the
 // handover's file descriptor in (a memfd inherited across exec).
 const EnvFD = "DPLB_HANDOVER_FD"
+
+// EnvControlFD names the environment variable an upgrading lbd passes its
+// listening control socket in: the new lbd serves the same socket, so a
+// client (lbctl, keepalived's check) that connects during the exec waits
+// in its backlog instead of finding no socket.
+const EnvControlFD = "DPLB_CONTROL_FD"
+
+// ControlFromEnv returns the listening control socket an upgrading lbd
+// passed in EnvControlFD (nil: none) and clears the variable.
+func ControlFromEnv() (*os.File, error) {
+	v, set := os.LookupEnv(EnvControlFD)
+	if !set {
+		return nil, nil
+	}
+	os.Unsetenv(EnvControlFD)
+	fd, err := strconv.Atoi(v)
+	if err != nil || fd < 3 {
+		return nil, fmt.Errorf("%s=%q: not a file descriptor", EnvControlFD, v)
+	}
+	syscall.CloseOnExec(fd) // a later exec passes it on explicitly
+	return os.NewFile(uintptr(fd), "control socket"), nil
+}
 
 // WriteFile writes b to path atomically (a temporary file in the same
 // directory, synced, then renamed), readable by root only.
