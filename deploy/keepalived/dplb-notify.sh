@@ -10,8 +10,9 @@
 # The VIPs live in lbd's DPDK dataplane, not in the kernel: keepalived's
 # virtual_ipaddress holds only a management address.
 #
-# keepalived.conf: a vrrp_script running "dplb-notify.sh check" (lbd
-# answers on its socket) tracked by the vrrp_instance, and in it:
+# keepalived.conf: vrrp_scripts running "dplb-notify.sh check" (lbd
+# answers on its socket) and "dplb-notify.sh alive" (something listens on
+# it) tracked by the vrrp_instance, and in it:
 #   notify_master "/etc/keepalived/dplb-notify.sh master"
 #   notify_backup "/etc/keepalived/dplb-notify.sh backup"
 #   notify_fault  "/etc/keepalived/dplb-notify.sh fault"
@@ -46,10 +47,19 @@ check)
 	# keepalived's vrrp_script, every second: does lbd answer?
 	exec "$LBCTL" --socket "$SOCKET" --ha-state >/dev/null 2>&1
 	;;
+alive)
+	# keepalived's other vrrp_script, every second: is lbd there at all?
+	# Only a socket nobody listens on fails it; a slow answer is check's.
+	out=$(timeout 1 "$LBCTL" --socket "$SOCKET" --ha-state 2>&1)
+	case $out in
+	*"does not seem to be running"*) exit 1 ;;
+	esac
+	exit 0
+	;;
 master) role=master other=backup ;;
 backup | fault | stop) role=backup other=master ;;
 *)
-	echo "usage: $0 master|backup|fault|stop|check" >&2
+	echo "usage: $0 master|backup|fault|stop|check|alive" >&2
 	exit 2
 	;;
 esac

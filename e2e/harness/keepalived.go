@@ -82,8 +82,8 @@ func WriteKeepalived(root, dir string, n VRRPNode) (string, error) {
 	// Every notify line and the lbd check name the shipped script's
 	// installed path.
 	conf = strings.ReplaceAll(conf, "/etc/keepalived/dplb-notify.sh", script)
-	if strings.Count(conf, script) != 5 {
-		return "", fmt.Errorf("harness: %s: want notify_master, _backup, _fault, _stop and the lbd check calling the script", KeepalivedConf)
+	if strings.Count(conf, script) != 6 {
+		return "", fmt.Errorf("harness: %s: want notify_master, _backup, _fault, _stop and the lbd checks (check, alive) calling the script", KeepalivedConf)
 	}
 	body, err := applyEdits(string(scriptIn), NotifyScript, []edit{
 		{regexp.MustCompile(`(?m)^LBCTL=.*$`), "LBCTL=" + n.LBCtl},
