@@ -80,6 +80,7 @@ type Dataplane struct {
 	ConnTableSize int           `mapstructure:"conn_table_size"` // connections per lcore, 1024..67108864; default 1048576; reload: restart
 	IdleSleep     time.Duration `mapstructure:"idle_sleep"`      // sleep between polls of an idle lcore, 0 = pure polling, 0..10ms; default 0; reload: restart
 	Defense       Defense       `mapstructure:"defense"`         // how each lcore's connection table resists floods (see Defense); reload: restart
+	Fragments     Fragments     `mapstructure:"fragments"`       // the bounds of each lcore's IP fragment state (see Fragments); reload: restart
 	SteeringKey   string        `mapstructure:"steering_key"`    // Toeplitz key of connection ownership and the NICs' RSS, 40 bytes as 80 hex digits (':' or ' ' between bytes allowed), not all zero; "" = drawn at random at each boot; default ""; reload: restart
 }
 
@@ -120,6 +121,20 @@ type Defense struct {
 	IdleAfter  time.Duration `mapstructure:"idle_after"`  // under drop_entry, a connection with no packet for this long may be evicted in any state, 1s..720h; default 60s; reload: restart
 	SYNTimeout time.Duration `mapstructure:"syn_timeout"` // timeout of embryonic TCP entries under secure, 1s..720h; default 10s; reload: restart
 	UDPTimeout time.Duration `mapstructure:"udp_timeout"` // timeout of embryonic UDP entries under secure, 1s..720h; default 10s; reload: restart
+}
+
+// Fragments bounds what each lcore remembers of fragmented datagrams:
+// fragments are forwarded one by one along their first fragment's
+// connection, and later fragments that arrive before their first wait.
+type Fragments struct {
+	Datagrams int           `mapstructure:"datagrams"` // datagrams each lcore remembers at once (a new one beyond is dropped, fragment_table_full), 16..1048576; default 4096; reload: restart
+	Held      int           `mapstructure:"held"`      // fragments each lcore holds while their datagram's first fragment is missing (beyond: fragment_held_full), 0..65536, times the lcores below dataplane.mbufs / 2; default 256; reload: restart
+	Timeout   time.Duration `mapstructure:"timeout"`   // a datagram is forgotten this long after its first fragment reached the lcore, and what it held dropped (fragment_timeout), 100ms..60s; default 5s; reload: restart
+}
+
+// DefaultFragments are the fragment bounds lbd runs with unless configured.
+func DefaultFragments() Fragments {
+	return Fragments{Datagrams: 4096, Held: 256, Timeout: 5 * time.Second}
 }
 
 // Port is one DPDK port and its IPv4 interface.
@@ -240,6 +255,7 @@ func Default() Config {
 			ConnTableSize: 1 << 20,
 			IdleSleep:     0,
 			Defense:       DefaultDefense(),
+			Fragments:     DefaultFragments(),
 		},
 		Timeouts: Timeouts{
 			TCP:    900 * time.Second,

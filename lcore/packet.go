@@ -18,6 +18,9 @@ func (w *Worker) run(ds []desc, steer bool) {
 
 // process takes a parsed packet through steering and its stage.
 func (w *Worker) process(d *desc, steer bool) exit {
+	if d.frag != fragNone {
+		return w.fragment(d, steer && w.nworkers > 1)
+	}
 	if steer && w.nworkers > 1 {
 		if d.owner = w.ownerOf(d); d.owner >= 0 && d.owner != w.cfg.ID {
 			return handOff(d.owner)
@@ -150,7 +153,7 @@ func (w *Worker) forwardNAT(d *desc, c *conn.Conn, dir conn.Dir) exit {
 	}
 	// Offload only a checksum the NIC found good on arrival; an incremental
 	// update keeps a bad one bad.
-	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m)
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m) && d.frag == fragNone
 	ip := d.ip()
 	l4 := ip.Payload()
 	decTTL(ip)

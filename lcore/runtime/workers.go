@@ -97,7 +97,8 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 				DropEntryPercent: dp.Defense.DropEntry, SecurePercent: dp.Defense.Secure, IdleAfter: dp.Defense.IdleAfter,
 				SecureSYN: dp.Defense.SYNTimeout, SecureUDP: dp.Defense.UDPTimeout,
 			},
-			Workers: n, Handoff: handoffs[i], Templates: templates, HoldRX: d.holdRX,
+			Fragments: lcore.FragLimits{Datagrams: dp.Fragments.Datagrams, Held: dp.Fragments.Held, Timeout: dp.Fragments.Timeout},
+			Workers:   n, Handoff: handoffs[i], Templates: templates, HoldRX: d.holdRX,
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
