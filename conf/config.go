@@ -166,6 +166,7 @@ type Service struct {
 	Persistence time.Duration `mapstructure:"persistence"`   // persistent service (ipvsadm -p): a client (network) keeps its real server while its template lives, 0 = off, else 1s..720h; default 0; reload: yes
 	Netmask     string        `mapstructure:"netmask"`       // persistence granularity (ipvsadm -M), a contiguous IPv4 netmask; default "255.255.255.255"; reload: yes
 	SloppyTCP   bool          `mapstructure:"sloppy_tcp"`    // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
+	Helper      string        `mapstructure:"helper"`        // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
 	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
 	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
 	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes

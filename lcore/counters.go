@@ -47,6 +47,9 @@ const (
 	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
 	Fragments        // IPv4 fragments forwarded (counted by the worker that owns their connection)
 	FragmentsHeld    // later fragments that waited for their datagram's first one
+	FTPRewritten     // FTP 227 replies whose address was rewritten to the VIP
+	FTPExpected      // FTP data connections announced (PORT, EPRT, 227, 229) and expected
+	FTPDataConns     // FTP data connections made from an expectation
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -84,6 +87,9 @@ const (
 	DropFragHeldFull     // a later fragment with no room to wait for its first one
 	DropFragTimeout      // a held fragment whose first fragment did not come in time
 	DropFragOrphan       // a later fragment at the owner with no first fragment before it
+	DropFTPUnparsed      // an FTP PORT, EPRT, 227 or 229 the helper could not read (or naming another host)
+	DropFTPExpectFull    // an FTP command whose data connection could not be expected (table full)
+	DropFTPTableFull     // a new FTP control connection beyond what a worker tracks
 
 	numStats
 )
@@ -98,6 +104,7 @@ var statNames = [numStats]string{
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
 	Fragments: "fragments", FragmentsHeld: "fragments_held",
+	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -108,6 +115,7 @@ var statNames = [numStats]string{
 	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed",
 	DropBadFragment: "bad_fragment", DropFragOversize: "fragment_oversize", DropFragTableFull: "fragment_table_full",
 	DropFragHeldFull: "fragment_held_full", DropFragTimeout: "fragment_timeout", DropFragOrphan: "fragment_orphan",
+	DropFTPUnparsed: "ftp_unparsed", DropFTPExpectFull: "ftp_expect_full", DropFTPTableFull: "ftp_table_full",
 }
 
 // Name is the counter's name (for drops, the reason).

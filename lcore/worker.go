@@ -51,6 +51,10 @@ type Config struct {
 	// Templates is the persistence template table all workers share
 	// (required with several workers; one worker makes its own).
 	Templates *TemplateTable
+	// Expects is the table of expected connections (the FTP helper's
+	// data connections) all workers share (required with several
+	// workers; one worker makes its own).
+	Expects *ExpectTable
 	// Fragments bounds the fragment state (frag.go); zero fields take
 	// DefaultFragLimits.
 	Fragments FragLimits
@@ -118,6 +122,8 @@ type Worker struct {
 	ipID       uint16              // the next outer IP ID of VS/TUN packets
 	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tunerr.go)
 	frags      *fragTable          // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable           // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable        // expected data connections, shared (expect.go)
 	fragDesc   desc                // scratch for a held fragment sent on
 	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
@@ -174,6 +180,12 @@ func NewWorker(cfg Config) (*Worker, error) {
 		}
 	}
 	w.tmplOff = w.tmpl.offset(w.epoch)
+	if w.expects = cfg.Expects; w.expects == nil {
+		if cfg.Workers > 1 {
+			return nil, fmt.Errorf("lcore %d: %d workers must share one table of expected connections", cfg.ID, cfg.Workers)
+		}
+		w.expects = NewExpectTable()
+	}
 	w.tmplBudget = max(16, int(int64(w.tmpl.Cap())*int64(expirePeriod)/int64(sweepTime)))
 	w.vips = map[uint32]struct{}{}
 	w.learnVIPs(cfg.Snapshot)
@@ -426,6 +438,9 @@ func (w *Worker) runCommands(int64) {
 func (w *Worker) learnVIPs(s *Snapshot) {
 	for v := range s.vips {
 		w.vips[v] = struct{}{}
+	}
+	if s.hasFTP && w.ftp == nil {
+		w.ftp = newFTPTable()
 	}
 }
 
