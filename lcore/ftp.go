@@ -274,12 +274,18 @@ func (w *Worker) rewriteHostPort(d *desc, start, end int, addr uint32, port uint
 	payload := int(d.l4) + tcp.DataOffset() // offset of the payload in the frame
 	oldTotal := int(ip.TotalLength())
 	diff := len(b) - (end - start)
-	if oldTotal+diff > 0xffff || d.m.SetLen(l3+oldTotal+diff) != nil {
+	if oldTotal+diff > 0xffff || l3+oldTotal+diff > d.m.DataLen()+d.m.Tailroom() {
 		return 0 // no room: left as it was (cannot happen with a 2 KB data room)
+	}
+	// Move the rest of the segment within the longer of the two frames
+	// (the mbuf's view is its current length), then set the new length.
+	if diff > 0 {
+		d.m.SetLen(l3 + oldTotal + diff)
 	}
 	data := d.m.Data()
 	copy(data[payload+start+len(b):], data[payload+end:l3+oldTotal])
 	copy(data[payload+start:], b)
+	d.m.SetLen(l3 + oldTotal + diff) // also trims Ethernet padding
 	ip = d.ip()
 	ip.SetChecksum(hdr.Update16(ip.Checksum(), uint16(oldTotal), uint16(oldTotal+diff)))
 	ip.SetTotalLength(uint16(oldTotal + diff))

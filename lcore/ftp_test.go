@@ -35,23 +35,31 @@ func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport 
 
 // ftpRig is the single-worker rig with the FTP helper on VIP:21 (rs2:21)
 // and an established control connection from the client's port 40100.
-func ftpRig(t *testing.T) *rig {
-	r := newRig(t, defaultNeigh())
+func ftpRig(t *testing.T) *rig { return ftpRigWith(t, vip, rs2) }
+
+// ftpRigWith is ftpRig with the FTP service on VIP v and real server rs
+// (with rs2's MAC).
+func ftpRigWith(t *testing.T, v, rs uint32) *rig {
+	neigh := defaultNeigh()
+	neigh[rs] = rs2MAC
+	r := newRig(t, neigh)
 	svcs := append([]Service(nil), r.w.snap.Services...)
 	for i := range svcs {
 		if svcs[i].Key.Port == 21 {
-			s, _ := sched.New("rr", svcs[i].Dests, sched.Options{})
-			svcs[i].Scheds, svcs[i].Helper = []sched.Scheduler{s}, HelperFTP
+			d := []sched.Dest{{ID: 2, Addr: rs, Port: 21, Weight: 1}}
+			s, _ := sched.New("rr", d, sched.Options{})
+			svcs[i] = Service{Key: ServiceKey{VIP: v, Port: 21, Proto: hdr.ProtoTCP}, Scheduler: "rr",
+				Dests: d, Scheds: []sched.Scheduler{s}, Helper: HelperFTP}
 		}
 	}
 	next := NewSnapshot(2, r.w.snap.Ports, svcs, r.w.snap.Neigh, r.w.snap.Timeouts)
 	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
 	r.w.runCommands(0)
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagSYN, 100, 0, nil, ""))
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagSYN, 100, 0, nil, ""))
 	r.w.poll()
-	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagSYN|hdr.TCPFlagACK, 5000, 101, nil, ""))
+	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs, 21, clientIP, 40100, hdr.TCPFlagSYN|hdr.TCPFlagACK, 5000, 101, nil, ""))
 	r.w.poll()
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK, 101, 5001, nil, ""))
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagACK, 101, 5001, nil, ""))
 	r.w.poll()
 	if n := len(r.sent(0)) + len(r.sent(1)); n != 3 {
 		t.Fatalf("handshake: %d frames forwarded, want 3", n)
@@ -301,3 +309,47 @@ func TestFTPDataOnAnyWorker(t *testing.T) {
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }
+
+// TestFTPRewriteChangesLength: a 227 whose address text is shorter or
+// longer as the VIP moves the rest of the segment and the numbers of the
+// server's later bytes by the difference, both ways.
+func TestFTPRewriteChangesLength(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		v, rs    uint32
+		from, to string
+	}{
+		{"shorter", ip4(203, 0, 113, 5), rs2, "198,51,100,12", "203,0,113,5"},
+		{"longer", vip, ip4(198, 51, 100, 5), "198,51,100,5", "203,0,113,100"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := ftpRigWith(t, tc.v, tc.rs)
+			reply := "227 Entering Passive Mode (" + tc.from + ",195,80).\r\n"
+			want := "227 Entering Passive Mode (" + tc.to + ",195,80).\r\n"
+			diff := uint32(len(want) - len(reply))
+			r.inject(1, tcpSeg(rs2MAC, lanMAC, tc.rs, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply))
+			r.w.poll()
+			ip, tcp := one(t, r, 0)
+			if string(tcp.Payload()) != want || int(ip.TotalLength()) != 40+len(want) {
+				t.Fatalf("227 reached the client as %q (total length %d)", tcp.Payload(), ip.TotalLength())
+			}
+			next := 5001 + uint32(len(reply))
+			r.inject(1, tcpSeg(rs2MAC, lanMAC, tc.rs, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, next, 101, nil, "150 ok\r\n"))
+			r.w.poll()
+			if _, tcp = one(t, r, 0); tcp.Seq() != next+diff {
+				t.Fatalf("next seq %d, want %d", tcp.Seq(), next+diff)
+			}
+			r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, tc.v, 21, hdr.TCPFlagACK, 101, next+diff+8, nil, ""))
+			r.w.poll()
+			if _, tcp = one(t, r, 1); tcp.Ack() != next+8 {
+				t.Fatalf("client's ack reached the server as %d, want %d", tcp.Ack(), next+8)
+			}
+			// The data connection to the new VIP's port reaches the server.
+			r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40200, tc.v, 50000, hdr.TCPFlagSYN, 7000, 0, nil, ""))
+			r.w.poll()
+			if ip, _ = one(t, r, 1); ip.Dst() != tc.rs {
+				t.Fatalf("data connection went to %x", ip.Dst())
+			}
+		})
+	}
+}
