@@ -37,9 +37,10 @@ import (
 // dropped and counted (ftp_unparsed): passed on, it would send a client
 // to an address it cannot reach.
 
-// flagFTP (a caller bit of conn.Conn.Flags) marks an FTP control
-// connection, whose state is in the worker's ftpTable.
-const flagFTP uint8 = 1 << 6
+// flagFTP (a caller bit of conn.Conn.Flags, apart from flagSynced's)
+// marks an FTP control connection, whose state is in the worker's
+// ftpTable.
+const flagFTP uint8 = 1 << 5
 
 // HelperFTP is Service.Helper for IPVS's FTP helper.
 const HelperFTP = 1
