@@ -329,3 +329,14 @@ func TestFragmentPathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("fragments %d held %d", r.w.cnt.own[Fragments], r.w.cnt.own[FragmentsHeld])
 	}
 }
+
+// heldFragments counts the fragments the worker holds.
+func (w *Worker) heldFragments() int {
+	n := 0
+	for i := range w.frags.entries {
+		if e := &w.frags.entries[i]; e.used {
+			n += int(e.nheld)
+		}
+	}
+	return n
+}
