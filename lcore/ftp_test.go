@@ -35,11 +35,11 @@ func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport 
 
 // ftpRig is the single-worker rig with the FTP helper on VIP:21 (rs2:21)
 // and an established control connection from the client's port 40100.
-func ftpRig(t *testing.T) *rig { return ftpRigWith(t, vip, rs2) }
+func ftpRig(t testing.TB) *rig { return ftpRigWith(t, vip, rs2) }
 
 // ftpRigWith is ftpRig with the FTP service on VIP v and real server rs
 // (with rs2's MAC).
-func ftpRigWith(t *testing.T, v, rs uint32) *rig {
+func ftpRigWith(t testing.TB, v, rs uint32) *rig {
 	neigh := defaultNeigh()
 	neigh[rs] = rs2MAC
 	r := newRig(t, neigh)
@@ -352,4 +352,38 @@ func TestFTPRewriteChangesLength(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzFTP feeds arbitrary control-connection data to the helper, both
+// ways: whatever it reads, the worker must neither panic nor keep an mbuf.
+func FuzzFTP(f *testing.F) {
+	for _, seed := range []string{
+		"227 Entering Passive Mode (198,51,100,12,195,80).\r\n",
+		"229 Entering Extended Passive Mode (|||50001|)\r\n",
+		"PORT 203,0,113,7,156,64\r\n",
+		"EPRT |1|203.0.113.7|40001|\r\n",
+		"227 (", "EPRT |", "PORT ,,,,,\r\n",
+	} {
+		f.Add(seed, false, uint32(101))
+		f.Add(seed, true, uint32(5001))
+	}
+	r := ftpRig(f)
+	f.Fuzz(func(t *testing.T, payload string, fromServer bool, seq uint32) {
+		if len(payload) > 1400 {
+			return
+		}
+		r.t = t
+		if fromServer {
+			r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, seq, 101, nil, payload))
+		} else {
+			r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK|hdr.TCPFlagPSH, seq, 5001, nil, payload))
+		}
+		r.w.poll()
+		for _, f := range append(r.sent(0), r.sent(1)...) {
+			checkTCP(t, f)
+		}
+		if n := r.pool.InUse(); n != 0 {
+			t.Fatalf("%d mbufs held", n)
+		}
+	})
 }
