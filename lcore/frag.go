@@ -206,7 +206,7 @@ func (w *Worker) holdFrag(e *fragEntry, d *desc) exit {
 	}
 	e.nheld++
 	w.cnt.own[FragmentsHeld]++
-	return exit{kind: exitTaken}
+	return exit{kind: exitKept}
 }
 
 // fragment takes a fragment through its two steps (home, then owner).
@@ -248,7 +248,7 @@ func (w *Worker) fragment(d *desc, steer bool) exit {
 	if e.nheld > 0 { // the first fragment leaves before those that waited for it
 		w.leave(d.m, d.in, x)
 		w.releaseHeld(e)
-		x = exit{kind: exitTaken}
+		x = exit{kind: exitKept}
 	}
 	if whole {
 		w.removeFrag(e, DropFragOrphan)
