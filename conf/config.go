@@ -80,6 +80,7 @@ type Dataplane struct {
 	ConnTableSize int           `mapstructure:"conn_table_size"` // connections per lcore, 1024..67108864; default 1048576; reload: restart
 	IdleSleep     time.Duration `mapstructure:"idle_sleep"`      // sleep between polls of an idle lcore, 0 = pure polling, 0..10ms; default 0; reload: restart
 	Defense       Defense       `mapstructure:"defense"`         // how each lcore's connection table resists floods (see Defense); reload: restart
+	Fragments     Fragments     `mapstructure:"fragments"`       // the bounds of each lcore's IP fragment state (see Fragments); reload: restart
 	SteeringKey   string        `mapstructure:"steering_key"`    // Toeplitz key of connection ownership and the NICs' RSS, 40 bytes as 80 hex digits (':' or ' ' between bytes allowed), not all zero; "" = drawn at random at each boot; default ""; reload: restart
 }
 
@@ -122,6 +123,20 @@ type Defense struct {
 	UDPTimeout time.Duration `mapstructure:"udp_timeout"` // timeout of embryonic UDP entries under secure, 1s..720h; default 10s; reload: restart
 }
 
+// Fragments bounds what each lcore remembers of fragmented datagrams:
+// fragments are forwarded one by one along their first fragment's
+// connection, and later fragments that arrive before their first wait.
+type Fragments struct {
+	Datagrams int           `mapstructure:"datagrams"` // datagrams each lcore remembers at once (a new one beyond is dropped, fragment_table_full), 16..1048576; default 4096; reload: restart
+	Held      int           `mapstructure:"held"`      // fragments each lcore holds while their datagram's first fragment is missing (beyond: fragment_held_full), 0..65536, times the lcores below dataplane.mbufs / 2; default 256; reload: restart
+	Timeout   time.Duration `mapstructure:"timeout"`   // a datagram is forgotten this long after its first fragment reached the lcore, and what it held dropped (fragment_timeout), 100ms..60s; default 5s; reload: restart
+}
+
+// DefaultFragments are the fragment bounds lbd runs with unless configured.
+func DefaultFragments() Fragments {
+	return Fragments{Datagrams: 4096, Held: 256, Timeout: 5 * time.Second}
+}
+
 // Port is one DPDK port and its IPv4 interface.
 type Port struct {
 	Name        string `mapstructure:"name"`        // unique name, [a-z0-9_-]{1,15}; required; reload: restart
@@ -151,6 +166,7 @@ type Service struct {
 	Persistence time.Duration `mapstructure:"persistence"`   // persistent service (ipvsadm -p): a client (network) keeps its real server while its template lives, 0 = off, else 1s..720h; default 0; reload: yes
 	Netmask     string        `mapstructure:"netmask"`       // persistence granularity (ipvsadm -M), a contiguous IPv4 netmask; default "255.255.255.255"; reload: yes
 	SloppyTCP   bool          `mapstructure:"sloppy_tcp"`    // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
+	Helper      string        `mapstructure:"helper"`        // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
 	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
 	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
 	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
@@ -240,6 +256,7 @@ func Default() Config {
 			ConnTableSize: 1 << 20,
 			IdleSleep:     0,
 			Defense:       DefaultDefense(),
+			Fragments:     DefaultFragments(),
 		},
 		Timeouts: Timeouts{
 			TCP:    900 * time.Second,

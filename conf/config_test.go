@@ -30,6 +30,7 @@ func TestDefault(t *testing.T) {
 			IdleSleep:     0,
 			Defense: conf.Defense{DropEntry: 90, Secure: 75, IdleAfter: 60 * time.Second,
 				SYNTimeout: 10 * time.Second, UDPTimeout: 10 * time.Second},
+			Fragments: conf.Fragments{Datagrams: 4096, Held: 256, Timeout: 5 * time.Second},
 		},
 		Ports:    nil,
 		Services: nil,

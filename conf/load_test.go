@@ -65,6 +65,10 @@ dataplane:
     idle_after: 2m
     syn_timeout: 3s
     udp_timeout: 4s
+  fragments:
+    datagrams: 64
+    held: 16
+    timeout: 2s
 ports:
   - name: c
     device: net_tap0,iface=dtap0
@@ -133,7 +137,8 @@ sync:
 		EAL: conf.EAL{FilePrefix: "t1", MemoryMB: 128, HugePages: false, MainCPU: 2, ExtraArgs: []string{"--log-level", "8"}},
 		Dataplane: conf.Dataplane{Workers: []int{3, 3, 4}, Burst: 64, Mbufs: 4095, MbufCache: 128,
 			RxDescriptors: 512, TxDescriptors: 2048, ConnTableSize: 4096, IdleSleep: 0,
-			Defense: conf.Defense{DropEntry: 95, Secure: 0, IdleAfter: 2 * time.Minute, SYNTimeout: 3 * time.Second, UDPTimeout: 4 * time.Second}},
+			Defense:   conf.Defense{DropEntry: 95, Secure: 0, IdleAfter: 2 * time.Minute, SYNTimeout: 3 * time.Second, UDPTimeout: 4 * time.Second},
+			Fragments: conf.Fragments{Datagrams: 64, Held: 16, Timeout: 2 * time.Second}},
 		Ports: []conf.Port{
 			{Name: "c", Device: "net_tap0,iface=dtap0", Address: "203.0.113.1/24", Gateway: "203.0.113.254", Role: "client", MTU: 1500, Promiscuous: true, Floating: []string{"203.0.113.2"}},
 			{Name: "s", Device: "0000:03:00.0", Address: "198.51.100.1/24", Role: "server"},

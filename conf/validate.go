@@ -161,7 +161,23 @@ func (d Dataplane) validate() error {
 	if err := checkDuration("dataplane.idle_sleep", d.IdleSleep, 0, maxIdleSleep, "0s..10ms"); err != nil {
 		return err
 	}
-	return d.Defense.validate()
+	if err := d.Defense.validate(); err != nil {
+		return err
+	}
+	return d.Fragments.validate(d.Mbufs, len(d.Workers))
+}
+
+func (f Fragments) validate(mbufs, workers int) error {
+	if err := checkRange("dataplane.fragments.datagrams", f.Datagrams, 16, 1<<20); err != nil {
+		return err
+	}
+	if err := checkRange("dataplane.fragments.held", f.Held, 0, 65536); err != nil {
+		return err
+	}
+	if f.Held*workers >= mbufs/2 {
+		return fieldErrorf("dataplane.fragments.held", "%d per lcore on %d lcores must stay below half of dataplane.mbufs (%d): held fragments must not starve the pool", f.Held, workers, mbufs)
+	}
+	return checkDuration("dataplane.fragments.timeout", f.Timeout, 100*time.Millisecond, time.Minute, "100ms..60s")
 }
 
 func (d Defense) validate() error {

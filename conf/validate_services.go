@@ -94,6 +94,30 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := c.validateServers(f, s, vip); err != nil {
 			return err
 		}
+		if err := s.validateHelper(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validateHelper: the FTP helper translates VS/NAT control connections;
+// DR and TUN servers answer clients directly, past any rewrite.
+func (s Service) validateHelper(f string) error {
+	switch s.Helper {
+	case "":
+		return nil
+	case "ftp":
+	default:
+		return fieldErrorf(f+".helper", "%q is not one of \"\", ftp", s.Helper)
+	}
+	if s.Protocol != "tcp" {
+		return fieldErrorf(f+".helper", "ftp needs protocol tcp, not %s", s.Protocol)
+	}
+	for j, rs := range s.Servers {
+		if rs.Forward != "" && rs.Forward != "nat" {
+			return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "%q: the ftp helper works through nat only", rs.Forward)
+		}
 	}
 	return nil
 }

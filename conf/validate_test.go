@@ -150,6 +150,22 @@ func TestValidate(t *testing.T) {
 			`dataplane.defense.syn_timeout: 1ms is out of range 1s..720h (30 days)`},
 		{"udp timeout too long", func(c *conf.Config) { c.Dataplane.Defense.UDPTimeout = 31 * 24 * time.Hour },
 			`dataplane.defense.udp_timeout: 744h0m0s is out of range 1s..720h (30 days)`},
+		{"unknown helper", func(c *conf.Config) { c.Services[0].Helper = "sip" },
+			`services[0].helper: "sip" is not one of "", ftp`},
+		{"ftp helper on udp", func(c *conf.Config) { c.Services[0].Protocol, c.Services[0].Helper = "udp", "ftp" },
+			`services[0].helper: ftp needs protocol tcp, not udp`},
+		{"ftp helper with a dr server", func(c *conf.Config) {
+			c.Services[0].Helper, c.Services[0].Servers[0].Forward = "ftp", "dr"
+			c.Services[0].Servers[0].Port = c.Services[0].Port
+		}, `services[0].servers[0].forward: "dr": the ftp helper works through nat only`},
+		{"fragment datagrams too few", func(c *conf.Config) { c.Dataplane.Fragments.Datagrams = 15 },
+			`dataplane.fragments.datagrams: 15 is out of range 16..1048576`},
+		{"fragments held negative", func(c *conf.Config) { c.Dataplane.Fragments.Held = -1 },
+			`dataplane.fragments.held: -1 is out of range 0..65536`},
+		{"fragments held starve the pool", func(c *conf.Config) { c.Dataplane.Fragments.Held = 8192 },
+			`dataplane.fragments.held: 8192 per lcore on 1 lcores must stay below half of dataplane.mbufs (16383): held fragments must not starve the pool`},
+		{"fragment timeout too long", func(c *conf.Config) { c.Dataplane.Fragments.Timeout = 2 * time.Minute },
+			`dataplane.fragments.timeout: 2m0s is out of range 100ms..60s`},
 
 		// ports
 		{"no ports", func(c *conf.Config) { c.Ports = nil },

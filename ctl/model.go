@@ -141,6 +141,7 @@ func (r *server) dest() sched.Dest {
 func (s *service) lcoreService(field string, workers int, prev *service) (lcore.Service, error) {
 	ls := lcore.Service{
 		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP,
+		Helper: helperOf(s.conf.Helper),
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
 	}
@@ -320,4 +321,12 @@ func schedOptions(s conf.Service) sched.Options {
 		o.Flags |= sched.FlagPort
 	}
 	return o
+}
+
+// helperOf is the dataplane's code of a validated service helper.
+func helperOf(name string) uint8 {
+	if name == "ftp" {
+		return lcore.HelperFTP
+	}
+	return 0
 }

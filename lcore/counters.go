@@ -45,6 +45,11 @@ const (
 	SyncRecords      // connection and template records put on the sync ring for the peers
 	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
 	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
+	Fragments        // IPv4 fragments forwarded (counted by the worker that owns their connection)
+	FragmentsHeld    // later fragments that waited for their datagram's first one
+	FTPRewritten     // FTP 227 replies whose address was rewritten to the VIP
+	FTPExpected      // FTP data connections announced (PORT, EPRT, 227, 229) and expected
+	FTPDataConns     // FTP data connections made from an expectation
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -53,7 +58,7 @@ const (
 	DropARPNotOurs       // ARP for an address that is not ours
 	DropBadIPv4          // IPv4 header fails validation (version, lengths)
 	DropBadIPChecksum    // IPv4 header checksum wrong
-	DropFragment         // IPv4 fragments are not reassembled
+	DropFragment         // a fragment of a datagram neither TCP nor UDP
 	DropBadL4            // truncated or malformed TCP header
 	DropUnsupportedProto // neither TCP, UDP nor ICMP
 	DropBadICMP          // truncated ICMP, or an error quoting no usable packet
@@ -76,6 +81,15 @@ const (
 	DropARPConflict      // ARP from another host claiming one of our addresses or VIPs
 	DropTTLExpired       // TTL ran out here and no time exceeded was sent (rate limit, an ICMP error)
 	DropProbeSpoofed     // a probe answer on a port that does not lead to the server
+	DropBadFragment      // a malformed fragment: tiny first fragment, misaligned data, TCP at offset 8
+	DropFragOversize     // a fragment reaching past 65535 bytes
+	DropFragTableFull    // no room in the fragment table for a new datagram
+	DropFragHeldFull     // a later fragment with no room to wait for its first one
+	DropFragTimeout      // a held fragment whose first fragment did not come in time
+	DropFragOrphan       // a later fragment at the owner with no first fragment before it
+	DropFTPUnparsed      // an FTP PORT, EPRT, 227 or 229 the helper could not read (or naming another host)
+	DropFTPExpectFull    // an FTP command whose data connection could not be expected (table full)
+	DropFTPTableFull     // a new FTP control connection beyond what a worker tracks
 
 	numStats
 )
@@ -89,6 +103,8 @@ var statNames = [numStats]string{
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
+	Fragments: "fragments", FragmentsHeld: "fragments_held",
+	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -97,6 +113,9 @@ var statNames = [numStats]string{
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
 	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
 	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed",
+	DropBadFragment: "bad_fragment", DropFragOversize: "fragment_oversize", DropFragTableFull: "fragment_table_full",
+	DropFragHeldFull: "fragment_held_full", DropFragTimeout: "fragment_timeout", DropFragOrphan: "fragment_orphan",
+	DropFTPUnparsed: "ftp_unparsed", DropFTPExpectFull: "ftp_expect_full", DropFTPTableFull: "ftp_table_full",
 }
 
 // Name is the counter's name (for drops, the reason).

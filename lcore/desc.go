@@ -22,6 +22,7 @@ const (
 	classICMPError                // ICMP error quoting a TCP or UDP packet
 	classTunnelError              // ICMP error quoting an IPIP packet (VS/TUN); flow is the inner packet's
 	classARP                      // a valid Ethernet/IPv4 ARP packet
+	classFragment                 // a TCP or UDP fragment past the first: flow has no ports (frag.go)
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.
@@ -43,6 +44,7 @@ type desc struct {
 	class   class
 	verdict Stat    // classInvalid: the drop reason
 	flags   uint8   // TCP flags (classFlow)
+	frag    uint8   // fragNone, fragFirst (classFlow, with its ports) or fragLater (classFragment)
 	l4      uint16  // offset of the transport (or ICMP) header in the frame
 	flow    flowKey // classFlow: the packet's flow; classICMPError: the quoted packet's
 	owner   int     // the worker that processes it (set by steering; -1: here)
@@ -107,12 +109,17 @@ func parse(d *desc, m *mbuf.Mbuf, in int) {
 			return
 		}
 	}
-	if ip.IsFragment() {
-		d.invalid(DropFragment)
-		return
-	}
 	d.l4 = uint16(l3 + ip.HeaderLen())
 	d.flow = flowKey{src: ip.Src(), dst: ip.Dst(), proto: ip.Protocol()}
+	if ip.IsFragment() {
+		if !parseFragment(d, ip) {
+			return
+		}
+		if d.frag == fragLater {
+			d.class = classFragment
+			return
+		}
+	}
 	switch d.flow.proto {
 	case hdr.ProtoTCP:
 		tcp := hdr.TCP(ip.Payload())
@@ -124,7 +131,8 @@ func parse(d *desc, m *mbuf.Mbuf, in int) {
 		d.class = classFlow
 	case hdr.ProtoUDP:
 		udp := hdr.UDP(ip.Payload())
-		if !udp.IsValid() {
+		// A first fragment holds the header, not the whole Length.
+		if !udp.IsValid() && (d.frag == fragNone || len(udp) < hdr.UDPLen) {
 			d.invalid(DropBadL4)
 			return
 		}
@@ -135,6 +143,43 @@ func parse(d *desc, m *mbuf.Mbuf, in int) {
 	default:
 		d.invalid(DropUnsupportedProto)
 	}
+}
+
+// parseFragment checks a fragment of a TCP or UDP datagram and sets
+// d.frag; false (d invalid) for what is dropped: fragments of other
+// protocols, fragments whose data is not a multiple of 8 bytes but more
+// follow, a first fragment without the whole transport header (RFC 1858's
+// tiny fragments), a TCP fragment at offset 8 (which could rewrite the
+// first one's flags), or one reaching past 65535 bytes.
+func parseFragment(d *desc, ip hdr.IPv4) bool {
+	proto := d.flow.proto
+	if proto != hdr.ProtoTCP && proto != hdr.ProtoUDP {
+		d.invalid(DropFragment)
+		return false
+	}
+	off, n := int(ip.FragmentOffset()), len(ip.Payload())
+	more := ip.Flags()&hdr.IPv4FlagMoreFragments != 0
+	switch {
+	case ip.HeaderLen()+off+n > 0xffff:
+		d.invalid(DropFragOversize)
+		return false
+	case more && n%8 != 0, off == 8 && proto == hdr.ProtoTCP:
+		d.invalid(DropBadFragment)
+		return false
+	case off == 0:
+		if proto == hdr.ProtoTCP && !hdr.TCP(ip.Payload()).IsValid() {
+			d.invalid(DropBadFragment)
+			return false
+		}
+		if proto == hdr.ProtoUDP && n < hdr.UDPLen {
+			d.invalid(DropBadFragment)
+			return false
+		}
+		d.frag = fragFirst
+	default:
+		d.frag = fragLater
+	}
+	return true
 }
 
 // parseICMP classifies an ICMP message; for an error it checks the quoted

@@ -8,7 +8,8 @@ import (
 
 // FuzzHandle feeds arbitrary frames to a worker on either port: whatever
 // the bytes, the worker must neither panic nor keep an mbuf (every packet
-// is sent or dropped and counted).
+// is sent or dropped and counted) but the later fragments it holds for
+// their first one.
 func FuzzHandle(f *testing.F) {
 	for _, seed := range [][]byte{
 		tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""),
@@ -22,6 +23,8 @@ func FuzzHandle(f *testing.F) {
 		routerError(ipFrame(lanMAC, rs2MAC, lanAddr, rs2, hdr.ProtoIPIP, true,
 			withDF(tcpFrame(clientMAC, wanMAC, clientIP, 40001, vipTUN, 80, hdr.TCPFlagSYN, ""))[14:]),
 			hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 1000, 548),
+		fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 40002, vip, 53, 2000, 1), 1500)[0],
+		fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 40002, vip, 53, 2000, 2), 1500)[1],
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
@@ -41,8 +44,8 @@ func FuzzHandle(f *testing.F) {
 		r.w.poll()
 		r.drain(0)
 		r.drain(1)
-		if n := r.pool.InUse(); n != 0 {
-			t.Fatalf("%d mbufs held after a frame of %d bytes", n, len(frame))
+		if n, held := r.pool.InUse(), r.w.heldFragments(); n != held {
+			t.Fatalf("%d mbufs held after a frame of %d bytes, %d of them fragments waiting", n, len(frame), held)
 		}
 		for ev, ok := r.w.Events().Pop(); ok; ev, ok = r.w.Events().Pop() {
 			_ = ev

@@ -18,6 +18,9 @@ func (w *Worker) run(ds []desc, steer bool) {
 
 // process takes a parsed packet through steering and its stage.
 func (w *Worker) process(d *desc, steer bool) exit {
+	if d.frag != fragNone {
+		return w.fragment(d, steer && w.nworkers > 1)
+	}
 	if steer && w.nworkers > 1 {
 		if d.owner = w.ownerOf(d); d.owner >= 0 && d.owner != w.cfg.ID {
 			return handOff(d.owner)
@@ -62,6 +65,16 @@ func (w *Worker) forward(d *desc) exit {
 	}
 	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal(k.dst) {
 		return w.probeAnswer(d)
+	}
+	if !ok && w.snap.hasFTP && k.proto == hdr.ProtoTCP &&
+		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+		var why Stat
+		if id, dir, why, ok = w.ftpData(d); why != 0 {
+			return drop(why)
+		}
+		if ok && dir == conn.Original {
+			w.learnClient(d)
+		}
 	}
 	if !ok {
 		var why Stat
@@ -109,6 +122,11 @@ func (w *Worker) forward(d *desc) exit {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
 	}
+	if c.Flags&flagFTP != 0 {
+		if x, ok := w.ftpControl(d, c, id, dir); !ok {
+			return x
+		}
+	}
 	if c.Fwd == fwd.NAT {
 		return w.forwardNAT(d, c, dir)
 	}
@@ -150,7 +168,9 @@ func (w *Worker) forwardNAT(d *desc, c *conn.Conn, dir conn.Dir) exit {
 	}
 	// Offload only a checksum the NIC found good on arrival; an incremental
 	// update keeps a bad one bad.
-	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m)
+	// Not for a fragment (the NIC sees part of the datagram) nor an FTP
+	// control segment (the helper may have rewritten its data).
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m) && d.frag == fragNone && c.Flags&flagFTP == 0
 	ip := d.ip()
 	l4 := ip.Payload()
 	decTTL(ip)
@@ -204,6 +224,9 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
+	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
+		return 0, DropFTPTableFull
+	}
 	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = k.src, k.sport, k.dst, k.dport
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
@@ -241,6 +264,9 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	}
 	if tmpl != 0 {
 		w.table.Get(id).Template = tmpl // persistent pinned it for this connection
+	}
+	if svc.Helper == HelperFTP && dst.Fwd == fwd.NAT && w.ftp.add(id) { // room checked above
+		w.table.Get(id).Flags |= flagFTP
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[dst.ID][DestConns]++

@@ -89,7 +89,10 @@ func (w *Worker) releaseTemplate(tmpl uint32) {
 
 // expireEntry is the connection table's expiry callback: it keeps the
 // per-server gauges and the templates' counts right.
-func (w *Worker) expireEntry(_ uint32, c *conn.Conn) {
+func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
+	if c.Flags&flagFTP != 0 {
+		w.ftp.remove(id)
+	}
 	if c.Template != 0 {
 		w.tmpl.slots[c.Template-1].controls.Add(-1)
 	}

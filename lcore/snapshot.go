@@ -45,6 +45,10 @@ type Snapshot struct {
 	// master does), and still forwards what reaches it.
 	Backup bool
 
+	// hasFTP: some service has the FTP helper, so a SYN nothing else
+	// takes is looked for among the expected data connections.
+	hasFTP bool
+
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
 	gatewayPort  int // port whose gateway reaches everything off-link, or -1
@@ -91,6 +95,9 @@ type Service struct {
 	Key       ServiceKey
 	Scheduler string
 	SloppyTCP bool // open TCP connections on any packet, not only a SYN
+	// Helper is an application helper for the service's connections:
+	// 0 none, HelperFTP (ftp.go; VS/NAT, TCP).
+	Helper uint8
 	// Persistence (ns; 0: off) keeps a client network (its address
 	// masked by PersistMask) on one real server: ipvsadm -p and -M.
 	Persistence int64
@@ -112,6 +119,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		svc := &services[i]
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
+		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		for _, d := range svc.Dests {
 			s.Counted = append(s.Counted, d.ID)
 		}

@@ -100,13 +100,14 @@ func newMultiRigQueues(t testing.TB, persistent bool, lanQueues int) *multiRig {
 	if err != nil {
 		t.Fatal(err)
 	}
+	expects := NewExpectTable()
 	for i := 0; i < 2; i++ {
 		pqs := []PortQueue{{Port: ports[0], RxQueue: uint16(i), TxQueue: uint16(i)}, {Port: ports[1], RxQueue: uint16(i), TxQueue: uint16(i)}}
 		if i >= lanQueues {
 			pqs[1] = PortQueue{Port: ports[1], NoQueue: true, TxVia: i % lanQueues}
 		}
 		if r.w[i], err = NewWorker(Config{ID: i, CPU: -1, Ports: pqs, Pool: r.pool, Burst: 32, ConnTableSize: 1024,
-			Snapshot: snap, Workers: 2, Handoff: hs[i], Templates: tmpl}); err != nil {
+			Snapshot: snap, Workers: 2, Handoff: hs[i], Templates: tmpl, Expects: expects}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -51,6 +51,13 @@ type Config struct {
 	// Templates is the persistence template table all workers share
 	// (required with several workers; one worker makes its own).
 	Templates *TemplateTable
+	// Expects is the table of expected connections (the FTP helper's
+	// data connections) all workers share (required with several
+	// workers; one worker makes its own).
+	Expects *ExpectTable
+	// Fragments bounds the fragment state (frag.go); zero fields take
+	// DefaultFragLimits.
+	Fragments FragLimits
 	// HoldRX starts the worker with its RX held (see Worker.HoldRX): it
 	// runs its commands but receives nothing until released.
 	HoldRX bool
@@ -69,6 +76,9 @@ const (
 	// the traffic: expirePeriod/sweepTime of the table per expire run.
 	sweepTime = time.Second
 	idleSpins = 256 // empty polls before an idle sleep
+	// fragSweep is how many fragment table entries an expire run visits:
+	// the default table (4096) in about 6 ms.
+	fragSweep = 64
 )
 
 // job is a periodic task of the poll loop, timed so a slow one shows.
@@ -111,6 +121,10 @@ type Worker struct {
 	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
 	ipID       uint16              // the next outer IP ID of VS/TUN packets
 	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tunerr.go)
+	frags      *fragTable          // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable           // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable        // expected data connections, shared (expect.go)
+	fragDesc   desc                // scratch for a held fragment sent on
 	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
@@ -154,6 +168,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		cmds: cmds, events: events, syncOut: syncOut, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
+	w.frags = newFragTable(cfg.Fragments)
 	w.ackGen.Store(cfg.Snapshot.Gen)
 	w.holdRX.Store(cfg.HoldRX)
 	if w.tmpl = cfg.Templates; w.tmpl == nil {
@@ -165,6 +180,12 @@ func NewWorker(cfg Config) (*Worker, error) {
 		}
 	}
 	w.tmplOff = w.tmpl.offset(w.epoch)
+	if w.expects = cfg.Expects; w.expects == nil {
+		if cfg.Workers > 1 {
+			return nil, fmt.Errorf("lcore %d: %d workers must share one table of expected connections", cfg.ID, cfg.Workers)
+		}
+		w.expects = NewExpectTable()
+	}
 	w.tmplBudget = max(16, int(int64(w.tmpl.Cap())*int64(expirePeriod)/int64(sweepTime)))
 	w.vips = map[uint32]struct{}{}
 	w.learnVIPs(cfg.Snapshot)
@@ -256,6 +277,11 @@ func (w *Worker) ConnTableCap() int { return w.table.Cap() }
 
 // Free releases the worker's C memory after Stop.
 func (w *Worker) Free() {
+	w.freeFrags()
+	if w.nfree > 0 {
+		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
+		w.nfree = 0
+	}
 	w.rx.Free()
 	w.free.Free()
 	if w.hin != nil {
@@ -316,6 +342,7 @@ func (w *Worker) loop() {
 			time.Sleep(w.cfg.IdleSleep)
 		}
 	}
+	w.freeFrags()
 	w.flush()
 	for j := range w.hout { // handed-off packets not enqueued: the peers are stopping
 		if q := &w.hout[j]; q.n > 0 {
@@ -416,10 +443,14 @@ func (w *Worker) learnVIPs(s *Snapshot) {
 	for v := range s.vips {
 		w.vips[v] = struct{}{}
 	}
+	if s.hasFTP && w.ftp == nil {
+		w.ftp = newFTPTable()
+	}
 }
 
 func (w *Worker) runExpire(now int64) {
 	w.table.Expire(now, w.budget, w.expire)
+	w.sweepFrags(fragSweep)
 	if w.cfg.ID == 0 {
 		w.expireTemplates(w.tmplBudget)
 	}

@@ -336,7 +336,7 @@ func TestDropsAreCountedAndFreed(t *testing.T) {
 		{"truncated IPv4", 0, good[:14+12], DropBadIPv4},
 		{"lying length", 0, lying, DropBadIPv4},
 		{"bad IP checksum", 0, badCsum, DropBadIPChecksum},
-		{"fragment", 0, frag, DropFragment},
+		{"misaligned fragment", 0, frag, DropBadFragment},
 		{"truncated TCP", 0, func() []byte {
 			b := append([]byte(nil), good[:14+20+10]...)
 			ip := hdr.IPv4(b[14:])

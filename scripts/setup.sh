@@ -3,14 +3,16 @@
 # running dplb: install DPDK 22.11 and the tools the end-to-end tests and
 # the demo use (chromium: the console's browser test; debootstrap: the
 # container image's base; keepalived: VRRP for the active/backup failover
-# test, which runs its own keepalived in the test's namespaces), reserve
+# test, which runs its own keepalived in the test's namespaces; vsftpd:
+# the FTP helper's test, which runs its own in the real servers'
+# namespaces; curl is its FTP client), reserve
 # 2 MB hugepages and mount hugetlbfs.
 # Idempotent: it only does what is missing and says what it did. Loads no
 # kernel module.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived)
+PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived vsftpd)
 HUGEPAGES=${DPLB_HUGEPAGES:-512}       # 2 MB pages wanted at least
 HUGE_SYSFS=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 HUGE_MNT=/dev/hugepages
@@ -42,6 +44,11 @@ fi
 if [[ " ${missing[*]:-} " == *" keepalived "* ]] && command -v systemctl >/dev/null; then
 	systemctl disable --now keepalived.service >/dev/null 2>&1 || true
 	say "keepalived.service disabled (the failover test starts its own keepalived)"
+fi
+# Likewise vsftpd.service: the FTP test starts vsftpd in its namespaces.
+if [[ " ${missing[*]:-} " == *" vsftpd "* ]] && command -v systemctl >/dev/null; then
+	systemctl disable --now vsftpd.service >/dev/null 2>&1 || true
+	say "vsftpd.service disabled (the FTP test starts its own vsftpd)"
 fi
 if pkg-config --exists libdpdk; then
 	say "DPDK $(pkg-config --modversion libdpdk) (pkg-config libdpdk)"

@@ -96,6 +96,7 @@ type Service struct {
 	Port        int
 	Scheduler   string
 	Persistence string // e.g. "300s"; "" is not persistent
+	Helper      string // the service's helper ("ftp"); "" none
 	Health      string // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
 	Feedback    string // the service's dynamic feedback as YAML flow; "" none
 	SorryServer string // "address:port"; "" none
@@ -189,6 +190,9 @@ func (c Config) YAML() string {
 		w("    scheduler: %s", s.Scheduler)
 		if s.Persistence != "" {
 			w("    persistence: %s", s.Persistence)
+		}
+		if s.Helper != "" {
+			w("    helper: %s", s.Helper)
 		}
 		if s.Health != "" {
 			w("    health: %s", s.Health)

@@ -209,9 +209,18 @@ func (d *Decap) Stats(timeout time.Duration) (DecapStats, error) {
 // route's) and returns every query's result. Like Get it fails only if
 // nshelper could not run or printed something unexpected.
 func UDPGet(ctx context.Context, t *topo.Topo, ns, nshelper, addr, bind string, n int, timeout time.Duration) ([]Result, error) {
+	return UDPGetSized(ctx, t, ns, nshelper, addr, bind, n, 0, timeout)
+}
+
+// UDPGetSized is UDPGet with each query padded to size bytes (0: not
+// padded); an answer must come back as long, padded the same way.
+func UDPGetSized(ctx context.Context, t *topo.Topo, ns, nshelper, addr, bind string, n, size int, timeout time.Duration) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*timeout+30*time.Second)
 	defer cancel()
 	args := []string{nshelper, "udpget", "-addr", addr, "-n", strconv.Itoa(n), "-timeout", timeout.String()}
+	if size > 0 {
+		args = append(args, "-size", strconv.Itoa(size))
+	}
 	if bind != "" {
 		args = append(args, "-bind", bind)
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,10 @@ import (
 // udpserve answers every datagram with "<name> <source ip:port as seen>",
 // sent from the address the datagram was sent to (IP_PKTINFO), so that a
 // server bound to the wildcard answers from the VIP in VS/DR and VS/TUN.
-// With -v it prints "rx <from> <to> <payload>" per datagram.
+// With -v it prints "rx <from> <to> <payload>" per datagram. A datagram
+// longer than the answer gets an answer as long as itself, padded with
+// padByte (a 4 KiB query, a 4 KiB answer: fragmented by the kernel both
+// ways on a 1500-byte MTU).
 func udpserve(args []string) error {
 	fs := flag.NewFlagSet("udpserve", flag.ContinueOnError)
 	listen := fs.String("listen", ":5353", "comma-separated listen addresses")
@@ -107,11 +111,14 @@ func answerUDP(c *net.UDPConn, name string, verbose bool) error {
 				}
 			}
 		}
-		if verbose {
-			fmt.Printf("rx %s %s %q\n", from, dst, buf[:n])
+		reply := []byte(fmt.Sprintf("%s %s\n", name, from))
+		if n > len(reply) {
+			reply = pad(reply, n)
 		}
-		reply := fmt.Sprintf("%s %s\n", name, from)
-		if _, _, err := c.WriteMsgUDP([]byte(reply), replyOOB, from); err != nil && verbose {
+		if verbose {
+			fmt.Printf("rx %s %s %q\n", from, dst, firstLine(buf[:n]))
+		}
+		if _, _, err := c.WriteMsgUDP(reply, replyOOB, from); err != nil && verbose {
 			fmt.Printf("tx error %s: %v\n", from, err)
 		}
 	}
@@ -127,8 +134,12 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	n := fs.Int("n", 1, "number of queries")
 	timeout := fs.Duration("timeout", 2*time.Second, "time to wait for each answer")
 	bind := fs.String("bind", "", "local IPv4 address to send from (default: the route's)")
+	size := fs.Int("size", 0, "pad each query to this many bytes; the answer must be as long and padded alike")
 	if err := fs.Parse(args); err != nil {
 		return false, err
+	}
+	if *size < 0 || *size > 65507 {
+		return false, fmt.Errorf("udpget: -size %d out of range 0..65507", *size)
 	}
 	raddr, err := net.ResolveUDPAddr("udp4", *addr)
 	if err != nil {
@@ -151,7 +162,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	enc := json.NewEncoder(out)
 	sum := Summary{Summary: true}
 	for i := 0; i < *n; i++ {
-		res := query(local, raddr, i, *timeout)
+		res := query(local, raddr, i, *size, *timeout)
 		if res.Err == "" {
 			sum.OK++
 		} else {
@@ -169,7 +180,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 
 // query sends one datagram from a fresh unconnected socket, so that an
 // answer from any source is received and its source recorded.
-func query(local net.IP, raddr *net.UDPAddr, i int, timeout time.Duration) (res Result) {
+func query(local net.IP, raddr *net.UDPAddr, i, size int, timeout time.Duration) (res Result) {
 	res.I = i
 	start := time.Now()
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
@@ -184,17 +195,46 @@ func query(local net.IP, raddr *net.UDPAddr, i int, timeout time.Duration) (res 
 		res.Err = err.Error()
 		return res
 	}
-	if _, err := c.WriteToUDP([]byte(fmt.Sprintf("query %d\n", i)), raddr); err != nil {
+	q := []byte(fmt.Sprintf("query %d\n", i))
+	if size > len(q) {
+		q = pad(q, size)
+	}
+	if _, err := c.WriteToUDP(q, raddr); err != nil {
 		res.Err = err.Error()
 		return res
 	}
-	buf := make([]byte, 2048)
+	buf := make([]byte, 65536)
 	n, from, err := c.ReadFromUDP(buf)
 	if err != nil {
 		res.Err = err.Error()
 		return res
 	}
 	res.Remote = from.String()
-	res.Body = strings.TrimSpace(string(buf[:n]))
+	res.Body = strings.TrimSpace(string(firstLine(buf[:n])))
+	if size > 0 {
+		line := len(firstLine(buf[:n]))
+		if want := pad(buf[:line:line], size); n != size || !bytes.Equal(buf[:n], want) {
+			res.Err = fmt.Sprintf("answer of %d bytes, want %d padded", n, size)
+		}
+	}
 	return res
+}
+
+// pad extends a message to n bytes with a pattern that depends on each
+// byte's position, so a misplaced or corrupted fragment shows.
+func pad(msg []byte, n int) []byte {
+	out := make([]byte, n)
+	copy(out, msg)
+	for i := len(msg); i < n; i++ {
+		out[i] = byte('a' + i%26)
+	}
+	return out
+}
+
+// firstLine is a message up to and including its first newline.
+func firstLine(b []byte) []byte {
+	if i := bytes.IndexByte(b, '\n'); i >= 0 {
+		return b[:i+1]
+	}
+	return b
 }

@@ -82,6 +82,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 	if err != nil {
 		return fmt.Errorf("dataplane.conn_table_size: %w", err)
 	}
+	expects := lcore.NewExpectTable() // the FTP helper's data connections, for every worker
 	for i, cpu := range dp.Workers {
 		pqs := make([]lcore.PortQueue, len(d.ports))
 		for j, p := range d.ports {
@@ -97,7 +98,8 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 				DropEntryPercent: dp.Defense.DropEntry, SecurePercent: dp.Defense.Secure, IdleAfter: dp.Defense.IdleAfter,
 				SecureSYN: dp.Defense.SYNTimeout, SecureUDP: dp.Defense.UDPTimeout,
 			},
-			Workers: n, Handoff: handoffs[i], Templates: templates, HoldRX: d.holdRX,
+			Fragments: lcore.FragLimits{Datagrams: dp.Fragments.Datagrams, Held: dp.Fragments.Held, Timeout: dp.Fragments.Timeout},
+			Workers:   n, Handoff: handoffs[i], Templates: templates, Expects: expects, HoldRX: d.holdRX,
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)

@@ -1,0 +1,154 @@
+package e2e
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// fragSize is the UDP payload of the fragment tests: 4 KiB, three
+// fragments on a 1500-byte MTU each way.
+const fragSize = 4096
+
+// tapPorts turns lbd's af_packet ports into tap ports (harness.TapPort:
+// af_packet would hand lbd reassembled datagrams), to be bridged to the
+// topology once lbd runs.
+func tapPorts(c *harness.Config) {
+	for i := range c.Ports {
+		c.Ports[i] = harness.TapPort(i, c.Ports[i].Name, "dtap"+strconv.Itoa(i), c.Ports[i].Address, c.Ports[i].Gateway, c.Ports[i].Role)
+	}
+}
+
+// bridgeTaps joins lbd's tap interfaces to the LB namespace's veth ends.
+func (e *lbEnv) bridgeTaps(t *testing.T, ifs ...string) {
+	t.Helper()
+	for i, ifc := range ifs {
+		n := strconv.Itoa(i)
+		if err := harness.BridgeTap(e.topo, e.lbNS, "brtap"+n, "dtap"+n, ifc, "02:00:00:00:7a:0"+n, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// bigRound sends n datagrams of fragSize bytes to VIP:port, each from a
+// new source port, after a warm-up until two in a row are answered; every
+// answer must be fragSize bytes with the padding intact, come from
+// VIP:port and name the client as the server saw it. It returns the
+// answers per server.
+func (e *lbEnv) bigRound(t *testing.T, port, n int) map[string]int {
+	t.Helper()
+	vipPort := net.JoinHostPort(e.vip, strconv.Itoa(port))
+	send := func(n int) []harness.Result {
+		t.Helper()
+		res, err := harness.UDPGetSized(e.ctx, e.topo, e.client.NS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	ok := 0
+	for i := 0; i < 10 && ok < 2; i++ {
+		if r := send(1)[0]; r.Err == "" {
+			ok++
+		} else {
+			ok = 0
+			t.Logf("warm-up %d failed (allowed): %s", i, r.Err)
+		}
+	}
+	if ok < 2 {
+		t.Fatalf("warm-up: no two successive %d-byte datagrams to %s were answered", fragSize, vipPort)
+	}
+	per := map[string]int{}
+	for _, r := range send(n) {
+		switch {
+		case r.Err != "":
+			t.Errorf("datagram %d: %s", r.I, r.Err)
+		case r.Remote != vipPort:
+			t.Errorf("datagram %d: answered from %s, want %s", r.I, r.Remote, vipPort)
+		case r.SeenClient() != r.Local:
+			t.Errorf("datagram %d: server %s saw client %q, the client's end is %s", r.I, r.Server(), r.SeenClient(), r.Local)
+		default:
+			per[r.Server()]++
+		}
+	}
+	t.Logf("answers per server: %v", per)
+	return per
+}
+
+// checkFragments: lbd forwarded fragments on both lcores' behalf and
+// dropped none of them.
+func (e *lbEnv) checkFragments(t *testing.T, body string) {
+	t.Helper()
+	fw := lcoreSum(body, "dplb_lcore_events_total", "counter", "fragments")
+	if fw == 0 {
+		t.Error("dplb_lcore_events_total{counter=\"fragments\"} is 0: no fragment went through lbd")
+	}
+	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full", "fragment_timeout", "fragment_orphan", "bad_ipv4", "multi_segment"} {
+		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
+			t.Errorf("%v fragments dropped as %s", v, why)
+		}
+	}
+	t.Logf("fragments forwarded: %v", fw)
+}
+
+// TestFragmentsNAT: 4 KiB UDP datagrams from a client on a 1500-byte MTU
+// through VS/NAT on two lcores, both ways: the client's kernel fragments
+// the query, lbd forwards each fragment to the real server (the first
+// rewritten with the datagram's checksum, the others in their headers),
+// the server's kernel reassembles it and fragments its 4 KiB answer, and
+// lbd sends those back from the VIP; the client's kernel reassembles
+// them. Every answer is checked byte for byte.
+func TestFragmentsNAT(t *testing.T) {
+	e, dir := newEnv(t)
+	nat, err := topo.BuildNAT(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, nat.VIP.String()
+	e.startServers(t, "udp", ":5353")
+	cfg := harness.NATUDPConfig(nat, e.topo.Suffix(), dir, 53, 5353)
+	cfg.Workers = []int{0, 1}
+	cfg.Ports = []harness.Port{
+		harness.AFPacketPort(0, "wan", cfg.WANIf, cfg.WANAddr, "", "client"),
+		harness.AFPacketPort(1, "lan", cfg.LANIf, cfg.LANAddr, "", "server"),
+	}
+	tapPorts(&cfg)
+	e.startLBD(t, cfg, dir)
+	e.bridgeTaps(t, nat.WANIf, nat.LANIf)
+
+	per := e.bigRound(t, 53, 40)
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	e.checkFragments(t, e.scrape(t))
+	e.stop(t)
+}
+
+// TestFragmentsDR: the same through VS/DR on two lcores: lbd forwards
+// the client's fragments to the real server, which answers the client
+// directly with its own fragments.
+func TestFragmentsDR(t *testing.T) {
+	e, dir := newEnv(t)
+	l, err := topo.BuildDR(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	e.startServers(t, "udp", ":53")
+	cfg := harness.LVSConfig(l, e.topo.Suffix(), dir, "udp", 53)
+	cfg.Workers = []int{0, 1}
+	tapPorts(&cfg)
+	e.startLBD(t, cfg, dir)
+	e.bridgeTaps(t, l.LBIf)
+
+	per := e.bigRound(t, 53, 40)
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	e.checkFragments(t, e.scrape(t))
+	e.stop(t)
+}
