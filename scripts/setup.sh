@@ -3,14 +3,15 @@
 # running dplb: install DPDK 22.11 and the tools the end-to-end tests and
 # the demo use (chromium: the console's browser test; debootstrap: the
 # container image's base; keepalived: VRRP for the active/backup failover
-# test, which runs its own keepalived in the test's namespaces), reserve
+# test, which runs its own keepalived in the test's namespaces; bird2: the
+# BGP router of the scale-out test, run in its own namespace), reserve
 # 2 MB hugepages and mount hugetlbfs.
 # Idempotent: it only does what is missing and says what it did. Loads no
 # kernel module.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived)
+PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived bird2)
 HUGEPAGES=${DPLB_HUGEPAGES:-512}       # 2 MB pages wanted at least
 HUGE_SYSFS=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 HUGE_MNT=/dev/hugepages
@@ -42,6 +43,11 @@ fi
 if [[ " ${missing[*]:-} " == *" keepalived "* ]] && command -v systemctl >/dev/null; then
 	systemctl disable --now keepalived.service >/dev/null 2>&1 || true
 	say "keepalived.service disabled (the failover test starts its own keepalived)"
+fi
+# Likewise bird.service: bird only runs as the scale-out test's router.
+if [[ " ${missing[*]:-} " == *" bird2 "* ]] && command -v systemctl >/dev/null; then
+	systemctl disable --now bird.service >/dev/null 2>&1 || true
+	say "bird.service disabled (the scale-out test starts its own bird)"
 fi
 if pkg-config --exists libdpdk; then
 	say "DPDK $(pkg-config --modversion libdpdk) (pkg-config libdpdk)"
