@@ -158,6 +158,7 @@ type Response struct {
 	// HAState (OpHAState): "master" or "backup".
 	HAState string   `json:"ha_state,omitempty"`
 	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
+	BGP     *BGP     `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).

@@ -340,6 +340,10 @@ func ParseArgs(args []string) (Command, error) {
 			cmd = OpReload
 		case arg == "upgrade" && cmd == "":
 			cmd = OpUpgrade
+		case arg == "drain" && cmd == "":
+			cmd = OpDrain
+		case arg == "undrain" && cmd == "":
+			cmd = OpUndrain
 		default:
 			return Command{}, fmt.Errorf("unexpected argument %q", arg)
 		}
@@ -361,6 +365,9 @@ func ParseArgs(args []string) (Command, error) {
 	}
 	if cmd == OpList && daemon.list {
 		cmd = OpDaemons
+	}
+	if cmd == OpList && slices.Contains(c.Options, "--bgp") {
+		cmd = OpBGP
 	}
 	c.Op = cmd
 	if err := daemon.finish(&c); err != nil {
@@ -483,6 +490,10 @@ func cmdLabel(op string) string {
 		return "-L -c"
 	case OpDaemons:
 		return "-L --daemon"
+	case OpBGP:
+		return "-L --bgp"
+	case OpDrain, OpUndrain:
+		return op
 	}
 	return commandName(op)
 }
