@@ -31,10 +31,11 @@ import (
 // Under long-lived echo streams: every director carries new flows; lbctl
 // drain withdraws node a's route (the router keeps two paths) and the
 // streams go on; undrain announces it again; kill -9 of node b removes
-// its route (the session dies with it) and the streams go on; SIGTERM of
-// node c withdraws its route while c still forwards (bgp.shutdown_grace),
-// then c exits cleanly; the streams go on through node a. No stream to a
-// live real server may break.
+// its route (the session dies with it) and the streams go on; node b
+// starts again, pulls the others' tables and announces, and the streams
+// go on; SIGTERM of node c withdraws its route while c still forwards
+// (bgp.shutdown_grace), then c exits cleanly; the streams go on through
+// nodes a and b. No stream to a live real server may break.
 
 const (
 	scaleStreams   = 200
@@ -46,8 +47,9 @@ const (
 
 type scaleNode struct {
 	topo.ECMPNode
-	dir string
-	lbd *harness.LBD
+	dir    string
+	lbd    *harness.LBD
+	starts int
 }
 
 type scaleEnv struct {
@@ -121,7 +123,7 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 		}
 		return s
 	}
-	c := harness.BaseConfig(e.tp.Suffix()+"-"+n.Name, n.dir,
+	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.tp.Suffix(), n.Name, n.starts), n.dir,
 		harness.AFPacketPort(0, harness.LVSPortName, n.ServerIf, n.ServerIP.String(), e.net.Gateway.String(), "both"))
 	c.Services = []harness.Service{svc(scaleHTTPPort), svc(scaleEchoPort)}
 	c.ConnTableSize = 16384
@@ -155,6 +157,7 @@ bgp:
 
 func (e *scaleEnv) startLBD(t *testing.T, n *scaleNode) {
 	t.Helper()
+	n.starts++
 	cfg := e.config(n)
 	t.Cleanup(func() { os.RemoveAll(filepath.Join("/var/run/dpdk", cfg.FilePrefix)) })
 	lbd, err := harness.StartLBD(e.ctx, e.tp, n.NS, e.lbdPath, e.lbctl, cfg, n.dir, 30*time.Second)
@@ -359,12 +362,22 @@ func TestScaleOutBGP(t *testing.T) {
 	e.waitRoute(t, "node b killed", a, c)
 	keepStreamingAfter(t, fleet, "node b killed", killed)
 
+	// Node b comes back: it pulls the others' tables (sync), then
+	// announces; the router rehashes onto it and the streams go on.
+	back := time.Now()
+	e.startLBD(t, b)
+	e.waitRoute(t, "node b back", a, b, c)
+	keepStreamingAfter(t, fleet, "node b back", back)
+	if by := e.newFlows(t, "node b back", 60); by["b"] == 0 {
+		t.Errorf("node b, back, scheduled none of 60 new connections")
+	}
+
 	// SIGTERM node c: it withdraws first and forwards for the grace.
 	stopped := time.Now()
 	if err := c.lbd.Proc.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	e.waitRoute(t, "node c stopping", a)
+	e.waitRoute(t, "node c stopping", a, b)
 	if exited(c.lbd.Proc) {
 		t.Errorf("node c exited before its route was withdrawn")
 	}
@@ -381,8 +394,8 @@ func TestScaleOutBGP(t *testing.T) {
 		t.Errorf("node c: %q", line)
 	}
 	keepStreamingAfter(t, fleet, "node c stopped", stopped)
-	if by := e.newFlows(t, "node a alone", 20); by["a"] != 20 {
-		t.Errorf("node a alone scheduled %d of 20 new connections", by["a"])
+	if by := e.newFlows(t, "nodes a and b", 40); by["a"]+by["b"] != 40 || by["a"] == 0 || by["b"] == 0 {
+		t.Errorf("nodes a and b scheduled %v of 40 new connections, want all, spread over both", by)
 	}
 
 	fleet.finish()
@@ -391,8 +404,10 @@ func TestScaleOutBGP(t *testing.T) {
 	if broken := ty.broken(); broken > 0 {
 		t.Errorf("%d of %d streams broke across drain, kill -9 and SIGTERM of directors", broken, scaleStreams)
 	}
-	if err := a.lbd.Stop(scaleGrace + 20*time.Second); err != nil {
-		t.Errorf("node a: %v", err)
+	for _, n := range []*scaleNode{a, b} {
+		if err := n.lbd.Stop(scaleGrace + 20*time.Second); err != nil {
+			t.Errorf("node %s: %v", n.Name, err)
+		}
 	}
 }
 
