@@ -3,6 +3,7 @@ package ctl
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dplb/dplb/conf"
@@ -55,5 +56,48 @@ func TestAnnouncerWantsHealthyVIPs(t *testing.T) {
 	a.stopping = true
 	if _, withheld = a.wanted(announceView()); withheld[0].Reason != withheldStopping {
 		t.Errorf("stopping: withheld %v", withheld)
+	}
+}
+
+// TestOpsSloppyTCP: lbctl's --sloppy-tcp and --no-sloppy-tcp on -A and
+// -E set a service's sloppy_tcp, which the listing shows.
+func TestOpsSloppyTCP(t *testing.T) {
+	o, c, _ := newTestOps(t)
+	sloppy := func() bool {
+		svcs, _ := c.Services()
+		for _, s := range svcs {
+			if s.Port == 443 {
+				return s.SloppyTCP
+			}
+		}
+		t.Fatal("no service on port 443")
+		return false
+	}
+	for _, tc := range []struct {
+		line string
+		want bool
+	}{
+		{"-A -t 203.0.113.100:443 -s mh -b mh-port --sloppy-tcp", true},
+		{"-E -t 203.0.113.100:443 -s mh", true}, // unchanged when not given
+		{"-E -t 203.0.113.100:443 --no-sloppy-tcp", false},
+		{"-E -t 203.0.113.100:443 --sloppy-tcp", true},
+	} {
+		if resp := do(o, rule(t, tc.line)); resp.Error != "" {
+			t.Fatalf("%s: %s", tc.line, resp.Error)
+		}
+		if got := sloppy(); got != tc.want {
+			t.Errorf("after %s: sloppy_tcp %v, want %v", tc.line, got, tc.want)
+		}
+	}
+	if l := listing(t, o, api.ListFormat{}); !strings.Contains(l, "TCP  203.0.113.100:443 mh (mh-port) sloppy-tcp\n") {
+		t.Errorf("the listing does not show sloppy-tcp:\n%s", l)
+	}
+	for _, args := range [][]string{
+		{"-a", "-t", "203.0.113.100:443", "-r", "198.51.100.30", "--sloppy-tcp"},
+		{"-E", "-t", "203.0.113.100:443", "--sloppy-tcp", "--no-sloppy-tcp"},
+	} {
+		if _, err := api.ParseArgs(args); err == nil {
+			t.Errorf("ParseArgs(%q) accepted", args)
+		}
 	}
 }

@@ -20,7 +20,7 @@ const (
 )
 
 const usageText = `Usage:
-  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags]
+  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags] [--[no-]sloppy-tcp]
   lbctl -D -t|-u VIP:port
   lbctl -C
   lbctl -R [--dry-run] < rules
@@ -87,6 +87,10 @@ Options:
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
   --netmask      -M NETMASK    persistence granularity
   --sched-flags  -b FLAGS      scheduler flags, comma separated
+  --sloppy-tcp                 with -A/-E: any TCP packet opens a connection, not only a SYN
+                               (sloppy_tcp: a director picks up a flow another one began; with
+                               mh, sh or dh every director picks the same server); -E
+                               --no-sloppy-tcp turns it off. -S does not save it
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
