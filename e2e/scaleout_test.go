@@ -354,6 +354,24 @@ func TestScaleOutBGP(t *testing.T) {
 	e.lbctlOn(t, a, "undrain")
 	e.waitRoute(t, "node a undrained", a, b, c)
 
+	// Node a's servers all at weight 0: it has no live server for the
+	// VIP and withdraws it; weight 1 again announces it.
+	weights := func(w int) {
+		for _, port := range []int{scaleHTTPPort, scaleEchoPort} {
+			for _, rs := range e.net.Servers {
+				e.lbctlOn(t, a, "-e", "-t", net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(port)),
+					"-r", net.JoinHostPort(rs.Addr.Addr().String(), strconv.Itoa(port)), "-g", "-w", strconv.Itoa(w))
+			}
+		}
+	}
+	weights(0)
+	e.waitRoute(t, "node a without a live server", b, c)
+	if out := e.lbctlOn(t, a, "-L", "--bgp"); !strings.Contains(out, "Withheld: "+e.prefix.String()+" (no live server)") {
+		t.Errorf("node a without a live server: lbctl -L --bgp says:\n%s", out)
+	}
+	weights(1)
+	e.waitRoute(t, "node a's servers back", a, b, c)
+
 	// Kill node b: its session dies with it, the router drops its path.
 	killed := time.Now()
 	if err := b.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
@@ -378,6 +396,9 @@ func TestScaleOutBGP(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitRoute(t, "node c stopping", a, b)
+	if out, err := harness.LBCtl(e.ctx, e.lbctl, c.lbd.Config.Socket, "-L", "--bgp"); err != nil || !strings.Contains(out, "stopping (withdrawn)") {
+		t.Errorf("node c in its grace period: lbctl -L --bgp says %v:\n%s", err, out)
+	}
 	if exited(c.lbd.Proc) {
 		t.Errorf("node c exited before its route was withdrawn")
 	}
