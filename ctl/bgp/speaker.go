@@ -37,6 +37,8 @@ type Speaker struct {
 	nextHop netip.Addr
 	log     *zap.Logger
 
+	unwatch func() // ends the session-state watch
+
 	mu        sync.Mutex
 	announced map[netip.Addr][]uint32 // VIP -> the communities it was announced with
 }
@@ -51,6 +53,22 @@ func Start(ctx context.Context, cfg conf.BGP, nextHop netip.Addr, log *zap.Logge
 	global := &api.Global{Asn: uint32(cfg.ASN), RouterId: cfg.RouterID, ListenPort: int32(cfg.ListenPort)}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
 		srv.Stop()
+		return nil, fmt.Errorf("bgp: %w", err)
+	}
+	// Session changes are logged here (GoBGP's own lines are at debug).
+	wctx, unwatch := context.WithCancel(context.Background())
+	s.unwatch = unwatch
+	err := srv.WatchEvent(wctx, &api.WatchEventRequest{Peer: &api.WatchEventRequest_Peer{}}, func(r *api.WatchEventResponse) {
+		ev := r.GetPeer()
+		if ev.GetType() != api.WatchEventResponse_PeerEvent_STATE {
+			return
+		}
+		st := ev.GetPeer().GetState()
+		log.Info("bgp: session "+stateName(st.GetSessionState()), zap.String("peer", st.GetNeighborAddress()),
+			zap.Uint32("asn", st.GetPeerAsn()))
+	})
+	if err != nil {
+		s.Stop()
 		return nil, fmt.Errorf("bgp: %w", err)
 	}
 	for i, p := range cfg.Peers {
@@ -233,4 +251,9 @@ func stateName(s api.PeerState_SessionState) string {
 
 // Stop closes the sessions (a BGP peer drops the routes of a closed
 // session at once) and stops the speaker.
-func (s *Speaker) Stop() { s.srv.Stop() }
+func (s *Speaker) Stop() {
+	s.srv.Stop()
+	if s.unwatch != nil {
+		s.unwatch()
+	}
+}

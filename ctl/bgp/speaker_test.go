@@ -11,6 +11,7 @@ import (
 	api "github.com/osrg/gobgp/v3/api"
 	"github.com/osrg/gobgp/v3/pkg/server"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/dplb/dplb/conf"
 )
@@ -142,12 +143,19 @@ func TestSpeakerAnnouncesAndWithdraws(t *testing.T) {
 	r := newRouter(t, "")
 	nh := netip.MustParseAddr("198.51.100.1")
 	ctx := context.Background()
-	s, err := Start(ctx, lbdConfig(r.port, ""), nh, zap.NewNop())
+	core, logs := observer.New(zap.InfoLevel)
+	s, err := Start(ctx, lbdConfig(r.port, ""), nh, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Stop()
 	p := waitEstablished(t, s)
+	for deadline := time.Now().Add(5 * time.Second); logs.FilterMessage("bgp: session established").Len() == 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Errorf("the session came up and lbd did not log it: %v", logs.All())
+			break
+		}
+	}
 	if p.Address != "127.0.0.1" || p.ASN != routerASN || p.State != "established" || p.Since.IsZero() || p.HoldTime != 9 {
 		t.Errorf("peer = %+v", p)
 	}
