@@ -31,7 +31,8 @@ import (
 // nodes a and b. No stream to a live real server may break.
 
 const (
-	scaleStreams   = 200
+	scaleStreams   = 500
+	scaleInterval  = 250 * time.Millisecond // each stream writes haChunk bytes this often: 2000 writes a second in all
 	scaleEchoPort  = 9000
 	scaleHTTPPort  = 80
 	scaleGrace     = 4 * time.Second
@@ -57,7 +58,7 @@ func TestScaleOutBGP(t *testing.T) {
 		}
 	}
 	vipEcho := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleEchoPort))
-	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, scaleStreams, haChunk, haInterval, haStreamDead)
+	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, scaleStreams, haChunk, scaleInterval, haStreamDead)
 	defer func() {
 		select {
 		case <-fleet.stop:
@@ -176,7 +177,7 @@ func TestScaleOutBGP(t *testing.T) {
 func keepStreamingAfter(t *testing.T, f *echoFleet, when string, since time.Time) {
 	t.Helper()
 	settled := since.Add(3 * time.Second)
-	time.Sleep(time.Until(settled) + time.Second)
+	time.Sleep(time.Until(settled) + 2*time.Second) // several of each stream's writes
 	moving, ended := f.progressSince(settled)
 	t.Logf("%s: %d of %d streams moving, %d ended", when, moving, len(f.streams), ended)
 	if moving < len(f.streams) {
