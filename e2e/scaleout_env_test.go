@@ -324,3 +324,14 @@ func (e *scaleEnv) logRehash(t *testing.T, before, after []string) {
 		t.Errorf("node b back: %d of %d new flows go to another director, want about a third", moved, len(before))
 	}
 }
+
+// drops is node n's drops by reason, from its /metrics.
+func (e *scaleEnv) drops(t *testing.T, n *scaleNode) map[string]float64 {
+	t.Helper()
+	url := "http://" + n.lbd.Config.MetricsListen + "/metrics"
+	res, err := harness.Get(e.ctx, e.tp, n.NS, e.helper, url, 1, 3*time.Second)
+	if err != nil || res[0].Err != "" {
+		t.Fatalf("node %s: metrics: %v %v", n.Name, err, res)
+	}
+	return dropsByReason(res[0].Body)
+}
