@@ -32,6 +32,7 @@ type Config struct {
 	HA        HA        `mapstructure:"ha"`        // active/backup pair state (see HA); reload: restart
 	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
 	Restart   Restart   `mapstructure:"restart"`   // handing connections over across a restart; reload: restart
+	BGP       BGP       `mapstructure:"bgp"`       // announcing the VIPs to routers for scale-out (see BGP); reload: restart
 }
 
 // Restart configures how a stopping lbd hands its connections (and the
@@ -289,6 +290,7 @@ func Default() Config {
 		},
 		HA:   HA{State: HAMaster},
 		Sync: DefaultSync(),
+		BGP:  DefaultBGP(),
 	}
 }
 

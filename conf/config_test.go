@@ -55,6 +55,7 @@ func TestDefault(t *testing.T) {
 		Restart: conf.Restart{MaxAge: time.Minute, PullWait: 5 * time.Second},
 		HA:      conf.HA{State: "master"},
 		Sync:    conf.Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50},
+		BGP:     conf.BGP{ListenPort: -1, RequireLiveServer: true, ShutdownGrace: 5 * time.Second},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() =\n%+v\nwant\n%+v", got, want)

@@ -128,6 +128,25 @@ sync:
   threshold: 2
   period: 20
   refresh_period: 30s
+bgp:
+  asn: 4200000001
+  router_id: 10.0.0.1
+  listen_port: 1179
+  next_hop: 203.0.113.1
+  peers:
+    - address: 10.0.0.254
+      asn: 65000
+      port: 1790
+      local_address: 10.0.0.1
+      password: s3cret
+      hold_time: 9s
+      keepalive: 3s
+  communities: ["65000:1"]
+  vip_communities:
+    - vip: 203.0.113.10
+      communities: ["65000:443"]
+  require_live_server: false
+  shutdown_grace: 10s
 `
 	got, err := conf.Load(writeFile(t, text))
 	if err != nil {
@@ -157,6 +176,12 @@ sync:
 		Sync: conf.Sync{Master: true, Backup: true, McastInterface: "mgmt0", McastGroup: "239.1.2.3",
 			Peers: []string{"192.0.2.2", "192.0.2.3"}, Listen: "192.0.2.1", Port: 9848, SyncID: 7,
 			KeyFile: "/etc/dplb/sync.key", Threshold: 2, Period: 20, RefreshPeriod: 30 * time.Second},
+		BGP: conf.BGP{ASN: 4200000001, RouterID: "10.0.0.1", ListenPort: 1179, NextHop: "203.0.113.1",
+			Peers: []conf.BGPPeer{{Address: "10.0.0.254", ASN: 65000, Port: 1790, LocalAddress: "10.0.0.1",
+				Password: "s3cret", HoldTime: 9 * time.Second, Keepalive: 3 * time.Second}},
+			Communities:    []string{"65000:1"},
+			VIPCommunities: []conf.BGPVIPExtras{{VIP: "203.0.113.10", Communities: []string{"65000:443"}}},
+			ShutdownGrace:  10 * time.Second},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("Load() =\n%+v\nwant\n%+v", got, want)

@@ -66,6 +66,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.HA.validate,
 		c.validateFloating,
 		c.Sync.validate,
+		c.validateBGP,
 	} {
 		if err := check(); err != nil {
 			return err

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/bgp"
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/ctl/web"
@@ -158,9 +159,47 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		dp.HoldRX(false)
 	}
 
-	ctx, cancel := context.WithCancel(ctx)
+	// BGP (scale-out): announce the healthy VIPs to the routers.
+	var ann *announcer
+	if cfg.BGP.Enabled() {
+		nh, _ := cfg.BGPNextHop() // conf.Validate checked there is one
+		sp, err := bgp.Start(ctx, cfg.BGP, nh, log)
+		if err != nil {
+			return err
+		}
+		defer sp.Stop()
+		ann = newAnnouncer(sp, cfg.BGP, ctl, log)
+		ops.ann = ann
+	}
+
+	// Everything below runs on ctx, which ends when the caller's does
+	// except for a stop (not an upgrade) with BGP: lbd then withdraws its
+	// VIPs first and keeps forwarding for bgp.shutdown_grace, so the
+	// routers move new flows to the other directors and the connections
+	// here can finish.
+	stopping := ctx
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stopping.Done():
+		}
+		if ann != nil && (opts.Upgrading == nil || !opts.Upgrading()) {
+			ann.stop(ctx)
+			log.Info("bgp: every VIP withdrawn; stopping after the grace period", zap.Duration("shutdown_grace", cfg.BGP.ShutdownGrace))
+			select {
+			case <-time.After(cfg.BGP.ShutdownGrace):
+			case <-ctx.Done():
+			}
+		}
+		cancel()
+	}()
 	var wg sync.WaitGroup
+	if ann != nil {
+		wg.Go(func() { ann.run(ctx) })
+	}
 	// Health checks: a failed server's weight drops to 0 in the next
 	// snapshot, and comes back (with slow start) when it passes again.
 	mon := health.New(log, ctl.HealthChanged, health.WithChecker(ctl.checker))
@@ -207,7 +246,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	}()
 	var hs *http.Server
 	if ml != nil {
-		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates, syncd), ReadHeaderTimeout: 5 * time.Second}
+		hs = &http.Server{Handler: metricsHandler(dp, ctl, mon, rates, syncd, ann), ReadHeaderTimeout: 5 * time.Second}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

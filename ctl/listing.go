@@ -85,7 +85,7 @@ func saved(svcs []conf.Service) []api.Service {
 func serviceSettings(s conf.Service) api.Service {
 	as := api.Service{
 		Protocol: strings.ToUpper(s.Protocol), VIP: s.VIPAddr().String(), Port: uint16(s.Port),
-		Scheduler: s.Scheduler, Persistence: uint32(s.Persistence / time.Second),
+		Scheduler: s.Scheduler, Persistence: uint32(s.Persistence / time.Second), SloppyTCP: s.SloppyTCP,
 	}
 	if s.Persistence != 0 && s.Netmask != "" && s.Netmask != "255.255.255.255" {
 		as.Netmask = s.Netmask

@@ -33,6 +33,7 @@ type Ops struct {
 	started  conf.Config        // the configuration lbd started with
 	setLevel func(string) error // changes the log level on reload; nil: log.level needs a restart
 	syncd    *connsync.Daemon   // the sync daemon; nil without sync.key_file (see SetSync)
+	ann      *announcer         // the BGP announcer; nil while BGP is off
 
 	mu    sync.Mutex
 	base  baselines      // subtracted from the dataplane's counters in listings
@@ -126,6 +127,12 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 		return api.Response{Text: bin}
 	case api.OpStartDaemon, api.OpStopDaemon, api.OpDaemons:
 		resp, err := o.syncVerb(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
+	case api.OpDrain, api.OpUndrain, api.OpBGP:
+		resp, err := o.bgpVerb(who, req)
 		if err != nil {
 			return o.refuse(who, req, err)
 		}

@@ -5,14 +5,15 @@
 # container image's base; keepalived: VRRP for the active/backup failover
 # test, which runs its own keepalived in the test's namespaces; vsftpd:
 # the FTP helper's test, which runs its own in the real servers'
-# namespaces; curl is its FTP client), reserve
+# namespaces; curl is its FTP client; bird2: the BGP router of the
+# scale-out test, run in its own namespace), reserve
 # 2 MB hugepages and mount hugetlbfs.
 # Idempotent: it only does what is missing and says what it did. Loads no
 # kernel module.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 
-PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived vsftpd)
+PACKAGES=(dpdk dpdk-dev libdpdk-dev pkg-config iproute2 iputils-ping ethtool curl procps chromium debootstrap keepalived vsftpd bird2)
 HUGEPAGES=${DPLB_HUGEPAGES:-512}       # 2 MB pages wanted at least
 HUGE_SYSFS=/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages
 HUGE_MNT=/dev/hugepages
@@ -49,6 +50,11 @@ fi
 if [[ " ${missing[*]:-} " == *" vsftpd "* ]] && command -v systemctl >/dev/null; then
 	systemctl disable --now vsftpd.service >/dev/null 2>&1 || true
 	say "vsftpd.service disabled (the FTP test starts its own vsftpd)"
+fi
+# Likewise bird.service: bird only runs as the scale-out test's router.
+if [[ " ${missing[*]:-} " == *" bird2 "* ]] && command -v systemctl >/dev/null; then
+	systemctl disable --now bird.service >/dev/null 2>&1 || true
+	say "bird.service disabled (the scale-out test starts its own bird)"
 fi
 if pkg-config --exists libdpdk; then
 	say "DPDK $(pkg-config --modversion libdpdk) (pkg-config libdpdk)"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/dplb/dplb/ctl/api"
 )
@@ -19,7 +20,7 @@ const (
 )
 
 const usageText = `Usage:
-  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags]
+  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags] [--[no-]sloppy-tcp]
   lbctl -D -t|-u VIP:port
   lbctl -C
   lbctl -R [--dry-run] < rules
@@ -36,6 +37,8 @@ const usageText = `Usage:
   lbctl --start-daemon master|backup [--mcast-interface IF] [--syncid N]
   lbctl --stop-daemon master|backup
   lbctl -L --daemon
+  lbctl drain | undrain
+  lbctl -L --bgp [-o json]
   lbctl reload
   lbctl upgrade [--binary PATH]
   lbctl --ha-state [master|backup]
@@ -72,6 +75,9 @@ Commands:
                            Established connections survive; packets wait out DPDK's start-up
   --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
                            announces them) or the backup of its pair; print the state
+  drain                    withdraw every VIP from lbd's BGP peers and keep them withdrawn: the
+                           routers send new flows to the other directors, connections here go on
+  undrain                  announce the healthy VIPs again
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
@@ -81,6 +87,10 @@ Options:
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
   --netmask      -M NETMASK    persistence granularity
   --sched-flags  -b FLAGS      scheduler flags, comma separated
+  --sloppy-tcp                 with -A/-E: any TCP packet opens a connection, not only a SYN
+                               (sloppy_tcp: a director picks up a flow another one began; with
+                               mh, sh or dh every director picks the same server); -E
+                               --no-sloppy-tcp turns it off. -S does not save it
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
@@ -93,6 +103,8 @@ Options:
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
   --daemon                     with -L: the running sync daemons, as ipvsadm prints them
+  --bgp                        with -L: the BGP sessions (state, time up, prefixes sent) and
+                               the VIPs announced and withheld (scale-out, bgp: section)
   --mcast-interface IF         with --start-daemon: the host interface to sync over (default
                                sync.mcast_interface); both modes share one interface
   --syncid N                   with --start-daemon: the sync group id, 0..255 (default sync.syncid)
@@ -205,6 +217,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		err = api.WriteConns(stdout, resp)
 	case api.OpDaemons:
 		err = api.WriteDaemons(stdout, resp)
+	case api.OpBGP, api.OpDrain, api.OpUndrain:
+		err = api.WriteBGP(stdout, resp, time.Now())
 	case api.OpSave:
 		text := resp.Text
 		if !c.Numeric {

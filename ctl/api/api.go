@@ -112,6 +112,7 @@ type ServiceSpec struct {
 	Persistence *uint32   `json:"persistence,omitempty"` // -p, seconds, 0 = off; default off
 	Netmask     *string   `json:"netmask,omitempty"`     // -M; default 255.255.255.255
 	SchedFlags  *[]string `json:"sched_flags,omitempty"` // -b; default none
+	SloppyTCP   *bool     `json:"sloppy_tcp,omitempty"`  // --sloppy-tcp / --no-sloppy-tcp; default off
 }
 
 // ServerSpec names a real server of a service and, for add and edit, its
@@ -158,6 +159,7 @@ type Response struct {
 	// HAState (OpHAState): "master" or "backup".
 	HAState string   `json:"ha_state,omitempty"`
 	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
+	BGP     *BGP     `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
@@ -210,6 +212,7 @@ type Service struct {
 	Persistence uint32       `json:"persistence,omitempty"`
 	Netmask     string       `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
 	SchedFlags  []string     `json:"sched_flags,omitempty"` // scheduler flags (-b)
+	SloppyTCP   bool         `json:"sloppy_tcp,omitempty"`  // any TCP packet opens a connection (--sloppy-tcp)
 	Stats       Stats        `json:"stats"`
 	Servers     []RealServer `json:"servers"`
 	Rates       Rates        `json:"rates"` // --rate: the estimator's rates

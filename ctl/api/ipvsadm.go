@@ -71,6 +71,9 @@ var longOpts = map[string]optSpec{
 	"--output": {"-o", needValue}, "--socket": {"--socket", needValue},
 	"--binary":   {"--binary", needValue},
 	"--ha-state": {"--ha-state", stateValue},
+	// lbctl's own service option: sloppy_tcp, any TCP packet opens a
+	// connection (a flow moved from another director; see docs/design.md).
+	"--sloppy-tcp": {"--sloppy-tcp", noValue}, "--no-sloppy-tcp": {"--no-sloppy-tcp", noValue},
 }
 
 // shortOpts are the one-letter options.
@@ -104,7 +107,8 @@ var allowedWith = map[string][]string{
 	"-x": {OpAddServer, OpEditServer}, "-y": {OpAddServer, OpEditServer},
 	"-c": {OpList}, "--stats": {OpList}, "--rate": {OpList}, "--exact": {OpList},
 	"--thresholds": {OpList}, "--persistent-conn": {OpList}, "--sort": {OpList}, "--per-lcore": {OpList}, "--client": {OpConnections},
-	"--binary": {OpUpgrade},
+	"--binary":     {OpUpgrade},
+	"--sloppy-tcp": {OpAddService, OpEditService}, "--no-sloppy-tcp": {OpAddService, OpEditService},
 }
 
 func init() {
@@ -132,6 +136,7 @@ func ParseArgs(args []string) (Command, error) {
 	var c Command
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
+	var sloppy *bool
 	var setVals []string
 	var daemon daemonArgs
 	conn := false
@@ -194,6 +199,12 @@ func ParseArgs(args []string) (Command, error) {
 				netmask = &v
 			case "-b":
 				flags = &v
+			case "--sloppy-tcp", "--no-sloppy-tcp":
+				on := spec.name == "--sloppy-tcp"
+				if sloppy != nil && *sloppy != on {
+					return fmt.Errorf("--sloppy-tcp and --no-sloppy-tcp: one or the other")
+				}
+				sloppy = &on
 			case "-r":
 				rsVal = v
 			case "-g", "-i", "-m":
@@ -340,6 +351,10 @@ func ParseArgs(args []string) (Command, error) {
 			cmd = OpReload
 		case arg == "upgrade" && cmd == "":
 			cmd = OpUpgrade
+		case arg == "drain" && cmd == "":
+			cmd = OpDrain
+		case arg == "undrain" && cmd == "":
+			cmd = OpUndrain
 		default:
 			return Command{}, fmt.Errorf("unexpected argument %q", arg)
 		}
@@ -361,6 +376,9 @@ func ParseArgs(args []string) (Command, error) {
 	}
 	if cmd == OpList && daemon.list {
 		cmd = OpDaemons
+	}
+	if cmd == OpList && slices.Contains(c.Options, "--bgp") {
+		cmd = OpBGP
 	}
 	c.Op = cmd
 	if err := daemon.finish(&c); err != nil {
@@ -388,6 +406,7 @@ func ParseArgs(args []string) (Command, error) {
 			return Command{}, err
 		}
 		s.Scheduler = sched
+		s.SloppyTCP = sloppy
 		if flags != nil {
 			fl := []string{}
 			if *flags != "" {
@@ -483,6 +502,10 @@ func cmdLabel(op string) string {
 		return "-L -c"
 	case OpDaemons:
 		return "-L --daemon"
+	case OpBGP:
+		return "-L --bgp"
+	case OpDrain, OpUndrain:
+		return op
 	}
 	return commandName(op)
 }

@@ -79,6 +79,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 			if len(s.SchedFlags) > 0 {
 				fmt.Fprintf(bw, " (%s)", strings.Join(s.SchedFlags, ","))
 			}
+			if s.SloppyTCP {
+				bw.WriteString(" sloppy-tcp")
+			}
 			if s.Persistence != 0 {
 				fmt.Fprintf(bw, " persistent %d", s.Persistence)
 				if s.Netmask != "" && s.Netmask != "255.255.255.255" {

@@ -95,11 +95,13 @@ type Service struct {
 	VIP         string
 	Port        int
 	Scheduler   string
-	Persistence string // e.g. "300s"; "" is not persistent
-	Helper      string // the service's helper ("ftp"); "" none
-	Health      string // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
-	Feedback    string // the service's dynamic feedback as YAML flow; "" none
-	SorryServer string // "address:port"; "" none
+	Persistence string   // e.g. "300s"; "" is not persistent
+	Helper      string   // the service's helper ("ftp"); "" none
+	Health      string   // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
+	Feedback    string   // the service's dynamic feedback as YAML flow; "" none
+	SorryServer string   // "address:port"; "" none
+	SchedFlags  []string // the scheduler's flags (mh-port, ...); none when empty
+	SloppyTCP   bool     // sloppy_tcp: any TCP packet opens a connection
 	Servers     []Server
 }
 
@@ -202,6 +204,12 @@ func (c Config) YAML() string {
 		}
 		if s.SorryServer != "" {
 			w("    sorry_server: %s", s.SorryServer)
+		}
+		if len(s.SchedFlags) > 0 {
+			w("    sched_flags: [%s]", strings.Join(s.SchedFlags, ", "))
+		}
+		if s.SloppyTCP {
+			w("    sloppy_tcp: true")
 		}
 		w("    servers:")
 		for _, rs := range s.Servers {
