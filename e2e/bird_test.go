@@ -24,6 +24,9 @@ import (
 const (
 	routerASN   = 65000
 	directorASN = 65001
+	// bgpPassword signs every session (TCP MD5, RFC 2385), as a router
+	// facing directors would.
+	bgpPassword = "dplb-scale-out"
 )
 
 // birdConfig is the router's bird.conf: one passive eBGP session per
@@ -41,6 +44,7 @@ protocol kernel {
 template bgp director {
 	local %s as %d;
 	passive on;
+	password "%s";
 	hold time 9;
 	keepalive time 3;
 	ipv4 {
@@ -48,7 +52,7 @@ template bgp director {
 		export none;
 	};
 }
-`, routerID, routerID, routerASN)
+`, routerID, routerID, routerASN, bgpPassword)
 	for i, d := range directors {
 		fmt.Fprintf(&b, "protocol bgp director_%c from director { neighbor %s as %d; }\n", 'a'+i, d, directorASN)
 	}

@@ -126,9 +126,10 @@ bgp:
     - address: %s
       asn: %d
       hold_time: 9s
+      password: %s
   shutdown_grace: %s
 `, n.MgmtIf, strings.Join(peers, ", "), n.MgmtIP.Addr(), e.keyFile, directorASN, n.MgmtIP.Addr(),
-		e.net.Router.MgmtIP.Addr(), routerASN, scaleGrace)
+		e.net.Router.MgmtIP.Addr(), routerASN, bgpPassword, scaleGrace)
 	return c
 }
 
