@@ -45,6 +45,7 @@ const (
 	SyncRecords      // connection and template records put on the sync ring for the peers
 	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
 	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
+	ProxyHeaders     // PROXY protocol v2 headers put in FullNAT connections' first segments
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -76,6 +77,7 @@ const (
 	DropARPConflict      // ARP from another host claiming one of our addresses or VIPs
 	DropTTLExpired       // TTL ran out here and no time exceeded was sent (rate limit, an ICMP error)
 	DropProbeSpoofed     // a probe answer on a port that does not lead to the server
+	DropNoLocalPort      // a new FullNAT connection found no free local port on this lcore
 
 	numStats
 )
@@ -88,7 +90,7 @@ var statNames = [numStats]string{
 	NewConns: "new_conns", Conns: "conns", ARPReplies: "arp_replies", ARPReceived: "arp_received", ARPRequests: "arp_requests",
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
-	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
+	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps", ProxyHeaders: "proxy_headers",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -96,7 +98,7 @@ var statNames = [numStats]string{
 	DropNotSYN: "not_syn", DropNoDest: "no_dest", DropTableFull: "table_full",
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
 	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
-	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed",
+	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed", DropNoLocalPort: "no_local_port",
 }
 
 // Name is the counter's name (for drops, the reason).

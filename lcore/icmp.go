@@ -39,6 +39,9 @@ func (w *Worker) icmpError(d *desc) exit {
 		return e
 	}
 	w.cnt.own[ICMPErrors]++
+	if c.Fwd == fwd.FullNAT {
+		return w.icmpErrorFullNAT(d, c, id, dir)
+	}
 	if c.Fwd != fwd.NAT {
 		d.m.SetOlFlags(0)
 		return w.toRealServer(d, c, false)

@@ -109,8 +109,11 @@ func (w *Worker) forward(d *desc) exit {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
 	}
-	if c.Fwd == fwd.NAT {
+	switch c.Fwd {
+	case fwd.NAT:
 		return w.forwardNAT(d, c, dir)
+	case fwd.FullNAT:
+		return w.forwardFullNAT(d, c, id, dir)
 	}
 	return w.toRealServer(d, c, true)
 }
@@ -228,16 +231,23 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		c.Flags = conn.FlagOneWay // replies bypass us: index the client side only
 	}
 	w.table.Relieve(w.now, w.expire) // under a flood, evict an embryonic or idle entry first
-	id, err := w.table.Insert(&c)
-	if err != nil {
-		w.releaseTemplate(tmpl)
+	var id uint32
+	var why Stat
+	if dst.Fwd == fwd.FullNAT {
+		id, why = w.newFullNAT(&c, svc, d)
+	} else {
+		var err error
+		switch id, err = w.table.Insert(&c); err {
+		case nil:
+		case conn.ErrFull:
+			why = DropTableFull
+		default:
+			why = DropConnExists
+		}
 	}
-	switch err {
-	case nil:
-	case conn.ErrFull:
-		return 0, DropTableFull
-	default:
-		return 0, DropConnExists
+	if why != 0 {
+		w.releaseTemplate(tmpl)
+		return 0, why
 	}
 	if tmpl != 0 {
 		w.table.Get(id).Template = tmpl // persistent pinned it for this connection

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // persistent chooses the real server of a new connection to a persistent
@@ -89,7 +90,10 @@ func (w *Worker) releaseTemplate(tmpl uint32) {
 
 // expireEntry is the connection table's expiry callback: it keeps the
 // per-server gauges and the templates' counts right.
-func (w *Worker) expireEntry(_ uint32, c *conn.Conn) {
+func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
+	if c.Fwd == fwd.FullNAT {
+		w.releaseLocalPort(id)
+	}
 	if c.Template != 0 {
 		w.tmpl.slots[c.Template-1].controls.Add(-1)
 	}

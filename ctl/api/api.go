@@ -119,7 +119,7 @@ type ServiceSpec struct {
 type ServerSpec struct {
 	Address string  `json:"address"`           // IPv4 address
 	Port    int     `json:"port"`              // 0 = the service's port
-	Forward *string `json:"forward,omitempty"` // "nat" (-m), "dr" (-g), "tun" (-i); default "nat"
+	Forward *string `json:"forward,omitempty"` // "nat" (-m), "dr" (-g), "tun" (-i), "fullnat" (--fullnat); default "nat"
 	Weight  *int    `json:"weight,omitempty"`  // -w, 0..65535; default 1
 	Upper   *int    `json:"upper,omitempty"`   // -x, 0..1000000, 0 = no limit; default 0
 	Lower   *int    `json:"lower,omitempty"`   // -y, 0..upper; default 0
@@ -219,7 +219,7 @@ type Service struct {
 type RealServer struct {
 	Address       string `json:"address"` // numeric IPv4 or IPv6 address
 	Port          uint16 `json:"port"`
-	Forward       string `json:"forward"` // "Masq" | "Route" | "Tunnel", as ipvsadm prints
+	Forward       string `json:"forward"` // "Masq" | "Route" | "Tunnel" | "FullNat", as ipvsadm prints
 	Weight        int    `json:"weight"`
 	Upper         int    `json:"upper,omitempty"` // upper connection threshold (-x), 0 = none
 	Lower         int    `json:"lower,omitempty"` // lower connection threshold (-y)

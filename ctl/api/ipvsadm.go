@@ -62,7 +62,8 @@ var longOpts = map[string]optSpec{
 	"--scheduler": {"-s", needValue}, "--persistent": {"-p", optValue}, "--netmask": {"-M", needValue},
 	"--sched-flags": {"-b", needValue}, "--real-server": {"-r", needValue},
 	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
-	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
+	"--fullnat": {"--fullnat", noValue},
+	"--weight":  {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
 	"--thresholds": {"--thresholds", noValue}, "--persistent-conn": {"--persistent-conn", noValue},
@@ -111,6 +112,7 @@ func init() {
 	allowedWith["-u"] = allowedWith["-t"]
 	allowedWith["-i"] = allowedWith["-g"]
 	allowedWith["-m"] = allowedWith["-g"]
+	allowedWith["--fullnat"] = allowedWith["-g"]
 }
 
 // commandName is the option a command is given with, for messages.
@@ -196,8 +198,8 @@ func ParseArgs(args []string) (Command, error) {
 				flags = &v
 			case "-r":
 				rsVal = v
-			case "-g", "-i", "-m":
-				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat"}[spec.name]
+			case "-g", "-i", "-m", "--fullnat":
+				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat", "--fullnat": "fullnat"}[spec.name]
 				fwd = &f
 			case "-w":
 				weight = &v

@@ -179,6 +179,8 @@ func forwardSwitch(name string) string {
 		return "-g"
 	case "Tunnel":
 		return "-i"
+	case "FullNat":
+		return "--fullnat"
 	}
 	return "-m"
 }
