@@ -85,6 +85,7 @@ Options:
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
+  --fullnat                    FullNAT: from the service's local_addresses (lbd.yaml)
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many
