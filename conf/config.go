@@ -167,6 +167,11 @@ type Service struct {
 	// each connection to a fullnat server, and adjusts sequence numbers
 	// for it; tcp only; the servers must expect it; default false; reload: yes
 	ProxyProtocol bool `mapstructure:"proxy_protocol"`
+	// SynProxy answers clients' SYNs with SYN cookies and opens a
+	// connection to a real server only for an ACK that proves one (a
+	// spoofed SYN flood makes no entry and reaches no server); tcp only,
+	// nat and fullnat servers only; default false; reload: yes
+	SynProxy bool `mapstructure:"synproxy"`
 }
 
 // RealServer is one destination of a service.

@@ -97,6 +97,16 @@ func (c *Config) validateServices(schedulers []string) error {
 		if s.ProxyProtocol && s.Protocol != "tcp" {
 			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
 		}
+		if s.SynProxy {
+			if s.Protocol != "tcp" {
+				return fieldErrorf(f+".synproxy", "is for tcp services only")
+			}
+			for j, r := range s.Servers {
+				if r.Forward != "nat" && r.Forward != "fullnat" {
+					return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "%s with synproxy: the replies of dr and tun servers bypass lbd, which could not move their sequence numbers (use nat or fullnat)", r.Forward)
+				}
+			}
+		}
 	}
 	return nil
 }

@@ -42,6 +42,7 @@ func TestValidateValid(t *testing.T) {
 			c.Services[0].LocalAddresses = []string{"198.51.100.200", "198.51.100.201"}
 			c.Services[0].ProxyProtocol = true
 			c.Services[1].LocalAddresses = []string{"198.51.100.202"}
+			c.Services[1].SynProxy = true
 		}, schedulers},
 		{"nil schedulers skip the name check", func(c *conf.Config) { c.Services[0].Scheduler = "anything" }, nil},
 		{"no services, server port only", func(c *conf.Config) { c.Services = nil; c.Ports = c.Ports[1:] }, schedulers},
@@ -282,6 +283,12 @@ func TestValidate(t *testing.T) {
 		}, `services[1].local_addresses[1]: 198.51.100.200 is already services[0].local_addresses[0]`},
 		{"local address not an address", func(c *conf.Config) { c.Services[0].LocalAddresses = []string{"lip"} },
 			`services[0].local_addresses[0]: "lip" is not an IPv4 address`},
+		{"synproxy on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].SynProxy = true },
+			`services[0].synproxy: is for tcp services only`},
+		{"synproxy with a dr server", func(c *conf.Config) {
+			c.Services[1].SynProxy = true
+			c.Services[1].Servers[0].Forward = "dr"
+		}, `services[1].servers[0].forward: dr with synproxy: the replies of dr and tun servers bypass lbd, which could not move their sequence numbers (use nat or fullnat)`},
 		{"proxy protocol on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].ProxyProtocol = true },
 			`services[0].proxy_protocol: is for tcp services only`},
 		{"dr with another port", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "dr" },

@@ -143,7 +143,7 @@ func (s *service) lcoreService(field string, workers int, prev *service) (lcore.
 		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP,
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
-		ProxyProtocol: s.conf.ProxyProtocol,
+		ProxyProtocol: s.conf.ProxyProtocol, SynProxy: s.conf.SynProxy,
 	}
 	for _, l := range s.conf.LocalAddresses {
 		ls.LocalAddrs = append(ls.LocalAddrs, ipv4(netip.MustParseAddr(l)))

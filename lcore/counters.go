@@ -46,6 +46,8 @@ const (
 	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
 	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
 	ProxyHeaders     // PROXY protocol v2 headers put in FullNAT connections' first segments
+	SynCookiesSent   // SYN proxy: SYNs answered with a cookie SYN-ACK
+	SynCookiesValid  // SYN proxy: ACKs whose cookie proved good (connections opened)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -78,6 +80,8 @@ const (
 	DropTTLExpired       // TTL ran out here and no time exceeded was sent (rate limit, an ICMP error)
 	DropProbeSpoofed     // a probe answer on a port that does not lead to the server
 	DropNoLocalPort      // a new FullNAT connection found no free local port on this lcore
+	DropSynCookieInvalid // SYN proxy: an ACK of no connection whose cookie is not good
+	DropSynProxyPending  // SYN proxy: a real server's segment before its SYN-ACK
 
 	numStats
 )
@@ -91,6 +95,7 @@ var statNames = [numStats]string{
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps", ProxyHeaders: "proxy_headers",
+	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -99,6 +104,7 @@ var statNames = [numStats]string{
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
 	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
 	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed", DropNoLocalPort: "no_local_port",
+	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 }
 
 // Name is the counter's name (for drops, the reason).

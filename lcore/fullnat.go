@@ -3,6 +3,7 @@ package lcore
 import (
 	"encoding/binary"
 
+	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -73,7 +74,8 @@ func (p *lportPool) put(port uint16) {
 }
 
 // learnLIPs makes the pools of a snapshot's new local addresses, and the
-// table's extension array the first time (control work). Pools are never
+// table's extension array the first time a snapshot has local addresses
+// or a SYN proxy (control work). Pools are never
 // removed: connections may still hold their ports.
 func (w *Worker) learnLIPs(s *Snapshot) {
 	for lip := range s.lips {
@@ -81,7 +83,11 @@ func (w *Worker) learnLIPs(s *Snapshot) {
 			w.lpools[lip] = newLportPool(lip, w.cfg.ID, w.nworkers)
 		}
 	}
-	if len(s.lips) > 0 {
+	need := len(s.lips) > 0
+	for i := range s.Services {
+		need = need || s.Services[i].SynProxy
+	}
+	if need {
 		w.table.EnableExt()
 	}
 }
@@ -136,6 +142,17 @@ func (w *Worker) releaseLocalPort(id uint32) {
 			p.put(x.LPort)
 		}
 	}
+}
+
+// forwardNATAdjusted is forwardNAT for a connection whose sequence
+// numbers move (a proxied handshake).
+func (w *Worker) forwardNATAdjusted(d *desc, c *conn.Conn, id uint32, dir conn.Dir) exit {
+	e := w.forwardNAT(d, c, dir)
+	if e.kind == exitTransmit {
+		// forwardNAT updated the checksums, or left them to the NIC.
+		adjustSeq(hdr.TCP(d.l4Bytes()), w.table.Ext(id), dir, d.m.OlFlags()&mbuf.TxTCPCksum == 0)
+	}
+	return e
 }
 
 // forwardFullNAT rewrites both ends of the packet: client -> VIP:vport

@@ -103,6 +103,10 @@ type Service struct {
 	// ProxyProtocol: FullNAT TCP connections carry a PROXY protocol v2
 	// header with the client's address at the start of their stream.
 	ProxyProtocol bool
+	// SynProxy: lbd answers the clients' SYNs with SYN cookies and opens
+	// the connection to the server only for an ACK that proves one
+	// (synproxy.go); NAT and FullNAT servers only.
+	SynProxy bool
 
 	Dests  []sched.Dest
 	Scheds []sched.Scheduler // one per worker, indexed by worker id
