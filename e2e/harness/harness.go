@@ -103,6 +103,7 @@ type Service struct {
 	// the PROXY v2 header in front of the client's bytes.
 	LocalAddresses []string
 	ProxyProtocol  bool
+	SynProxy       bool // synproxy: true
 	Servers        []Server
 }
 
@@ -208,6 +209,9 @@ func (c Config) YAML() string {
 		}
 		if s.ProxyProtocol {
 			w("    proxy_protocol: true")
+		}
+		if s.SynProxy {
+			w("    synproxy: true")
 		}
 		w("    servers:")
 		for _, rs := range s.Servers {
