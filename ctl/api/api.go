@@ -112,6 +112,7 @@ type ServiceSpec struct {
 	Persistence *uint32   `json:"persistence,omitempty"` // -p, seconds, 0 = off; default off
 	Netmask     *string   `json:"netmask,omitempty"`     // -M; default 255.255.255.255
 	SchedFlags  *[]string `json:"sched_flags,omitempty"` // -b; default none
+	SynProxy    *bool     `json:"synproxy,omitempty"`    // --synproxy, --no-synproxy; default off
 }
 
 // ServerSpec names a real server of a service and, for add and edit, its
@@ -207,12 +208,16 @@ type Service struct {
 	Port      uint16 `json:"port"`
 	Scheduler string `json:"scheduler"` // "rr", "wrr", "mh", ...
 	// Persistence is the persistence timeout in seconds, 0 when off (-p).
-	Persistence uint32       `json:"persistence,omitempty"`
-	Netmask     string       `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
-	SchedFlags  []string     `json:"sched_flags,omitempty"` // scheduler flags (-b)
-	Stats       Stats        `json:"stats"`
-	Servers     []RealServer `json:"servers"`
-	Rates       Rates        `json:"rates"` // --rate: the estimator's rates
+	Persistence uint32   `json:"persistence,omitempty"`
+	Netmask     string   `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
+	SchedFlags  []string `json:"sched_flags,omitempty"` // scheduler flags (-b)
+	SynProxy    bool     `json:"synproxy,omitempty"`    // SYN cookies answer the clients' SYNs (--synproxy)
+	// LocalAddresses are the FullNAT local addresses (local_addresses in
+	// the configuration; lbctl cannot change them).
+	LocalAddresses []string     `json:"local_addresses,omitempty"`
+	Stats          Stats        `json:"stats"`
+	Servers        []RealServer `json:"servers"`
+	Rates          Rates        `json:"rates"` // --rate: the estimator's rates
 }
 
 // RealServer is one destination of a Service (ipvsadm -a).
