@@ -18,7 +18,7 @@ var (
 
 // withFullNAT gives the rig's worker a FullNAT service vipFN:80 -> rs1:8081
 // from lip1, with or without the PROXY v2 header.
-func withFullNAT(t *testing.T, r *rig, proxy bool) {
+func withFullNAT(t testing.TB, r *rig, proxy bool) {
 	t.Helper()
 	d := sched.Dest{ID: 9, Addr: rs1, Port: 8081, Weight: 1, Fwd: fwd.FullNAT}
 	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})

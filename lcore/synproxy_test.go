@@ -41,7 +41,7 @@ func TestCookies(t *testing.T) {
 
 // withSynProxy gives the rig a SYN proxy service vipSP:80 -> rs1:80 by
 // method m (FullNAT from lip1).
-func withSynProxy(t *testing.T, r *rig, m fwd.Method) {
+func withSynProxy(t testing.TB, r *rig, m fwd.Method) {
 	t.Helper()
 	d := sched.Dest{ID: 10, Addr: rs1, Port: 80, Weight: 1, Fwd: m}
 	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
