@@ -315,3 +315,57 @@ func TestFullNATNoAllocs(t *testing.T) {
 	}
 	_ = conn.Original
 }
+
+// TestFullNATUDP: a UDP datagram leaves from the local address and its
+// answer returns from the VIP, checksums right.
+func TestFullNATUDP(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	d := sched.Dest{ID: 11, Addr: rs2, Port: 5353, Weight: 1, Fwd: fwd.FullNAT}
+	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+	svc := Service{Key: ServiceKey{VIP: vipFN, Port: 53, Proto: hdr.ProtoUDP}, Scheduler: "rr",
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, LocalAddrs: []uint32{lip1}}
+	old := r.w.snap
+	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)})
+	r.w.runCommands(0)
+	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 53, "query", true))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("lan sent %d", len(out))
+	}
+	ip, u := checkUDP(t, out[0])
+	if ip.Src() != lip1 || ip.Dst() != rs2 || u.DstPort() != 5353 || string(u.Payload()) != "query" {
+		t.Fatalf("sent %x:%d -> %x:%d", ip.Src(), u.SrcPort(), ip.Dst(), u.DstPort())
+	}
+	r.inject(1, udpFrame(rs2MAC, lanMAC, rs2, 5353, lip1, u.SrcPort(), "answer", true))
+	r.w.poll()
+	out = r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("wan sent %d", len(out))
+	}
+	ip, u = checkUDP(t, out[0])
+	if ip.Src() != vipFN || u.SrcPort() != 53 || ip.Dst() != clientIP || u.DstPort() != 40000 || string(u.Payload()) != "answer" {
+		t.Fatalf("answer %x:%d -> %x:%d", ip.Src(), u.SrcPort(), ip.Dst(), u.DstPort())
+	}
+}
+
+// TestFullNATARP: lbd answers ARP for a local address on the port whose
+// subnet holds it, not on the other.
+func TestFullNATARP(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withFullNAT(t, r, false)
+	r.inject(1, arpFrame(hdr.ARPRequest, rs1MAC, rs1, lip1))
+	r.inject(0, arpFrame(hdr.ARPRequest, clientMAC, clientIP, lip1))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("lan sent %d ARP replies, want 1", len(out))
+	}
+	a := hdr.ARP(hdr.Ethernet(out[0]).Payload())
+	if a.Op() != hdr.ARPReply || a.SenderIP() != lip1 || a.SenderMAC() != lanMAC {
+		t.Fatalf("reply: op %d %x is-at %v", a.Op(), a.SenderIP(), a.SenderMAC())
+	}
+	if n := len(r.sent(0)); n != 0 {
+		t.Fatalf("the client side answered for a local address (%d frames)", n)
+	}
+}
