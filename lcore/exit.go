@@ -18,6 +18,7 @@ const (
 	exitTransmit                 // queue it on a port, towards a next hop's MAC
 	exitHandOff                  // pass it to the worker that owns it
 	exitConsume                  // free it, counted under what consumed it
+	exitKept                     // the stage kept it (a segment held for a proxied connection): nothing to do
 )
 
 // exit is a packet's fate. Four scalar fields, so that it travels in
@@ -55,6 +56,7 @@ func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
 	case exitHandOff:
 		m.SetPort(uint16(in)) // the owner handles it as arrived on that port
 		w.queueHandOff(m, e.to)
+	case exitKept:
 	default:
 		w.discard(m, e.why)
 	}

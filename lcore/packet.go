@@ -88,7 +88,7 @@ func (w *Worker) forward(d *desc) exit {
 	}
 	if c.Flags&flagSeqAdj != 0 || c.Fwd == fwd.FullNAT {
 		if x := w.table.Ext(id); x != nil && x.Flags&extSynPending != 0 {
-			if e, done := w.synProxyPending(d, c, x, dir); done {
+			if e, done := w.synProxyPending(d, c, id, x, dir); done {
 				return e
 			}
 		}

@@ -94,6 +94,9 @@ func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
 	if c.Fwd == fwd.FullNAT {
 		w.releaseLocalPort(id)
 	}
+	if c.Fwd == fwd.FullNAT || c.Flags&flagSeqAdj != 0 {
+		w.dropHeld(id)
+	}
 	if c.Template != 0 {
 		w.tmpl.slots[c.Template-1].controls.Add(-1)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 
+	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -264,12 +265,17 @@ func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, mss uint16, sack bo
 // has not answered: the server's SYN-ACK completes the handshake (it
 // becomes our ACK to the server and fixes SeqOut), its RST goes to the
 // client in the client's numbering, and a client's packet (its data,
-// retransmitted) sends the SYN again, as the lost SYN's retransmission.
-func (w *Worker) synProxyPending(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir) (exit, bool) {
+// retransmitted) sends the SYN again, as the lost SYN's retransmission;
+// the first segment with data is held (one per connection, heldSlots per
+// worker) and sent on once the server answers.
+func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, dir conn.Dir) (exit, bool) {
 	tcp := hdr.TCP(d.l4Bytes())
 	if dir == conn.Original {
 		if d.flags&hdr.TCPFlagRST != 0 {
 			return exit{}, false // the client gives up: forwarded as it is
+		}
+		if len(tcp.Payload()) > 0 && w.hold(id, d) {
+			return exit{kind: exitKept}, true // sent on when the server answers
 		}
 		mss := cookieMSS[x.Flags>>extSynMSS&3]
 		return w.sendSYN(d, c, x, mss, x.Flags&extSynSACK != 0, tcp.Window()), true
@@ -281,7 +287,9 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Di
 		w.setState(c, conn.StateEstablished)
 		w.cnt.dest[c.Dest][DestEstablished]++
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
-		return w.ackServer(d, c, x, tcp.Seq()+1), true
+		e := w.ackServer(d, c, x, tcp.Seq()+1)
+		w.sendHeld(id)
+		return e, true
 	case d.flags&hdr.TCPFlagRST != 0:
 		// Refused: the client, past its handshake, takes a RST whose
 		// seq is the next it expects from us.
@@ -310,5 +318,83 @@ func (w *Worker) setState(c *conn.Conn, s conn.State) {
 		w.countState(c.Dest, c.State, false)
 		w.countState(c.Dest, s, true)
 		c.State = s
+	}
+}
+
+// heldSlots bounds the client segments a worker holds for proxied
+// connections whose server has not answered yet; when all are taken a
+// segment is dropped (the client sends it again).
+const heldSlots = 64
+
+// heldSeg is one held segment: its connection and the port it came in on.
+type heldSeg struct {
+	m  *mbuf.Mbuf
+	id uint32
+	in int
+}
+
+// hold keeps d's packet for connection id, unless one is held for it
+// already or every slot is taken.
+func (w *Worker) hold(id uint32, d *desc) bool {
+	free := -1
+	for i := range w.held {
+		switch h := &w.held[i]; {
+		case h.m == nil:
+			if free < 0 {
+				free = i
+			}
+		case h.id == id:
+			return false
+		}
+	}
+	if free < 0 {
+		return false
+	}
+	w.held[free] = heldSeg{m: d.m, id: id, in: d.in}
+	return true
+}
+
+// takeHeld returns and forgets the segment held for connection id.
+func (w *Worker) takeHeld(id uint32) (*mbuf.Mbuf, int) {
+	for i := range w.held {
+		if h := &w.held[i]; h.m != nil && h.id == id {
+			m, in := h.m, h.in
+			*h = heldSeg{}
+			return m, in
+		}
+	}
+	return nil, 0
+}
+
+// sendHeld forwards the segment held for connection id, now that its
+// server has answered.
+func (w *Worker) sendHeld(id uint32) {
+	m, in := w.takeHeld(id)
+	if m == nil {
+		return
+	}
+	d := &w.heldDesc
+	parse(d, m, in)
+	if d.class != classFlow {
+		w.leave(m, in, drop(d.verdict))
+		return
+	}
+	w.leave(m, in, w.forward(d))
+}
+
+// dropHeld frees the segment held for a connection that ends.
+func (w *Worker) dropHeld(id uint32) {
+	if m, _ := w.takeHeld(id); m != nil {
+		w.discard(m, DropSynProxyPending)
+	}
+}
+
+// freeHeld frees every held segment (the worker stops).
+func (w *Worker) freeHeld() {
+	for i := range w.held {
+		if h := &w.held[i]; h.m != nil {
+			h.m.Free()
+			*h = heldSeg{}
+		}
 	}
 }

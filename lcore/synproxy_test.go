@@ -140,16 +140,70 @@ func TestSynProxyRefused(t *testing.T) {
 	}
 }
 
-// TestSynProxyResend: a client's packet while the server has not
-// answered sends the SYN again (ours was lost), with the client's MSS.
-func TestSynProxyResend(t *testing.T) {
+// TestSynProxyHoldAndResend: the client's first data while the server
+// has not answered is held; its retransmission sends the SYN again (ours
+// was lost), with the client's MSS; the server's SYN-ACK then gets our
+// ACK and the held data, in the server's numbering.
+func TestSynProxyHoldAndResend(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	withSynProxy(t, r, fwd.NAT)
-	cookie, _, _ := handshake(t, r, 40030, 9000)
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40030, vipSP, 80, hdr.TCPFlagACK|hdr.TCPFlagPSH, 9001, cookie+1, nil, "data"))
+	const isn, rsISN = 9000, 4242
+	cookie, _, _ := handshake(t, r, 40030, isn)
+	data := tcpSeg(clientMAC, wanMAC, clientIP, 40030, vipSP, 80, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "data")
+	r.inject(0, data)
 	r.w.poll()
-	if _, _, tcp := checkTCP(t, one(t, r, 1)); tcp.Flags() != hdr.TCPFlagSYN || tcp.Seq() != 9000 || tcp.MSS() != 1460 || len(tcp.Payload()) != 0 {
+	if out := r.sent(1); len(out) != 0 {
+		t.Fatalf("held data: %d frames sent", len(out))
+	}
+	r.inject(0, data)
+	r.w.poll()
+	if _, _, tcp := checkTCP(t, one(t, r, 1)); tcp.Flags() != hdr.TCPFlagSYN || tcp.Seq() != isn || tcp.MSS() != 1460 || len(tcp.Payload()) != 0 {
 		t.Fatalf("again: flags %#x seq %d mss %d", tcp.Flags(), tcp.Seq(), tcp.MSS())
+	}
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, clientIP, 40030, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, nil, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("after the server's SYN-ACK: %d frames, want our ACK and the held data", len(out))
+	}
+	var sawACK, sawData bool
+	for _, f := range out {
+		_, _, tcp := checkTCP(t, f)
+		switch {
+		case len(tcp.Payload()) == 0 && tcp.Ack() == rsISN+1 && tcp.Seq() == isn+1:
+			sawACK = true
+		case string(tcp.Payload()) == "data" && tcp.Ack() == rsISN+1 && tcp.Seq() == isn+1:
+			sawData = true
+		}
+	}
+	if !sawACK || !sawData {
+		t.Fatalf("ACK %v data %v", sawACK, sawData)
+	}
+}
+
+// TestSynProxyHeldFreed: a held segment whose connection expires is
+// freed (the rig checks that no mbuf leaks).
+func TestSynProxyHeldFreed(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSynProxy(t, r, fwd.NAT)
+	cookie, _, _ := handshake(t, r, 40031, 1)
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40031, vipSP, 80, hdr.TCPFlagACK, 2, cookie+1, nil, "x"))
+	r.w.poll()
+	held := func() (n int) {
+		for _, h := range r.w.held {
+			if h.m != nil {
+				n++
+			}
+		}
+		return n
+	}
+	if held() != 1 {
+		t.Fatalf("%d segments held, want 1", held())
+	}
+	r.w.table.Expire(1<<62, r.w.table.Cap(), r.w.expire)
+	r.w.flush()
+	if held() != 0 || r.w.table.Len() != 0 || r.w.cnt.own[DropSynProxyPending] != 1 {
+		t.Fatal("the held segment outlived its connection")
 	}
 }
 

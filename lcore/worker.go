@@ -109,6 +109,8 @@ type Worker struct {
 	vips       map[uint32]struct{}   // every VIP of every snapshot so far (steering)
 	lpools     map[uint32]*lportPool // this worker's free FullNAT local ports, by LIP (fullnat.go)
 	lipNext    int                   // where the next FullNAT connection starts looking among a service's LIPs
+	held       [heldSlots]heldSeg    // client segments waiting for a proxied connection's server (synproxy.go)
+	heldDesc   desc                  // a held segment, parsed again when its server answers
 	dump       *DumpRequest          // a connection listing in progress
 	neigh      neighCache            // clients learnt from their first packet (see neighcache.go)
 	ipID       uint16                // the next outer IP ID of VS/TUN packets
@@ -259,6 +261,7 @@ func (w *Worker) ConnTableCap() int { return w.table.Cap() }
 
 // Free releases the worker's C memory after Stop.
 func (w *Worker) Free() {
+	w.freeHeld()
 	w.rx.Free()
 	w.free.Free()
 	if w.hin != nil {
