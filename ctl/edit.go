@@ -124,6 +124,9 @@ func setService(s *conf.Service, spec api.ServiceSpec) {
 	if spec.SchedFlags != nil {
 		s.SchedFlags = append([]string{}, *spec.SchedFlags...)
 	}
+	if spec.SynProxy != nil {
+		s.SynProxy = *spec.SynProxy
+	}
 }
 
 // setServer copies the settings spec carries; name prefixes refusals.

@@ -81,10 +81,12 @@ Options:
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
   --netmask      -M NETMASK    persistence granularity
   --sched-flags  -b FLAGS      scheduler flags, comma separated
+  --synproxy, --no-synproxy    answer SYNs with SYN cookies (nat and fullnat servers), or not
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
+  --fullnat                    FullNAT: from the service's local_addresses (lbd.yaml)
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many

@@ -62,6 +62,7 @@ var longOpts = map[string]optSpec{
 	"--scheduler": {"-s", needValue}, "--persistent": {"-p", optValue}, "--netmask": {"-M", needValue},
 	"--sched-flags": {"-b", needValue}, "--real-server": {"-r", needValue},
 	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
+	"--fullnat": {"--fullnat", noValue}, "--synproxy": {"--synproxy", noValue}, "--no-synproxy": {"--no-synproxy", noValue},
 	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
@@ -111,6 +112,9 @@ func init() {
 	allowedWith["-u"] = allowedWith["-t"]
 	allowedWith["-i"] = allowedWith["-g"]
 	allowedWith["-m"] = allowedWith["-g"]
+	allowedWith["--fullnat"] = allowedWith["-g"]
+	allowedWith["--synproxy"] = allowedWith["-s"]
+	allowedWith["--no-synproxy"] = allowedWith["-s"]
 }
 
 // commandName is the option a command is given with, for messages.
@@ -132,6 +136,7 @@ func ParseArgs(args []string) (Command, error) {
 	var c Command
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
+	var synproxy *bool
 	var setVals []string
 	var daemon daemonArgs
 	conn := false
@@ -194,10 +199,13 @@ func ParseArgs(args []string) (Command, error) {
 				netmask = &v
 			case "-b":
 				flags = &v
+			case "--synproxy", "--no-synproxy":
+				on := spec.name == "--synproxy"
+				synproxy = &on
 			case "-r":
 				rsVal = v
-			case "-g", "-i", "-m":
-				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat"}[spec.name]
+			case "-g", "-i", "-m", "--fullnat":
+				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat", "--fullnat": "fullnat"}[spec.name]
 				fwd = &f
 			case "-w":
 				weight = &v
@@ -388,6 +396,7 @@ func ParseArgs(args []string) (Command, error) {
 			return Command{}, err
 		}
 		s.Scheduler = sched
+		s.SynProxy = synproxy
 		if flags != nil {
 			fl := []string{}
 			if *flags != "" {
