@@ -172,14 +172,31 @@ type Service struct {
 	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
 	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
 	Feedback    Feedback      `mapstructure:"feedback"`      // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
+	// LocalAddresses are the service's FullNAT local addresses (DPVS's
+	// laddr): connections to its fullnat servers leave from one of them.
+	// Each is an IPv4 address inside a server-facing port's prefix, none
+	// a port's address, gateway, VIP, floating address or another
+	// service's local address; required when a server is fullnat; lbd
+	// answers ARP for them; default none; reload: yes
+	LocalAddresses []string `mapstructure:"local_addresses"`
+	// ProxyProtocol puts a PROXY protocol v2 header (the client's and the
+	// VIP's address and port) before the first byte the client sends on
+	// each connection to a fullnat server, and adjusts sequence numbers
+	// for it; tcp only; the servers must expect it; default false; reload: yes
+	ProxyProtocol bool `mapstructure:"proxy_protocol"`
+	// SynProxy answers clients' SYNs with SYN cookies and opens a
+	// connection to a real server only for an ACK that proves one (a
+	// spoofed SYN flood makes no entry and reaches no server); tcp only,
+	// nat and fullnat servers only; default false; reload: yes
+	SynProxy bool `mapstructure:"synproxy"`
 }
 
 // RealServer is one destination of a service.
 type RealServer struct {
 	Address string       `mapstructure:"address"`         // IPv4 address; nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
-	Port    int          `mapstructure:"port"`            // 1..65535 (nat only: dr and tun keep the service's port); default the service's port; reload: yes
+	Port    int          `mapstructure:"port"`            // 1..65535 (nat and fullnat only: dr and tun keep the service's port); default the service's port; reload: yes
 	Weight  int          `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
-	Forward string       `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g) or "tun" (-i); default "nat"; reload: yes
+	Forward string       `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g), "tun" (-i) or "fullnat" (lbctl --fullnat; needs the service's local_addresses); default "nat"; reload: yes
 	Upper   int          `mapstructure:"upper_threshold"` // no new connections while the server has this many (ipvsadm -x), 0 = no limit, 0..1000000; default 0; reload: yes
 	Lower   int          `mapstructure:"lower_threshold"` // new connections again below this many (ipvsadm -y), 0 = 3/4 of upper_threshold, 0..upper_threshold; default 0; reload: yes
 	Health  *HealthCheck `mapstructure:"health"`          // this server's own health check: its keys replace the service's, the others inherit them (Load merges); default nil = the service's; reload: yes

@@ -65,6 +65,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.Restart.validate,
 		c.HA.validate,
 		c.validateFloating,
+		c.validateLocalAddresses,
 		c.Sync.validate,
 		c.validateBGP,
 	} {

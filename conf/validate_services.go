@@ -97,6 +97,19 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validateHelper(f); err != nil {
 			return err
 		}
+		if s.ProxyProtocol && s.Protocol != "tcp" {
+			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
+		}
+		if s.SynProxy {
+			if s.Protocol != "tcp" {
+				return fieldErrorf(f+".synproxy", "is for tcp services only")
+			}
+			for j, r := range s.Servers {
+				if r.Forward != "nat" && r.Forward != "fullnat" {
+					return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "%s with synproxy: the replies of dr and tun servers bypass lbd, which could not move their sequence numbers (use nat or fullnat)", r.Forward)
+				}
+			}
+		}
 	}
 	return nil
 }
@@ -138,8 +151,12 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		}
 		switch r.Forward {
 		case "nat", "dr", "tun":
+		case "fullnat":
+			if len(s.LocalAddresses) == 0 {
+				return fieldErrorf(g+".forward", "fullnat needs the service's local_addresses")
+			}
 		default:
-			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun", r.Forward)
+			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun, fullnat", r.Forward)
 		}
 		if err := c.checkReachable(g+".address", a, r.Forward); err != nil {
 			return err
@@ -150,8 +167,8 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err := checkRange(g+".weight", r.Weight, 0, 65535); err != nil {
 			return err
 		}
-		if r.Forward != "nat" && r.Port != s.Port {
-			return fieldErrorf(g+".port", "%d differs from the service's port %d: only nat rewrites ports (dr and tun forward the packet unchanged)", r.Port, s.Port)
+		if r.Forward != "nat" && r.Forward != "fullnat" && r.Port != s.Port {
+			return fieldErrorf(g+".port", "%d differs from the service's port %d: only nat and fullnat rewrite ports (dr and tun forward the packet unchanged)", r.Port, s.Port)
 		}
 		if err := checkRange(g+".upper_threshold", r.Upper, 0, 1000000); err != nil {
 			return err
@@ -170,6 +187,65 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 			return fieldErrorf(g, "%s is already listed as %s.servers[%d]", ap, f, j)
 		}
 		seen[ap] = i
+	}
+	return nil
+}
+
+// validateLocalAddresses checks the services' FullNAT local addresses,
+// once the ports and services are known valid: each inside a
+// server-facing port's prefix, a host address that no port, gateway, VIP,
+// floating address or other local address already is (pools never
+// overlap: a local port belongs to one connection).
+func (c *Config) validateLocalAddresses() error {
+	seen := map[netip.Addr]string{}
+	for i, p := range c.Ports {
+		seen[p.Prefix().Addr()] = fmt.Sprintf("ports[%d].address", i)
+		if gw, ok := p.GatewayAddr(); ok {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
+		}
+		for j, f := range p.Floating {
+			if a, err := netip.ParseAddr(f); err == nil {
+				seen[a] = fmt.Sprintf("ports[%d].floating[%d]", i, j)
+			}
+		}
+	}
+	for i, s := range c.Services {
+		if a, err := netip.ParseAddr(s.VIP); err == nil {
+			if _, ok := seen[a]; !ok {
+				seen[a] = fmt.Sprintf("services[%d].vip", i)
+			}
+		}
+	}
+	for i, s := range c.Services {
+		for j, l := range s.LocalAddresses {
+			f := fmt.Sprintf("services[%d].local_addresses[%d]", i, j)
+			a, err := parseHost(f, l)
+			if err != nil {
+				return err
+			}
+			var subnets []string
+			inside := false
+			for _, p := range c.Ports {
+				if !p.FacesServers() {
+					continue
+				}
+				pfx := p.Prefix()
+				subnets = append(subnets, pfx.Masked().String())
+				if pfx.Contains(a) {
+					inside = true
+					if pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
+						return fieldErrorf(f, "%s is the network or broadcast address of %s", a, pfx.Masked())
+					}
+				}
+			}
+			if !inside {
+				return fieldErrorf(f, "%s is not on any server-facing port's subnet (%s)", a, strings.Join(subnets, ", "))
+			}
+			if other, ok := seen[a]; ok {
+				return fieldErrorf(f, "%s is already %s", a, other)
+			}
+			seen[a] = f
+		}
 	}
 	return nil
 }

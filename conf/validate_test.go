@@ -37,6 +37,13 @@ func TestValidateValid(t *testing.T) {
 		schedulers []string
 	}{
 		{"as is", func(*conf.Config) {}, schedulers},
+		{"fullnat with local addresses and the PROXY header", func(c *conf.Config) {
+			c.Services[0].Servers[1].Forward = "fullnat"
+			c.Services[0].LocalAddresses = []string{"198.51.100.200", "198.51.100.201"}
+			c.Services[0].ProxyProtocol = true
+			c.Services[1].LocalAddresses = []string{"198.51.100.202"}
+			c.Services[1].SynProxy = true
+		}, schedulers},
 		{"nil schedulers skip the name check", func(c *conf.Config) { c.Services[0].Scheduler = "anything" }, nil},
 		{"no services, server port only", func(c *conf.Config) { c.Services = nil; c.Ports = c.Ports[1:] }, schedulers},
 		{"empty server list", func(c *conf.Config) { c.Services[0].Servers = nil }, schedulers},
@@ -280,8 +287,28 @@ func TestValidate(t *testing.T) {
 			`services[1].servers[0].weight: -3 is out of range 0..65535`},
 		{"weight too large", func(c *conf.Config) { c.Services[0].Servers[0].Weight = 65536 },
 			`services[0].servers[0].weight: 65536 is out of range 0..65535`},
+		{"fullnat without local addresses", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "fullnat" },
+			`services[0].servers[1].forward: fullnat needs the service's local_addresses`},
+		{"local address off the server subnets", func(c *conf.Config) { c.Services[0].LocalAddresses = []string{"203.0.113.50"} },
+			`services[0].local_addresses[0]: 203.0.113.50 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"local address is a port's", func(c *conf.Config) { c.Services[0].LocalAddresses = []string{"198.51.100.1"} },
+			`services[0].local_addresses[0]: 198.51.100.1 is already ports[1].address`},
+		{"overlapping local address pools", func(c *conf.Config) {
+			c.Services[0].LocalAddresses = []string{"198.51.100.200"}
+			c.Services[1].LocalAddresses = []string{"198.51.100.201", "198.51.100.200"}
+		}, `services[1].local_addresses[1]: 198.51.100.200 is already services[0].local_addresses[0]`},
+		{"local address not an address", func(c *conf.Config) { c.Services[0].LocalAddresses = []string{"lip"} },
+			`services[0].local_addresses[0]: "lip" is not an IPv4 address`},
+		{"synproxy on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].SynProxy = true },
+			`services[0].synproxy: is for tcp services only`},
+		{"synproxy with a dr server", func(c *conf.Config) {
+			c.Services[1].SynProxy = true
+			c.Services[1].Servers[0].Forward = "dr"
+		}, `services[1].servers[0].forward: dr with synproxy: the replies of dr and tun servers bypass lbd, which could not move their sequence numbers (use nat or fullnat)`},
+		{"proxy protocol on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].ProxyProtocol = true },
+			`services[0].proxy_protocol: is for tcp services only`},
 		{"dr with another port", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "dr" },
-			`services[0].servers[1].port: 8000 differs from the service's port 80: only nat rewrites ports (dr and tun forward the packet unchanged)`},
+			`services[0].servers[1].port: 8000 differs from the service's port 80: only nat and fullnat rewrite ports (dr and tun forward the packet unchanged)`},
 		{"tun off every subnet without a gateway", func(c *conf.Config) {
 			c.Ports[0].Gateway = ""
 			c.Services[1].Servers[0].Forward = "tun"
@@ -298,7 +325,7 @@ func TestValidate(t *testing.T) {
 		{"lower without upper", func(c *conf.Config) { c.Services[0].Servers[0].Lower = 5 },
 			`services[0].servers[0].lower_threshold: 5 needs an upper_threshold`},
 		{"unknown forward", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "" },
-			`services[0].servers[1].forward: "" is not one of nat, dr, tun`},
+			`services[0].servers[1].forward: "" is not one of nat, dr, tun, fullnat`},
 		{"duplicate server", func(c *conf.Config) {
 			c.Services[0].Servers[1].Address = "198.51.100.11"
 			c.Services[0].Servers[1].Port = 80

@@ -127,6 +127,9 @@ func setService(s *conf.Service, spec api.ServiceSpec) {
 	if spec.SloppyTCP != nil {
 		s.SloppyTCP = *spec.SloppyTCP
 	}
+	if spec.SynProxy != nil {
+		s.SynProxy = *spec.SynProxy
+	}
 }
 
 // setServer copies the settings spec carries; name prefixes refusals.

@@ -228,6 +228,15 @@ func (c *Controller) announceTargets() []announceTarget {
 		for _, f := range p.Floating {
 			out = append(out, announceTarget{i, f})
 		}
+		// FullNAT local addresses move with the master like the VIPs:
+		// the servers' replies must reach it.
+		for _, s := range c.snap.Services {
+			for _, l := range s.LocalAddrs {
+				if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
+					out = append(out, announceTarget{i, l})
+				}
+			}
+		}
 	}
 	return out
 }

@@ -234,3 +234,28 @@ func TestHAStateOp(t *testing.T) {
 		t.Fatalf("edit log %+v", edits)
 	}
 }
+
+// TestAnnounceLocalAddresses: a new master announces the FullNAT local
+// addresses on the port whose subnet holds them, once each.
+func TestAnnounceLocalAddresses(t *testing.T) {
+	c, _ := newHAController(t, "backup", 2)
+	s := c.snap
+	svcs := append([]lcore.Service(nil), s.Services...)
+	const lip = 0xC6336432 // 198.51.100.50
+	for i := range svcs {
+		svcs[i].LocalAddrs = []uint32{lip}
+	}
+	c.snap = lcore.NewSnapshot(s.Gen+1, s.Ports, svcs, s.Neigh, s.Timeouts)
+	n := 0
+	for _, tg := range c.announceTargets() {
+		if tg.ip == lip {
+			n++
+			if p := s.Ports[tg.port]; lip&p.Mask != p.Net {
+				t.Fatalf("announced on port %d (%s)", tg.port, p.Name)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the local address announced %d times per round, want 1", n)
+	}
+}

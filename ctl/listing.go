@@ -93,6 +93,10 @@ func serviceSettings(s conf.Service) api.Service {
 	if len(s.SchedFlags) > 0 {
 		as.SchedFlags = append([]string(nil), s.SchedFlags...)
 	}
+	as.SynProxy = s.SynProxy
+	if len(s.LocalAddresses) > 0 {
+		as.LocalAddresses = append([]string(nil), s.LocalAddresses...)
+	}
 	return as
 }
 

@@ -41,10 +41,10 @@ func addrOf(v uint32) netip.Addr {
 type forwardMethod = fwd.Method
 
 // forwardMethods maps the configuration's forward names.
-var forwardMethods = map[string]forwardMethod{"nat": fwd.NAT, "dr": fwd.DR, "tun": fwd.TUN}
+var forwardMethods = map[string]forwardMethod{"nat": fwd.NAT, "dr": fwd.DR, "tun": fwd.TUN, "fullnat": fwd.FullNAT}
 
 // forwardNames are ipvsadm's names of the methods, as -L prints them.
-var forwardNames = map[forwardMethod]string{fwd.NAT: "Masq", fwd.DR: "Route", fwd.TUN: "Tunnel"}
+var forwardNames = map[forwardMethod]string{fwd.NAT: "Masq", fwd.DR: "Route", fwd.TUN: "Tunnel", fwd.FullNAT: "FullNat"}
 
 // protocols maps the configuration's protocol names.
 var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
@@ -144,6 +144,10 @@ func (s *service) lcoreService(field string, workers int, prev *service) (lcore.
 		Helper: helperOf(s.conf.Helper),
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
+		ProxyProtocol: s.conf.ProxyProtocol, SynProxy: s.conf.SynProxy,
+	}
+	for _, l := range s.conf.LocalAddresses {
+		ls.LocalAddrs = append(ls.LocalAddrs, ipv4(netip.MustParseAddr(l)))
 	}
 	for i := range s.servers {
 		ls.Dests = append(ls.Dests, s.servers[i].dest())

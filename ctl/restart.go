@@ -13,6 +13,7 @@ import (
 	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/ctl/handover"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // Restart and upgrade without loss (docs/design.md, "Restart and
@@ -54,6 +55,9 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 	for _, ci := range conns {
 		if ci.RIP == 0 || ci.VIP == 0 || (!ci.Template && ci.ClientIP == 0) {
 			continue // a template whose server left the service: nothing to restore
+		}
+		if ci.SeqAdjusted || ci.Fwd == fwd.FullNAT {
+			continue // a record has no room for its local port and sequence deltas
 		}
 		s.Records = append(s.Records, lcore.SyncConn{
 			ClientIP: ci.ClientIP, ClientPort: ci.ClientPort, VIP: ci.VIP, VPort: ci.VPort, RIP: ci.RIP, RPort: ci.RPort,

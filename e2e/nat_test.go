@@ -109,6 +109,7 @@ type natOptions struct {
 	setup     func(*testing.T, *topo.Topo, *topo.NAT) // adds to the topology before lbd starts
 	configure func(*harness.Config)                   // edits lbd's configuration before it starts
 	beforeUse func(*testing.T, *natEnv)               // runs once lbd is up, before the readiness check
+	serveArgs []string                                // more arguments for the servers' "nshelper serve"
 }
 
 func startNATWith(t *testing.T, o natOptions) *natEnv {
@@ -124,7 +125,7 @@ func startNATWith(t *testing.T, o natOptions) *natEnv {
 	if err != nil {
 		t.Fatalf("build topology: %v", err)
 	}
-	if err := harness.StartServers(tp, nat, nshelper, o.listen, 10*time.Second); err != nil {
+	if err := harness.StartServersWith(tp, nat, nshelper, o.listen, 10*time.Second, o.serveArgs...); err != nil {
 		t.Fatal(err)
 	}
 	if o.setup != nil {

@@ -6,7 +6,8 @@ import (
 
 // handleARP answers requests for the port's own address and, on a master
 // (Snapshot.Backup false), for the port's floating addresses and, on ports
-// facing clients, for the VIPs; it reports what it learns about neighbours
+// facing clients, for the VIPs, and for the FullNAT local addresses in
+// the port's subnet; it reports what it learns about neighbours
 // to the control plane, which owns the neighbour table. A host that claims
 // one of our addresses or VIPs (a gratuitous ARP for a VIP, say) is never
 // learnt: the packet is dropped, counted (arp_conflict) and reported; on a
@@ -28,7 +29,8 @@ func (w *Worker) handleARP(d *desc) exit {
 		return drop(DropARPConflict)
 	}
 	ours := tip == p.Addr ||
-		!w.snap.Backup && (p.isFloating(tip) || p.FacesClients && w.snap.IsVIP(tip))
+		!w.snap.Backup && (p.isFloating(tip) || p.FacesClients && w.snap.IsVIP(tip) ||
+			tip&p.Mask == p.Net && w.snap.isLIP(tip))
 	if !ours {
 		return drop(DropARPNotOurs)
 	}

@@ -50,6 +50,9 @@ const (
 	FTPRewritten     // FTP 227 replies whose address was rewritten to the VIP
 	FTPExpected      // FTP data connections announced (PORT, EPRT, 227, 229) and expected
 	FTPDataConns     // FTP data connections made from an expectation
+	ProxyHeaders     // PROXY protocol v2 headers put in FullNAT connections' first segments
+	SynCookiesSent   // SYN proxy: SYNs answered with a cookie SYN-ACK
+	SynCookiesValid  // SYN proxy: ACKs whose cookie proved good (connections opened)
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -90,6 +93,9 @@ const (
 	DropFTPUnparsed      // an FTP PORT, EPRT, 227 or 229 the helper could not read (or naming another host)
 	DropFTPExpectFull    // an FTP command whose data connection could not be expected (table full)
 	DropFTPTableFull     // a new FTP control connection beyond what a worker tracks
+	DropNoLocalPort      // a new FullNAT connection found no free local port on this lcore
+	DropSynCookieInvalid // SYN proxy: an ACK of no connection whose cookie is not good
+	DropSynProxyPending  // SYN proxy: a real server's segment before its SYN-ACK
 
 	numStats
 )
@@ -105,6 +111,8 @@ var statNames = [numStats]string{
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
 	Fragments: "fragments", FragmentsHeld: "fragments_held",
 	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
+	ProxyHeaders:   "proxy_headers",
+	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -116,6 +124,8 @@ var statNames = [numStats]string{
 	DropBadFragment: "bad_fragment", DropFragOversize: "fragment_oversize", DropFragTableFull: "fragment_table_full",
 	DropFragHeldFull: "fragment_held_full", DropFragTimeout: "fragment_timeout", DropFragOrphan: "fragment_orphan",
 	DropFTPUnparsed: "ftp_unparsed", DropFTPExpectFull: "ftp_expect_full", DropFTPTableFull: "ftp_table_full",
+	DropNoLocalPort:      "no_local_port",
+	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -21,6 +21,9 @@ type ConnInfo struct {
 	RIP        uint32
 	RPort      uint16
 	Expires    int64 // nanoseconds left
+	// SeqAdjusted: its sequence numbers move (a SYN-proxied NAT
+	// connection); a record without the deltas could not rebuild it.
+	SeqAdjusted bool
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
@@ -78,7 +81,7 @@ func (w *Worker) runDump() {
 			r.add(ConnInfo{
 				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
 				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
-				Expires: c.Expires - w.now,
+				Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
 			})
 		}
 	})

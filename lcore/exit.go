@@ -18,7 +18,7 @@ const (
 	exitTransmit                 // queue it on a port, towards a next hop's MAC
 	exitHandOff                  // pass it to the worker that owns it
 	exitConsume                  // free it, counted under what consumed it
-	exitKept                     // nothing left to do: the stage kept it or sent it itself (fragments)
+	exitKept                     // nothing left to do: the stage kept it (a held fragment, a segment held for a proxied connection) or sent it itself
 )
 
 // exit is a packet's fate. Four scalar fields, so that it travels in

@@ -10,29 +10,6 @@ import (
 	"github.com/dplb/dplb/lcore/sched"
 )
 
-// tcpSeg builds a TCP segment with the given numbers, options (a multiple
-// of 4 bytes) and payload, checksums valid.
-func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport uint16, flags uint8, seq, ack uint32, opts []byte, payload string) []byte {
-	f := tcpFrame(srcMAC, dstMAC, src, sport, dst, dport, flags, "")
-	hl := 20 + len(opts)
-	b := make([]byte, 14+20+hl+len(payload))
-	copy(b, f[:34])
-	ip := hdr.IPv4(b[14:])
-	ip.SetTotalLength(uint16(20 + hl + len(payload)))
-	ip.SetChecksum(0)
-	ip.SetChecksum(ip.CalculateChecksum())
-	tcp := hdr.TCP(b[34:])
-	copy(tcp, f[34:54])
-	tcp.SetSeq(seq)
-	tcp.SetAck(ack)
-	tcp.SetDataOffset(hl)
-	copy(tcp[20:], opts)
-	copy(tcp[hl:], payload)
-	tcp.SetChecksum(0)
-	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, tcp))
-	return b
-}
-
 // ftpRig is the single-worker rig with the FTP helper on VIP:21 (rs2:21)
 // and an established control connection from the client's port 40100.
 func ftpRig(t testing.TB) *rig { return ftpRigWith(t, vip, rs2) }
@@ -68,7 +45,7 @@ func ftpRigWith(t testing.TB, v, rs uint32) *rig {
 }
 
 // one returns the single frame a port sent, checked.
-func one(t *testing.T, r *rig, port int) (hdr.IPv4, hdr.TCP) {
+func oneTCP(t *testing.T, r *rig, port int) (hdr.IPv4, hdr.TCP) {
 	t.Helper()
 	out := r.sent(port)
 	if len(out) != 1 {
@@ -91,21 +68,21 @@ func TestFTPPassive(t *testing.T) {
 	diff := uint32(len(want) - len(reply))
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply))
 	w.poll()
-	ip, tcp := one(t, r, 0)
+	ip, tcp := oneTCP(t, r, 0)
 	if got := string(tcp.Payload()); got != want || ip.Src() != vip || tcp.Seq() != 5001 {
 		t.Fatalf("227 reached the client as %q from %x seq %d", got, ip.Src(), tcp.Seq())
 	}
 	// A retransmission of the 227 is rewritten alike and shifts nothing more.
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply))
 	w.poll()
-	if _, tcp = one(t, r, 0); string(tcp.Payload()) != want || tcp.Seq() != 5001 {
+	if _, tcp = oneTCP(t, r, 0); string(tcp.Payload()) != want || tcp.Seq() != 5001 {
 		t.Fatalf("retransmitted 227: %q seq %d", tcp.Payload(), tcp.Seq())
 	}
 	// The server's next bytes are numbered after the longer 227.
 	next := 5001 + uint32(len(reply))
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, next, 101, nil, "150 Here it comes.\r\n"))
 	w.poll()
-	if _, tcp = one(t, r, 0); tcp.Seq() != next+diff {
+	if _, tcp = oneTCP(t, r, 0); tcp.Seq() != next+diff {
 		t.Fatalf("next server segment seq %d, want %d", tcp.Seq(), next+diff)
 	}
 	// The client acknowledges in its numbering, with a SACK block; the
@@ -116,7 +93,7 @@ func TestFTPPassive(t *testing.T) {
 	binary.BigEndian.PutUint32(sack[8:], next+diff+40)
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK, 101, next+diff, sack, ""))
 	w.poll()
-	_, tcp = one(t, r, 1)
+	_, tcp = oneTCP(t, r, 1)
 	if tcp.Ack() != next {
 		t.Fatalf("client's ack reached the server as %d, want %d", tcp.Ack(), next)
 	}
@@ -126,13 +103,13 @@ func TestFTPPassive(t *testing.T) {
 	// The data connection: client:40200 -> VIP:50000 goes to rs2:50000.
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40200, vip, 50000, hdr.TCPFlagSYN, 7000, 0, nil, ""))
 	w.poll()
-	ip, tcp = one(t, r, 1)
+	ip, tcp = oneTCP(t, r, 1)
 	if ip.Dst() != rs2 || tcp.DstPort() != 50000 {
 		t.Fatalf("data connection went to %x:%d, want rs2:50000", ip.Dst(), tcp.DstPort())
 	}
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 50000, clientIP, 40200, hdr.TCPFlagSYN|hdr.TCPFlagACK, 9000, 7001, nil, ""))
 	w.poll()
-	if ip, tcp = one(t, r, 0); ip.Src() != vip || tcp.SrcPort() != 50000 {
+	if ip, tcp = oneTCP(t, r, 0); ip.Src() != vip || tcp.SrcPort() != 50000 {
 		t.Fatalf("data reply left as %x:%d", ip.Src(), tcp.SrcPort())
 	}
 	// The expectation was used once: another client port is no one's.
@@ -155,36 +132,36 @@ func TestFTPActive(t *testing.T) {
 	cmd := "PORT 203,0,113,7,156,64\r\n" // port 40000
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK|hdr.TCPFlagPSH, 101, 5001, nil, cmd))
 	w.poll()
-	if _, tcp := one(t, r, 1); string(tcp.Payload()) != cmd {
+	if _, tcp := oneTCP(t, r, 1); string(tcp.Payload()) != cmd {
 		t.Fatalf("PORT reached the server as %q", tcp.Payload())
 	}
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 20, clientIP, 40000, hdr.TCPFlagSYN, 3000, 0, nil, ""))
 	w.poll()
-	ip, tcp := one(t, r, 0)
+	ip, tcp := oneTCP(t, r, 0)
 	if ip.Src() != vip || tcp.SrcPort() != 20 || ip.Dst() != clientIP || tcp.DstPort() != 40000 {
 		t.Fatalf("active data SYN left as %x:%d -> %x:%d", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.DstPort())
 	}
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40000, vip, 20, hdr.TCPFlagSYN|hdr.TCPFlagACK, 8000, 3001, nil, ""))
 	w.poll()
-	if ip, tcp = one(t, r, 1); ip.Dst() != rs2 || tcp.DstPort() != 20 {
+	if ip, tcp = oneTCP(t, r, 1); ip.Dst() != rs2 || tcp.DstPort() != 20 {
 		t.Fatalf("client's SYN-ACK went to %x:%d", ip.Dst(), tcp.DstPort())
 	}
 
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK|hdr.TCPFlagPSH, 101+uint32(len(cmd)), 5001, nil, "eprt |1|203.0.113.7|40001|\r\n"))
 	w.poll()
-	one(t, r, 1)
+	oneTCP(t, r, 1)
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 20, clientIP, 40001, hdr.TCPFlagSYN, 3000, 0, nil, ""))
 	w.poll()
-	if ip, _ = one(t, r, 0); ip.Src() != vip {
+	if ip, _ = oneTCP(t, r, 0); ip.Src() != vip {
 		t.Fatal("EPRT's data connection did not leave from the VIP")
 	}
 
 	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, "229 Entering Extended Passive Mode (|||50001|)\r\n"))
 	w.poll()
-	one(t, r, 0)
+	oneTCP(t, r, 0)
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40300, vip, 50001, hdr.TCPFlagSYN, 7000, 0, nil, ""))
 	w.poll()
-	if ip, tcp = one(t, r, 1); ip.Dst() != rs2 || tcp.DstPort() != 50001 {
+	if ip, tcp = oneTCP(t, r, 1); ip.Dst() != rs2 || tcp.DstPort() != 50001 {
 		t.Fatalf("229's data connection went to %x:%d", ip.Dst(), tcp.DstPort())
 	}
 	if w.cnt.own[FTPDataConns] != 3 {
@@ -329,25 +306,25 @@ func TestFTPRewriteChangesLength(t *testing.T) {
 			diff := uint32(len(want) - len(reply))
 			r.inject(1, tcpSeg(rs2MAC, lanMAC, tc.rs, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply))
 			r.w.poll()
-			ip, tcp := one(t, r, 0)
+			ip, tcp := oneTCP(t, r, 0)
 			if string(tcp.Payload()) != want || int(ip.TotalLength()) != 40+len(want) {
 				t.Fatalf("227 reached the client as %q (total length %d)", tcp.Payload(), ip.TotalLength())
 			}
 			next := 5001 + uint32(len(reply))
 			r.inject(1, tcpSeg(rs2MAC, lanMAC, tc.rs, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, next, 101, nil, "150 ok\r\n"))
 			r.w.poll()
-			if _, tcp = one(t, r, 0); tcp.Seq() != next+diff {
+			if _, tcp = oneTCP(t, r, 0); tcp.Seq() != next+diff {
 				t.Fatalf("next seq %d, want %d", tcp.Seq(), next+diff)
 			}
 			r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, tc.v, 21, hdr.TCPFlagACK, 101, next+diff+8, nil, ""))
 			r.w.poll()
-			if _, tcp = one(t, r, 1); tcp.Ack() != next+8 {
+			if _, tcp = oneTCP(t, r, 1); tcp.Ack() != next+8 {
 				t.Fatalf("client's ack reached the server as %d, want %d", tcp.Ack(), next+8)
 			}
 			// The data connection to the new VIP's port reaches the server.
 			r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40200, tc.v, 50000, hdr.TCPFlagSYN, 7000, 0, nil, ""))
 			r.w.poll()
-			if ip, _ = one(t, r, 1); ip.Dst() != tc.rs {
+			if ip, _ = oneTCP(t, r, 1); ip.Dst() != tc.rs {
 				t.Fatalf("data connection went to %x", ip.Dst())
 			}
 		})

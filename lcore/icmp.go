@@ -39,6 +39,9 @@ func (w *Worker) icmpError(d *desc) exit {
 		return e
 	}
 	w.cnt.own[ICMPErrors]++
+	if c.Fwd == fwd.FullNAT {
+		return w.icmpErrorFullNAT(d, c, id, dir)
+	}
 	if c.Fwd != fwd.NAT {
 		d.m.SetOlFlags(0)
 		return w.toRealServer(d, c, false)
@@ -60,6 +63,13 @@ func (w *Worker) icmpError(d *desc) exit {
 		// real server must hear of it as RIP:rport.
 		ip.SetDstWithChecksumUpdate(c.RIP)
 		hdr.RewriteSrc(quoted, ql4, c.RIP, c.RPort, false)
+		if c.Flags&flagSeqAdj != 0 && c.Proto == hdr.ProtoTCP {
+			// A proxied handshake: the server numbers its bytes from its own ISN.
+			if x := w.table.Ext(id); x != nil {
+				q := hdr.TCP(ql4)
+				q.SetSeq(q.Seq() - x.SeqOut)
+			}
+		}
 	} else {
 		// From the real server's side, about a packet we sent it: the client
 		// must hear of it from VIP:vport.

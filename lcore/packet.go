@@ -76,6 +76,11 @@ func (w *Worker) forward(d *desc) exit {
 			w.learnClient(d)
 		}
 	}
+	if !ok && k.proto == hdr.ProtoTCP {
+		if si, found := w.snap.service(k.dst, k.dport, k.proto); found && w.snap.Services[si].SynProxy {
+			return w.synProxyNew(d, si)
+		}
+	}
 	if !ok {
 		var why Stat
 		if id, why = w.newConn(d); why != 0 {
@@ -93,6 +98,13 @@ func (w *Worker) forward(d *desc) exit {
 		w.expireEntry(id, c)
 		w.table.Delete(id)
 		return drop(DropDestDown)
+	}
+	if c.Flags&flagSeqAdj != 0 || c.Fwd == fwd.FullNAT {
+		if x := w.table.Ext(id); x != nil && x.Flags&extSynPending != 0 {
+			if e, done := w.synProxyPending(d, c, id, x, dir); done {
+				return e
+			}
+		}
 	}
 	if e, expired := w.ttlExpired(d); expired {
 		return e // a new connection stays embryonic and expires, as in IPVS
@@ -127,8 +139,14 @@ func (w *Worker) forward(d *desc) exit {
 			return x
 		}
 	}
-	if c.Fwd == fwd.NAT {
+	switch c.Fwd {
+	case fwd.NAT:
+		if c.Flags&flagSeqAdj != 0 {
+			return w.forwardNATAdjusted(d, c, id, dir)
+		}
 		return w.forwardNAT(d, c, dir)
+	case fwd.FullNAT:
+		return w.forwardFullNAT(d, c, id, dir)
 	}
 	return w.toRealServer(d, c, true)
 }
@@ -217,10 +235,17 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		}
 		return 0, DropNoConn
 	}
+	return w.newConnChecked(d, si, true)
+}
+
+// newConnChecked is newConn for service si; needSYN false takes any
+// packet (the SYN proxy's proven ACK).
+func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) {
+	snap, k := w.snap, &d.flow
 	svc := &snap.Services[si]
 	// As IPVS: only a SYN opens a TCP connection, unless the service
 	// picks up flows in the middle (sloppy_tcp).
-	if k.proto == hdr.ProtoTCP && !svc.SloppyTCP &&
+	if needSYN && k.proto == hdr.ProtoTCP && !svc.SloppyTCP &&
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
@@ -251,16 +276,37 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		c.Flags = conn.FlagOneWay // replies bypass us: index the client side only
 	}
 	w.table.Relieve(w.now, w.expire) // under a flood, evict an embryonic or idle entry first
-	id, err := w.table.Insert(&c)
-	if err != nil {
-		w.releaseTemplate(tmpl)
-	}
-	switch err {
-	case nil:
-	case conn.ErrFull:
-		return 0, DropTableFull
+	var id uint32
+	var why Stat
+	switch {
+	case dst.Fwd == fwd.FullNAT:
+		id, why = w.newFullNAT(&c, svc, d)
+	case svc.SynProxy && dst.Fwd == fwd.NAT:
+		// Its sequence numbers move: an extension whose reply key is
+		// NAT's own (to the client).
+		c.Flags |= flagSeqAdj
+		x := conn.Ext{LIP: c.ClientIP, LPort: c.ClientPort}
+		var err error
+		switch id, err = w.table.InsertExt(&c, &x); err {
+		case nil:
+		case conn.ErrFull:
+			why = DropTableFull
+		default:
+			why = DropConnExists
+		}
 	default:
-		return 0, DropConnExists
+		var err error
+		switch id, err = w.table.Insert(&c); err {
+		case nil:
+		case conn.ErrFull:
+			why = DropTableFull
+		default:
+			why = DropConnExists
+		}
+	}
+	if why != 0 {
+		w.releaseTemplate(tmpl)
+		return 0, why
 	}
 	if tmpl != 0 {
 		w.table.Get(id).Template = tmpl // persistent pinned it for this connection

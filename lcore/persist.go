@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // persistent chooses the real server of a new connection to a persistent
@@ -92,6 +93,12 @@ func (w *Worker) releaseTemplate(tmpl uint32) {
 func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
 	if c.Flags&flagFTP != 0 {
 		w.ftp.remove(id)
+	}
+	if c.Fwd == fwd.FullNAT {
+		w.releaseLocalPort(id)
+	}
+	if c.Fwd == fwd.FullNAT || c.Flags&flagSeqAdj != 0 {
+		w.dropHeld(id)
 	}
 	if c.Template != 0 {
 		w.tmpl.slots[c.Template-1].controls.Add(-1)

@@ -51,7 +51,8 @@ type Snapshot struct {
 
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
-	gatewayPort  int // port whose gateway reaches everything off-link, or -1
+	lips         map[uint32]bool // every service's LocalAddrs
+	gatewayPort  int             // port whose gateway reaches everything off-link, or -1
 }
 
 // PortInfo is a port's layer-2/3 identity.
@@ -103,6 +104,17 @@ type Service struct {
 	Persistence int64
 	PersistMask uint32
 
+	// LocalAddrs are the service's FullNAT local addresses (LIPs): a
+	// FullNAT server's connections leave from one of them.
+	LocalAddrs []uint32
+	// ProxyProtocol: FullNAT TCP connections carry a PROXY protocol v2
+	// header with the client's address at the start of their stream.
+	ProxyProtocol bool
+	// SynProxy: lbd answers the clients' SYNs with SYN cookies and opens
+	// the connection to the server only for an ACK that proves one
+	// (synproxy.go); NAT and FullNAT servers only.
+	SynProxy bool
+
 	Dests  []sched.Dest
 	Scheds []sched.Scheduler // one per worker, indexed by worker id
 }
@@ -113,6 +125,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		Gen: gen, Ports: ports, Services: services, Neigh: neigh, Timeouts: t,
 		serviceIndex: make(map[ServiceKey]int32, len(services)),
 		vips:         make(map[uint32]bool),
+		lips:         make(map[uint32]bool),
 		gatewayPort:  -1,
 	}
 	for i := range services {
@@ -120,6 +133,9 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
+		for _, a := range svc.LocalAddrs {
+			s.lips[a] = true
+		}
 		for _, d := range svc.Dests {
 			s.Counted = append(s.Counted, d.ID)
 		}
@@ -164,6 +180,9 @@ func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 
 // IsVIP reports whether addr is the address of some virtual service.
 func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
+
+// isLIP reports whether addr is a FullNAT local address of some service.
+func (s *Snapshot) isLIP(addr uint32) bool { return s.lips[addr] }
 
 // isLocal reports whether addr is one of the ports' own addresses,
 // floating ones included.

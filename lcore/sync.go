@@ -59,6 +59,7 @@ type SyncBatch struct {
 	TableFull uint32 // no room (live entries are never pushed out for a synced one)
 	Conflict  uint32 // a live entry here holds the connection's keys for another real server: kept
 	Invalid   uint32 // a state that is not one of the protocol's
+	FullNAT   uint32 // for a FullNAT server: a record lacks the local port and sequence deltas, not installed
 
 	done atomic.Bool
 }

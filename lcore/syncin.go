@@ -2,6 +2,7 @@ package lcore
 
 import (
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -73,6 +74,10 @@ func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bo
 func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 	si, idx, ok := w.syncedDest(b, r)
 	if !ok {
+		return
+	}
+	if w.snap.Services[si].Dests[idx].Fwd == fwd.FullNAT {
+		b.FullNAT++ // the record has no local port nor deltas to rebuild it from
 		return
 	}
 	timeouts := &w.snap.Timeouts

@@ -2,6 +2,7 @@ package lcore
 
 import (
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -41,6 +42,9 @@ func syncable(s conn.State) bool {
 // whether replies pass here (NAT) or not (DR, TUN).
 func (w *Worker) syncAfterPacket(c *conn.Conn, dir conn.Dir, changed bool) {
 	p := &w.snap.Sync
+	if c.Fwd == fwd.FullNAT || c.Flags&flagSeqAdj != 0 {
+		return // a record cannot carry a local port and sequence deltas (yet)
+	}
 	if dir == conn.Original {
 		c.SyncPackets++
 	}

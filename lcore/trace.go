@@ -141,7 +141,7 @@ func (w *Worker) trace(r *TraceRequest) {
 			return
 		}
 		towards := c.RIP
-		if c.Fwd == fwd.NAT && dir == conn.Reply {
+		if (c.Fwd == fwd.NAT || c.Fwd == fwd.FullNAT) && dir == conn.Reply {
 			towards = c.ClientIP
 		}
 		w.traceRoute(res, towards)

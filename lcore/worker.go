@@ -113,19 +113,23 @@ type Worker struct {
 	hin   *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
-	tmpl       *TemplateTable      // shared by all workers (templates.go)
-	tmplOff    int64               // w.now + tmplOff is the template table's clock
-	tmplBudget int                 // template slots worker 0 sweeps per expire run
-	vips       map[uint32]struct{} // every VIP of every snapshot so far (steering)
-	dump       *DumpRequest        // a connection listing in progress
-	neigh      neighCache          // clients learnt from their first packet (see neighcache.go)
-	ipID       uint16              // the next outer IP ID of VS/TUN packets
-	pmtu       pathMTUs            // path MTUs to real servers learnt from ICMP (tunerr.go)
-	frags      *fragTable          // datagrams whose fragments pass here (frag.go)
-	ftp        *ftpTable           // FTP control connections' state (ftp.go), made with the first FTP service
-	expects    *ExpectTable        // expected data connections, shared (expect.go)
-	fragDesc   desc                // scratch for a held fragment sent on
-	ttlBucket  tokenBucket         // limits the ICMP time exceeded it sends (wire.go)
+	tmpl       *TemplateTable        // shared by all workers (templates.go)
+	tmplOff    int64                 // w.now + tmplOff is the template table's clock
+	tmplBudget int                   // template slots worker 0 sweeps per expire run
+	vips       map[uint32]struct{}   // every VIP of every snapshot so far (steering)
+	dump       *DumpRequest          // a connection listing in progress
+	neigh      neighCache            // clients learnt from their first packet (see neighcache.go)
+	ipID       uint16                // the next outer IP ID of VS/TUN packets
+	pmtu       pathMTUs              // path MTUs to real servers learnt from ICMP (tunerr.go)
+	frags      *fragTable            // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable             // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable          // expected data connections, shared (expect.go)
+	fragDesc   desc                  // scratch for a held fragment sent on
+	lpools     map[uint32]*lportPool // this worker's free FullNAT local ports, by LIP (fullnat.go)
+	lipNext    int                   // where the next FullNAT connection starts looking among a service's LIPs
+	held       [heldSlots]heldSeg    // client segments waiting for a proxied connection's server (synproxy.go)
+	heldDesc   desc                  // a held segment, parsed again when its server answers
+	ttlBucket  tokenBucket           // limits the ICMP time exceeded it sends (wire.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
@@ -187,9 +191,10 @@ func NewWorker(cfg Config) (*Worker, error) {
 		w.expects = NewExpectTable()
 	}
 	w.tmplBudget = max(16, int(int64(w.tmpl.Cap())*int64(expirePeriod)/int64(sweepTime)))
-	w.vips = map[uint32]struct{}{}
-	w.learnVIPs(cfg.Snapshot)
 	w.nworkers = max(cfg.Workers, 1)
+	w.vips = map[uint32]struct{}{}
+	w.lpools = map[uint32]*lportPool{}
+	w.learnVIPs(cfg.Snapshot)
 	if w.nworkers > 1 {
 		if len(cfg.Handoff.Out) != w.nworkers || len(cfg.Handoff.In) != w.nworkers {
 			return nil, fmt.Errorf("lcore %d: %d workers need handoff rings to each", cfg.ID, w.nworkers)
@@ -282,6 +287,7 @@ func (w *Worker) Free() {
 		mbuf.FreeBulk(w.free.Pkt[:w.nfree])
 		w.nfree = 0
 	}
+	w.freeHeld()
 	w.rx.Free()
 	w.free.Free()
 	if w.hin != nil {
@@ -446,6 +452,7 @@ func (w *Worker) learnVIPs(s *Snapshot) {
 	if s.hasFTP && w.ftp == nil {
 		w.ftp = newFTPTable()
 	}
+	w.learnLIPs(s)
 }
 
 func (w *Worker) runExpire(now int64) {

@@ -91,10 +91,12 @@ Options:
                                (sloppy_tcp: a director picks up a flow another one began; with
                                mh, sh or dh every director picks the same server); -E
                                --no-sloppy-tcp turns it off. -S does not save it
+  --synproxy, --no-synproxy    answer SYNs with SYN cookies (nat and fullnat servers), or not
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
+  --fullnat                    FullNAT: from the service's local_addresses (lbd.yaml)
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many

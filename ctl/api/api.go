@@ -113,6 +113,7 @@ type ServiceSpec struct {
 	Netmask     *string   `json:"netmask,omitempty"`     // -M; default 255.255.255.255
 	SchedFlags  *[]string `json:"sched_flags,omitempty"` // -b; default none
 	SloppyTCP   *bool     `json:"sloppy_tcp,omitempty"`  // --sloppy-tcp / --no-sloppy-tcp; default off
+	SynProxy    *bool     `json:"synproxy,omitempty"`    // --synproxy, --no-synproxy; default off
 }
 
 // ServerSpec names a real server of a service and, for add and edit, its
@@ -120,7 +121,7 @@ type ServiceSpec struct {
 type ServerSpec struct {
 	Address string  `json:"address"`           // IPv4 address
 	Port    int     `json:"port"`              // 0 = the service's port
-	Forward *string `json:"forward,omitempty"` // "nat" (-m), "dr" (-g), "tun" (-i); default "nat"
+	Forward *string `json:"forward,omitempty"` // "nat" (-m), "dr" (-g), "tun" (-i), "fullnat" (--fullnat); default "nat"
 	Weight  *int    `json:"weight,omitempty"`  // -w, 0..65535; default 1
 	Upper   *int    `json:"upper,omitempty"`   // -x, 0..1000000, 0 = no limit; default 0
 	Lower   *int    `json:"lower,omitempty"`   // -y, 0..upper; default 0
@@ -209,20 +210,24 @@ type Service struct {
 	Port      uint16 `json:"port"`
 	Scheduler string `json:"scheduler"` // "rr", "wrr", "mh", ...
 	// Persistence is the persistence timeout in seconds, 0 when off (-p).
-	Persistence uint32       `json:"persistence,omitempty"`
-	Netmask     string       `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
-	SchedFlags  []string     `json:"sched_flags,omitempty"` // scheduler flags (-b)
-	SloppyTCP   bool         `json:"sloppy_tcp,omitempty"`  // any TCP packet opens a connection (--sloppy-tcp)
-	Stats       Stats        `json:"stats"`
-	Servers     []RealServer `json:"servers"`
-	Rates       Rates        `json:"rates"` // --rate: the estimator's rates
+	Persistence uint32   `json:"persistence,omitempty"`
+	Netmask     string   `json:"netmask,omitempty"`     // persistence netmask (-M), when not 255.255.255.255
+	SchedFlags  []string `json:"sched_flags,omitempty"` // scheduler flags (-b)
+	SloppyTCP   bool     `json:"sloppy_tcp,omitempty"`  // any TCP packet opens a connection (--sloppy-tcp)
+	SynProxy    bool     `json:"synproxy,omitempty"`    // SYN cookies answer the clients' SYNs (--synproxy)
+	// LocalAddresses are the FullNAT local addresses (local_addresses in
+	// the configuration; lbctl cannot change them).
+	LocalAddresses []string     `json:"local_addresses,omitempty"`
+	Stats          Stats        `json:"stats"`
+	Servers        []RealServer `json:"servers"`
+	Rates          Rates        `json:"rates"` // --rate: the estimator's rates
 }
 
 // RealServer is one destination of a Service (ipvsadm -a).
 type RealServer struct {
 	Address       string `json:"address"` // numeric IPv4 or IPv6 address
 	Port          uint16 `json:"port"`
-	Forward       string `json:"forward"` // "Masq" | "Route" | "Tunnel", as ipvsadm prints
+	Forward       string `json:"forward"` // "Masq" | "Route" | "Tunnel" | "FullNat", as ipvsadm prints
 	Weight        int    `json:"weight"`
 	Upper         int    `json:"upper,omitempty"` // upper connection threshold (-x), 0 = none
 	Lower         int    `json:"lower,omitempty"` // lower connection threshold (-y)

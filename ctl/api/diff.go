@@ -167,6 +167,7 @@ func editedService(a, b Service) []Change {
 	field("-p", strconv.Itoa(int(a.Persistence)), strconv.Itoa(int(b.Persistence)))
 	field("-M", netmaskOrHost(a.Netmask), netmaskOrHost(b.Netmask))
 	field("-b", strings.Join(a.SchedFlags, ","), strings.Join(b.SchedFlags, ","))
+	field("--synproxy", strconv.FormatBool(a.SynProxy), strconv.FormatBool(b.SynProxy))
 	if fs != nil {
 		out = append(out, Change{Kind: ChangeEdit, Service: name, Rule: serviceRule(b), Fields: fs})
 	}

@@ -62,6 +62,7 @@ var longOpts = map[string]optSpec{
 	"--scheduler": {"-s", needValue}, "--persistent": {"-p", optValue}, "--netmask": {"-M", needValue},
 	"--sched-flags": {"-b", needValue}, "--real-server": {"-r", needValue},
 	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
+	"--fullnat": {"--fullnat", noValue}, "--synproxy": {"--synproxy", noValue}, "--no-synproxy": {"--no-synproxy", noValue},
 	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
@@ -115,6 +116,9 @@ func init() {
 	allowedWith["-u"] = allowedWith["-t"]
 	allowedWith["-i"] = allowedWith["-g"]
 	allowedWith["-m"] = allowedWith["-g"]
+	allowedWith["--fullnat"] = allowedWith["-g"]
+	allowedWith["--synproxy"] = allowedWith["-s"]
+	allowedWith["--no-synproxy"] = allowedWith["-s"]
 }
 
 // commandName is the option a command is given with, for messages.
@@ -137,6 +141,7 @@ func ParseArgs(args []string) (Command, error) {
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var sloppy *bool
+	var synproxy *bool
 	var setVals []string
 	var daemon daemonArgs
 	conn := false
@@ -205,10 +210,13 @@ func ParseArgs(args []string) (Command, error) {
 					return fmt.Errorf("--sloppy-tcp and --no-sloppy-tcp: one or the other")
 				}
 				sloppy = &on
+			case "--synproxy", "--no-synproxy":
+				on := spec.name == "--synproxy"
+				synproxy = &on
 			case "-r":
 				rsVal = v
-			case "-g", "-i", "-m":
-				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat"}[spec.name]
+			case "-g", "-i", "-m", "--fullnat":
+				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat", "--fullnat": "fullnat"}[spec.name]
 				fwd = &f
 			case "-w":
 				weight = &v
@@ -407,6 +415,7 @@ func ParseArgs(args []string) (Command, error) {
 		}
 		s.Scheduler = sched
 		s.SloppyTCP = sloppy
+		s.SynProxy = synproxy
 		if flags != nil {
 			fl := []string{}
 			if *flags != "" {

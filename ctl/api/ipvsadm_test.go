@@ -149,3 +149,40 @@ func TestWriteSaveAndList(t *testing.T) {
 		t.Errorf("--persistent-conn:\n%q\nwant:\n%q", b.String(), wantPC)
 	}
 }
+
+// TestFullNATAndSynProxyRules: --fullnat and --synproxy parse, save and
+// list, and a saved table restores to the same requests.
+func TestFullNATAndSynProxyRules(t *testing.T) {
+	on, off := true, false
+	file := `-A -t 192.0.2.100:443 -s rr --synproxy
+-a -t 192.0.2.100:443 -r 198.51.100.11:8443 --fullnat -w 1
+-E -t 192.0.2.100:443 --no-synproxy
+`
+	want := []api.Request{
+		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443, Scheduler: sp("rr"), SynProxy: &on}},
+		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443},
+			Server: &api.ServerSpec{Address: "198.51.100.11", Port: 8443, Forward: sp("fullnat"), Weight: ip(1)}},
+		{Op: api.OpEditService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443, SynProxy: &off}},
+	}
+	got, err := api.ParseRestore(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("parsed %+v", got)
+	}
+	svcs := []api.Service{{Protocol: "TCP", VIP: "192.0.2.100", Port: 443, Scheduler: "rr", SynProxy: true,
+		Servers: []api.RealServer{{Address: "198.51.100.11", Port: 8443, Forward: "FullNat", Weight: 1}}}}
+	var b bytes.Buffer
+	if err := api.WriteSave(&b, svcs); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Join(strings.Split(file, "\n")[:2], "\n") + "\n"; b.String() != want {
+		t.Errorf("save:\n%s\nwant:\n%s", b.String(), want)
+	}
+	b.Reset()
+	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
+	if !strings.Contains(b.String(), "TCP  192.0.2.100:443 rr synproxy\n") || !strings.Contains(b.String(), "FullNat 1") {
+		t.Errorf("list:\n%s", b.String())
+	}
+}

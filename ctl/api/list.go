@@ -88,6 +88,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 					fmt.Fprintf(bw, " mask %s", s.Netmask)
 				}
 			}
+			if s.SynProxy {
+				bw.WriteString(" synproxy")
+			}
 		}
 		bw.WriteString("\n")
 
@@ -158,6 +161,9 @@ func WriteSave(w io.Writer, services []Service) error {
 		if len(s.SchedFlags) > 0 {
 			fmt.Fprintf(bw, " -b %s", strings.Join(s.SchedFlags, ","))
 		}
+		if s.SynProxy {
+			bw.WriteString(" --synproxy")
+		}
 		bw.WriteString("\n")
 		rss := slices.Clone(s.Servers)
 		slices.SortStableFunc(rss, compareServers)
@@ -182,6 +188,8 @@ func forwardSwitch(name string) string {
 		return "-g"
 	case "Tunnel":
 		return "-i"
+	case "FullNat":
+		return "--fullnat"
 	}
 	return "-m"
 }

@@ -63,7 +63,7 @@ type TraceService struct {
 // (the counts its scheduler uses).
 type TraceServer struct {
 	Address  string `json:"address"` // address:port
-	Forward  string `json:"forward"` // "Masq" | "Route" | "Tunnel"
+	Forward  string `json:"forward"` // "Masq" | "Route" | "Tunnel" | "FullNat"
 	Weight   int    `json:"weight"`  // the weight the lcores schedule with now
 	Upper    int    `json:"upper,omitempty"`
 	Active   uint32 `json:"active"`
@@ -114,7 +114,7 @@ type TraceVerdict struct {
 	To     string `json:"to,omitempty"`     // where it goes: address:port
 	Port   string `json:"port,omitempty"`   // out of this port
 	Via    string `json:"via,omitempty"`    // next hop
-	Method string `json:"method,omitempty"` // "Masq" | "Route" | "Tunnel"
+	Method string `json:"method,omitempty"` // "Masq" | "Route" | "Tunnel" | "FullNat"
 	MAC    bool   `json:"mac_known"`        // the next hop's MAC is known
 	Note   string `json:"note,omitempty"`   // what else an operator should know
 }

@@ -102,7 +102,12 @@ type Service struct {
 	SorryServer string   // "address:port"; "" none
 	SchedFlags  []string // the scheduler's flags (mh-port, ...); none when empty
 	SloppyTCP   bool     // sloppy_tcp: any TCP packet opens a connection
-	Servers     []Server
+	// LocalAddresses are the FullNAT local addresses; ProxyProtocol puts
+	// the PROXY v2 header in front of the client's bytes.
+	LocalAddresses []string
+	ProxyProtocol  bool
+	SynProxy       bool // synproxy: true
+	Servers        []Server
 }
 
 // Server is one real server of a Service.
@@ -110,7 +115,7 @@ type Server struct {
 	Address string
 	Port    int
 	Weight  int
-	Forward string // "nat", "dr" or "tun"; "" leaves lbd's default (nat)
+	Forward string // "nat", "dr", "tun" or "fullnat"; "" leaves lbd's default (nat)
 }
 
 // NATConfig returns the configuration of a VS/NAT lbd in nat: TCP
@@ -211,6 +216,15 @@ func (c Config) YAML() string {
 		if s.SloppyTCP {
 			w("    sloppy_tcp: true")
 		}
+		if len(s.LocalAddresses) > 0 {
+			w("    local_addresses: [%s]", strings.Join(s.LocalAddresses, ", "))
+		}
+		if s.ProxyProtocol {
+			w("    proxy_protocol: true")
+		}
+		if s.SynProxy {
+			w("    synproxy: true")
+		}
 		w("    servers:")
 		for _, rs := range s.Servers {
 			if rs.Forward != "" {
@@ -276,6 +290,12 @@ func (b *Buffer) String() string {
 // (listening on the comma-separated ports of listen[i], default ":8080")
 // and waits until each has printed "ready" for every listener.
 func StartServers(t *topo.Topo, nat *topo.NAT, nshelper string, listen map[string]string, timeout time.Duration) error {
+	return StartServersWith(t, nat, nshelper, listen, timeout)
+}
+
+// StartServersWith is StartServers with more arguments for "nshelper
+// serve" (-proxy-protocol, say).
+func StartServersWith(t *topo.Topo, nat *topo.NAT, nshelper string, listen map[string]string, timeout time.Duration, serveArgs ...string) error {
 	deadline := time.Now().Add(timeout)
 	for _, h := range nat.Servers {
 		l := listen[h.Name]
@@ -283,7 +303,7 @@ func StartServers(t *topo.Topo, nat *topo.NAT, nshelper string, listen map[strin
 			l = ":8080"
 		}
 		var out Buffer
-		p, err := t.Start(h.NS, &out, nshelper, "serve", "-listen", l, "-name", h.Name)
+		p, err := t.Start(h.NS, &out, append([]string{nshelper, "serve", "-listen", l, "-name", h.Name}, serveArgs...)...)
 		if err != nil {
 			return err
 		}

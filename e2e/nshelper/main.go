@@ -5,6 +5,8 @@
 //	    HTTP server: every request is answered with the body
 //	    "rs1 <client ip:port as seen by the server>" and the connection is
 //	    closed. Prints "ready <addr>" per listener once it accepts.
+//	    -proxy-protocol: connections start with a PROXY v2 header (from a
+//	    FullNAT director); the address answered is the header's client.
 //	nshelper get -url http://192.0.2.100/ -n 200 -timeout 5s
 //	    N sequential requests, each on a new TCP connection, no retries.
 //	    One JSON line per request, then one summary line; exit status 1 if
@@ -112,6 +114,7 @@ func serve(args []string) error {
 	listen := fs.String("listen", ":8080", "comma-separated listen addresses")
 	name := fs.String("name", "", "name put at the start of every answer")
 	failFile := fs.String("fail-file", "", "while this file exists, answer 500 (a sick application)")
+	proxy := fs.Bool("proxy-protocol", false, "every connection starts with a PROXY v2 header: answer with its client address")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -137,6 +140,9 @@ func serve(args []string) error {
 		ln, err := net.Listen("tcp4", addr)
 		if err != nil {
 			return err
+		}
+		if *proxy {
+			ln = proxyListener{ln}
 		}
 		srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second}
 		srv.SetKeepAlivesEnabled(false)

@@ -49,6 +49,7 @@ func (s slot) empty() bool { return s.ref == 0 }
 // A Table is not safe for concurrent use; it belongs to one lcore.
 type Table struct {
 	entries []Conn   // pointer-free, never scanned by the GC
+	ext     []Ext    // nil until EnableExt; indexed like entries (ext.go)
 	free    []uint32 // stack of free entry ids
 	slots   []slot   // the index, power-of-two length
 	mask    uint32   // len(slots) - 1
@@ -120,7 +121,14 @@ func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP 
 			continue
 		}
 		id, d := s.id(), s.dir()
-		if t.entries[id].matches(d, proto, srcIP, srcPort, dstIP, dstPort) {
+		e := &t.entries[id]
+		if d == Reply && e.indexed&indexedExt != 0 {
+			if t.ext[id].matchesReply(e, proto, srcIP, srcPort, dstIP, dstPort) {
+				return id, d, true
+			}
+			continue
+		}
+		if e.matches(d, proto, srcIP, srcPort, dstIP, dstPort) {
 			return id, d, true
 		}
 	}
@@ -146,6 +154,11 @@ func (t *Table) Insert(c *Conn) (id uint32, err error) {
 	if c == nil {
 		return 0, ErrNilConn
 	}
+	return t.insert(c, nil)
+}
+
+// insert is Insert, and InsertExt when x is not nil.
+func (t *Table) insert(c *Conn, x *Ext) (id uint32, err error) {
 	// Fullness first: under a SYN flood it is the cheap, common refusal.
 	if len(t.free) == 0 {
 		return 0, ErrFull
@@ -154,14 +167,20 @@ func (t *Table) Insert(c *Conn) (id uint32, err error) {
 	if _, _, ok := t.find(hOrig, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort); ok {
 		return 0, ErrExists
 	}
-	twoWay := c.Flags&FlagOneWay == 0
+	twoWay := c.Flags&FlagOneWay == 0 || x != nil
 	var hReply uint32
 	if twoWay {
-		if c.ClientIP == c.RIP && c.ClientPort == c.RPort && c.VIP == c.ClientIP && c.VPort == c.ClientPort {
+		// The Reply key goes to the client, or with an extension to the
+		// local address.
+		rIP, rPort := c.ClientIP, c.ClientPort
+		if x != nil {
+			rIP, rPort = x.LIP, x.LPort
+		}
+		if c.ClientIP == c.RIP && c.ClientPort == c.RPort && c.VIP == rIP && c.VPort == rPort {
 			return 0, ErrExists // both keys are one tuple: directions would be ambiguous
 		}
-		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort)
-		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort); ok {
+		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, rIP, rPort)
+		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, rIP, rPort); ok {
 			return 0, ErrExists
 		}
 	}
@@ -174,6 +193,10 @@ func (t *Table) Insert(c *Conn) (id uint32, err error) {
 	e.marks = markFresh
 	e.hashOrig = hOrig
 	e.hashReply = hReply
+	if x != nil {
+		t.ext[id] = *x
+		e.indexed |= indexedExt
+	}
 	t.place(hOrig, makeRef(id, Original))
 	if twoWay {
 		e.indexed |= indexedReply
@@ -214,6 +237,9 @@ func (t *Table) Delete(id uint32) {
 	t.unplace(e.hashOrig, makeRef(id, Original))
 	if e.indexed&indexedReply != 0 {
 		t.unplace(e.hashReply, makeRef(id, Reply))
+	}
+	if e.indexed&indexedExt != 0 {
+		t.ext[id] = Ext{}
 	}
 	*e = Conn{}
 	t.free = append(t.free, id) // within capacity: never reallocates

@@ -10,6 +10,10 @@ const (
 	NAT Method = iota // VS/NAT: rewrite addresses and ports both ways
 	DR                // VS/DR: rewrite the MAC only, replies bypass the balancer
 	TUN               // VS/TUN: IPIP to the real server, replies bypass the balancer
+	// FullNAT: client -> VIP becomes LIP:lport -> RIP:rport (a local
+	// address of the director), so replies come back through it without
+	// the server routing through it.
+	FullNAT
 )
 
 // String is the method's name in the configuration (forward: nat|dr|tun).
@@ -21,9 +25,11 @@ func (m Method) String() string {
 		return "dr"
 	case TUN:
 		return "tun"
+	case FullNAT:
+		return "fullnat"
 	}
 	return "invalid"
 }
 
 // OneWay reports whether replies bypass the balancer (DR, TUN).
-func (m Method) OneWay() bool { return m != NAT }
+func (m Method) OneWay() bool { return m == DR || m == TUN }

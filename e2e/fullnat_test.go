@@ -1,0 +1,129 @@
+package e2e
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// fullNATLocal are the local addresses of the FullNAT tests, on the real
+// servers' segment (lbd answers ARP for them there).
+var fullNATLocal = []string{"198.51.100.50", "198.51.100.51"}
+
+// startFullNAT runs lbd on two workers (two-queue af_packet ports: the
+// kernel spreads flows by its own hash, so lbd's steering does the work)
+// with VIP:80 forwarded by FullNAT to every real server, whose default
+// route is removed: they reach only their own segment, the local
+// addresses included, never the client. The servers parse PROXY v2 when
+// proxy is set.
+func startFullNAT(t *testing.T, proxy bool) *natEnv {
+	o := natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			for _, h := range nat.Servers {
+				if _, err := tp.Exec(h.NS, "ip", "route", "del", "default"); err != nil {
+					t.Fatalf("%s: %v", h.NS, err)
+				}
+			}
+		},
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1}
+			c.Ports = []harness.Port{
+				harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+			}
+			for i := range c.Ports {
+				c.Ports[i].Device += ",qpairs=2"
+			}
+			s := &c.Services[0]
+			s.LocalAddresses, s.ProxyProtocol = fullNATLocal, proxy
+			for i := range s.Servers {
+				s.Servers[i].Forward = "fullnat"
+			}
+		},
+	}
+	if proxy {
+		o.serveArgs = []string{"-proxy-protocol"}
+	}
+	return startNATWith(t, o)
+}
+
+// TestFullNATProxyV2TwoWorkers: 200 connections through VS/FullNAT on two
+// workers; every one is answered, the servers (no route to the client)
+// report the client's own address and port from the PROXY v2 header,
+// both workers own connections, and replies to a local port reach the
+// worker that owns it.
+func TestFullNATProxyV2TwoWorkers(t *testing.T) {
+	e := startFullNAT(t, true)
+	for _, h := range e.nat.Servers {
+		if out, _ := e.topo.Exec(h.NS, "ip", "route", "show", "default"); strings.TrimSpace(out) != "" {
+			t.Fatalf("%s still has a default route: %s", h.Name, out)
+		}
+	}
+	e.warmUp(t)
+	client := e.nat.Client.Addr.Addr().String()
+	perServer := map[string]int{}
+	for _, r := range e.get(t, e.url, 200, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("request %d: %s", r.I, r.Err)
+		}
+		seen, err := net.ResolveTCPAddr("tcp4", r.SeenClient())
+		if err != nil {
+			t.Fatalf("request %d: body %q", r.I, r.Body)
+		}
+		local, _ := net.ResolveTCPAddr("tcp4", r.Local)
+		if seen.IP.String() != client || local == nil || seen.Port != local.Port {
+			t.Fatalf("request %d: the server saw %s, the client was %s", r.I, r.SeenClient(), r.Local)
+		}
+		perServer[r.Server()]++
+	}
+	if perServer["rs1"] == 0 || perServer["rs2"] == 0 {
+		t.Errorf("answers per server %v: want both", perServer)
+	}
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Lcores) != 2 {
+		t.Fatalf("lbctl lists %d lcores, want 2", len(resp.Lcores))
+	}
+	var handed uint64
+	for _, l := range resp.Lcores {
+		if l.Connections == 0 {
+			t.Errorf("lcore %d owns no connection: %+v", l.ID, l)
+		}
+		if n := l.DropsByReason["no_local_port"]; n != 0 {
+			t.Errorf("lcore %d: %d no_local_port drops", l.ID, n)
+		}
+		handed += l.HandedOff
+	}
+	if handed == 0 {
+		t.Error("no packet was handed to its owner: the test did not exercise reply steering")
+	}
+	out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
+	if !strings.Contains(out, "FullNat") {
+		t.Errorf("lbctl -L -n does not name the method FullNat:\n%s", out)
+	}
+	t.Logf("lbctl -L -n:\n%s", out)
+	e.stopLBD(t)
+}
+
+// TestFullNATPlain: without the PROXY header the servers see a local
+// address as their peer, and still answer through lbd.
+func TestFullNATPlain(t *testing.T) {
+	e := startFullNAT(t, false)
+	e.warmUp(t)
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("request %d: %s", r.I, r.Err)
+		}
+		host, _, _ := net.SplitHostPort(r.SeenClient())
+		if host != fullNATLocal[0] && host != fullNATLocal[1] {
+			t.Fatalf("request %d: the server saw %s, want a local address", r.I, r.SeenClient())
+		}
+	}
+	e.stopLBD(t)
+}

@@ -1,0 +1,295 @@
+package lcore
+
+import (
+	"encoding/binary"
+
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// VS/FullNAT. A connection client -> VIP:vport leaves as LIP:lport ->
+// RIP:rport, LIP one of the service's local addresses, and the server's
+// reply RIP:rport -> LIP:lport goes back as VIP:vport -> client: the real
+// servers need no route through the director, only a way to the LIPs.
+//
+// Ownership needs nothing new: a packet that does not go to a VIP is
+// owned by the hash of its destination endpoint (owner.go), and a reply
+// goes to LIP:lport. So each worker hands out only the local ports whose
+// (LIP, lport) hashes to itself: the reply steers to the connection's
+// owner by the same rule as every other packet (and a server port whose
+// NIC hashes the destination fields with the steering key delivers it
+// there directly). Each worker's ports are its own: no lock, no sharing.
+
+// Local ports a worker hands out: the unprivileged range.
+const (
+	lportMin = 1024
+	lportMax = 65535
+)
+
+// lportPool is one worker's free local ports of one LIP, a FIFO ring so a
+// port freed is reused as late as possible (the server may still hold the
+// old connection in TIME_WAIT).
+type lportPool struct {
+	ports      []uint16
+	head, free int
+}
+
+// newLportPool makes the pool of the ports of lip that worker owns among
+// n workers (control work: about 64k hashes).
+func newLportPool(lip uint32, worker, n int) *lportPool {
+	p := &lportPool{}
+	for port := lportMin; port <= lportMax; port++ {
+		if Owner(lip, uint16(port), n) == worker {
+			p.ports = append(p.ports, uint16(port))
+		}
+	}
+	p.free = len(p.ports)
+	return p
+}
+
+func (p *lportPool) get() (uint16, bool) {
+	if p.free == 0 {
+		return 0, false
+	}
+	port := p.ports[p.head]
+	p.head++
+	if p.head == len(p.ports) {
+		p.head = 0
+	}
+	p.free--
+	return port, true
+}
+
+func (p *lportPool) put(port uint16) {
+	if p.free == len(p.ports) {
+		return // not ours to take back (cannot happen)
+	}
+	i := p.head + p.free
+	if i >= len(p.ports) {
+		i -= len(p.ports)
+	}
+	p.ports[i] = port
+	p.free++
+}
+
+// learnLIPs makes the pools of a snapshot's new local addresses, and the
+// table's extension array the first time a snapshot has local addresses
+// or a SYN proxy (control work). Pools are never
+// removed: connections may still hold their ports.
+func (w *Worker) learnLIPs(s *Snapshot) {
+	for lip := range s.lips {
+		if _, ok := w.lpools[lip]; !ok {
+			w.lpools[lip] = newLportPool(lip, w.cfg.ID, w.nworkers)
+		}
+	}
+	need := len(s.lips) > 0
+	for i := range s.Services {
+		need = need || s.Services[i].SynProxy
+	}
+	if need {
+		w.table.EnableExt()
+	}
+}
+
+// Bits of conn.Ext.Flags.
+const (
+	extProxy uint16 = 1 << 0 // a PROXY v2 header goes before the client's first byte
+)
+
+// newFullNAT enters a scheduled FullNAT connection with a local address
+// and port of this worker; DropNoLocalPort when every LIP's ports are
+// taken.
+func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) {
+	x := conn.Ext{}
+	n := len(svc.LocalAddrs)
+	found := false
+	for i := 0; i < n && !found; i++ {
+		lip := svc.LocalAddrs[(w.lipNext+i)%n]
+		if p := w.lpools[lip]; p != nil {
+			if x.LPort, found = p.get(); found {
+				x.LIP = lip
+			}
+		}
+	}
+	w.lipNext++
+	if !found {
+		return 0, DropNoLocalPort
+	}
+	if c.Proto == hdr.ProtoTCP {
+		x.ClientISN = hdr.TCP(d.l4Bytes()).Seq()
+		if svc.ProxyProtocol {
+			x.Flags |= extProxy
+			x.SeqIn = proxyV2Len
+		}
+	}
+	id, err := w.table.InsertExt(c, &x)
+	switch err {
+	case nil:
+		return id, 0
+	case conn.ErrFull:
+		w.lpools[x.LIP].put(x.LPort)
+		return 0, DropTableFull
+	}
+	w.lpools[x.LIP].put(x.LPort)
+	return 0, DropConnExists
+}
+
+// releaseLocalPort gives a FullNAT connection's port back (expiry).
+func (w *Worker) releaseLocalPort(id uint32) {
+	if x := w.table.Ext(id); x != nil {
+		if p := w.lpools[x.LIP]; p != nil {
+			p.put(x.LPort)
+		}
+	}
+}
+
+// forwardNATAdjusted is forwardNAT for a connection whose sequence
+// numbers move (a proxied handshake).
+func (w *Worker) forwardNATAdjusted(d *desc, c *conn.Conn, id uint32, dir conn.Dir) exit {
+	e := w.forwardNAT(d, c, dir)
+	if e.kind == exitTransmit {
+		// forwardNAT updated the checksums, or left them to the NIC.
+		adjustSeq(hdr.TCP(d.l4Bytes()), w.table.Ext(id), dir, d.m.OlFlags()&mbuf.TxTCPCksum == 0)
+	}
+	return e
+}
+
+// forwardFullNAT rewrites both ends of the packet: client -> VIP:vport
+// into LIP:lport -> RIP:rport, and RIP:rport -> LIP:lport into VIP:vport
+// -> client; TCP sequence numbers move by the connection's deltas, and the
+// client's first bytes get the PROXY v2 header where the service asks.
+func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) exit {
+	x := w.table.Ext(id)
+	towards := c.RIP
+	if dir == conn.Reply {
+		towards = c.ClientIP
+	}
+	e := w.route(towards)
+	if e.kind != exitTransmit {
+		return e
+	}
+	if dir == conn.Original && x.Flags&extProxy != 0 && c.Proto == hdr.ProtoTCP {
+		if why := w.insertProxyHeader(d, c, x); why != 0 {
+			return drop(why)
+		}
+	}
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m)
+	ip := d.ip()
+	l4 := ip.Payload()
+	decTTL(ip)
+	if dir == conn.Original {
+		hdr.RewriteSrc(ip, l4, x.LIP, x.LPort, offload)
+		hdr.RewriteDst(ip, l4, c.RIP, c.RPort, offload)
+	} else {
+		hdr.RewriteSrc(ip, l4, c.VIP, c.VPort, offload)
+		hdr.RewriteDst(ip, l4, c.ClientIP, c.ClientPort, offload)
+	}
+	if c.Proto == hdr.ProtoTCP {
+		tcp := hdr.TCP(l4)
+		adjustSeq(tcp, x, dir, !offload)
+		if dir == conn.Reply && x.Flags&extProxy != 0 && tcp.Flags()&hdr.TCPFlagSYN != 0 {
+			// The client's first segment grows by the header on the way
+			// to the server: the server's MSS, as the client learns it,
+			// leaves that room.
+			if mtu := w.snap.Ports[d.in].MTU; mtu > hdr.IPv4MinLen+hdr.TCPMinLen+proxyV2Len {
+				tcp.ClampMSS(mtu-hdr.IPv4MinLen-hdr.TCPMinLen-proxyV2Len, !offload)
+			}
+		}
+	}
+	if offload {
+		requestChecksums(d.m, ip, l4)
+		w.cnt.own[CsumOffloaded]++
+	} else {
+		d.m.SetOlFlags(0)
+	}
+	return e
+}
+
+// proxyV2Len is the length of a PROXY protocol v2 header for TCP over
+// IPv4: the 12-byte signature, version and command, family, length, and
+// the two addresses and ports.
+const proxyV2Len = 28
+
+// proxyV2Sig is the PROXY protocol v2 signature.
+var proxyV2Sig = [12]byte{0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A}
+
+// insertProxyHeader puts the PROXY v2 header (client and VIP endpoints)
+// in front of the client's first byte: into the segment whose data
+// starts at ISN+1, each time it comes (a retransmission gets it again).
+// The header moves the Ethernet, IP and TCP headers into the headroom;
+// checksums are updated for the added bytes and the new length.
+func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext) Stat {
+	ip := d.ip()
+	tcp := hdr.TCP(ip.Payload())
+	if len(tcp.Payload()) == 0 || tcp.Seq() != x.ClientISN+1 || tcp.Flags()&hdr.TCPFlagSYN != 0 {
+		return 0
+	}
+	hlen := int(d.l4) + tcp.DataOffset() // Ethernet, IP and TCP headers
+	if _, err := d.m.Prepend(proxyV2Len); err != nil {
+		return DropNoHeadroom
+	}
+	data := d.m.Data()
+	copy(data, data[proxyV2Len:proxyV2Len+hlen])
+	h := data[hlen : hlen+proxyV2Len]
+	copy(h, proxyV2Sig[:])
+	h[12] = 0x21 // version 2, PROXY
+	h[13] = 0x11 // AF_INET, STREAM
+	binary.BigEndian.PutUint16(h[14:], 12)
+	binary.BigEndian.PutUint32(h[16:], c.ClientIP)
+	binary.BigEndian.PutUint32(h[20:], c.VIP)
+	binary.BigEndian.PutUint16(h[24:], c.ClientPort)
+	binary.BigEndian.PutUint16(h[26:], c.VPort)
+
+	ip = d.ip()
+	oldLen := ip.TotalLength()
+	ip.SetTotalLength(oldLen + proxyV2Len)
+	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+proxyV2Len))
+	tcp = hdr.TCP(ip.Payload())
+	// The added words sit at an even offset and shift the rest by an even
+	// count: the sum grows by theirs, and the pseudo-header's length.
+	l4Old := oldLen - uint16(ip.HeaderLen())
+	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(h, 0))
+	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+proxyV2Len))
+	w.cnt.own[ProxyHeaders]++
+	return 0
+}
+
+// icmpErrorFullNAT translates an ICMP error about a FullNAT connection's
+// packet: from the server's side (about LIP:lport -> RIP:rport) it goes to
+// the client from the VIP, quoting client -> VIP:vport; from the client's
+// side (about VIP:vport -> client) it goes to the server from the LIP,
+// quoting RIP:rport -> LIP:lport. The quoted sequence number goes back
+// into the numbering its receiver knows.
+func (w *Worker) icmpErrorFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) exit {
+	x := w.table.Ext(id)
+	ip := d.ip()
+	icmp := hdr.ICMP(ip.Payload())
+	quoted := d.quotedIP()
+	ql4 := quoted[quoted.HeaderLen():][:8]
+	qsum := hdr.Checksum(quoted[:quoted.HeaderLen()+8], 0)
+	decTTL(ip)
+	towards := c.ClientIP
+	if dir == conn.Original {
+		ip.SetSrcWithChecksumUpdate(x.LIP)
+		ip.SetDstWithChecksumUpdate(c.RIP)
+		hdr.RewriteSrc(quoted, ql4, c.RIP, c.RPort, false)
+		hdr.RewriteDst(quoted, ql4, x.LIP, x.LPort, false)
+		if c.Proto == hdr.ProtoTCP && x.SeqOut != 0 {
+			q := hdr.TCP(ql4) // seq only: the 8 bytes hold no more
+			q.SetSeq(q.Seq() - x.SeqOut)
+		}
+		towards = c.RIP
+	} else {
+		ip.SetSrcWithChecksumUpdate(c.VIP)
+		ip.SetDstWithChecksumUpdate(c.ClientIP)
+		hdr.RewriteSrc(quoted, ql4, c.ClientIP, c.ClientPort, false)
+		hdr.RewriteDst(quoted, ql4, c.VIP, c.VPort, false)
+		if q := hdr.TCP(ql4); c.Proto == hdr.ProtoTCP && x.SeqIn != 0 {
+			q.SetSeq(hdr.UnshiftSeq(q.Seq(), x.SeqIn, x.ClientISN+1))
+		}
+	}
+	icmp.SetChecksum(hdr.UpdateBlock(icmp.Checksum(), qsum, hdr.Checksum(quoted[:quoted.HeaderLen()+8], 0)))
+	d.m.SetOlFlags(0)
+	return w.route(towards)
+}

@@ -1,0 +1,400 @@
+package lcore
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"hash/maphash"
+
+	"github.com/dplb/dplb/dpdk/mbuf"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// The SYN proxy (a service's synproxy: true, as DPVS's). lbd answers a
+// client's SYN itself with a SYN-ACK whose sequence number is a SYN
+// cookie, and keeps nothing: a flood of spoofed SYNs costs one reply
+// each and no entry. Only the client's ACK, whose acknowledgement
+// proves the cookie, creates the connection; the ACK becomes the SYN to
+// the real server, whose SYN-ACK becomes the ACK that completes that
+// handshake. The server numbers its bytes from its own ISN, the client
+// from the cookie: the difference is the connection's SeqOut (seqadj.go),
+// applied to every later segment.
+//
+// What the handshake negotiates: the client's MSS travels in the cookie
+// (one of four values, as Linux's table) and so does SACK-permitted;
+// window scaling and timestamps are not offered to either side (without
+// timestamps Linux's cookies drop window scaling too, and passing the
+// server's timestamps to a client that saw ours would break PAWS), so a
+// proxied connection's windows stay within 64 KiB.
+
+// The cookie: bits 0-1 the MSS index, bit 2 SACK-permitted, bits 3-4 the
+// time slot's low bits, bits 5-31 a keyed hash of the flow, the client's
+// ISN, the time slot and bits 0-4. A cookie is good in its slot and the
+// next (slots of 2^36 ns, about 69 s).
+const (
+	cookieSlotShift = 36
+	cookieSACK      = 1 << 2
+)
+
+// cookieMSS is the MSS a cookie can carry (Linux's msstab).
+var cookieMSS = [4]uint16{536, 1300, 1440, 1460}
+
+// cookieSeed keys the cookies' hash: drawn at start, never sent.
+var cookieSeed = maphash.MakeSeed()
+
+// cookieSalt is more secret input for the hash, so that the seed's own
+// weaknesses, if any, are not enough.
+var cookieSalt = func() (s [16]byte) {
+	if _, err := rand.Read(s[:]); err != nil {
+		panic("lcore: no randomness for SYN cookies: " + err.Error())
+	}
+	return s
+}()
+
+// cookieHash is the 27-bit MAC of a cookie.
+func cookieHash(k *flowKey, isn uint32, slot uint64, low uint32) uint32 {
+	var b [48]byte
+	copy(b[:16], cookieSalt[:])
+	binary.LittleEndian.PutUint32(b[16:], k.src)
+	binary.LittleEndian.PutUint32(b[20:], k.dst)
+	binary.LittleEndian.PutUint16(b[24:], k.sport)
+	binary.LittleEndian.PutUint16(b[26:], k.dport)
+	binary.LittleEndian.PutUint32(b[28:], isn)
+	binary.LittleEndian.PutUint64(b[32:], slot)
+	binary.LittleEndian.PutUint32(b[40:], low)
+	return uint32(maphash.Bytes(cookieSeed, b[:]) >> 37)
+}
+
+// makeCookie is the ISN of the SYN-ACK answering k's SYN (seq isn).
+func makeCookie(k *flowKey, isn uint32, now int64, mss uint16, sack bool) uint32 {
+	idx := mssIndex(mss)
+	if sack {
+		idx |= cookieSACK
+	}
+	slot := uint64(now) >> cookieSlotShift
+	low := idx | uint32(slot&3)<<3
+	return cookieHash(k, isn, slot, low)<<5 | low
+}
+
+// checkCookie validates the cookie an ACK acknowledges (ack - 1) for its
+// flow k (client -> VIP) and the client's ISN (seq - 1), and returns the
+// MSS and SACK-permitted it carries.
+func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, ok bool) {
+	low := cookie & 31
+	slot := uint64(now) >> cookieSlotShift
+	for age := uint64(0); age < 2 && age <= slot; age++ {
+		s := slot - age
+		if uint32(s&3) != low>>3 {
+			continue
+		}
+		if cookieHash(k, isn, s, low)<<5|low == cookie {
+			return cookieMSS[low&3], low&cookieSACK != 0, true
+		}
+	}
+	return 0, false, false
+}
+
+// synOptions are what a proxied handshake's SYNs carry: MSS and, when
+// sack, NOP NOP SACK-permitted.
+func synOptions(b []byte, mss uint16, sack bool) int {
+	b[0], b[1] = hdr.TCPOptMSS, 4
+	binary.BigEndian.PutUint16(b[2:], mss)
+	if !sack {
+		return 4
+	}
+	b[4], b[5], b[6], b[7] = hdr.TCPOptNOP, hdr.TCPOptNOP, hdr.TCPOptSACKPerm, 2
+	return 8
+}
+
+// rewriteTCP makes the packet an option-holding TCP segment without data
+// from src to dst (a new IPv4 header, DF, TTL 64), in place: the
+// handshake packets the proxy sends are built over packets it received.
+// It reports false when the mbuf has no room.
+func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, mss uint16, sack bool) bool {
+	var opts [8]byte
+	n := synOptions(opts[:], mss, sack)
+	if f.Flags&hdr.TCPFlagSYN == 0 {
+		n = 0
+	}
+	tcpLen := hdr.TCPMinLen + n
+	if d.m.SetLen(l3+hdr.IPv4MinLen+tcpLen) != nil {
+		return false
+	}
+	b := d.m.Data()[l3:]
+	hdr.IPv4(b).Encode(&hdr.IPv4Fields{
+		TotalLength: uint16(hdr.IPv4MinLen + tcpLen), Flags: hdr.IPv4FlagDontFragment,
+		TTL: hdr.DefaultTTL, Protocol: hdr.ProtoTCP, Src: src, Dst: dst,
+	})
+	tcp := hdr.TCP(b[hdr.IPv4MinLen:][:tcpLen])
+	tcp.SetSrcPort(f.SrcPort)
+	tcp.SetDstPort(f.DstPort)
+	tcp.SetSeq(f.Seq)
+	tcp.SetAck(f.Ack)
+	tcp.SetDataOffset(tcpLen)
+	tcp.SetFlags(f.Flags)
+	tcp.SetWindow(f.Window)
+	tcp.SetUrgentPointer(0)
+	copy(tcp[hdr.TCPMinLen:], opts[:n])
+	tcp.SetChecksum(0)
+	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, tcp))
+	d.l4 = l3 + hdr.IPv4MinLen
+	d.m.SetOlFlags(0)
+	return true
+}
+
+// Bits of conn.Ext.Flags (with extProxy).
+const (
+	extSynPending uint16 = 1 << 1 // proxied: the real server's SYN-ACK has not come yet
+	extSynSACK    uint16 = 1 << 2 // proxied: the client offered SACK (for a SYN sent again)
+	extSynMSS            = 3      // proxied: bits 3-4 hold the client's MSS index (cookieMSS)
+)
+
+// flagSeqAdj marks a NAT connection whose sequence numbers move (a
+// proxied handshake): it has an extension (conn.Ext) like FullNAT's.
+const flagSeqAdj uint8 = 1 << 6
+
+// synProxyNew handles a TCP packet of no connection to a service with
+// the SYN proxy: a SYN is answered with a cookie, an ACK that proves one
+// opens the connection (its packet becomes the SYN to the real server),
+// anything else is dropped.
+func (w *Worker) synProxyNew(d *desc, si int32) exit {
+	ip := d.ip()
+	tcp := hdr.TCP(ip.Payload())
+	k := d.flow
+	switch d.flags & (hdr.TCPFlagSYN | hdr.TCPFlagACK | hdr.TCPFlagRST | hdr.TCPFlagFIN) {
+	case hdr.TCPFlagSYN:
+		return w.answerSYN(d, &k, tcp)
+	case hdr.TCPFlagACK:
+	default:
+		return drop(DropNotSYN)
+	}
+	isn := tcp.Seq() - 1
+	mss, sack, ok := checkCookie(&k, isn, tcp.Ack()-1, w.now)
+	if !ok {
+		return drop(DropSynCookieInvalid)
+	}
+	w.cnt.own[SynCookiesValid]++
+	window := tcp.Window()
+	cookie := tcp.Ack() - 1
+	id, why := w.newConnChecked(d, si, false)
+	if why != 0 {
+		return drop(why)
+	}
+	w.learnClient(d)
+	c := w.table.Get(id)
+	x := w.table.Ext(id)
+	x.ClientISN, x.ServerISN = isn, cookie
+	x.Flags |= extSynPending | uint16(mssIndex(mss))<<extSynMSS
+	if sack {
+		x.Flags |= extSynSACK
+	}
+	x.SeqOut = 0
+	// The client is past its handshake with us; the server not yet.
+	w.setState(c, conn.StateSynRecv)
+	w.table.Touch(c, conn.Original, w.now, &w.snap.Timeouts)
+	return w.sendSYN(d, c, x, mss, sack, window)
+}
+
+// mssIndex is the index of the largest cookieMSS not above mss.
+func mssIndex(mss uint16) uint32 {
+	for i := len(cookieMSS) - 1; i > 0; i-- {
+		if mss >= cookieMSS[i] {
+			return uint32(i)
+		}
+	}
+	return 0
+}
+
+// answerSYN turns a SYN into its cookie SYN-ACK, back to where it came from.
+func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
+	sack := false
+	opts := tcp.Options()
+	for off := 0; off < len(opts); {
+		kind := opts[off]
+		if kind == hdr.TCPOptEnd {
+			break
+		}
+		if kind == hdr.TCPOptNOP {
+			off++
+			continue
+		}
+		if off+1 >= len(opts) || opts[off+1] < 2 {
+			break
+		}
+		sack = sack || kind == hdr.TCPOptSACKPerm
+		off += int(opts[off+1])
+	}
+	mss := tcp.MSS()
+	if mss == 0 {
+		mss = 536
+	}
+	isn := tcp.Seq()
+	cookie := makeCookie(k, isn, w.now, mss, sack)
+	// What the client may send us: the receiving port's MTU, less what
+	// a PROXY header adds.
+	ours := uint16(1460)
+	if mtu := w.snap.Ports[d.in].MTU; mtu > 576 {
+		ours = mtu - hdr.IPv4MinLen - hdr.TCPMinLen
+	}
+	if si, ok := w.snap.service(k.dst, k.dport, k.proto); ok && w.snap.Services[si].ProxyProtocol {
+		ours -= proxyV2Len
+	}
+	if !d.rewriteTCP(k.dst, k.src, &hdr.TCPFields{SrcPort: k.dport, DstPort: k.sport, Seq: cookie, Ack: isn + 1,
+		Flags: hdr.TCPFlagSYN | hdr.TCPFlagACK, Window: 65535}, ours, sack) {
+		return drop(DropNoHeadroom)
+	}
+	w.cnt.own[SynCookiesSent]++
+	return transmit(d.in, d.eth().Src())
+}
+
+// sendSYN turns the client's packet into the SYN that opens the
+// connection to the real server.
+func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, mss uint16, sack bool, window uint16) exit {
+	e := w.route(c.RIP)
+	if e.kind != exitTransmit {
+		return e
+	}
+	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN,
+		Flags: hdr.TCPFlagSYN, Window: window}, mss, sack) {
+		return drop(DropNoHeadroom)
+	}
+	return e
+}
+
+// synProxyPending handles a packet of a proxied connection whose server
+// has not answered: the server's SYN-ACK completes the handshake (it
+// becomes our ACK to the server and fixes SeqOut), its RST goes to the
+// client in the client's numbering, and a client's packet (its data,
+// retransmitted) sends the SYN again, as the lost SYN's retransmission;
+// the first segment with data is held (one per connection, heldSlots per
+// worker) and sent on once the server answers.
+func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, dir conn.Dir) (exit, bool) {
+	tcp := hdr.TCP(d.l4Bytes())
+	if dir == conn.Original {
+		if d.flags&hdr.TCPFlagRST != 0 {
+			return exit{}, false // the client gives up: forwarded as it is
+		}
+		if len(tcp.Payload()) > 0 && w.hold(id, d) {
+			return exit{kind: exitKept}, true // sent on when the server answers
+		}
+		mss := cookieMSS[x.Flags>>extSynMSS&3]
+		return w.sendSYN(d, c, x, mss, x.Flags&extSynSACK != 0, tcp.Window()), true
+	}
+	switch {
+	case d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK && tcp.Ack() == x.ClientISN+1:
+		x.SeqOut = x.ServerISN - tcp.Seq()
+		x.Flags &^= extSynPending
+		w.setState(c, conn.StateEstablished)
+		w.cnt.dest[c.Dest][DestEstablished]++
+		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
+		e := w.ackServer(d, c, x, tcp.Seq()+1)
+		w.sendHeld(id)
+		return e, true
+	case d.flags&hdr.TCPFlagRST != 0:
+		// Refused: the client, past its handshake, takes a RST whose
+		// seq is the next it expects from us.
+		setSeq(tcp, x.ServerISN+1, true)
+		return exit{}, false
+	}
+	return drop(DropSynProxyPending), true
+}
+
+// ackServer turns the server's SYN-ACK into the ACK of our handshake with it.
+func (w *Worker) ackServer(d *desc, c *conn.Conn, x *conn.Ext, ack uint32) exit {
+	e := w.route(c.RIP)
+	if e.kind != exitTransmit {
+		return e
+	}
+	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack,
+		Flags: hdr.TCPFlagACK, Window: 65535}, 0, false) {
+		return drop(DropNoHeadroom)
+	}
+	return e
+}
+
+// setState moves a connection to state s, keeping the per-server gauges.
+func (w *Worker) setState(c *conn.Conn, s conn.State) {
+	if c.State != s {
+		w.countState(c.Dest, c.State, false)
+		w.countState(c.Dest, s, true)
+		c.State = s
+	}
+}
+
+// heldSlots bounds the client segments a worker holds for proxied
+// connections whose server has not answered yet; when all are taken a
+// segment is dropped (the client sends it again).
+const heldSlots = 64
+
+// heldSeg is one held segment: its connection and the port it came in on.
+type heldSeg struct {
+	m  *mbuf.Mbuf
+	id uint32
+	in int
+}
+
+// hold keeps d's packet for connection id, unless one is held for it
+// already or every slot is taken.
+func (w *Worker) hold(id uint32, d *desc) bool {
+	free := -1
+	for i := range w.held {
+		switch h := &w.held[i]; {
+		case h.m == nil:
+			if free < 0 {
+				free = i
+			}
+		case h.id == id:
+			return false
+		}
+	}
+	if free < 0 {
+		return false
+	}
+	w.held[free] = heldSeg{m: d.m, id: id, in: d.in}
+	return true
+}
+
+// takeHeld returns and forgets the segment held for connection id.
+func (w *Worker) takeHeld(id uint32) (*mbuf.Mbuf, int) {
+	for i := range w.held {
+		if h := &w.held[i]; h.m != nil && h.id == id {
+			m, in := h.m, h.in
+			*h = heldSeg{}
+			return m, in
+		}
+	}
+	return nil, 0
+}
+
+// sendHeld forwards the segment held for connection id, now that its
+// server has answered.
+func (w *Worker) sendHeld(id uint32) {
+	m, in := w.takeHeld(id)
+	if m == nil {
+		return
+	}
+	d := &w.heldDesc
+	parse(d, m, in)
+	if d.class != classFlow {
+		w.leave(m, in, drop(d.verdict))
+		return
+	}
+	w.leave(m, in, w.forward(d))
+}
+
+// dropHeld frees the segment held for a connection that ends.
+func (w *Worker) dropHeld(id uint32) {
+	if m, _ := w.takeHeld(id); m != nil {
+		w.discard(m, DropSynProxyPending)
+	}
+}
+
+// freeHeld frees every held segment (the worker stops).
+func (w *Worker) freeHeld() {
+	for i := range w.held {
+		if h := &w.held[i]; h.m != nil {
+			h.m.Free()
+			*h = heldSeg{}
+		}
+	}
+}
