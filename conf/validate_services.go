@@ -127,6 +127,11 @@ func (s Service) validateHelper(f string) error {
 	if s.Protocol != "tcp" {
 		return fieldErrorf(f+".helper", "ftp needs protocol tcp, not %s", s.Protocol)
 	}
+	if s.SynProxy {
+		// Both move the connection's sequence numbers, each by its own
+		// delta: stacked, the data channel's numbering would be wrong.
+		return fieldErrorf(f+".synproxy", "not with helper ftp: both shift the connection's sequence numbers")
+	}
 	for j, rs := range s.Servers {
 		if rs.Forward != "" && rs.Forward != "nat" {
 			return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "%q: the ftp helper works through nat only", rs.Forward)

@@ -161,6 +161,8 @@ func TestValidate(t *testing.T) {
 			`services[0].helper: "sip" is not one of "", ftp`},
 		{"ftp helper on udp", func(c *conf.Config) { c.Services[0].Protocol, c.Services[0].Helper = "udp", "ftp" },
 			`services[0].helper: ftp needs protocol tcp, not udp`},
+		{"ftp helper with the syn proxy", func(c *conf.Config) { c.Services[0].Helper, c.Services[0].SynProxy = "ftp", true },
+			`services[0].synproxy: not with helper ftp: both shift the connection's sequence numbers`},
 		{"ftp helper with a dr server", func(c *conf.Config) {
 			c.Services[0].Helper, c.Services[0].Servers[0].Forward = "ftp", "dr"
 			c.Services[0].Servers[0].Port = c.Services[0].Port
