@@ -45,6 +45,20 @@ const (
 	SyncRecords      // connection and template records put on the sync ring for the peers
 	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
 	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
+	// Where the poll loop's time goes (loopstats.go): the longest loop
+	// iteration so far (a gauge), TSC cycles per stage of the bursts that
+	// carried packets, and iterations by duration (LoopIterations0 + i
+	// counts those shorter than LoopBucketBound(i), the last the rest).
+	LoopMaxNanos
+	StageRxCycles      // receiving the bursts (the driver's RX)
+	StageParseCycles   // parsing and validating them (desc.go)
+	StageLookupCycles  // hashing their keys and prefetching their table cells
+	StageProcessCycles // lookup, state, scheduling, rewrite, queueing for TX
+	StageTxCycles      // sending (the driver's TX, handoff rings)
+	LoopIterations0
+	// The other buckets follow; iota + LoopBuckets - 1 repeats below, so
+	// every later counter keeps its place after them.
+	loopIterationsLast Stat = iota + LoopBuckets - 2
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -89,6 +103,8 @@ var statNames = [numStats]string{
 	EventsLost: "events_lost", MbufAllocFailed: "mbuf_alloc_failed", Encapsulated: "encapsulated", ICMPEchoReplies: "icmp_echo_replies",
 	ICMPErrors: "icmp_errors", ICMPFragNeeded: "icmp_frag_needed", HandedOff: "handed_off", HandedIn: "handed_in", TxHandedOff: "tx_handed_off", ProbesSent: "probes_sent", ProbeAnswers: "probe_answers", Templates: "templates", TemplatesLost: "templates_lost", Iterations: "iterations", BusyNanos: "busy_nanoseconds", LoopNanos: "loop_nanoseconds", IdleSleeps: "idle_sleeps", Evictions: "evictions", ShortTimeouts: "short_timeouts", DefenseSecure: "secure", DefenseDrop: "drop_entry", ICMPTimeExceeded: "icmp_time_exceeded", CsumOffloaded: "tx_checksum_offloaded",
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
+	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
+	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -97,6 +113,12 @@ var statNames = [numStats]string{
 	DropConnExists: "conn_exists", DropNoConn: "no_conn", DropNoRoute: "no_route",
 	DropNoNeighbour: "no_neighbour", DropTxFull: "tx_full", DropTooBig: "too_big", DropNoHeadroom: "no_headroom", DropHandoffFull: "handoff_full", DropDestDown: "dest_down",
 	DropNotOurMAC: "not_our_mac", DropARPConflict: "arp_conflict", DropTTLExpired: "ttl_expired", DropProbeSpoofed: "probe_spoofed",
+}
+
+func init() {
+	for i := range LoopBuckets {
+		statNames[LoopIterations0+Stat(i)] = loopBucketName(i)
+	}
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -290,9 +290,12 @@ func (w *Worker) loop() {
 	defer eal.UnregisterThread()
 	w.started <- nil
 
-	idle := 0
+	idle, slept := 0, false
 	for !w.stop.Load() {
+		prev := w.now
 		w.now = int64(time.Since(w.epoch))
+		w.countIteration(prev, w.now, slept)
+		slept = false
 		w.cnt.own[Iterations]++
 		for _, j := range w.jobs {
 			if w.now >= j.next {
@@ -314,6 +317,7 @@ func (w *Worker) loop() {
 		if idle++; w.cfg.IdleSleep > 0 && idle > idleSpins {
 			w.cnt.own[IdleSleeps]++
 			time.Sleep(w.cfg.IdleSleep)
+			slept = true
 		}
 	}
 	w.flush()
@@ -335,18 +339,26 @@ func (w *Worker) poll() int {
 		return 0
 	}
 	got := 0
+	var clock stageClock // per-burst stage accounting (loopstats.go)
 	for pi := range w.cfg.Ports {
 		pq := &w.cfg.Ports[pi]
 		if pq.NoQueue {
 			continue
 		}
+		clock.start()
 		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
+		if n == 0 {
+			continue
+		}
+		clock.mark(w.cnt, StageRxCycles)
 		ds := w.descs[:n]
 		for i, m := range w.rx.Pkt[:n] {
 			parse(&ds[i], m, pi)
 			w.checkDstMAC(&ds[i])
 		}
+		clock.mark(w.cnt, StageParseCycles)
 		w.run(ds, true)
+		clock.mark(w.cnt, StageProcessCycles)
 		got += n
 	}
 	if w.nworkers > 1 {
@@ -354,7 +366,13 @@ func (w *Worker) poll() int {
 		got += w.pollHandoffs()
 		w.flushHandoffs() // what handling the handed-in packets gave to others
 	}
+	if got == 0 {
+		w.flush() // what the jobs made (ARP requests, probes)
+		return 0
+	}
+	clock.start()
 	w.flush()
+	clock.mark(w.cnt, StageTxCycles)
 	return got
 }
 
