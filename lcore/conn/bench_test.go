@@ -79,6 +79,44 @@ func BenchmarkLookupHit(b *testing.B) {
 	})
 }
 
+// BenchmarkLookupBurst looks keys up 32 at a time as an lcore does a
+// burst (prefetch.go): hash and prefetch every index cell, prefetch the
+// entries, then the lookups in order. ns/op is per key.
+func BenchmarkLookupBurst(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
+		keys := make([]conn.Conn, live)
+		for i := range keys {
+			keys[i] = benchConn(i)
+		}
+		const burst = 32
+		var hs [burst]uint32
+		var batch [burst]*conn.Conn
+		b.ReportAllocs()
+		i, last := 0, uint32(0)
+		for b.Loop() {
+			for j := range batch {
+				batch[j] = &keys[i]
+				i = (i + 7919 + int(last>>31)) % live // the next burst waits for this one, as in an lcore
+			}
+			for j, c := range batch {
+				hs[j] = tb.Hash(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				tb.PrefetchCell(hs[j])
+			}
+			for j := range batch {
+				tb.PrefetchEntry(hs[j])
+			}
+			for _, c := range batch {
+				id, _, ok := tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				if !ok {
+					b.Fatal("miss")
+				}
+				last |= id
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/key")
+	})
+}
+
 func BenchmarkLookupMiss(b *testing.B) {
 	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
 		b.ReportAllocs()
@@ -131,5 +169,40 @@ func BenchmarkNextTCPState(b *testing.B) {
 		if i == len(flags) {
 			i, s = 0, conn.StateNone
 		}
+	}
+}
+
+// BenchmarkChurn is the table's share of a new connection at scale: with
+// live connections in the table (4M: the new-connection target),
+// each op inserts a new two-way (VS/NAT) connection and deletes the
+// oldest, as expiry does while connections keep arriving.
+func BenchmarkChurn(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		cap, live int
+	}{{"live=1k", 1 << 11, 1 << 10}, {"live=4M", 1 << 23, 4 << 20}} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := benchTable(b, bc.cap, bc.live)
+			ids := make([]uint32, bc.live) // a ring of the live ids, oldest first
+			for i := range ids {
+				c := benchConn(i)
+				id, _, _ := tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				ids[i] = id
+			}
+			b.ReportAllocs()
+			next, oldest := bc.live, 0
+			for b.Loop() {
+				c := benchConn(next)
+				c.ClientIP ^= 0x00800000 // beyond benchTable's addresses: never a duplicate
+				tb.Delete(ids[oldest])
+				id, err := tb.Insert(&c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[oldest] = id
+				oldest = (oldest + 1) % bc.live
+				next++
+			}
+		})
 	}
 }

@@ -48,7 +48,7 @@ func (s slot) empty() bool { return s.ref == 0 }
 //
 // A Table is not safe for concurrent use; it belongs to one lcore.
 type Table struct {
-	entries []Conn   // pointer-free, never scanned by the GC
+	entries []Conn   // pointer-free, in huge pages outside the Go heap when large (mem.go)
 	free    []uint32 // stack of free entry ids
 	slots   []slot   // the index, power-of-two length
 	mask    uint32   // len(slots) - 1
@@ -81,11 +81,11 @@ func NewWithSeed(capacity int, seed uint64) (*Table, error) {
 		n <<= 1
 	}
 	t := &Table{
-		entries: make([]Conn, n),
-		free:    make([]uint32, n),
-		slots:   make([]slot, n*slotsPerEntry),
-		mask:    uint32(n*slotsPerEntry - 1),
+		free: make([]uint32, n),
+		mask: uint32(n*slotsPerEntry - 1),
 	}
+	t.entries = hugeSlice[Conn](n, t) // mem.go
+	t.slots = hugeSlice[slot](n*slotsPerEntry, t)
 	// Pop order 0, 1, 2, ... keeps a young table's live entries together.
 	for i := range t.free {
 		t.free[i] = uint32(n - 1 - i)

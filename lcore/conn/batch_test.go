@@ -1,0 +1,42 @@
+package conn_test
+
+import (
+	"runtime"
+	"testing"
+)
+
+// TestLargeTableAndPrefetch: a table big enough for huge-page memory
+// (outside the Go heap) keeps its connections across garbage collections;
+// the prefetch calls of a burst, on present and absent keys, change
+// nothing and do not allocate.
+func TestLargeTableAndPrefetch(t *testing.T) {
+	tb := newTable(t, 1<<16) // 4 MiB of entries, 8 MiB of index
+	ids := map[uint16]uint32{}
+	for p := uint16(1000); p < 3000; p++ {
+		ids[p] = mustInsert(t, tb, natConn(p, rs1))
+	}
+	runtime.GC()
+	runtime.GC()
+	allocs := testing.AllocsPerRun(10, func() {
+		for p := uint16(1000); p < 4000; p++ {
+			h := tb.Hash(tcp, client, p, vip, 80)
+			tb.PrefetchCell(h)
+			tb.PrefetchEntry(h)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("prefetch allocates %.1f times", allocs)
+	}
+	for p := uint16(1000); p < 3000; p++ {
+		id, _, ok := tb.Lookup(tcp, client, p, vip, 80)
+		if !ok || id != ids[p] || tb.Get(id).ClientPort != p {
+			t.Fatalf("port %d: id %d ok %v, want %d", p, id, ok, ids[p])
+		}
+	}
+	if _, _, ok := tb.Lookup(tcp, client, 3500, vip, 80); ok {
+		t.Fatal("found a connection never inserted")
+	}
+	if tb.Len() != 2000 {
+		t.Fatalf("len %d", tb.Len())
+	}
+}
