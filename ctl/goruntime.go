@@ -2,7 +2,10 @@ package ctl
 
 import (
 	"math"
+	"os"
 	"runtime/metrics"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/dplb/dplb/ctl/api"
@@ -75,7 +78,9 @@ func bucketOf(sec float64) int {
 
 // loopAccounting is an lcore's loop iteration times and stage cycles as
 // the API reports them.
-func loopAccounting(l *api.Lcore, ws lcore.Stats) {
+func loopAccounting(l *api.Lcore, ws lcore.Stats, ts ThreadSched) {
+	l.RunQueueWaitSeconds = ts.RunQueueWait.Seconds()
+	l.Preemptions = ts.Involuntary
 	l.LoopMaxMicros = float64(ws[lcore.LoopMaxNanos]) / float64(time.Microsecond)
 	l.LoopIterations = make([]uint64, lcore.LoopBuckets)
 	for i := range l.LoopIterations {
@@ -85,4 +90,37 @@ func loopAccounting(l *api.Lcore, ws lcore.Stats) {
 		"rx": ws[lcore.StageRxCycles], "parse": ws[lcore.StageParseCycles], "lookup": ws[lcore.StageLookupCycles],
 		"process": ws[lcore.StageProcessCycles], "tx": ws[lcore.StageTxCycles],
 	}
+}
+
+// ThreadSched is a thread's scheduler statistics (/proc/PID/task/TID):
+// the time it waited on a run queue while runnable, and how often the OS
+// took the CPU from it. A poll-mode worker never yields, so its waits are
+// other threads (ours or the machine's) running on its CPU.
+type ThreadSched struct {
+	RunQueueWait time.Duration
+	Involuntary  uint64
+}
+
+// threadSched reads them for thread tid of this process (zeros when it
+// cannot: no such thread, no /proc).
+func threadSched(tid int) ThreadSched {
+	var ts ThreadSched
+	if tid <= 0 {
+		return ts
+	}
+	dir := "/proc/self/task/" + strconv.Itoa(tid) + "/"
+	if b, err := os.ReadFile(dir + "schedstat"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 2 {
+			n, _ := strconv.ParseUint(f[1], 10, 64)
+			ts.RunQueueWait = time.Duration(n)
+		}
+	}
+	if b, err := os.ReadFile(dir + "status"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "nonvoluntary_ctxt_switches:"); ok {
+				ts.Involuntary, _ = strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+			}
+		}
+	}
+	return ts
 }

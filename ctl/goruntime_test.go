@@ -39,7 +39,7 @@ func TestLoopAccountingView(t *testing.T) {
 	ws[lcore.LoopIterations0+3] = 7
 	ws[lcore.StageLookupCycles] = 99
 	var l api.Lcore
-	loopAccounting(&l, ws)
+	loopAccounting(&l, ws, ThreadSched{})
 	if l.LoopMaxMicros != 2.5 || len(l.LoopIterations) != lcore.LoopBuckets || l.LoopIterations[3] != 7 || l.StageCycles["lookup"] != 99 {
 		t.Fatalf("%+v", l)
 	}

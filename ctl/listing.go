@@ -21,7 +21,7 @@ func (v View) Response() api.Response {
 			HandedOff: l.Stats[lcore.HandedOff], HandedIn: l.Stats[lcore.HandedIn], Connections: l.Stats[lcore.Conns],
 			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket, DropsByReason: l.DropsByReason(),
 		}
-		loopAccounting(&al, l.Stats) // goruntime.go
+		loopAccounting(&al, l.Stats, l.Sched) // goruntime.go
 		resp.Lcores = append(resp.Lcores, al)
 	}
 	if len(v.Lcores) > 0 {

@@ -51,7 +51,7 @@ func TestLoopAccounting(t *testing.T) {
 	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagSYN, ""))
 	w.poll()
 	r.sent(1)
-	for _, s := range []Stat{StageRxCycles, StageParseCycles, StageProcessCycles, StageTxCycles} {
+	for _, s := range []Stat{StageRxCycles, StageParseCycles, StageLookupCycles, StageProcessCycles, StageTxCycles} {
 		if w.cnt.own[s] == 0 {
 			t.Errorf("%s not charged", s.Name())
 		}

@@ -90,17 +90,18 @@ type txQueue struct {
 
 // Worker is one poll-mode lcore.
 type Worker struct {
-	cfg   Config
-	snap  *Snapshot
-	table *conn.Table
-	cnt   *counters
-	rx    *mbuf.Array
-	descs []desc // the burst being processed, parsed (see desc.go)
-	tx    []txQueue
-	free  *mbuf.Array // drops of this burst, freed in one call
-	nfree int
-	hout  []txQueue   // packets for other lcores, by worker id
-	hin   *mbuf.Array // packets taken from the peers' rings
+	cfg    Config
+	snap   *Snapshot
+	table  *conn.Table
+	cnt    *counters
+	rx     *mbuf.Array
+	descs  []desc   // the burst being processed, parsed (see desc.go)
+	hashes []uint32 // their connection keys' hashes (prefetch.go)
+	tx     []txQueue
+	free   *mbuf.Array // drops of this burst, freed in one call
+	nfree  int
+	hout   []txQueue   // packets for other lcores, by worker id
+	hin    *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
 	tmpl       *TemplateTable      // shared by all workers (templates.go)
@@ -122,6 +123,7 @@ type Worker struct {
 	expire     func(id uint32, c *conn.Conn)
 	budget     int
 
+	tid     atomic.Int32 // the loop's OS thread, once it runs (ThreadID)
 	stop    atomic.Bool
 	holdRX  atomic.Bool // receive nothing; commands still run (a handover)
 	ackGen  atomic.Uint64
@@ -150,7 +152,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 	w := &Worker{
 		ipID: uint16(endpointHash(uint32(cfg.ID), 0)), // workers start apart, unguessably
 		cfg:  cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
-		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
+		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), hashes: make([]uint32, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
 		cmds: cmds, events: events, syncOut: syncOut, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -248,6 +250,10 @@ func (w *Worker) JobStats() []JobStat {
 	return out
 }
 
+// ThreadID is the OS thread the poll loop runs on (0 before it starts):
+// its scheduler statistics say how long the OS kept the worker waiting.
+func (w *Worker) ThreadID() int { return int(w.tid.Load()) }
+
 // ID is the worker's index.
 func (w *Worker) ID() int { return w.cfg.ID }
 
@@ -273,6 +279,7 @@ func (w *Worker) loop() {
 	defer close(w.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	w.tid.Store(int32(unix.Gettid()))
 	if w.cfg.CPU >= 0 {
 		var set unix.CPUSet
 		set.Set(w.cfg.CPU)
@@ -357,6 +364,8 @@ func (w *Worker) poll() int {
 			w.checkDstMAC(&ds[i])
 		}
 		clock.mark(w.cnt, StageParseCycles)
+		w.prefetch(ds)
+		clock.mark(w.cnt, StageLookupCycles)
 		w.run(ds, true)
 		clock.mark(w.cnt, StageProcessCycles)
 		got += n

@@ -192,9 +192,13 @@ type Lcore struct {
 	// loop iteration, iterations by duration (bucket i below
 	// Runtime.BucketBoundsNanos[i]), and the TSC cycles the bursts that
 	// carried packets spent per stage (rx, parse, lookup, process, tx).
-	LoopMaxMicros  float64           `json:"loop_max_us"`
-	LoopIterations []uint64          `json:"loop_iterations"`
-	StageCycles    map[string]uint64 `json:"stage_cycles"`
+	// RunQueueWaitSeconds is how long the OS kept the worker's thread
+	// waiting for its CPU, Preemptions how often it took it away.
+	RunQueueWaitSeconds float64           `json:"run_queue_wait_seconds"`
+	Preemptions         uint64            `json:"preemptions"`
+	LoopMaxMicros       float64           `json:"loop_max_us"`
+	LoopIterations      []uint64          `json:"loop_iterations"`
+	StageCycles         map[string]uint64 `json:"stage_cycles"`
 }
 
 // Runtime is lbd's Go runtime as runtime/metrics reports it, cumulative

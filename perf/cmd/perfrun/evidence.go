@@ -35,6 +35,11 @@ type Evidence struct {
 	// bucket i below BoundsNs[i] (the last: the rest).
 	LoopIterations []uint64 `json:"loop_iterations,omitempty"`
 	BoundsNs       []int64  `json:"bucket_bounds_ns,omitempty"`
+	// RunQueueWaitMs is how long the OS kept the workers' threads
+	// runnable but off their CPUs, Preemptions how often it took them
+	// off (all lcores).
+	RunQueueWaitMs float64 `json:"run_queue_wait_ms"`
+	Preemptions    uint64  `json:"preemptions"`
 	// StageCPP is TSC cycles per packet by stage (rx, parse, lookup,
 	// process, tx) over the packets lbd's lcores received.
 	StageCPP map[string]float64 `json:"stage_cycles_per_packet,omitempty"`
@@ -75,12 +80,17 @@ func (m *StepMetrics) evidence(a, b *lbctlJSON) {
 			}
 		}
 		lifeMax = max(lifeMax, l.LoopMaxMicros)
+		if i < len(a.Lcores) {
+			m.RunQueueWaitMs += 1e3 * (l.RunQueueWait - a.Lcores[i].RunQueueWait)
+			m.Preemptions += l.Preemptions - a.Lcores[i].Preemptions
+		}
 		for _, s := range stages {
 			stageCyc[s] += l.StageCycles[s] - prevStage[s]
 		}
 		pkts += float64(l.RxPackets - prevPkts)
 	}
 	m.LoopMaxUs = topBound(m.LoopIterations, bounds, lifeMax)
+	m.RunQueueWaitMs = round1(m.RunQueueWaitMs)
 	if pkts > 0 {
 		m.StageCPP = map[string]float64{}
 		for _, s := range stages {
@@ -148,12 +158,12 @@ func usBound(v float64) string {
 // the garbage collector, the longest loop iterations, the stages.
 func evidenceSection(b *bytes.Buffer, res Results) {
 	p := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
-	p("\n## Tail and cost evidence (issue #11)\n\nPer step, from lbd's counters before and after it: the Go garbage collector's cycles and their stop-the-world time (runtime/metrics), the longest GC pause and the longest poll loop iteration of any worker (upper bounds of their histogram buckets: powers of two from 512 ns), iterations of %d µs or more, and TSC cycles per packet by stage of the bursts. A packet waits for about one loop iteration, so long iterations are the workers' share of the tail; a GC pause stops the workers too.\n\n", slowIteration/1000)
+	p("\n## Tail and cost evidence (issue #11)\n\nPer step, from lbd's counters before and after it: the Go garbage collector's cycles and their stop-the-world time (runtime/metrics), the longest GC pause and the longest poll loop iteration of any worker (upper bounds of their histogram buckets: powers of two from 512 ns), iterations of %d µs or more, the time the OS kept the workers' threads runnable but off their CPU (schedstat run-queue wait) and how often it preempted them, and TSC cycles per packet by stage of the bursts. A packet waits for about one loop iteration, so long iterations are the workers' share of the tail; a GC pause stops the workers too, and so does the OS running something else on their CPU.\n\n", slowIteration/1000)
 	for _, c := range res.Cases {
 		if c.Spec == nil || len(c.Metrics) == 0 || c.Metrics[0].BoundsNs == nil {
 			continue
 		}
-		p("### %s\n\n| offered | p99 µs | p99.9 µs | GC cycles | GC pause ms | longest GC pause | longest iteration | iterations ≥%d µs | rx | parse | lookup | process | tx | own work |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", c.Name, slowIteration/1000)
+		p("### %s\n\n| offered | p99 µs | p99.9 µs | GC cycles | GC pause ms | longest GC pause | longest iteration | iterations ≥%d µs | CPU wait ms | preempted | rx | parse | lookup | process | tx | own work |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", c.Name, slowIteration/1000)
 		for i, s := range c.steps {
 			if i >= len(c.Metrics) {
 				break
@@ -164,8 +174,8 @@ func evidenceSection(b *bytes.Buffer, res Results) {
 				off = si(s.Offered)
 			}
 			st := func(k string) string { return dash(m.StageCPP[k], "%.0f") }
-			p("| %s | %.1f | %.1f | %d | %.1f | %s | %s | %d | %s | %s | %s | %s | %s | %s |\n", off, s.OneWay.P99, s.OneWay.P999,
-				m.GCCycles, m.GCPauseMs, usBound(m.GCPauseMaxUs), usBound(m.LoopMaxUs), m.slowIterations(),
+			p("| %s | %.1f | %.1f | %d | %.1f | %s | %s | %d | %.1f | %d | %s | %s | %s | %s | %s | %s |\n", off, s.OneWay.P99, s.OneWay.P999,
+				m.GCCycles, m.GCPauseMs, usBound(m.GCPauseMaxUs), usBound(m.LoopMaxUs), m.slowIterations(), m.RunQueueWaitMs, m.Preemptions,
 				st("rx"), st("parse"), st("lookup"), st("process"), st("tx"), dash(m.ownCycles(), "%.0f"))
 		}
 		p("\n")

@@ -299,6 +299,8 @@ type lbctlJSON struct {
 		HandedOff       uint64             `json:"handed_off"`
 		BusyPercent     float64            `json:"busy_percent"`
 		CyclesPerPacket float64            `json:"cycles_per_packet"`
+		RunQueueWait    float64            `json:"run_queue_wait_seconds"`
+		Preemptions     uint64             `json:"preemptions"`
 		LoopMaxMicros   float64            `json:"loop_max_us"`
 		LoopIterations  []uint64           `json:"loop_iterations"`
 		StageCycles     map[string]float64 `json:"stage_cycles"`

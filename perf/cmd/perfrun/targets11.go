@@ -25,13 +25,13 @@ func targets11(cases []*Case) []Target {
 	var out []Target
 	for _, m := range []string{"nat", "dr", "tun"} {
 		t := Target{Target: fmt.Sprintf("flow scale, %s: 1M flows at 0.8x or more of the 1k-flow rate", m), Measured: "not run", Verdict: "n/a"}
-		if a, b := rx(byName[m]), rx(byName[m+"-1m"]); a > 0 && b > 0 {
+		if a, b := rx(byName[m]), rx(byName[m+"-1M"]); a > 0 && b > 0 {
 			t.Measured = fmt.Sprintf("%.2fx (%s / %s Mpps)", b/a, mpps(b), mpps(a))
 			t.Verdict = verdict(b/a >= 0.8)
 		}
 		out = append(out, t)
 	}
-	if a, b := rx(byName["nat"]), rx(byName["nat-10m"]); a > 0 && b > 0 {
+	if a, b := rx(byName["nat"]), rx(byName["nat-10M"]); a > 0 && b > 0 {
 		out = append(out, Target{Target: "flow scale, nat: 10M flows (reported)", Measured: fmt.Sprintf("%.2fx (%s / %s Mpps)", b/a, mpps(b), mpps(a)), Verdict: "n/a"})
 	}
 	out = append(out, Target{Target: "flow scale: a lookup among 10M connections within 2x the 1k case", Verdict: "n/a",
