@@ -43,5 +43,11 @@ func hugeSlice[T any](n int, t *Table) []T {
 	}
 	_ = unix.Madvise(b[off:off+size], unix.MADV_HUGEPAGE) // advice: without it, 4 KiB pages
 	runtime.AddCleanup(t, func(m tableMem) { _ = unix.Munmap(m.b) }, tableMem{b})
+	t.mapped += size
 	return unsafe.Slice((*T)(unsafe.Pointer(&b[off])), n)
 }
+
+// MappedBytes is the table memory outside the Go heap (the entries and
+// index in huge-page mappings; 0 for a table in the heap), so memory
+// accounting can add it to what the heap holds.
+func (t *Table) MappedBytes() int { return t.mapped }

@@ -54,6 +54,7 @@ type Table struct {
 	mask    uint32   // len(slots) - 1
 	seed    [2]uint64
 	cursor  uint32 // next entry Expire examines
+	mapped  int    // bytes of entries and index outside the Go heap (mem.go)
 
 	defense          Defense
 	dropAt, secureAt int    // Defense thresholds in entries, 0 = off
