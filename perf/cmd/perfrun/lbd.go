@@ -165,7 +165,7 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		fmt.Printf("$ lbctl %s\n%s", strings.Join(args, " "), out)
 		c.Extra["lbctl "+strings.Join(args, " ")] = string(out)
 		if err != nil && c.Error == "" {
-			c.Error = fmt.Sprintf("lbctl: %v", err)
+			c.Error = fmt.Sprintf("lbctl: %v; lbd log: %s", err, lastLines(readFile(log), 5))
 		}
 	}
 	p.Process.Signal(syscall.SIGTERM)

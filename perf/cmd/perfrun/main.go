@@ -506,8 +506,22 @@ func reportFrom(path string, o options) error {
 		fs.IntVar(&o.size, "size", o.size, "")
 		fs.BoolVar(&o.huge, "huge", o.huge, "")
 		fs.BoolVar(&o.long, "long", false, "")
+		for _, name := range []string{"lbd", "lbctl", "lbgen", "testpmd", "out", "cases", "reply", "pattern", "steering-key", "worker-cpus"} {
+			fs.String(name, "", "") // taken so that the parse goes on past them
+		}
 		fs.SetOutput(io.Discard)
 		_ = fs.Parse(res.Options[1:]) // unknown flags end the parse: defaults stay
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if o.long && !set["rates"] {
+			o.rates = longRates
+		}
+		if o.long && !set["warmup"] {
+			o.warmup = time.Second
+		}
+		if o.long && !set["duration"] {
+			o.duration = 3 * time.Second
+		}
 	}
 	for _, c := range res.Cases {
 		var r struct {

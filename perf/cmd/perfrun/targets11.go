@@ -99,7 +99,12 @@ func targets11(cases []*Case) []Target {
 		} else {
 			d := met.CyclesPerPacket - rc
 			t.Measured = fmt.Sprintf("%.0f (lbd busy %.0f - %s %.0f effective)%s", d, met.CyclesPerPacket, ref.Name, rc, stagesText)
-			if m.limit > 0 {
+			switch {
+			case d < 0:
+				// The reference forwarded less than lbd: it was starved
+				// (a busy machine), so the difference says nothing.
+				t.Verdict = "n/a (reference slower than lbd)"
+			case m.limit > 0:
 				t.Verdict = verdict(d <= m.limit)
 			}
 		}
