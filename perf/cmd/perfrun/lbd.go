@@ -166,6 +166,8 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		c.Extra["lbctl "+strings.Join(args, " ")] = string(out)
 		if err != nil && c.Error == "" {
 			c.Error = fmt.Sprintf("lbctl: %v; lbd log: %s", err, lastLines(readFile(log), 5))
+			tail := strings.Split(strings.TrimSpace(readFile(log)), "\n")
+			c.Extra["lbd_log_tail"] = strings.Join(tail[max(0, len(tail)-100):], "\n") // lbd gone: what it said last
 		}
 	}
 	p.Process.Signal(syscall.SIGTERM)
