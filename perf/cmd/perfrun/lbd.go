@@ -166,8 +166,7 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		c.Extra["lbctl "+strings.Join(args, " ")] = string(out)
 		if err != nil && c.Error == "" {
 			c.Error = fmt.Sprintf("lbctl: %v; lbd log: %s", err, lastLines(readFile(log), 5))
-			tail := strings.Split(strings.TrimSpace(readFile(log)), "\n")
-			c.Extra["lbd_log_tail"] = strings.Join(tail[max(0, len(tail)-100):], "\n") // lbd gone: what it said last
+			c.Extra["lbd_log_tail"] = crashLines(readFile(log)) // lbd gone: what it said last
 		}
 	}
 	p.Process.Signal(syscall.SIGTERM)
@@ -397,3 +396,15 @@ func stepMetrics(c *Case, o options) []StepMetrics {
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+// crashLines is the start of a Go crash report in lbd's log (the signal
+// or panic and the crashing goroutine), else the log's last 100 lines.
+func crashLines(log string) string {
+	l := strings.Split(strings.TrimSpace(log), "\n")
+	for i, line := range l {
+		if strings.HasPrefix(line, "SIGSEGV") || strings.HasPrefix(line, "SIGBUS") || strings.HasPrefix(line, "fatal error") || strings.HasPrefix(line, "panic:") {
+			return strings.Join(l[max(0, i-5):min(len(l), i+60)], "\n")
+		}
+	}
+	return strings.Join(l[max(0, len(l)-100):], "\n")
+}
