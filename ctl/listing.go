@@ -16,11 +16,16 @@ import (
 func (v View) Response() api.Response {
 	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections, Started: v.Started, Handover: v.Handover}}
 	for _, l := range v.Lcores {
-		resp.Lcores = append(resp.Lcores, api.Lcore{
+		al := api.Lcore{
 			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),
 			HandedOff: l.Stats[lcore.HandedOff], HandedIn: l.Stats[lcore.HandedIn], Connections: l.Stats[lcore.Conns],
 			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket, DropsByReason: l.DropsByReason(),
-		})
+		}
+		loopAccounting(&al, l.Stats, l.Sched) // goruntime.go
+		resp.Lcores = append(resp.Lcores, al)
+	}
+	if len(v.Lcores) > 0 {
+		resp.Runtime = readRuntime()
 	}
 	for i := range v.Services {
 		s := &v.Services[i]

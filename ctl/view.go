@@ -31,6 +31,8 @@ type LcoreView struct {
 	// Cycle accounting (VPP's show runtime): the share of time spent in
 	// bursts that carried packets, and the CPU cycles per packet.
 	BusyPercent, CyclesPerPacket float64
+	// Sched is what the OS says of the worker's thread (threadSched).
+	Sched ThreadSched
 }
 
 // Drops sums the lcore's drops over every reason.
@@ -174,9 +176,13 @@ func (c *Controller) view(base baselines) View {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover}
+	workers := c.dp.Workers()
 	for i, ws := range c.dp.WorkerStats() {
 		l := LcoreView{ID: i, Stats: ws}
 		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
+		if i < len(workers) && workers[i] != nil {
+			l.Sched = threadSched(workers[i].ThreadID())
+		}
 		v.Connections += ws[lcore.Conns]
 		v.Lcores = append(v.Lcores, l)
 	}

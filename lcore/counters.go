@@ -53,6 +53,20 @@ const (
 	ProxyHeaders     // PROXY protocol v2 headers put in FullNAT connections' first segments
 	SynCookiesSent   // SYN proxy: SYNs answered with a cookie SYN-ACK
 	SynCookiesValid  // SYN proxy: ACKs whose cookie proved good (connections opened)
+	// Where the poll loop's time goes (loopstats.go): the longest loop
+	// iteration so far (a gauge), TSC cycles per stage of the bursts that
+	// carried packets, and iterations by duration (LoopIterations0 + i
+	// counts those shorter than LoopBucketBound(i), the last the rest).
+	LoopMaxNanos
+	StageRxCycles      // receiving the bursts (the driver's RX)
+	StageParseCycles   // parsing and validating them (desc.go)
+	StageLookupCycles  // hashing their keys and prefetching their table cells
+	StageProcessCycles // lookup, state, scheduling, rewrite, queueing for TX
+	StageTxCycles      // sending (the driver's TX, handoff rings)
+	LoopIterations0
+	// The other buckets follow; iota + LoopBuckets - 1 repeats below, so
+	// every later counter keeps its place after them.
+	loopIterationsLast Stat = iota + LoopBuckets - 2
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
@@ -113,6 +127,8 @@ var statNames = [numStats]string{
 	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
 	ProxyHeaders:   "proxy_headers",
 	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
+	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
+	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -126,6 +142,12 @@ var statNames = [numStats]string{
 	DropFTPUnparsed: "ftp_unparsed", DropFTPExpectFull: "ftp_expect_full", DropFTPTableFull: "ftp_table_full",
 	DropNoLocalPort:      "no_local_port",
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
+}
+
+func init() {
+	for i := range LoopBuckets {
+		statNames[LoopIterations0+Stat(i)] = loopBucketName(i)
+	}
 }
 
 // Name is the counter's name (for drops, the reason).

@@ -100,17 +100,18 @@ type txQueue struct {
 
 // Worker is one poll-mode lcore.
 type Worker struct {
-	cfg   Config
-	snap  *Snapshot
-	table *conn.Table
-	cnt   *counters
-	rx    *mbuf.Array
-	descs []desc // the burst being processed, parsed (see desc.go)
-	tx    []txQueue
-	free  *mbuf.Array // drops of this burst, freed in one call
-	nfree int
-	hout  []txQueue   // packets for other lcores, by worker id
-	hin   *mbuf.Array // packets taken from the peers' rings
+	cfg    Config
+	snap   *Snapshot
+	table  *conn.Table
+	cnt    *counters
+	rx     *mbuf.Array
+	descs  []desc   // the burst being processed, parsed (see desc.go)
+	hashes []uint32 // their connection keys' hashes (prefetch.go)
+	tx     []txQueue
+	free   *mbuf.Array // drops of this burst, freed in one call
+	nfree  int
+	hout   []txQueue   // packets for other lcores, by worker id
+	hin    *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
 	tmpl       *TemplateTable        // shared by all workers (templates.go)
@@ -140,6 +141,7 @@ type Worker struct {
 	expire     func(id uint32, c *conn.Conn)
 	budget     int
 
+	tid     atomic.Int32 // the loop's OS thread, once it runs (ThreadID)
 	stop    atomic.Bool
 	holdRX  atomic.Bool // receive nothing; commands still run (a handover)
 	ackGen  atomic.Uint64
@@ -168,7 +170,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 	w := &Worker{
 		ipID: uint16(endpointHash(uint32(cfg.ID), 0)), // workers start apart, unguessably
 		cfg:  cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
-		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
+		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), hashes: make([]uint32, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
 		cmds: cmds, events: events, syncOut: syncOut, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
@@ -274,6 +276,10 @@ func (w *Worker) JobStats() []JobStat {
 	return out
 }
 
+// ThreadID is the OS thread the poll loop runs on (0 before it starts):
+// its scheduler statistics say how long the OS kept the worker waiting.
+func (w *Worker) ThreadID() int { return int(w.tid.Load()) }
+
 // ID is the worker's index.
 func (w *Worker) ID() int { return w.cfg.ID }
 
@@ -305,6 +311,7 @@ func (w *Worker) loop() {
 	defer close(w.done)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	w.tid.Store(int32(unix.Gettid()))
 	if w.cfg.CPU >= 0 {
 		var set unix.CPUSet
 		set.Set(w.cfg.CPU)
@@ -322,9 +329,12 @@ func (w *Worker) loop() {
 	defer eal.UnregisterThread()
 	w.started <- nil
 
-	idle := 0
+	idle, slept := 0, false
 	for !w.stop.Load() {
+		prev := w.now
 		w.now = int64(time.Since(w.epoch))
+		w.countIteration(prev, w.now, slept)
+		slept = false
 		w.cnt.own[Iterations]++
 		for _, j := range w.jobs {
 			if w.now >= j.next {
@@ -346,6 +356,7 @@ func (w *Worker) loop() {
 		if idle++; w.cfg.IdleSleep > 0 && idle > idleSpins {
 			w.cnt.own[IdleSleeps]++
 			time.Sleep(w.cfg.IdleSleep)
+			slept = true
 		}
 	}
 	w.freeFrags()
@@ -368,18 +379,28 @@ func (w *Worker) poll() int {
 		return 0
 	}
 	got := 0
+	var clock stageClock // per-burst stage accounting (loopstats.go)
 	for pi := range w.cfg.Ports {
 		pq := &w.cfg.Ports[pi]
 		if pq.NoQueue {
 			continue
 		}
+		clock.start()
 		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
+		if n == 0 {
+			continue
+		}
+		clock.mark(w.cnt, StageRxCycles)
 		ds := w.descs[:n]
 		for i, m := range w.rx.Pkt[:n] {
 			parse(&ds[i], m, pi)
 			w.checkDstMAC(&ds[i])
 		}
+		clock.mark(w.cnt, StageParseCycles)
+		w.prefetch(ds)
+		clock.mark(w.cnt, StageLookupCycles)
 		w.run(ds, true)
+		clock.mark(w.cnt, StageProcessCycles)
 		got += n
 	}
 	if w.nworkers > 1 {
@@ -387,7 +408,13 @@ func (w *Worker) poll() int {
 		got += w.pollHandoffs()
 		w.flushHandoffs() // what handling the handed-in packets gave to others
 	}
+	if got == 0 {
+		w.flush() // what the jobs made (ARP requests, probes)
+		return 0
+	}
+	clock.start()
 	w.flush()
+	clock.mark(w.cnt, StageTxCycles)
 	return got
 }
 

@@ -142,7 +142,8 @@ type Response struct {
 	Info     *Info     `json:"info,omitempty"`
 	Services []Service `json:"services,omitempty"`
 	Lcores   []Lcore   `json:"lcores,omitempty"`
-	Conns    []Conn    `json:"conns,omitempty"` // OpConnections
+	Runtime  *Runtime  `json:"runtime,omitempty"` // with Lcores
+	Conns    []Conn    `json:"conns,omitempty"`   // OpConnections
 
 	// Timeouts (OpTimeouts) are the running connection timeouts, seconds.
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"`
@@ -190,6 +191,31 @@ type Lcore struct {
 	// bursts that carried packets, and the CPU cycles per packet they cost.
 	BusyPercent     float64 `json:"busy_percent"`
 	CyclesPerPacket float64 `json:"cycles_per_packet"`
+	// Loop accounting, cumulative since lbd started: the longest poll
+	// loop iteration, iterations by duration (bucket i below
+	// Runtime.BucketBoundsNanos[i]), and the TSC cycles the bursts that
+	// carried packets spent per stage (rx, parse, lookup, process, tx).
+	// RunQueueWaitSeconds is how long the OS kept the worker's thread
+	// waiting for its CPU, Preemptions how often it took it away.
+	RunQueueWaitSeconds float64           `json:"run_queue_wait_seconds"`
+	Preemptions         uint64            `json:"preemptions"`
+	LoopMaxMicros       float64           `json:"loop_max_us"`
+	LoopIterations      []uint64          `json:"loop_iterations"`
+	StageCycles         map[string]uint64 `json:"stage_cycles"`
+}
+
+// Runtime is lbd's Go runtime as runtime/metrics reports it, cumulative
+// since lbd started: its garbage collections, the time they stopped the
+// world, and its heap.
+type Runtime struct {
+	GCCycles       uint64  `json:"gc_cycles"`
+	GCPauseSeconds float64 `json:"gc_pause_seconds"` // total, estimated from the pause histogram
+	// GCPauses counts pauses by duration in the loop iterations' buckets.
+	GCPauses          []uint64 `json:"gc_pauses"`
+	HeapBytes         uint64   `json:"heap_bytes"` // live and not yet swept heap objects
+	GOGC              int      `json:"gogc"`       // 0: off
+	MemoryLimitBytes  int64    `json:"memory_limit_bytes"`
+	BucketBoundsNanos []int64  `json:"bucket_bounds_ns"` // exclusive upper bounds; the last bucket's 0: none
 }
 
 // Info describes the load balancer as a whole, like ipvsadm's first line.

@@ -6,13 +6,15 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 )
 
-// benchCaps are a cache-resident table, to show the CPU cost, the
-// 1M-entry table lbd defaults to, and a 16M-entry one (10M connections,
-// about 1.6 GB with its index), where DRAM and TLB misses dominate.
+// benchCaps are a cache-resident table with 1k connections, to show the
+// CPU cost, 1M connections in a 2M-entry table (the perf run's), and 10M
+// in a 16M-entry one (about 1.5 GB with its index), where DRAM and TLB
+// misses dominate. The scale target compares live=1M and live=10M
+// with live=1k.
 var benchCaps = []struct {
 	name      string
 	cap, live int
-}{{"cap=64k", 1 << 16, 1 << 15}, {"cap=1M", 1 << 20, 1 << 19}, {"cap=16M,live=10M", 1 << 24, 10_000_000}}
+}{{"live=1k", 1 << 11, 1 << 10}, {"live=1M", 1 << 21, 1 << 20}, {"live=10M", 1 << 24, 10_000_000}}
 
 // forEachCap runs fn on a table of each size filled as benchCaps says.
 func forEachCap(b *testing.B, fn func(b *testing.B, tb *conn.Table, live int)) {
@@ -60,16 +62,58 @@ func BenchmarkLookupHit(b *testing.B) {
 			c := &keys[i]
 			// Alternate directions, as NAT traffic does.
 			var ok bool
+			var id uint32
 			if i&1 == 0 {
-				_, _, ok = tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				id, _, ok = tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
 			} else {
-				_, _, ok = tb.Lookup(c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort)
+				id, _, ok = tb.Lookup(c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort)
 			}
 			if !ok {
 				b.Fatal("miss")
 			}
-			i = (i + 7919) % live // a large stride defeats the prefetcher, like random traffic
+			// A large stride defeats the prefetcher, like random traffic;
+			// id>>31 (always 0) makes the next key wait for this lookup,
+			// as an lcore finishes a packet before it starts the next.
+			i = (i + 7919 + int(id>>31)) % live
 		}
+	})
+}
+
+// BenchmarkLookupBurst looks keys up 32 at a time as an lcore does a
+// burst (prefetch.go): hash and prefetch every index cell, prefetch the
+// entries, then the lookups in order. ns/op is per key.
+func BenchmarkLookupBurst(b *testing.B) {
+	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
+		keys := make([]conn.Conn, live)
+		for i := range keys {
+			keys[i] = benchConn(i)
+		}
+		const burst = 32
+		var hs [burst]uint32
+		var batch [burst]*conn.Conn
+		b.ReportAllocs()
+		i, last := 0, uint32(0)
+		for b.Loop() {
+			for j := range batch {
+				batch[j] = &keys[i]
+				i = (i + 7919 + int(last>>31)) % live // the next burst waits for this one, as in an lcore
+			}
+			for j, c := range batch {
+				hs[j] = tb.Hash(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				tb.PrefetchCell(hs[j])
+			}
+			for j := range batch {
+				tb.PrefetchEntry(hs[j])
+			}
+			for _, c := range batch {
+				id, _, ok := tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				if !ok {
+					b.Fatal("miss")
+				}
+				last |= id
+			}
+		}
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/key")
 	})
 }
 
@@ -125,5 +169,71 @@ func BenchmarkNextTCPState(b *testing.B) {
 		if i == len(flags) {
 			i, s = 0, conn.StateNone
 		}
+	}
+}
+
+// BenchmarkChurn is the table's share of a new connection at scale: with
+// live connections in the table (4M: the new-connection target),
+// each op inserts a new two-way (VS/NAT) connection and deletes the
+// oldest, as expiry does while connections keep arriving.
+func BenchmarkChurn(b *testing.B) {
+	for _, bc := range []struct {
+		name      string
+		cap, live int
+	}{{"live=1k", 1 << 11, 1 << 10}, {"live=4M", 1 << 23, 4 << 20}} {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := benchTable(b, bc.cap, bc.live)
+			ids := make([]uint32, bc.live) // a ring of the live ids, oldest first
+			for i := range ids {
+				c := benchConn(i)
+				id, _, _ := tb.Lookup(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+				ids[i] = id
+			}
+			b.ReportAllocs()
+			next, oldest := bc.live, 0
+			for b.Loop() {
+				c := benchConn(next)
+				c.ClientIP ^= 0x00800000 // beyond benchTable's addresses: never a duplicate
+				tb.Delete(ids[oldest])
+				id, err := tb.Insert(&c)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids[oldest] = id
+				oldest = (oldest + 1) % bc.live
+				next++
+			}
+		})
+	}
+}
+
+// BenchmarkExpireDue is the expiry sweep when every entry it examines is
+// due (new connections with short timeouts, the perf run's nat-new): each
+// op examines and removes 256 two-way connections from a table of 4M live
+// ones (refilled between rounds, untimed). ns/conn is per removal.
+func BenchmarkExpireDue(b *testing.B) {
+	const live, budget = 4 << 20, 256
+	tb := benchTable(b, 8<<20, live)
+	var removed int
+	refill := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		n := tb.Expire(1, budget, nil) // every entry expires at 0
+		removed += n
+		if n == 0 || tb.Len() < live/2 {
+			b.StopTimer()
+			for tb.Len() < live {
+				c := benchConn(live + refill)
+				c.ClientIP ^= 0x00800000
+				refill++
+				if _, err := tb.Insert(&c); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StartTimer()
+		}
+	}
+	if removed > 0 {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(removed), "ns/conn")
 	}
 }

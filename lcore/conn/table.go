@@ -48,13 +48,14 @@ func (s slot) empty() bool { return s.ref == 0 }
 //
 // A Table is not safe for concurrent use; it belongs to one lcore.
 type Table struct {
-	entries []Conn   // pointer-free, never scanned by the GC
+	entries []Conn   // pointer-free, in huge pages outside the Go heap when large (mem.go)
 	ext     []Ext    // nil until EnableExt; indexed like entries (ext.go)
 	free    []uint32 // stack of free entry ids
 	slots   []slot   // the index, power-of-two length
 	mask    uint32   // len(slots) - 1
 	seed    [2]uint64
 	cursor  uint32 // next entry Expire examines
+	mapped  int    // bytes of entries and index outside the Go heap (mem.go)
 
 	defense          Defense
 	dropAt, secureAt int    // Defense thresholds in entries, 0 = off
@@ -82,11 +83,11 @@ func NewWithSeed(capacity int, seed uint64) (*Table, error) {
 		n <<= 1
 	}
 	t := &Table{
-		entries: make([]Conn, n),
-		free:    make([]uint32, n),
-		slots:   make([]slot, n*slotsPerEntry),
-		mask:    uint32(n*slotsPerEntry - 1),
+		free: make([]uint32, n),
+		mask: uint32(n*slotsPerEntry - 1),
 	}
+	t.entries = hugeSlice[Conn](n, t) // mem.go
+	t.slots = hugeSlice[slot](n*slotsPerEntry, t)
 	// Pop order 0, 1, 2, ... keeps a young table's live entries together.
 	for i := range t.free {
 		t.free[i] = uint32(n - 1 - i)
@@ -289,6 +290,10 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	}
 	removed := 0
 	cursor := t.cursor
+	// Due entries are gathered a batch at a time with their index cells
+	// prefetched, then removed: the cells' misses overlap (batch.go).
+	var due [expireBatch]uint32
+	nd := 0
 	for ; budget > 0; budget-- {
 		id := cursor
 		cursor = (cursor + 1) & (n - 1) // len(entries) is a power of two
@@ -296,6 +301,32 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 		if e.indexed&indexedLive == 0 || e.Expires > now {
 			continue
 		}
+		t.PrefetchCell(e.hashOrig)
+		if e.indexed&indexedReply != 0 {
+			t.PrefetchCell(e.hashReply)
+		}
+		due[nd] = id
+		if nd++; nd == expireBatch {
+			removed += t.expireDue(due[:nd], now, onExpire)
+			nd = 0
+		}
+	}
+	removed += t.expireDue(due[:nd], now, onExpire)
+	t.cursor = cursor
+	return removed
+}
+
+// expireBatch is how many due entries Expire gathers before removing
+// them: enough misses in flight to overlap, few enough that the first
+// cells are still cached when their turn comes.
+const expireBatch = 16
+
+// expireDue removes the due entries ids, each after onExpire (which may
+// extend it), and returns how many it removed.
+func (t *Table) expireDue(ids []uint32, now int64, onExpire func(id uint32, c *Conn)) int {
+	removed := 0
+	for _, id := range ids {
+		e := &t.entries[id]
 		if onExpire != nil {
 			onExpire(id, e)
 			if e.Expires > now {
@@ -305,7 +336,6 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 		t.Delete(id)
 		removed++
 	}
-	t.cursor = cursor
 	return removed
 }
 

@@ -143,7 +143,7 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		return c
 	}
 	clients := "203.0.113.100-203.0.113.115"
-	if spec.Pattern == "syn" {
+	if spec.Pattern == "syn" || spec.Flows > 16*65536 {
 		// 244 addresses x 64512 ports: 15.7M tuples, no reuse within a run.
 		clients = "203.0.113.11-203.0.113.254"
 	}
@@ -165,7 +165,8 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		fmt.Printf("$ lbctl %s\n%s", strings.Join(args, " "), out)
 		c.Extra["lbctl "+strings.Join(args, " ")] = string(out)
 		if err != nil && c.Error == "" {
-			c.Error = fmt.Sprintf("lbctl: %v", err)
+			c.Error = fmt.Sprintf("lbctl: %v; lbd log: %s", err, lastLines(readFile(log), 5))
+			c.Extra["lbd_log_tail"] = crashLines(readFile(log)) // lbd gone: what it said last
 		}
 	}
 	p.Process.Signal(syscall.SIGTERM)
@@ -239,6 +240,10 @@ func lbdConfig(o options, spec *lbdCase, clientSock, serverSock, ctlSock, metric
 		timeouts = "timeouts:\n  syn: 1s\n  tcp_fin: 1s\n"
 	}
 	mem := 512 + 256*spec.Lcores
+	table := o.connTable
+	for table < spec.Flows+spec.Flows/2 { // room for the flows per lcore (ownership spreads them)
+		table *= 2
+	}
 	return fmt.Sprintf(`# written by perfrun
 eal:
   file_prefix: dplb-perf-%d
@@ -276,7 +281,7 @@ metrics:
   listen: "%s"
 log:
   level: info
-`, os.Getpid(), mem, o.huge, o.genCPU, intsString(spec.Workers), o.connTable, o.steeringKey,
+`, os.Getpid(), mem, o.huge, o.genCPU, intsString(spec.Workers), table, o.steeringKey,
 		memif(0, clientSock, "server"), memif(1, serverSock, "server"),
 		port, forward, port, forward, timeouts, ctlSock, metricsAddr)
 }
@@ -289,13 +294,19 @@ type lbctlJSON struct {
 		} `json:"stats"`
 	} `json:"services"`
 	Lcores []struct {
-		ID              int     `json:"id"`
-		RxPackets       uint64  `json:"rx_packets"`
-		Drops           uint64  `json:"drops"`
-		HandedOff       uint64  `json:"handed_off"`
-		BusyPercent     float64 `json:"busy_percent"`
-		CyclesPerPacket float64 `json:"cycles_per_packet"`
+		ID              int                `json:"id"`
+		RxPackets       uint64             `json:"rx_packets"`
+		Drops           uint64             `json:"drops"`
+		HandedOff       uint64             `json:"handed_off"`
+		BusyPercent     float64            `json:"busy_percent"`
+		CyclesPerPacket float64            `json:"cycles_per_packet"`
+		RunQueueWait    float64            `json:"run_queue_wait_seconds"`
+		Preemptions     uint64             `json:"preemptions"`
+		LoopMaxMicros   float64            `json:"loop_max_us"`
+		LoopIterations  []uint64           `json:"loop_iterations"`
+		StageCycles     map[string]float64 `json:"stage_cycles"`
 	} `json:"lcores"`
+	Runtime *runtimeJSON `json:"runtime"`
 }
 
 // StepMetrics are lbd's numbers for one step, from the difference between
@@ -314,6 +325,7 @@ type StepMetrics struct {
 	NewConnsPerSec  float64   `json:"new_conns_per_sec"` // new_conns over the sending time (warm-up + duration)
 	HandedOff       uint64    `json:"handed_off"`
 	Drops           uint64    `json:"drops"`
+	Evidence                  // evidence.go
 }
 
 func stepMetrics(c *Case, o options) []StepMetrics {
@@ -374,6 +386,7 @@ func stepMetrics(c *Case, o options) []StepMetrics {
 		for _, sv := range b.Services {
 			c1 += sv.Stats.Conns
 		}
+		m.evidence(&a, &b)
 		m.NewConns = c1 - c0
 		m.NewConnsPerSec = float64(m.NewConns) / (o.warmup + o.duration).Seconds()
 		out = append(out, m)
@@ -383,3 +396,15 @@ func stepMetrics(c *Case, o options) []StepMetrics {
 }
 
 func round1(v float64) float64 { return float64(int64(v*10+0.5)) / 10 }
+
+// crashLines is the start of a Go crash report in lbd's log (the signal
+// or panic and the crashing goroutine), else the log's last 100 lines.
+func crashLines(log string) string {
+	l := strings.Split(strings.TrimSpace(log), "\n")
+	for i, line := range l {
+		if strings.HasPrefix(line, "SIGSEGV") || strings.HasPrefix(line, "SIGBUS") || strings.HasPrefix(line, "fatal error") || strings.HasPrefix(line, "panic:") {
+			return strings.Join(l[max(0, i-5):min(len(l), i+60)], "\n")
+		}
+	}
+	return strings.Join(l[max(0, len(l)-100):], "\n")
+}

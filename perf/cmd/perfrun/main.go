@@ -61,7 +61,10 @@ const (
 	// defaultCases: the references, then lbd in every forwarding method
 	// with 1k established flows, 1M established flows and new
 	// connections, then 2 and 4 worker lcores.
-	defaultCases = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
+	// longExtraCases run with -long only: 10M flows take some 20 s to
+	// open and a 16M-entry table (1.5 GB).
+	longExtraCases = ",nat-10m"
+	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
 )
 
 func main() {
@@ -107,6 +110,9 @@ func main() {
 		}
 		if !set["duration"] {
 			o.duration = 3 * time.Second
+		}
+		if !set["cases"] {
+			o.cases = defaultCases + longExtraCases
 		}
 	}
 	if o.steeringKey == "" {
@@ -174,9 +180,12 @@ type Results struct {
 	// LoadBefore is /proc/loadavg at the start: other work on this
 	// machine's two CPUs skews every number.
 	LoadBefore string   `json:"loadavg_before"`
+	LoadAfter  string   `json:"loadavg_after"`
 	Cases      []*Case  `json:"cases"`
 	Summary    []Row    `json:"summary"`
 	Targets    []Target `json:"targets"`
+	// Issue11 are issue #11's targets (scale, new connections, tail, cost).
+	Issue11 []Target `json:"targets_issue11"`
 }
 
 // Row is a line of the summary: the step with the highest received rate,
@@ -242,8 +251,10 @@ func run(o options) error {
 			return ctx.Err()
 		}
 	}
+	res.LoadAfter = strings.TrimSpace(readFile("/proc/loadavg"))
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
+	res.Issue11 = targets11(res.Cases)
 	printSummary(res)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -495,8 +506,22 @@ func reportFrom(path string, o options) error {
 		fs.IntVar(&o.size, "size", o.size, "")
 		fs.BoolVar(&o.huge, "huge", o.huge, "")
 		fs.BoolVar(&o.long, "long", false, "")
+		for _, name := range []string{"lbd", "lbctl", "lbgen", "testpmd", "out", "cases", "reply", "pattern", "steering-key", "worker-cpus"} {
+			fs.String(name, "", "") // taken so that the parse goes on past them
+		}
 		fs.SetOutput(io.Discard)
 		_ = fs.Parse(res.Options[1:]) // unknown flags end the parse: defaults stay
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		if o.long && !set["rates"] {
+			o.rates = longRates
+		}
+		if o.long && !set["warmup"] {
+			o.warmup = time.Second
+		}
+		if o.long && !set["duration"] {
+			o.duration = 3 * time.Second
+		}
 	}
 	for _, c := range res.Cases {
 		var r struct {
@@ -518,6 +543,7 @@ func reportFrom(path string, o options) error {
 	}
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
+	res.Issue11 = targets11(res.Cases)
 	stem := strings.TrimSuffix(path, ".json")
 	plots := plotGroups(res.Cases)
 	for _, g := range plots {

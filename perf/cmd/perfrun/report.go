@@ -231,7 +231,7 @@ func report(res Results, o options, plots []*plotGroup, stem string) []byte {
 		byName[c.Name] = c
 	}
 	p("# dplb perf run %s\n\n", res.Date)
-	p("Host `%s`, %s, kernel %s, load average before the run `%s`.\n", res.Host, res.CPUs, res.Kernel, res.LoadBefore)
+	p("Host `%s`, %s, kernel %s, load average before the run `%s`, after it `%s` (other work on the shared CPUs skews every number).\n", res.Host, res.CPUs, res.Kernel, res.LoadBefore, res.LoadAfter)
 	p("Offered loads %s, %v warm-up + %v measured per step, %d-byte frames (without FCS), memif between lbgen and the forwarder, %s.\n",
 		o.rates, o.warmup, o.duration, o.size, map[bool]string{true: "hugepages", false: "`--no-huge`"}[o.huge])
 	p("Command: `%s`. Raw data: [`%s.json`](%s.json). How to read this: `perf/README.md`.\n\n", strings.Join(res.Options, " "), stem, stem)
@@ -260,6 +260,13 @@ func report(res Results, o options, plots []*plotGroup, stem string) []byte {
 	for _, t := range res.Targets {
 		p("| %s | %s | %s |\n", t.Target, t.Measured, t.Verdict)
 	}
+
+	p("\n## Targets (issue #11)\n\nTracked, not asserted. Flow scale compares the highest received rates; tail compares one-way p99 at %s pps offered with the reference forwarder's in this run; cost subtracts the reference's effective cycles per forwarded packet (see above) from lbd's busy cycles per packet at the highest rate, and gives lbd's stage accounting (TSC cycles per packet by stage; parse + lookup + process is lbd's own work, RX and TX the driver's, which testpmd pays too).\n\n", si(latencyOffered))
+	p("| target | measured | verdict |\n|---|---|---|\n")
+	for _, t := range res.Issue11 {
+		p("| %s | %s | %s |\n", t.Target, t.Measured, t.Verdict)
+	}
+	evidenceSection(&b, res)
 
 	p("\n## Plots\n\nReceived rate at the server side and one-way p99 latency (log scale) against the offered load (the sent rate for `max`).\n\n")
 	for _, g := range plots {

@@ -1,0 +1,53 @@
+package conn
+
+import (
+	"runtime"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Table memory. A table far larger than the caches misses the TLB on
+// every lookup with 4 KiB pages (a 2M-entry table spans 48 thousand of
+// them). Its entries and index therefore live in anonymous memory the
+// kernel is asked to back with 2 MiB transparent huge pages
+// (MADV_HUGEPAGE: honoured when /sys/kernel/mm/transparent_hugepage/enabled
+// is "always" or "madvise"), aligned to 2 MiB so every page can be one.
+// The memory is outside the Go heap: the garbage collector neither scans
+// it (it holds no pointers) nor counts it towards its next cycle. Tables
+// smaller than a huge page, or a failed mapping, use the Go heap.
+
+const hugePage = 2 << 20
+
+// tableMem is one mapping, released when the table is collected.
+type tableMem struct {
+	b []byte
+}
+
+// hugeSlice returns n zeroed T in huge-page-backed memory when n T fill
+// at least a huge page, else in the Go heap. The mapping is released when
+// the table t is collected. T must hold no pointers.
+func hugeSlice[T any](n int, t *Table) []T {
+	var zero T
+	size := n * int(unsafe.Sizeof(zero))
+	if size < hugePage {
+		return make([]T, n)
+	}
+	b, err := unix.Mmap(-1, 0, size+hugePage, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return make([]T, n)
+	}
+	off := 0
+	if r := uintptr(unsafe.Pointer(&b[0])) % hugePage; r != 0 {
+		off = int(hugePage - r)
+	}
+	_ = unix.Madvise(b[off:off+size], unix.MADV_HUGEPAGE) // advice: without it, 4 KiB pages
+	runtime.AddCleanup(t, func(m tableMem) { _ = unix.Munmap(m.b) }, tableMem{b})
+	t.mapped += size
+	return unsafe.Slice((*T)(unsafe.Pointer(&b[off])), n)
+}
+
+// MappedBytes is the table memory outside the Go heap (the entries and
+// index in huge-page mappings; 0 for a table in the heap), so memory
+// accounting can add it to what the heap holds.
+func (t *Table) MappedBytes() int { return t.mapped }

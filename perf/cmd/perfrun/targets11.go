@@ -1,0 +1,114 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+)
+
+// targets11 are issue #11's targets with what this run measured:
+// reported, never asserted.
+func targets11(cases []*Case) []Target {
+	byName := map[string]*Case{}
+	var tsc uint64
+	for _, c := range cases {
+		byName[c.Name] = c
+		if c.tscHz > 0 {
+			tsc = c.tscHz
+		}
+	}
+	rx := func(c *Case) float64 {
+		if c == nil || maxStep(c) < 0 {
+			return 0
+		}
+		return c.steps[maxStep(c)].SrvPPS
+	}
+	var out []Target
+	for _, m := range []string{"nat", "dr", "tun"} {
+		t := Target{Target: fmt.Sprintf("flow scale, %s: 1M flows at 0.8x or more of the 1k-flow rate", m), Measured: "not run", Verdict: "n/a"}
+		if a, b := rx(byName[m]), rx(byName[m+"-1M"]); a > 0 && b > 0 {
+			t.Measured = fmt.Sprintf("%.2fx (%s / %s Mpps)", b/a, mpps(b), mpps(a))
+			t.Verdict = verdict(b/a >= 0.8)
+		}
+		out = append(out, t)
+	}
+	if a, b := rx(byName["nat"]), rx(byName["nat-10M"]); a > 0 && b > 0 {
+		out = append(out, Target{Target: "flow scale, nat: 10M flows (reported)", Measured: fmt.Sprintf("%.2fx (%s / %s Mpps)", b/a, mpps(b), mpps(a)), Verdict: "n/a"})
+	}
+	out = append(out, Target{Target: "flow scale: a lookup among 10M connections within 2x the 1k case", Verdict: "n/a",
+		Measured: "not measured by this run: BenchmarkLookupBurst in lcore/conn (perf/README.md)"})
+
+	for _, n := range []struct {
+		name  string
+		limit float64
+	}{{"nat-new", 2e6}, {"dr-new", 3e6}, {"tun-new", 3e6}} {
+		t := Target{Target: fmt.Sprintf("new connections, %s: %s/s or more on one lcore", n.name, si(n.limit)), Measured: "not run", Verdict: "n/a"}
+		if c := byName[n.name]; c != nil && len(c.Metrics) > 0 {
+			v := 0.0
+			for _, m := range c.Metrics {
+				v = max(v, m.NewConnsPerSec)
+			}
+			t.Measured, t.Verdict = fmt.Sprintf("%s/s", si(v)), verdict(v >= n.limit)
+		}
+		out = append(out, t)
+	}
+
+	for _, m := range []string{"nat", "dr", "tun"} {
+		t := Target{Target: fmt.Sprintf("tail, %s: p99 at %s pps within 2x the reference's p99 + 10 µs", m, si(latencyOffered)), Measured: "not run", Verdict: "n/a"}
+		c := byName[m]
+		ref := (*Case)(nil)
+		if c != nil {
+			ref = refFor(c, byName)
+		}
+		if c != nil && ref != nil && latencyStep(c) >= 0 && latencyStep(ref) >= 0 {
+			s, r := c.steps[latencyStep(c)], ref.steps[latencyStep(ref)]
+			limit := 2*r.OneWay.P99 + 10
+			t.Measured = fmt.Sprintf("p99 %.1f µs (limit %.1f: %s p99 %.1f); p99.9 %.1f µs (%s %.1f)", s.OneWay.P99, limit, ref.Name, r.OneWay.P99,
+				s.OneWay.P999, ref.Name, r.OneWay.P999)
+			t.Verdict = verdict(s.OneWay.P99 <= limit)
+		}
+		out = append(out, t)
+	}
+
+	for _, m := range []struct {
+		name  string
+		limit float64
+	}{{"nat", 100}, {"dr", 60}, {"tun", 0}} {
+		name := fmt.Sprintf("cost, %s: busy cycles/pkt minus the reference's", m.name)
+		if m.limit > 0 {
+			name += fmt.Sprintf(" within %.0f", m.limit)
+		}
+		t := Target{Target: name, Measured: "not run", Verdict: "n/a"}
+		c := byName[m.name]
+		if c == nil || maxStep(c) < 0 || maxStep(c) >= len(c.Metrics) {
+			out = append(out, t)
+			continue
+		}
+		met := c.Metrics[maxStep(c)]
+		ref := refFor(c, byName)
+		rc := effectiveCPP(ref, tsc)
+		var parts []string
+		for _, s := range stages {
+			parts = append(parts, fmt.Sprintf("%s %.0f", s, met.StageCPP[s]))
+		}
+		stagesText := ""
+		if len(met.StageCPP) > 0 {
+			stagesText = fmt.Sprintf("; stages %s: own work (parse+lookup+process) %.0f", strings.Join(parts, ", "), met.ownCycles())
+		}
+		if rc == 0 {
+			t.Measured = fmt.Sprintf("lbd busy %.0f; no reference%s", met.CyclesPerPacket, stagesText)
+		} else {
+			d := met.CyclesPerPacket - rc
+			t.Measured = fmt.Sprintf("%.0f (lbd busy %.0f - %s %.0f effective)%s", d, met.CyclesPerPacket, ref.Name, rc, stagesText)
+			switch {
+			case d < 0:
+				// The reference forwarded less than lbd: it was starved
+				// (a busy machine), so the difference says nothing.
+				t.Verdict = "n/a (reference slower than lbd)"
+			case m.limit > 0:
+				t.Verdict = verdict(d <= m.limit)
+			}
+		}
+		out = append(out, t)
+	}
+	return out
+}
