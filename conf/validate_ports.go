@@ -20,6 +20,9 @@ func parseHost(field, s string) (netip.Addr, error) {
 		return netip.Addr{}, fieldErrorf(field, "must not be empty")
 	}
 	a, err := netip.ParseAddr(s)
+	if err == nil && a.Is6() && !a.Is4In6() {
+		return netip.Addr{}, fieldErrorf(field, "%s is IPv6: lbd has no IPv6 services, servers or gateways yet (a port's address6 only)", s)
+	}
 	if err != nil || !a.Is4() {
 		return netip.Addr{}, fieldErrorf(field, "%q is not an IPv4 address", s)
 	}
