@@ -25,12 +25,15 @@ func FuzzHandle(f *testing.F) {
 			hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 1000, 548),
 		fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 40002, vip, 53, 2000, 1), 1500)[0],
 		fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 40002, vip, 53, 2000, 2), 1500)[1],
+		icmp6Frame(clientMAC, wanAddr6.SolicitedNode().MulticastMAC(), clientAddr6, wanAddr6.SolicitedNode(), 255, nsMsg(wanAddr6, true)),
+		icmp6Frame(clientMAC, wanMAC, clientAddr6, wanAddr6, 64, []byte{hdr.ICMPv6EchoRequest, 0, 0, 0, 0, 1, 0, 1, 'x'}),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
 		f.Add(seed, true)
 	}
 	r := newRig(f, defaultNeigh())
+	r.w.snap.Ports[0].Addr6 = wanAddr6 // the IPv6 seeds reach neighbour discovery and echo
 	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
 		if len(frame) == 0 || len(frame) > 1600 {
 			return
