@@ -35,7 +35,6 @@ func parse6(d *desc, eth hdr.Ethernet) {
 		return
 	}
 	d.l4 = uint16(l3 + x.Off)
-	d.flow.proto = x.Proto
 	if x.Proto != hdr.ProtoICMPv6 || x.Fragment {
 		d.invalid(DropIPv6Unserved)
 		return
