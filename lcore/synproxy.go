@@ -207,23 +207,7 @@ func mssIndex(mss uint16) uint32 {
 
 // answerSYN turns a SYN into its cookie SYN-ACK, back to where it came from.
 func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
-	sack := false
-	opts := tcp.Options()
-	for off := 0; off < len(opts); {
-		kind := opts[off]
-		if kind == hdr.TCPOptEnd {
-			break
-		}
-		if kind == hdr.TCPOptNOP {
-			off++
-			continue
-		}
-		if off+1 >= len(opts) || opts[off+1] < 2 {
-			break
-		}
-		sack = sack || kind == hdr.TCPOptSACKPerm
-		off += int(opts[off+1])
-	}
+	sack := tcp.HasOption(hdr.TCPOptSACKPerm)
 	mss := tcp.MSS()
 	if mss == 0 {
 		mss = 536
