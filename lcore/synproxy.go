@@ -271,9 +271,10 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 		w.setState(c, conn.StateEstablished)
 		w.cnt.dest[c.Dest][DestEstablished]++
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
-		e := w.ackServer(d, c, x, tcp.Seq()+1)
+		// Our ACK leaves first, then the held data.
+		w.leave(d.m, d.in, w.ackServer(d, c, x, tcp.Seq()+1))
 		w.sendHeld(id)
-		return e, true
+		return exit{kind: exitKept}, true
 	case d.flags&hdr.TCPFlagRST != 0:
 		// Refused: the client, past its handshake, takes a RST whose
 		// seq is the next it expects from us.
