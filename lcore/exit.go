@@ -18,7 +18,7 @@ const (
 	exitTransmit                 // queue it on a port, towards a next hop's MAC
 	exitHandOff                  // pass it to the worker that owns it
 	exitConsume                  // free it, counted under what consumed it
-	exitKept                     // the stage kept it (a segment held for a proxied connection): nothing to do
+	exitKept                     // nothing left to do: the stage kept it or sent it itself (fragments)
 )
 
 // exit is a packet's fate. Four scalar fields, so that it travels in

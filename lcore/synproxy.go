@@ -17,7 +17,7 @@ import (
 // proves the cookie, creates the connection; the ACK becomes the SYN to
 // the real server, whose SYN-ACK becomes the ACK that completes that
 // handshake. The server numbers its bytes from its own ISN, the client
-// from the cookie: the difference is the connection's SeqOut (seqadj.go),
+// from the cookie: the difference is the connection's SeqOut (seqdelta.go),
 // applied to every later segment.
 //
 // What the handshake negotiates: the client's MSS travels in the cookie
