@@ -143,6 +143,7 @@ type Port struct {
 	Name        string `mapstructure:"name"`        // unique name, [a-z0-9_-]{1,15}; required; reload: restart
 	Device      string `mapstructure:"device"`      // unique PCI address ("0000:03:00.0") or DPDK vdev string ("net_af_packet0,iface=veth0"); required; reload: restart
 	Address     string `mapstructure:"address"`     // the port's own IPv4 address with prefix length ("198.51.100.1/24"); required; reload: restart
+	Address6    string `mapstructure:"address6"`    // the port's own IPv6 address with prefix length ("2001:db8::1/64"), beside the IPv4 one: lbd answers neighbour solicitations and echo requests for it; global unicast, not link-local; default none; reload: restart
 	Gateway     string `mapstructure:"gateway"`     // next hop for destinations off every port's subnet, inside Address's prefix, on at most one port; default none; reload: restart
 	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
 	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
@@ -325,6 +326,12 @@ func (p Port) Prefix() netip.Prefix {
 		return netip.Prefix{}
 	}
 	return pfx
+}
+
+// Prefix6 returns the port's IPv6 address and prefix; ok false without one.
+func (p Port) Prefix6() (netip.Prefix, bool) {
+	pfx, err := netip.ParsePrefix(p.Address6)
+	return pfx, err == nil && pfx.Addr().Is6()
 }
 
 // GatewayAddr returns the port's gateway and whether it has a valid one.

@@ -20,6 +20,9 @@ func parseHost(field, s string) (netip.Addr, error) {
 		return netip.Addr{}, fieldErrorf(field, "must not be empty")
 	}
 	a, err := netip.ParseAddr(s)
+	if err == nil && a.Is6() && !a.Is4In6() {
+		return netip.Addr{}, fieldErrorf(field, "%s is IPv6: lbd has no IPv6 services, servers or gateways yet (a port's address6 only)", s)
+	}
 	if err != nil || !a.Is4() {
 		return netip.Addr{}, fieldErrorf(field, "%q is not an IPv4 address", s)
 	}
@@ -82,6 +85,9 @@ func (p Port) validate(f string) error {
 			return fieldErrorf(f+".address", "%s is the broadcast address of %s", a, pfx.Masked())
 		}
 	}
+	if err := p.validateAddress6(f); err != nil {
+		return err
+	}
 	if p.Gateway != "" {
 		gw, err := parseHost(f+".gateway", p.Gateway)
 		if err != nil {
@@ -99,6 +105,30 @@ func (p Port) validate(f string) error {
 	}
 	if p.MTU != 0 && (p.MTU < 68 || p.MTU > 9702) {
 		return fieldErrorf(f+".mtu", "%d is out of range 68..9702 (or 0 to keep the device's MTU)", p.MTU)
+	}
+	return nil
+}
+
+// validateAddress6: an optional global unicast IPv6 address with a prefix
+// length of at most 127 (the prefix is the port's on-link IPv6 subnet).
+func (p Port) validateAddress6(f string) error {
+	if p.Address6 == "" {
+		return nil
+	}
+	pfx, err := netip.ParsePrefix(p.Address6)
+	if err != nil {
+		return fieldErrorf(f+".address6", "%q is not an address with prefix length (want e.g. 2001:db8::1/64)", p.Address6)
+	}
+	a := pfx.Addr()
+	switch {
+	case !a.Is6() || a.Is4In6():
+		return fieldErrorf(f+".address6", "%q is not IPv6 (the IPv4 address goes in address)", p.Address6)
+	case a.Zone() != "":
+		return fieldErrorf(f+".address6", "%q has a zone", p.Address6)
+	case !a.IsGlobalUnicast() && !a.IsPrivate():
+		return fieldErrorf(f+".address6", "%s is not a global or unique local unicast address", a)
+	case pfx.Bits() == 0 || pfx.Bits() == 128:
+		return fieldErrorf(f+".address6", "prefix length /%d is not allowed, want 1..127", pfx.Bits())
 	}
 	return nil
 }
@@ -138,6 +168,11 @@ func (c *Config) validatePorts() error {
 		for j, q := range c.Ports[:i] {
 			if p.Prefix().Masked().Overlaps(q.Prefix().Masked()) {
 				return fieldErrorf(f+".address", "%s overlaps ports[%d].address %s", p.Prefix().Masked(), j, q.Prefix().Masked())
+			}
+			p6, ok := p.Prefix6()
+			q6, qok := q.Prefix6()
+			if ok && qok && p6.Masked().Overlaps(q6.Masked()) {
+				return fieldErrorf(f+".address6", "%s overlaps ports[%d].address6 %s", p6.Masked(), j, q6.Masked())
 			}
 		}
 		if p.Gateway != "" {

@@ -410,3 +410,48 @@ func TestCheckSchedulers(t *testing.T) {
 		t.Fatalf("CheckSchedulers = %v, Validate = %v; want the same FieldError on services[1].scheduler", err, want)
 	}
 }
+
+// TestPortAddress6: a port's optional IPv6 address is checked, and a bad
+// one is refused naming the field.
+func TestPortAddress6(t *testing.T) {
+	good := validConfig()
+	good.Ports[0].Address6 = "2001:db8::1/64"
+	good.Ports[1].Address6 = "fd00:1::1/64"
+	if err := good.Validate(schedulers); err != nil {
+		t.Fatalf("dual-stack ports refused: %v", err)
+	}
+	for _, tc := range []struct{ name, a0, a1, want string }{
+		{"not a prefix", "2001:db8::1", "", "ports[0].address6"},
+		{"IPv4", "203.0.113.9/24", "", "ports[0].address6"},
+		{"link-local", "fe80::1/64", "", "ports[0].address6"},
+		{"multicast", "ff02::1/64", "", "ports[0].address6"},
+		{"/128", "2001:db8::1/128", "", "ports[0].address6"},
+		{"overlap", "2001:db8::1/64", "2001:db8::2/64", "ports[1].address6"},
+	} {
+		c := validConfig()
+		c.Ports[0].Address6, c.Ports[1].Address6 = tc.a0, tc.a1
+		err := c.Validate(schedulers)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error naming %s", tc.name, err, tc.want)
+		}
+	}
+}
+
+// TestIPv6ServiceRefused: an IPv6 VIP or real server is refused with a
+// message that says IPv6 services do not exist yet.
+func TestIPv6ServiceRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, want string
+		edit       func(*conf.Config)
+	}{
+		{"vip", "services[0].vip", func(c *conf.Config) { c.Services[0].VIP = "2001:db8::10" }},
+		{"server", "services[0].servers[0].address", func(c *conf.Config) { c.Services[0].Servers[0].Address = "2001:db8::11" }},
+	} {
+		c := validConfig()
+		tc.edit(&c)
+		err := c.Validate(schedulers)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "no IPv6 services") {
+			t.Errorf("%s: %v, want an error naming %s and saying IPv6 services do not exist yet", tc.name, err, tc.want)
+		}
+	}
+}

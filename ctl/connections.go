@@ -49,12 +49,16 @@ func (c *Controller) connections(req api.Request) (api.Response, error) {
 		if ci.Proto == hdr.ProtoUDP {
 			proto = "UDP"
 		}
-		resp.Conns = append(resp.Conns, api.Conn{
+		c := api.Conn{
 			Protocol: proto, State: state, Template: ci.Template, ExpiresSecs: uint64(exp),
 			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
 			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
 			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String(),
-		})
+		}
+		if ci.LIP != 0 {
+			c.Local = netip.AddrPortFrom(addrOf(ci.LIP), ci.LPort).String()
+		}
+		resp.Conns = append(resp.Conns, c)
 	}
 	return resp, nil
 }

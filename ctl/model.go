@@ -291,6 +291,9 @@ func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
 		out[i].Addr, out[i].Net = ipv4(pfx.Addr()), ipv4(pfx.Masked().Addr())
 		out[i].Mask = ^uint32(0) << (32 - pfx.Bits())
 		out[i].FacesClients = p.FacesClients()
+		if p6, ok := p.Prefix6(); ok {
+			out[i].Addr6 = hdr.Addr6From(p6.Addr())
+		}
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)
 		}

@@ -103,6 +103,10 @@ func TestFullNATProxyV2TwoWorkers(t *testing.T) {
 	if handed == 0 {
 		t.Error("no packet was handed to its owner: the test did not exercise reply steering")
 	}
+	conns, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if !strings.Contains(conns, " from "+fullNATLocal[0]+":") || !strings.Contains(conns, " from "+fullNATLocal[1]+":") {
+		t.Errorf("lbctl -L -n -c does not show connections from both local addresses:\n%s", harness.Tail(conns, 10))
+	}
 	out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
 	if !strings.Contains(out, "FullNat") {
 		t.Errorf("lbctl -L -n does not name the method FullNat:\n%s", out)

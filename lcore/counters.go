@@ -14,45 +14,48 @@ const (
 	RxBytes
 	TxPackets
 	TxBytes
-	NewConns         // connections created
-	Conns            // connections in the table (a gauge)
-	ARPReplies       // ARP requests answered
-	ARPReceived      // ARP replies received (and learnt from)
-	ARPRequests      // ARP requests sent to resolve neighbours
-	EventsLost       // events to the control plane lost to a full ring
-	MbufAllocFailed  // packets the worker could not make (ARP requests, probes): the pool was empty
-	Encapsulated     // packets sent to real servers in IPIP (VS/TUN)
-	ICMPEchoReplies  // echo requests to a VIP or our address answered
-	ICMPErrors       // ICMP errors about a connection delivered
-	ICMPFragNeeded   // "fragmentation needed" sent for packets too big for a tunnel
-	HandedOff        // packets passed to the lcore that owns their connection
-	HandedIn         // packets received from other lcores
-	TxHandedOff      // packets given to another lcore to send (a port with fewer queues than lcores)
-	ProbesSent       // health probes (SYNs) sent through lbd
-	ProbeAnswers     // servers' answers to them received
-	Templates        // persistence templates created
-	TemplatesLost    // templates not stored (table full): the connection went on without
-	Iterations       // poll loop iterations
-	BusyNanos        // time spent in polls that carried packets (VPP's "busy" time)
-	LoopNanos        // time the poll loop has run (a gauge, set when published)
-	IdleSleeps       // sleeps taken while idle (idle_sleep)
-	Evictions        // embryonic or idle entries evicted under table pressure (drop_entry)
-	ShortTimeouts    // embryonic entries given a short timeout under table pressure (secure)
-	DefenseSecure    // 1 while the table is above the secure threshold (a gauge)
-	DefenseDrop      // 1 while the table is above the drop_entry threshold (a gauge)
-	ICMPTimeExceeded // ICMP time exceeded sent for packets whose TTL ran out here
-	CsumOffloaded    // NAT packets whose checksums were left to the output port (vouched for on arrival)
-	SyncRecords      // connection and template records put on the sync ring for the peers
-	SyncRingFull     // records lost to a full sync ring (sent again at the next threshold or refresh)
-	GratuitousARPs   // gratuitous ARPs sent (a takeover's announcements)
-	Fragments        // IPv4 fragments forwarded (counted by the worker that owns their connection)
-	FragmentsHeld    // later fragments that waited for their datagram's first one
-	FTPRewritten     // FTP 227 replies whose address was rewritten to the VIP
-	FTPExpected      // FTP data connections announced (PORT, EPRT, 227, 229) and expected
-	FTPDataConns     // FTP data connections made from an expectation
-	ProxyHeaders     // PROXY protocol v2 headers put in FullNAT connections' first segments
-	SynCookiesSent   // SYN proxy: SYNs answered with a cookie SYN-ACK
-	SynCookiesValid  // SYN proxy: ACKs whose cookie proved good (connections opened)
+	NewConns          // connections created
+	Conns             // connections in the table (a gauge)
+	ARPReplies        // ARP requests answered
+	ARPReceived       // ARP replies received (and learnt from)
+	ARPRequests       // ARP requests sent to resolve neighbours
+	EventsLost        // events to the control plane lost to a full ring
+	MbufAllocFailed   // packets the worker could not make (ARP requests, probes): the pool was empty
+	Encapsulated      // packets sent to real servers in IPIP (VS/TUN)
+	ICMPEchoReplies   // echo requests to a VIP or our address answered
+	ICMPErrors        // ICMP errors about a connection delivered
+	ICMPFragNeeded    // "fragmentation needed" sent for packets too big for a tunnel
+	HandedOff         // packets passed to the lcore that owns their connection
+	HandedIn          // packets received from other lcores
+	TxHandedOff       // packets given to another lcore to send (a port with fewer queues than lcores)
+	ProbesSent        // health probes (SYNs) sent through lbd
+	ProbeAnswers      // servers' answers to them received
+	Templates         // persistence templates created
+	TemplatesLost     // templates not stored (table full): the connection went on without
+	Iterations        // poll loop iterations
+	BusyNanos         // time spent in polls that carried packets (VPP's "busy" time)
+	LoopNanos         // time the poll loop has run (a gauge, set when published)
+	IdleSleeps        // sleeps taken while idle (idle_sleep)
+	Evictions         // embryonic or idle entries evicted under table pressure (drop_entry)
+	ShortTimeouts     // embryonic entries given a short timeout under table pressure (secure)
+	DefenseSecure     // 1 while the table is above the secure threshold (a gauge)
+	DefenseDrop       // 1 while the table is above the drop_entry threshold (a gauge)
+	ICMPTimeExceeded  // ICMP time exceeded sent for packets whose TTL ran out here
+	CsumOffloaded     // NAT packets whose checksums were left to the output port (vouched for on arrival)
+	SyncRecords       // connection and template records put on the sync ring for the peers
+	SyncRingFull      // records lost to a full sync ring (sent again at the next threshold or refresh)
+	GratuitousARPs    // gratuitous ARPs sent (a takeover's announcements)
+	Fragments         // IPv4 fragments forwarded (counted by the worker that owns their connection)
+	FragmentsHeld     // later fragments that waited for their datagram's first one
+	FTPRewritten      // FTP 227 replies whose address was rewritten to the VIP
+	FTPExpected       // FTP data connections announced (PORT, EPRT, 227, 229) and expected
+	FTPDataConns      // FTP data connections made from an expectation
+	ProxyHeaders      // PROXY protocol v2 headers put in FullNAT connections' first segments
+	SynCookiesSent    // SYN proxy: SYNs answered with a cookie SYN-ACK
+	SynCookiesValid   // SYN proxy: ACKs whose cookie proved good (connections opened)
+	NDAdverts         // IPv6 neighbour advertisements sent (answers and unsolicited)
+	NDReceived        // IPv6 neighbour advertisements received
+	ICMPv6EchoReplies // ICMPv6 echo replies sent (for a port's IPv6 address)
 	// Where the poll loop's time goes (loopstats.go): the longest loop
 	// iteration so far (a gauge), TSC cycles per stage of the bursts that
 	// carried packets, and iterations by duration (LoopIterations0 + i
@@ -70,7 +73,7 @@ const (
 
 	DropBadEthernet      // shorter than an Ethernet header
 	DropMultiSegment     // chained mbufs (RX scatter is off; should not happen)
-	DropNotIPv4          // EtherType neither IPv4 nor ARP
+	DropNotIPv4          // EtherType neither IPv4, IPv6 nor ARP
 	DropBadARP           // ARP that is not Ethernet/IPv4 or truncated
 	DropARPNotOurs       // ARP for an address that is not ours
 	DropBadIPv4          // IPv4 header fails validation (version, lengths)
@@ -110,6 +113,11 @@ const (
 	DropNoLocalPort      // a new FullNAT connection found no free local port on this lcore
 	DropSynCookieInvalid // SYN proxy: an ACK of no connection whose cookie is not good
 	DropSynProxyPending  // SYN proxy: a real server's segment before its SYN-ACK
+	DropBadIPv6          // a malformed IPv6 header or a truncated extension header
+	DropIPv6ExtHeader    // an IPv6 extension-header chain not walked: too long, unknown (ESP, AH), routing with segments left
+	DropIPv6Unserved     // IPv6 TCP, UDP or fragments: no IPv6 services yet
+	DropBadND            // a neighbour solicitation or advertisement that breaks RFC 4861's checks
+	DropNDNotOurs        // a neighbour solicitation for an address that is not ours
 
 	numStats
 )
@@ -129,6 +137,7 @@ var statNames = [numStats]string{
 	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
+	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -142,6 +151,8 @@ var statNames = [numStats]string{
 	DropFTPUnparsed: "ftp_unparsed", DropFTPExpectFull: "ftp_expect_full", DropFTPTableFull: "ftp_table_full",
 	DropNoLocalPort:      "no_local_port",
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
+	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
+	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours",
 }
 
 func init() {

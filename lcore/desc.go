@@ -23,6 +23,8 @@ const (
 	classTunnelError              // ICMP error quoting an IPIP packet (VS/TUN); flow is the inner packet's
 	classARP                      // a valid Ethernet/IPv4 ARP packet
 	classFragment                 // a TCP or UDP fragment past the first: flow has no ports (frag.go)
+	classND6                      // an IPv6 neighbour solicitation or advertisement that passed RFC 4861's checks (nd6.go)
+	classEcho6                    // an ICMPv6 echo request (nd6.go)
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.
@@ -87,6 +89,9 @@ func parse(d *desc, m *mbuf.Mbuf, in int) {
 			return
 		}
 		d.class = classARP
+		return
+	case hdr.EtherTypeIPv6:
+		parse6(d, eth)
 		return
 	default:
 		d.invalid(DropNotIPv4)

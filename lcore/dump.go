@@ -24,6 +24,9 @@ type ConnInfo struct {
 	// SeqAdjusted: its sequence numbers move (a SYN-proxied NAT
 	// connection); a record without the deltas could not rebuild it.
 	SeqAdjusted bool
+	// LIP, LPort: a FullNAT connection's local address and port.
+	LIP   uint32
+	LPort uint16
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
@@ -76,13 +79,17 @@ func (w *Worker) runDump() {
 		w.dumpTemplates(r)
 		return
 	}
-	next, done := w.table.Scan(r.cursor, dumpSlots, func(_ uint32, c *conn.Conn) {
+	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
 		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) {
-			r.add(ConnInfo{
+			ci := ConnInfo{
 				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
 				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
 				Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
-			})
+			}
+			if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
+				ci.LIP, ci.LPort = x.LIP, x.LPort
+			}
+			r.add(ci)
 		}
 	})
 	r.cursor = next

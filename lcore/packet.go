@@ -39,6 +39,10 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.echoReply(d)
 	case classARP:
 		return w.handleARP(d)
+	case classND6:
+		return w.handleND6(d)
+	case classEcho6:
+		return w.echo6(d)
 	}
 	return drop(d.verdict)
 }

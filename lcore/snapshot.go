@@ -59,13 +59,14 @@ type Snapshot struct {
 type PortInfo struct {
 	Name         string
 	MAC          hdr.MAC
-	Addr         uint32 // the port's own IPv4 address
-	Net, Mask    uint32 // its subnet
-	Gateway      uint32 // next hop for off-link destinations, or 0
-	FacesClients bool   // answers ARP for VIPs
-	RSS          uint8  // how the NIC spreads packets over the queues: RSSSoftware or RSSAlignedEndpoint
-	MTU          uint16 // largest IP packet the port sends (VS/TUN checks it)
-	CsumOffload  bool   // the NIC computes IPv4, TCP and UDP checksums on TX
+	Addr         uint32    // the port's own IPv4 address
+	Addr6        hdr.Addr6 // its IPv6 address (neighbour discovery, echo), or zero
+	Net, Mask    uint32    // its subnet
+	Gateway      uint32    // next hop for off-link destinations, or 0
+	FacesClients bool      // answers ARP for VIPs
+	RSS          uint8     // how the NIC spreads packets over the queues: RSSSoftware or RSSAlignedEndpoint
+	MTU          uint16    // largest IP packet the port sends (VS/TUN checks it)
+	CsumOffload  bool      // the NIC computes IPv4, TCP and UDP checksums on TX
 	// Floating are addresses in the port's subnet that belong to whichever
 	// director of a pair is master (the gateway NAT real servers route
 	// through): answered in ARP by the master only.

@@ -17,7 +17,7 @@ import (
 // proves the cookie, creates the connection; the ACK becomes the SYN to
 // the real server, whose SYN-ACK becomes the ACK that completes that
 // handshake. The server numbers its bytes from its own ISN, the client
-// from the cookie: the difference is the connection's SeqOut (seqadj.go),
+// from the cookie: the difference is the connection's SeqOut (seqdelta.go),
 // applied to every later segment.
 //
 // What the handshake negotiates: the client's MSS travels in the cookie
@@ -207,23 +207,7 @@ func mssIndex(mss uint16) uint32 {
 
 // answerSYN turns a SYN into its cookie SYN-ACK, back to where it came from.
 func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
-	sack := false
-	opts := tcp.Options()
-	for off := 0; off < len(opts); {
-		kind := opts[off]
-		if kind == hdr.TCPOptEnd {
-			break
-		}
-		if kind == hdr.TCPOptNOP {
-			off++
-			continue
-		}
-		if off+1 >= len(opts) || opts[off+1] < 2 {
-			break
-		}
-		sack = sack || kind == hdr.TCPOptSACKPerm
-		off += int(opts[off+1])
-	}
+	sack := tcp.HasOption(hdr.TCPOptSACKPerm)
 	mss := tcp.MSS()
 	if mss == 0 {
 		mss = 536
@@ -287,9 +271,10 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 		w.setState(c, conn.StateEstablished)
 		w.cnt.dest[c.Dest][DestEstablished]++
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
-		e := w.ackServer(d, c, x, tcp.Seq()+1)
+		// Our ACK leaves first, then the held data.
+		w.leave(d.m, d.in, w.ackServer(d, c, x, tcp.Seq()+1))
 		w.sendHeld(id)
-		return e, true
+		return exit{kind: exitKept}, true
 	case d.flags&hdr.TCPFlagRST != 0:
 		// Refused: the client, past its handshake, takes a RST whose
 		// seq is the next it expects from us.

@@ -41,12 +41,15 @@ func TestCookies(t *testing.T) {
 
 // withSynProxy gives the rig a SYN proxy service vipSP:80 -> rs1:80 by
 // method m (FullNAT from lip1).
-func withSynProxy(t testing.TB, r *rig, m fwd.Method) {
+func withSynProxy(t testing.TB, r *rig, m fwd.Method) { withSynProxyPP(t, r, m, false) }
+
+// withSynProxyPP is withSynProxy, with the PROXY v2 header when proxy.
+func withSynProxyPP(t testing.TB, r *rig, m fwd.Method, proxy bool) {
 	t.Helper()
 	d := sched.Dest{ID: 10, Addr: rs1, Port: 80, Weight: 1, Fwd: m}
 	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
 	svc := Service{Key: ServiceKey{VIP: vipSP, Port: 80, Proto: hdr.ProtoTCP}, Scheduler: "rr",
-		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, SynProxy: true}
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, SynProxy: true, ProxyProtocol: proxy}
 	if m == fwd.FullNAT {
 		svc.LocalAddrs = []uint32{lip1}
 	}
@@ -250,4 +253,44 @@ func TestSynProxyNoAllocs(t *testing.T) {
 		t.Fatalf("proxied reply: %v allocations per burst", a)
 	}
 	_ = cookie
+}
+
+// TestSynProxyFullNATWithProxyV2: both deltas at once. The held first
+// data reaches the server with the PROXY header before it, in the
+// server's numbering; the server's acknowledgement of it comes back in
+// the client's.
+func TestSynProxyFullNATWithProxyV2(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSynProxyPP(t, r, fwd.FullNAT, true)
+	const isn, rsISN = 3000, 800000
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40060, vipSP, 80, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	r.w.poll()
+	if _, _, tcp := checkTCP(t, one(t, r, 0)); tcp.MSS() != 1500-40-proxyV2Len {
+		t.Fatalf("cookie SYN-ACK MSS %d, want room for the header", tcp.MSS())
+	}
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40060, vipSP, 80, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	r.w.poll()
+	_, _, synack := checkTCP(t, one(t, r, 0))
+	cookie := synack.Seq()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40060, vipSP, 80, hdr.TCPFlagACK, isn+1, cookie+1, nil, ""))
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40060, vipSP, 80, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "GET /"))
+	r.w.poll()
+	_, _, syn := checkTCP(t, one(t, r, 1)) // the SYN; the data is held
+	lport := syn.SrcPort()
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip1, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, nil, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("%d frames after the server's SYN-ACK, want 2", len(out))
+	}
+	_, _, data := checkTCP(t, out[1])
+	if p := data.Payload(); data.Seq() != isn+1 || data.Ack() != rsISN+1 || len(p) != proxyV2Len+5 || string(p[proxyV2Len:]) != "GET /" {
+		t.Fatalf("held data: seq %d ack %d payload %q", data.Seq(), data.Ack(), p)
+	}
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip1, lport, hdr.TCPFlagACK|hdr.TCPFlagPSH, rsISN+1, isn+1+proxyV2Len+5, nil, "200"))
+	r.w.poll()
+	_, ip, tcp := checkTCP(t, one(t, r, 0))
+	if ip.Src() != vipSP || tcp.Seq() != cookie+1 || tcp.Ack() != isn+6 || string(tcp.Payload()) != "200" {
+		t.Fatalf("answer: seq %d (cookie+1 %d) ack %d", tcp.Seq(), cookie+1, tcp.Ack())
+	}
 }

@@ -131,6 +131,7 @@ type Worker struct {
 	held       [heldSlots]heldSeg    // client segments waiting for a proxied connection's server (synproxy.go)
 	heldDesc   desc                  // a held segment, parsed again when its server answers
 	ttlBucket  tokenBucket           // limits the ICMP time exceeded it sends (wire.go)
+	announced6 bool                  // worker 0 sent its unsolicited NAs (nd6.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
@@ -419,6 +420,10 @@ func (w *Worker) poll() int {
 }
 
 func (w *Worker) runCommands(int64) {
+	if !w.announced6 && w.cfg.ID == 0 {
+		w.announced6 = true
+		w.announce6()
+	}
 	if w.dump != nil {
 		w.runDump()
 	}

@@ -322,6 +322,8 @@ func TestDropsAreCountedAndFreed(t *testing.T) {
 	binary.BigEndian.PutUint16(ipv4[10:], ^hdr.Fold(hdr.Checksum(ipv4[:20], 0)))
 	lying := append([]byte(nil), good...)
 	binary.BigEndian.PutUint16(lying[14+2:], 1500) // total length beyond the frame
+	lldp := append([]byte(nil), good...)
+	binary.BigEndian.PutUint16(lldp[12:], 0x88CC)
 	ipv6 := append([]byte(nil), good...)
 	binary.BigEndian.PutUint16(ipv6[12:], 0x86DD)
 
@@ -332,7 +334,8 @@ func TestDropsAreCountedAndFreed(t *testing.T) {
 		why   Stat
 	}{
 		{"runt", 0, good[:10], DropBadEthernet},
-		{"not IPv4", 0, ipv6, DropNotIPv4},
+		{"not IP", 0, lldp, DropNotIPv4},
+		{"IPv4 header as IPv6", 0, ipv6, DropBadIPv6},
 		{"truncated IPv4", 0, good[:14+12], DropBadIPv4},
 		{"lying length", 0, lying, DropBadIPv4},
 		{"bad IP checksum", 0, badCsum, DropBadIPChecksum},

@@ -365,9 +365,10 @@ type Conn struct {
 	State       string `json:"state"`    // IPVS's names: ESTABLISHED, SYN_RECV, ..., NONE for a template
 	Template    bool   `json:"template,omitempty"`
 	ExpiresSecs uint64 `json:"expires_secs"`
-	Client      string `json:"client"`      // address:port (port 0 for a template)
-	Virtual     string `json:"virtual"`     // VIP:port
-	Destination string `json:"destination"` // real server address:port
+	Client      string `json:"client"`          // address:port (port 0 for a template)
+	Virtual     string `json:"virtual"`         // VIP:port
+	Destination string `json:"destination"`     // real server address:port
+	Local       string `json:"local,omitempty"` // FullNAT: the local address:port it leaves from
 }
 
 // Ways an edit reaches lbd (Author.Via, Edit.Via).

@@ -66,6 +66,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{"-A -t 192.0.2.1:65536", "-t 192.0.2.1:65536: port 65536 is out of range 1..65535"},
 		{"-A -t a/b:80", `-t a/b:80: "a/b" is not an IPv4 address or host name`},
 		{"-A -f 1", "-f 1: firewall-mark services are not supported"},
+		{"-A -t [2001:db8::10]:80", "-t [2001:db8::10]:80: IPv6 services and servers are not supported yet"},
+		{"-a -t 192.0.2.1:80 -r [2001:db8::11]:8080", "-r [2001:db8::11]:8080: IPv6 services and servers are not supported yet"},
 		{"-A -t 192.0.2.1:80 -u 192.0.2.1:80", "-t and -u: one service at a time"},
 		{"-A -t 192.0.2.1:80 -p 9999999", "-p 9999999: timeout is out of range 0..2592000"},
 		{"-A -t 192.0.2.1:80 -M 24", "-M 24: not an IPv4 netmask (want e.g. 255.255.255.0)"},

@@ -307,8 +307,12 @@ func WriteConns(w io.Writer, resp Response) error {
 	bw.WriteString("IPVS connection entries\n")
 	fmt.Fprintf(bw, "pro expire state       source             virtual            destination\n")
 	for _, c := range resp.Conns {
-		fmt.Fprintf(bw, "%-3s %02d:%02d  %-11s %-18s %-18s %s\n", c.Protocol,
+		fmt.Fprintf(bw, "%-3s %02d:%02d  %-11s %-18s %-18s %s", c.Protocol,
 			c.ExpiresSecs/60, c.ExpiresSecs%60, c.State, c.Client, c.Virtual, c.Destination)
+		if c.Local != "" {
+			fmt.Fprintf(bw, " from %s", c.Local) // FullNAT: the local address and port
+		}
+		bw.WriteString("\n")
 	}
 	if resp.ConnsTruncated {
 		fmt.Fprintf(bw, "(%d shown; more matched: narrow with -t/-u or --client)\n", len(resp.Conns))

@@ -36,9 +36,22 @@ func parseUint(flag, s string, lo, hi int, what string) (int, error) {
 	return n, nil
 }
 
+// noIPv6 refuses ipvsadm's IPv6 form ([2001:db8::10]:80, or a bare
+// IPv6 address) with a message that says why, rather than trying the
+// text as a host name.
+func noIPv6(flag, s string) error {
+	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
+		return fmt.Errorf("%s %s: IPv6 services and servers are not supported yet", flag, s)
+	}
+	return nil
+}
+
 // parseService parses -t|-u VIP:port; VIP may be a host name and port a
 // service name (names.go).
 func parseService(flag, s string) (ServiceSpec, error) {
+	if err := noIPv6(flag, s); err != nil {
+		return ServiceSpec{}, err
+	}
 	host, port, ok := strings.Cut(s, ":")
 	if !ok || port == "" {
 		return ServiceSpec{}, fmt.Errorf("%s %s: want VIP:port, e.g. 192.0.2.100:80", flag, s)
@@ -57,6 +70,9 @@ func parseService(flag, s string) (ServiceSpec, error) {
 // parseServer parses -r RIP[:port] of a service of protocol proto; RIP may
 // be a host name and port a service name.
 func parseServer(s, proto string) (ServerSpec, error) {
+	if err := noIPv6("-r", s); err != nil {
+		return ServerSpec{}, err
+	}
 	host, port, hasPort := strings.Cut(s, ":")
 	addr, err := resolveHost("-r "+s, host)
 	if err != nil {

@@ -69,6 +69,7 @@ type Config struct {
 	WANIf, LANIf  string // lbd's af_packet interfaces
 	WANAddr       string // "192.0.2.1/24"
 	LANAddr       string // "198.51.100.1/24"
+	WANAddr6      string // the wan port's IPv6 address, "2001:db8::1/64"; "" none
 	Services      []Service
 	Socket        string // control socket path
 	MetricsListen string // host:port inside the LB namespace
@@ -170,11 +171,15 @@ func (c Config) YAML() string {
 			AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
 			AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
 		}
+		ports[0].Address6 = c.WANAddr6
 	}
 	for _, p := range ports {
 		w("  - name: %s", p.Name)
 		w("    device: %s", p.Device)
 		w("    address: %s", p.Address)
+		if p.Address6 != "" {
+			w("    address6: %s", p.Address6)
+		}
 		if p.Gateway != "" {
 			w("    gateway: %s", p.Gateway)
 		}

@@ -19,11 +19,12 @@ import (
 
 // Port is one lbd port in a Config.
 type Port struct {
-	Name    string
-	Device  string // DPDK device string, e.g. "net_af_packet0,iface=dp-lb-abc123"
-	Address string // "198.51.100.1/24"
-	Gateway string // "" for none
-	Role    string // "client", "server" or "both"; "" leaves lbd's default (both)
+	Name     string
+	Device   string // DPDK device string, e.g. "net_af_packet0,iface=dp-lb-abc123"
+	Address  string // "198.51.100.1/24"
+	Address6 string // "2001:db8::1/64"; "" for none
+	Gateway  string // "" for none
+	Role     string // "client", "server" or "both"; "" leaves lbd's default (both)
 	// Floating are addresses this port answers ARP for only while lbd
 	// is the master of an active/backup pair ("198.51.100.1").
 	Floating []string

@@ -29,6 +29,7 @@ const (
 const (
 	EtherTypeIPv4 = 0x0800
 	EtherTypeARP  = 0x0806
+	EtherTypeIPv6 = 0x86DD
 	EthernetLen   = 14
 )
 

@@ -65,6 +65,21 @@ func (b TCP) ClampMSS(mss uint16, updateChecksum bool) bool {
 	}
 }
 
+// HasOption reports whether the options hold one of the given kind.
+func (b TCP) HasOption(kind byte) bool {
+	opts := b.Options()
+	for off := 0; ; {
+		k, n, ok := nextOption(opts, off)
+		if !ok {
+			return false
+		}
+		if k == kind {
+			return true
+		}
+		off += n
+	}
+}
+
 // MSS returns the MSS option's value, or 0 without one.
 func (b TCP) MSS() uint16 {
 	opts := b.Options()
