@@ -100,24 +100,10 @@ func BuildECMP(t *Topo, nodes, servers int) (*ECMP, error) {
 		return sw
 	}
 	rt := e.Router.NS
-	for _, kv := range [][2]string{
-		{"net.ipv4.ip_forward", "1"},
-		{"net.ipv4.conf.all.rp_filter", "0"},
-		{"net.ipv4.conf.default.rp_filter", "0"},
-		{"net.ipv4.conf.all.send_redirects", "0"},
-		{"net.ipv4.conf.default.send_redirects", "0"},
-		{"net.ipv4.fib_multipath_hash_policy", "1"}, // addresses and ports: flows of one client spread
-	} {
+	for _, kv := range append(routerSysctls, [2]string{"net.ipv4.fib_multipath_hash_policy", "1"}) { // addresses and ports: flows of one client spread
 		add(sysctl(rt, kv[0], kv[1]))
 	}
-	add(func() error { return t.Veth(e.Client.NS, e.Client.If, rt, e.Router.ClientIf) },
-		func() error { return t.ForAFPacket(e.Client.NS, e.Client.If) },
-		func() error { return t.ForAFPacket(rt, e.Router.ClientIf) },
-		func() error { return t.Addr(e.Client.NS, e.Client.If, e.Client.Addr.String()) },
-		func() error { return t.Up(e.Client.NS, e.Client.If) },
-		func() error { return t.Route(e.Client.NS, "default via "+e.Router.ClientAddr.Addr().String()) },
-		func() error { return t.Addr(rt, e.Router.ClientIf, e.Router.ClientAddr.String()) },
-		func() error { return t.Up(rt, e.Router.ClientIf) })
+	add(t.clientBehindRouter(e.Client, e.Router.Router)...)
 	serverPorts := []string{veth(rt, e.Router.LBIf, "swr", true)}
 	mgmtPorts := []string{veth(rt, e.Router.MgmtIf, "smr", false)}
 	add(func() error { return t.Addr(rt, e.Router.LBIf, e.Router.LBAddr.String()) },

@@ -121,23 +121,10 @@ func BuildHA(t *Topo, n int, dr bool) (*HA, error) {
 	var clientPorts, serverPorts, mgmtPorts []string
 	if dr {
 		rt := h.Router.NS
-		for _, kv := range [][2]string{
-			{"net.ipv4.ip_forward", "1"},
-			{"net.ipv4.conf.all.rp_filter", "0"},
-			{"net.ipv4.conf.default.rp_filter", "0"},
-			{"net.ipv4.conf.all.send_redirects", "0"},
-			{"net.ipv4.conf.default.send_redirects", "0"},
-		} {
+		for _, kv := range routerSysctls {
 			add(sysctl(rt, kv[0], kv[1]))
 		}
-		add(func() error { return t.Veth(h.Client.NS, h.Client.If, rt, h.Router.ClientIf) },
-			func() error { return t.ForAFPacket(h.Client.NS, h.Client.If) },
-			func() error { return t.ForAFPacket(rt, h.Router.ClientIf) },
-			func() error { return t.Addr(h.Client.NS, h.Client.If, h.Client.Addr.String()) },
-			func() error { return t.Up(h.Client.NS, h.Client.If) },
-			func() error { return t.Route(h.Client.NS, "default via "+h.Router.ClientAddr.Addr().String()) },
-			func() error { return t.Addr(rt, h.Router.ClientIf, h.Router.ClientAddr.String()) },
-			func() error { return t.Up(rt, h.Router.ClientIf) })
+		add(t.clientBehindRouter(h.Client, h.Router)...)
 		serverPorts = append(serverPorts, veth(rt, h.Router.LBIf, "swr"))
 		add(func() error { return t.Addr(rt, h.Router.LBIf, h.Router.LBAddr.String()) },
 			// The VIP is on the router's link: whoever answers ARP for it

@@ -91,6 +91,35 @@ func (t *Topo) Sysctl(ns, key, value string) error {
 	return err
 }
 
+// routerSysctls make a namespace a router that forwards whatever reaches
+// it, whichever way the replies go (VS/DR and VS/TUN replies bypass lbd):
+// no reverse-path filter, no redirects. "default" is set before the
+// router's interfaces exist, "all" too (the kernel uses the larger of
+// "all" and the interface's value).
+var routerSysctls = [][2]string{
+	{"net.ipv4.ip_forward", "1"},
+	{"net.ipv4.conf.all.rp_filter", "0"},
+	{"net.ipv4.conf.default.rp_filter", "0"},
+	{"net.ipv4.conf.all.send_redirects", "0"},
+	{"net.ipv4.conf.default.send_redirects", "0"},
+}
+
+// clientBehindRouter returns the steps that join the client to the
+// router on a link of their own (both ends ready for af_packet), with
+// their addresses and the client's default route through the router.
+func (t *Topo) clientBehindRouter(c Host, r Router) []func() error {
+	return []func() error{
+		func() error { return t.Veth(c.NS, c.If, r.NS, r.ClientIf) },
+		func() error { return t.ForAFPacket(c.NS, c.If) },
+		func() error { return t.ForAFPacket(r.NS, r.ClientIf) },
+		func() error { return t.Addr(c.NS, c.If, c.Addr.String()) },
+		func() error { return t.Up(c.NS, c.If) },
+		func() error { return t.Route(c.NS, "default via "+r.ClientAddr.Addr().String()) },
+		func() error { return t.Addr(r.NS, r.ClientIf, r.ClientAddr.String()) },
+		func() error { return t.Up(r.NS, r.ClientIf) },
+	}
+}
+
 // BuildDR builds the VS/DR topology with n real servers (1..9). Each
 // server holds the VIP on lo. On error the caller still owns t and must
 // call Teardown.
@@ -164,27 +193,10 @@ func buildLVS(t *Topo, n int, tunnel bool) (*LVS, error) {
 		return func() error { return t.Sysctl(ns, key, value) }
 	}
 	var steps []func() error
-	// The router forwards, sends no redirects and does not filter by
-	// reverse path: set "default" before its interfaces exist, "all" too
-	// (the kernel uses the larger of "all" and the interface's value).
-	for _, kv := range [][2]string{
-		{"net.ipv4.ip_forward", "1"},
-		{"net.ipv4.conf.all.rp_filter", "0"},
-		{"net.ipv4.conf.default.rp_filter", "0"},
-		{"net.ipv4.conf.all.send_redirects", "0"},
-		{"net.ipv4.conf.default.send_redirects", "0"},
-	} {
+	for _, kv := range routerSysctls {
 		steps = append(steps, sysctl(rt, kv[0], kv[1]))
 	}
-	// client <-> router
-	steps = append(steps, veth(l.Client.NS, l.Client.If, rt, l.Router.ClientIf)...)
-	steps = append(steps,
-		func() error { return t.Addr(l.Client.NS, l.Client.If, l.Client.Addr.String()) },
-		func() error { return t.Up(l.Client.NS, l.Client.If) },
-		func() error { return t.Route(l.Client.NS, "default via "+l.Router.ClientAddr.Addr().String()) },
-		func() error { return t.Addr(rt, l.Router.ClientIf, l.Router.ClientAddr.String()) },
-		func() error { return t.Up(rt, l.Router.ClientIf) },
-	)
+	steps = append(steps, t.clientBehindRouter(l.Client, l.Router)...)
 	var bridgePorts []string
 	if tunnel {
 		// router <-> LB directly; router <-> the servers' bridge.
