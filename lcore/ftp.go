@@ -179,6 +179,12 @@ func (w *Worker) ftpFromServer(d *desc, c *conn.Conn, p []byte) (int, Stat) {
 			return 0, DropFTPUnparsed
 		}
 		port = pt
+		if !segmentChecksumGood(d) {
+			// The rewrite computes a fresh checksum: a reply corrupted on
+			// its way here would leave valid. Passed on untouched (and
+			// still bad), the client drops it and the server sends it again.
+			return 0, 0
+		}
 		if !w.expect(&expectation{src: c.ClientIP, dst: c.VIP, dport: port}, c) {
 			return 0, DropFTPExpectFull
 		}
@@ -294,6 +300,18 @@ func (w *Worker) rewriteHostPort(d *desc, start, end int, addr uint32, port uint
 	tcp.SetChecksum(0)
 	tcp.SetChecksum(hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, tcp))
 	return diff
+}
+
+// segmentChecksumGood reports whether the TCP segment's checksum is right:
+// the NIC's word when it checked, else one sum over the segment (control
+// work: only FTP replies that are rewritten pay it).
+func segmentChecksumGood(d *desc) bool {
+	if l4ChecksumGood(d.m) {
+		return true
+	}
+	ip := d.ip()
+	tcp := ip.Payload()
+	return hdr.TCP(tcp).Checksum() == hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, tcp)
 }
 
 // hasPrefixFold is bytes.HasPrefix ignoring ASCII case (FTP commands).

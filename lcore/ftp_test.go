@@ -364,3 +364,35 @@ func FuzzFTP(f *testing.F) {
 		}
 	})
 }
+
+// TestFTPCorrupt227PassedOnBad: a 227 whose TCP checksum is already wrong
+// on arrival is not rewritten (a rewrite would give it a fresh, valid
+// checksum): it reaches the client unchanged and still bad, shifts
+// nothing, and its good retransmission is rewritten as usual.
+func TestFTPCorrupt227PassedOnBad(t *testing.T) {
+	r := ftpRig(t)
+	const reply = "227 Entering Passive Mode (198,51,100,12,195,80).\r\n"
+	const want = "227 Entering Passive Mode (203,0,113,100,195,80).\r\n"
+	bad := tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply)
+	bad[hdr.EthernetLen+20+16] ^= 0x40 // the TCP checksum's first byte
+	r.inject(1, bad)
+	r.w.poll()
+	out := r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("%d frames to the client, want 1", len(out))
+	}
+	ip := hdr.IPv4(hdr.Ethernet(out[0]).Payload())
+	tcp := hdr.TCP(ip.Payload())
+	if string(tcp.Payload()) != reply || tcp.Checksum() == hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, ip.Payload()) {
+		t.Fatalf("corrupt 227 left as %q with a valid checksum %v", tcp.Payload(),
+			tcp.Checksum() == hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, ip.Payload()))
+	}
+	if r.w.cnt.own[FTPRewritten] != 0 || r.w.cnt.own[FTPExpected] != 0 {
+		t.Fatalf("rewritten %d expected %d", r.w.cnt.own[FTPRewritten], r.w.cnt.own[FTPExpected])
+	}
+	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs2, 21, clientIP, 40100, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 101, nil, reply))
+	r.w.poll()
+	if _, tcp := oneTCP(t, r, 0); string(tcp.Payload()) != want || tcp.Seq() != 5001 {
+		t.Fatalf("retransmitted 227: %q seq %d", tcp.Payload(), tcp.Seq())
+	}
+}
