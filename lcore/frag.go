@@ -51,11 +51,13 @@ const maxHeldPerDatagram = 48
 const fragWays = 4 // entries per bucket of the table
 
 // fragKey names a datagram. The IPv6 identification is 32 bits, hence id's
-// width; IPv6 would give the addresses 16 bytes.
+// width; an IPv6 key (v6) holds folds of its addresses, which sit whole in
+// the table's side array (frag6.go). v6 fits in the padding: 16 bytes.
 type fragKey struct {
 	src, dst uint32
 	id       uint32
 	proto    uint8
+	v6       bool
 }
 
 // fragEntry is one datagram's remembered decision.
@@ -76,7 +78,9 @@ type fragEntry struct {
 // after construction) and the held fragments, linked by slot index.
 type fragTable struct {
 	entries  []fragEntry
-	mask     uint32 // buckets - 1
+	addrs6   []fragAddrs6 // an IPv6 entry's addresses, by the entry's index
+	seed     [2]uint64    // keys the IPv6 address folds
+	mask     uint32       // buckets - 1
 	timeout  int64
 	held     []*mbuf.Mbuf
 	heldNext []int32
@@ -100,7 +104,8 @@ func newFragTable(lim FragLimits) *fragTable {
 		buckets *= 2
 	}
 	t := &fragTable{
-		entries: make([]fragEntry, buckets*fragWays), mask: uint32(buckets - 1), timeout: int64(lim.Timeout),
+		entries: make([]fragEntry, buckets*fragWays), addrs6: make([]fragAddrs6, buckets*fragWays), seed: fragSeed(),
+		mask: uint32(buckets - 1), timeout: int64(lim.Timeout),
 		held: make([]*mbuf.Mbuf, lim.Held), heldNext: make([]int32, lim.Held),
 	}
 	for i := range t.heldNext {
@@ -133,12 +138,13 @@ func (w *Worker) fragHome(k fragKey) int {
 	return int(fragHash(k) % uint32(w.nworkers))
 }
 
-// find returns the datagram's entry, making it if it is new; nil with a
-// drop reason when its bucket holds four live datagrams.
-func (w *Worker) findFrag(k fragKey) (*fragEntry, Stat) {
+// findFrag returns the datagram's entry, making it if it is new; nil with
+// a drop reason when its bucket holds four live datagrams. a holds an
+// IPv6 key's addresses (nil for IPv4).
+func (w *Worker) findFrag(k fragKey, a *fragAddrs6) (*fragEntry, Stat) {
 	t := w.frags
 	b := int(fragHash(k)&t.mask) * fragWays
-	var free *fragEntry
+	free := -1
 	for i := b; i < b+fragWays; i++ {
 		e := &t.entries[i]
 		switch {
@@ -146,31 +152,40 @@ func (w *Worker) findFrag(k fragKey) (*fragEntry, Stat) {
 			w.removeFrag(e, DropFragTimeout)
 			fallthrough
 		case !e.used:
-			if free == nil {
-				free = e
+			if free < 0 {
+				free = i
 			}
-		case e.key == k:
+		case e.key == k && (!k.v6 || t.addrs6[i] == *a):
 			return e, 0
 		}
 	}
-	if free == nil {
+	if free < 0 {
 		return nil, DropFragTableFull
 	}
-	*free = fragEntry{key: k, used: true, owner: -1, held: -1, expires: w.now + t.timeout}
-	return free, 0
+	if k.v6 {
+		t.addrs6[free] = *a
+	}
+	e := &t.entries[free]
+	*e = fragEntry{key: k, used: true, owner: -1, held: -1, expires: w.now + t.timeout}
+	return e, 0
 }
 
-// account adds a fragment to what its datagram has seen here and reports
-// whether the datagram is now whole (duplicates may say so early; a later
-// fragment then finds no entry and is dropped, as a reassembler would).
-func (e *fragEntry) account(d *desc) bool {
-	ip := d.ip()
-	n := uint32(len(ip.Payload()))
+// account adds a fragment (n bytes of data at off, more to follow or not)
+// to what its datagram has seen here and reports whether the datagram is
+// now whole (duplicates may say so early; a later fragment then finds no
+// entry and is dropped, as a reassembler would).
+func (e *fragEntry) account(off, n uint32, more bool) bool {
 	e.seen += n
-	if ip.Flags()&hdr.IPv4FlagMoreFragments == 0 {
-		e.total = uint32(ip.FragmentOffset()) + n
+	if !more {
+		e.total = off + n
 	}
 	return e.total != 0 && e.seen >= e.total
+}
+
+// fragGeometry is an IPv4 fragment's data offset and length, and whether
+// more follow.
+func fragGeometry(ip hdr.IPv4) (off, n uint32, more bool) {
+	return uint32(ip.FragmentOffset()), uint32(len(ip.Payload())), ip.Flags()&hdr.IPv4FlagMoreFragments != 0
 }
 
 // removeFrag forgets a datagram; what it still held is dropped under why.
@@ -216,11 +231,11 @@ func (w *Worker) fragment(d *desc, steer bool) exit {
 	if steer && home != me {
 		return handOff(home)
 	}
-	e, why := w.findFrag(k)
+	e, why := w.findFrag(k, nil)
 	if e == nil {
 		return drop(why)
 	}
-	whole := e.account(d)
+	whole := e.account(fragGeometry(d.ip()))
 	if e.owner < 0 {
 		switch {
 		case home == me && d.frag == fragLater:

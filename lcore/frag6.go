@@ -1,0 +1,86 @@
+package lcore
+
+import (
+	"encoding/binary"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// IPv6 fragments (RFC 8200 section 4.5) take IPv4's path (frag.go): each
+// is forwarded as it came, fragment header and all, the first one taking
+// the connection's decision and the later ones following it, steered to
+// one home worker and held there the same way. They share IPv4's table:
+// an IPv6 datagram's key holds keyed 32-bit folds of its addresses where
+// IPv4's holds the addresses (v6 set), and the 16-byte addresses sit in a
+// side array beside the entries, compared only when an IPv6 key matches.
+// So an IPv4 key, its hash and its entry keep their size, and IPv4 pays
+// one more byte compare.
+
+// fragAddrs6 is an IPv6 datagram's source and destination.
+type fragAddrs6 [2]hdr.Addr6
+
+// checkFragment6 classifies an IPv6 packet that carries a fragment header
+// (x is its walk): fragNone for an atomic fragment (offset 0, no more to
+// come), which RFC 6946 has processed as a whole packet; fragFirst or
+// fragLater; or a drop reason. The fragmentable part must begin with the
+// TCP or UDP header (no extension header after the fragment header: the
+// later fragments' key names the protocol, as IPv4's does); the rest
+// matches IPv4: data a multiple of 8 bytes while more follow, a first
+// fragment with the whole transport header (RFC 7112), no TCP fragment at
+// offset 8 (RFC 1858), nothing past 65535 bytes of payload.
+func checkFragment6(ip hdr.IPv6, x hdr.Ext6) (frag uint8, why Stat) {
+	if x.FragOffset == 0 && !x.MoreFrags {
+		return fragNone, 0
+	}
+	proto := ip[x.FragHdrOff]
+	if proto != hdr.ProtoTCP && proto != hdr.ProtoUDP {
+		return fragNone, DropFragment
+	}
+	data := x.FragHdrOff + 8
+	end := hdr.IPv6Len + int(ip.PayloadLength())
+	n, off := end-data, int(x.FragOffset)
+	switch {
+	case x.FragHdrOff-hdr.IPv6Len+off+n > 0xffff: // the reassembled payload length
+		return fragNone, DropFragOversize
+	case x.MoreFrags && n%8 != 0, off == 8 && proto == hdr.ProtoTCP:
+		return fragNone, DropBadFragment
+	case off > 0:
+		return fragLater, 0
+	case proto == hdr.ProtoTCP && !hdr.TCP(ip[data:end]).IsValid(), proto == hdr.ProtoUDP && n < hdr.UDPLen:
+		return fragNone, DropBadFragment
+	}
+	return fragFirst, 0
+}
+
+// fragGeometry6 is what the table needs of an IPv6 fragment: its data's
+// offset and length in the datagram, and whether more follow.
+func fragGeometry6(ip hdr.IPv6, x hdr.Ext6) (off, n uint32, more bool) {
+	return uint32(x.FragOffset), uint32(hdr.IPv6Len + int(ip.PayloadLength()) - x.FragHdrOff - 8), x.MoreFrags
+}
+
+// fragKey6 is an IPv6 fragment's key; its addresses go to a, for the
+// side array. IPv6 reassembles by source, destination and identification
+// (the protocol, equal in every fragment that checkFragment6 passes,
+// keeps IPv4's shape).
+func (t *fragTable) fragKey6(ip hdr.IPv6, x hdr.Ext6, a *fragAddrs6) fragKey {
+	a[0], a[1] = ip.Src(), ip.Dst()
+	return fragKey{src: t.fold6(a[0]), dst: t.fold6(a[1]), id: x.FragID, proto: ip[x.FragHdrOff], v6: true}
+}
+
+// fold6 reduces an IPv6 address to 32 bits under a secret seed: the fold
+// picks the bucket (through fragHash), so a sender who owns a /64 must
+// not be able to pick addresses that share one. Folds may collide; the
+// side array tells such datagrams apart.
+func (t *fragTable) fold6(a hdr.Addr6) uint32 {
+	h := (binary.LittleEndian.Uint64(a[:8]) ^ t.seed[0]) * 0x9e3779b97f4a7c15
+	h ^= h >> 31
+	h = (h ^ binary.LittleEndian.Uint64(a[8:]) ^ t.seed[1]) * 0xbf58476d1ce4e5b9
+	h ^= h >> 29
+	return uint32(h ^ h>>32)
+}
+
+// fragSeed draws the fold's seed from the steering key, the secret the
+// rest of the steering uses (set before any worker is made).
+func fragSeed() [2]uint64 {
+	return [2]uint64{binary.LittleEndian.Uint64(steerKey[8:]), binary.LittleEndian.Uint64(steerKey[24:])}
+}
