@@ -27,6 +27,9 @@ type Ext struct {
 // ErrNoExt is returned by InsertExt on a table without EnableExt.
 var ErrNoExt = errors.New("conn: table has no extension array")
 
+// ErrNoSix is returned by Insert6 on a table without EnableSix.
+var ErrNoSix = errors.New("conn: table has no IPv6 address array")
+
 // indexedExt marks an entry whose Reply key is RIP:RPort -> LIP:LPort.
 const indexedExt uint8 = 1 << 2
 

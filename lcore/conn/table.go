@@ -50,6 +50,7 @@ func (s slot) empty() bool { return s.ref == 0 }
 type Table struct {
 	entries []Conn   // pointer-free, in huge pages outside the Go heap when large (mem.go)
 	ext     []Ext    // nil until EnableExt; indexed like entries (ext.go)
+	six     []Addrs6 // nil until EnableSix; indexed like entries (six.go)
 	free    []uint32 // stack of free entry ids
 	slots   []slot   // the index, power-of-two length
 	mask    uint32   // len(slots) - 1
@@ -129,7 +130,8 @@ func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP 
 			}
 			continue
 		}
-		if e.matches(d, proto, srcIP, srcPort, dstIP, dstPort) {
+		// An IPv6 entry's fields are folds: never an IPv4 packet's (six.go).
+		if e.matches(d, proto, srcIP, srcPort, dstIP, dstPort) && e.indexed&indexedSix == 0 {
 			return id, d, true
 		}
 	}
@@ -241,6 +243,9 @@ func (t *Table) Delete(id uint32) {
 	}
 	if e.indexed&indexedExt != 0 {
 		t.ext[id] = Ext{}
+	}
+	if e.indexed&indexedSix != 0 {
+		t.six[id] = Addrs6{}
 	}
 	*e = Conn{}
 	t.free = append(t.free, id) // within capacity: never reallocates

@@ -1,0 +1,101 @@
+package conn
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+func a6(s string) hdr.Addr6 { return hdr.Addr6From(netip.MustParseAddr(s)) }
+
+// foldTwin returns an address other than a that folds to the same value
+// (the fold's first round is a bijection of the high half; the low half
+// then cancels the difference).
+func foldTwin(a hdr.Addr6) hdr.Addr6 {
+	round := func(h0 uint64) uint64 {
+		x := (h0 ^ foldKey[0]) * mulA
+		return x ^ x>>32
+	}
+	h0 := binary.BigEndian.Uint64(a[:8])
+	h1 := binary.BigEndian.Uint64(a[8:])
+	var b hdr.Addr6
+	binary.BigEndian.PutUint64(b[:8], h0+1)
+	binary.BigEndian.PutUint64(b[8:], round(h0)^h1^round(h0+1))
+	return b
+}
+
+// TestInsert6: an IPv6 entry is found in both directions by its full
+// addresses, never by an IPv4 lookup of its folds nor by another address
+// with the same fold; Delete frees it.
+func TestInsert6(t *testing.T) {
+	tb, err := NewWithSeed(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Addrs6{Client: a6("2001:db8::1"), VIP: a6("2001:db8::10"), RIP: a6("fd00::11")}
+	c := &Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}
+	if _, err := tb.Insert6(c, a); !errors.Is(err, ErrNoSix) {
+		t.Fatalf("without EnableSix: %v", err)
+	}
+	tb.EnableSix()
+	id, err := tb.Insert6(c, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80); !ok || got != id || d != Original {
+		t.Fatalf("original: %d %v %v", got, d, ok)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.RIP, 8080, &a.Client, 1000); !ok || got != id || d != Reply {
+		t.Fatalf("reply: %d %v %v", got, d, ok)
+	}
+	e := tb.Get(id)
+	if !e.IsIPv6() || tb.Addrs6(id) == nil || *tb.Addrs6(id) != *a {
+		t.Fatalf("entry %+v addrs %+v", e, tb.Addrs6(id))
+	}
+	if _, _, ok := tb.Lookup(6, e.ClientIP, 1000, e.VIP, 80); ok {
+		t.Fatal("an IPv4 lookup of the folds matched an IPv6 entry")
+	}
+	twin := foldTwin(a.Client)
+	if twin == a.Client || Fold6(&twin) != Fold6(&a.Client) {
+		t.Fatal("foldTwin did not make a twin")
+	}
+	if _, _, ok := tb.Lookup6(6, &twin, 1000, &a.VIP, 80); ok {
+		t.Fatal("another address with the same fold matched")
+	}
+	// The twin is a connection of its own.
+	b := *a
+	b.Client = twin
+	id2, err := tb.Insert6(&Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}, &b)
+	if err != nil || id2 == id {
+		t.Fatalf("twin insert: %d %v", id2, err)
+	}
+	if got, _, ok := tb.Lookup6(6, &a.RIP, 8080, &twin, 1000); !ok || got != id2 {
+		t.Fatalf("twin reply: %d %v", got, ok)
+	}
+	if _, err := tb.Insert6(&Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}, a); !errors.Is(err, ErrExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	tb.Delete(id)
+	if _, _, ok := tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80); ok || tb.Addrs6(id) != nil {
+		t.Fatal("deleted entry still found")
+	}
+	if got, _, ok := tb.Lookup6(6, &twin, 1000, &a.VIP, 80); !ok || got != id2 {
+		t.Fatal("twin lost by the delete")
+	}
+}
+
+// TestLookup6DoesNotAllocate guards the IPv6 lookup of the packet path.
+func TestLookup6DoesNotAllocate(t *testing.T) {
+	tb, _ := NewWithSeed(64, 1)
+	tb.EnableSix()
+	a := &Addrs6{Client: a6("2001:db8::1"), VIP: a6("2001:db8::10"), RIP: a6("fd00::11")}
+	if _, err := tb.Insert6(&Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}, a); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(100, func() { tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80) }); n != 0 {
+		t.Fatalf("Lookup6 allocates %v times", n)
+	}
+}
