@@ -79,7 +79,6 @@ type fragEntry struct {
 type fragTable struct {
 	entries  []fragEntry
 	addrs6   []fragAddrs6 // an IPv6 entry's addresses, by the entry's index
-	seed     [2]uint64    // keys the IPv6 address folds
 	mask     uint32       // buckets - 1
 	timeout  int64
 	held     []*mbuf.Mbuf
@@ -104,7 +103,7 @@ func newFragTable(lim FragLimits) *fragTable {
 		buckets *= 2
 	}
 	t := &fragTable{
-		entries: make([]fragEntry, buckets*fragWays), addrs6: make([]fragAddrs6, buckets*fragWays), seed: fragSeed(),
+		entries: make([]fragEntry, buckets*fragWays), addrs6: make([]fragAddrs6, buckets*fragWays),
 		mask: uint32(buckets - 1), timeout: int64(lim.Timeout),
 		held: make([]*mbuf.Mbuf, lim.Held), heldNext: make([]int32, lim.Held),
 	}

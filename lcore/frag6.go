@@ -1,8 +1,7 @@
 package lcore
 
 import (
-	"encoding/binary"
-
+	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -11,7 +10,8 @@ import (
 // the connection's decision and the later ones following it, steered to
 // one home worker and held there the same way. They share IPv4's table:
 // an IPv6 datagram's key holds keyed 32-bit folds of its addresses where
-// IPv4's holds the addresses (v6 set), and the 16-byte addresses sit in a
+// IPv4's holds the addresses (v6 set; the connection table's keyed folds,
+// so a sender cannot pick addresses that share a bucket), and the 16-byte addresses sit in a
 // side array beside the entries, compared only when an IPv6 key matches.
 // So an IPv4 key, its hash and its entry keep their size, and IPv4 pays
 // one more byte compare.
@@ -62,25 +62,7 @@ func fragGeometry6(ip hdr.IPv6, x hdr.Ext6) (off, n uint32, more bool) {
 // side array. IPv6 reassembles by source, destination and identification
 // (the protocol, equal in every fragment that checkFragment6 passes,
 // keeps IPv4's shape).
-func (t *fragTable) fragKey6(ip hdr.IPv6, x hdr.Ext6, a *fragAddrs6) fragKey {
+func fragKey6(ip hdr.IPv6, x hdr.Ext6, a *fragAddrs6) fragKey {
 	a[0], a[1] = ip.Src(), ip.Dst()
-	return fragKey{src: t.fold6(a[0]), dst: t.fold6(a[1]), id: x.FragID, proto: ip[x.FragHdrOff], v6: true}
-}
-
-// fold6 reduces an IPv6 address to 32 bits under a secret seed: the fold
-// picks the bucket (through fragHash), so a sender who owns a /64 must
-// not be able to pick addresses that share one. Folds may collide; the
-// side array tells such datagrams apart.
-func (t *fragTable) fold6(a hdr.Addr6) uint32 {
-	h := (binary.LittleEndian.Uint64(a[:8]) ^ t.seed[0]) * 0x9e3779b97f4a7c15
-	h ^= h >> 31
-	h = (h ^ binary.LittleEndian.Uint64(a[8:]) ^ t.seed[1]) * 0xbf58476d1ce4e5b9
-	h ^= h >> 29
-	return uint32(h ^ h>>32)
-}
-
-// fragSeed draws the fold's seed from the steering key, the secret the
-// rest of the steering uses (set before any worker is made).
-func fragSeed() [2]uint64 {
-	return [2]uint64{binary.LittleEndian.Uint64(steerKey[8:]), binary.LittleEndian.Uint64(steerKey[24:])}
+	return fragKey{src: conn.Fold6(&a[0]), dst: conn.Fold6(&a[1]), id: x.FragID, proto: ip[x.FragHdrOff], v6: true}
 }
