@@ -56,6 +56,8 @@ const (
 	NDAdverts         // IPv6 neighbour advertisements sent (answers and unsolicited)
 	NDReceived        // IPv6 neighbour advertisements received
 	ICMPv6EchoReplies // ICMPv6 echo replies sent (for a port's IPv6 address)
+	ICMPv6TooBig      // ICMPv6 Packet Too Big sent for packets too big for an IPv6 tunnel
+	ICMPv6HopLimit    // ICMPv6 Time Exceeded sent for packets whose hop limit ran out here
 	// Where the poll loop's time goes (loopstats.go): the longest loop
 	// iteration so far (a gauge), TSC cycles per stage of the bursts that
 	// carried packets, and iterations by duration (LoopIterations0 + i
@@ -138,6 +140,7 @@ var statNames = [numStats]string{
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
 	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies",
+	ICMPv6TooBig: "icmpv6_too_big", ICMPv6HopLimit: "icmpv6_time_exceeded",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",

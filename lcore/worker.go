@@ -142,6 +142,8 @@ type Worker struct {
 	expire     func(id uint32, c *conn.Conn)
 	budget     int
 
+	icmp6Bucket tokenBucket // limits the ICMPv6 errors it sends (icmp6err.go)
+
 	tid     atomic.Int32 // the loop's OS thread, once it runs (ThreadID)
 	stop    atomic.Bool
 	holdRX  atomic.Bool // receive nothing; commands still run (a handover)

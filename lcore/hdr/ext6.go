@@ -48,9 +48,18 @@ type Ext6 struct {
 // ICMPv6, no next header), ExtUnknown otherwise. A later fragment
 // (offset > 0) stops at its fragment header: what follows has no
 // headers to read.
-func (b IPv6) WalkExt() (Ext6, ExtVerdict) {
+func (b IPv6) WalkExt() (Ext6, ExtVerdict) { return b.walkExt(IPv6Len + int(b.PayloadLength())) }
+
+// WalkExtQuote is WalkExt for the IPv6 packet an ICMPv6 error quotes: b
+// is the quote, which holds the fixed header (len(b) >= IPv6Len, version
+// not checked) and may stop short of the payload length; the walk stays
+// within both.
+func (b IPv6) WalkExtQuote() (Ext6, ExtVerdict) {
+	return b.walkExt(min(len(b), IPv6Len+int(b.PayloadLength())))
+}
+
+func (b IPv6) walkExt(end int) (Ext6, ExtVerdict) {
 	x := Ext6{Proto: b.NextHeader(), Off: IPv6Len}
-	end := IPv6Len + int(b.PayloadLength())
 	for n := 0; ; n++ {
 		switch x.Proto {
 		case ProtoTCP, ProtoUDP, ProtoICMPv6, ExtNoNext:

@@ -239,3 +239,17 @@ func FuzzIPv6(f *testing.F) {
 		}
 	})
 }
+
+// TestWalkExtQuote: a quote cut short of its payload length is walked
+// within what it holds.
+func TestWalkExtQuote(t *testing.T) {
+	opts := make([]byte, 16)
+	opts[1] = 1
+	b := ip6Packet(hdr.ExtDestOpts, [][]byte{opts}, []uint8{hdr.ProtoUDP}, make([]byte, 100))
+	if x, v := hdr.IPv6(b[:40+16+8]).WalkExtQuote(); v != hdr.ExtOK || x.Proto != hdr.ProtoUDP || x.Off != 56 {
+		t.Errorf("quote with the ports: verdict %d proto %d off %d", v, x.Proto, x.Off)
+	}
+	if _, v := hdr.IPv6(b[:40+12]).WalkExtQuote(); v != hdr.ExtTruncated {
+		t.Errorf("quote cut in the options: verdict %d", v)
+	}
+}

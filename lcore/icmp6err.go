@@ -1,0 +1,167 @@
+package lcore
+
+import (
+	"encoding/binary"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// ICMPv6 errors (RFC 4443): those about a connection through lbd are
+// translated (NAT66) or passed on (DR, TUN) as ICMP errors are for IPv4
+// (icmp.go, tunerr.go); those lbd sends (Packet Too Big for a packet that
+// does not fit a tunnel, Time Exceeded when the hop limit runs out) quote
+// as much of the packet as fits in 1280 bytes and are rate-limited per
+// worker, and never answer an ICMPv6 error.
+
+// protoIPv6InIPv6 is the next header of an IPv6 packet carrying another
+// (RFC 2473): VS/TUN over IPv6.
+const protoIPv6InIPv6 = 41
+
+// minMTU6 is IPv6's minimum link MTU (RFC 8200 section 5): what an ICMPv6
+// error may fill, and the lowest Packet Too Big MTU believed.
+const minMTU6 = 1280
+
+// icmp6ErrorHeader is what an error adds in front of the packet it
+// quotes: an IPv6 header and the ICMPv6 header.
+const icmp6ErrorHeader = hdr.IPv6Len + hdr.ICMPLen
+
+// quote6 is the packet an ICMPv6 error quotes, located: its IPv6 header
+// (ip, the inner one when the quote is one of our IPv6-in-IPv6 packets,
+// whose header is then outer), its transport header's first bytes (l4,
+// at least the 8 with the ports) and protocol.
+type quote6 struct {
+	outer, ip hdr.IPv6
+	l4        []byte
+	proto     uint8
+}
+
+// parseQuote6 locates the packet an ICMPv6 error message quotes; a drop
+// reason when the quote does not name a TCP or UDP connection: a quote
+// too short for the ports or cut inside its extension headers, a later
+// fragment (no ports), another protocol.
+func parseQuote6(icmp hdr.ICMP) (q quote6, why Stat) {
+	if len(icmp) < hdr.ICMPLen {
+		return q, DropBadICMP
+	}
+	ip, x, why := walkQuote6(icmp[hdr.ICMPLen:])
+	if why != 0 {
+		return q, why
+	}
+	if x.Proto == protoIPv6InIPv6 {
+		q.outer = ip
+		if ip, x, why = walkQuote6(ip[x.Off:]); why != 0 {
+			return q, why
+		}
+	}
+	if x.Proto != hdr.ProtoTCP && x.Proto != hdr.ProtoUDP {
+		return q, DropNoConn
+	}
+	if len(ip) < x.Off+8 {
+		return q, DropBadICMP
+	}
+	q.ip, q.l4, q.proto = ip, ip[x.Off:], x.Proto
+	return q, 0
+}
+
+// walkQuote6 checks a quoted IPv6 header and walks its extension headers
+// within the quote; a later fragment has no transport header to find.
+func walkQuote6(b []byte) (hdr.IPv6, hdr.Ext6, Stat) {
+	ip := hdr.IPv6(b)
+	if len(ip) < hdr.IPv6Len || ip[0]>>4 != 6 {
+		return nil, hdr.Ext6{}, DropBadICMP
+	}
+	x, v := ip.WalkExtQuote()
+	if v == hdr.ExtUnknown && x.Proto == protoIPv6InIPv6 {
+		v = hdr.ExtOK // not a header the walk follows, but one the caller does
+	}
+	if v != hdr.ExtOK || x.Fragment && x.FragOffset != 0 {
+		return nil, hdr.Ext6{}, DropBadICMP
+	}
+	return ip, x, 0
+}
+
+// natICMPv6Error translates, in place, an ICMPv6 error (ip, its message
+// icmp, the quote q) about a NAT66 connection's packet. toServer: it came
+// from the client's side about a packet the client got from VIP:vport, so
+// the outer destination and the quoted source become addr:port (the real
+// server's); otherwise it came from the real server's side about a packet
+// lbd sent it, and the outer source and the quoted destination become
+// addr:port (the VIP's). The quoted transport checksum, where the quote
+// holds it, and the ICMPv6 checksum are updated for what changes (RFC
+// 1624), not recomputed: one that was wrong on arrival stays wrong.
+func natICMPv6Error(ip hdr.IPv6, icmp hdr.ICMP, q quote6, toServer bool, addr hdr.Addr6, port uint16) {
+	csum := icmp.Checksum()
+	var oldOuter, oldQuoted hdr.Addr6
+	portOff := 2
+	if toServer {
+		oldOuter, oldQuoted, portOff = ip.Dst(), q.ip.Src(), 0
+		ip.SetDst(addr)
+		q.ip.SetSrc(addr)
+	} else {
+		oldOuter, oldQuoted = ip.Src(), q.ip.Dst()
+		ip.SetSrc(addr)
+		q.ip.SetDst(addr)
+	}
+	// The outer address counts through the pseudo-header; the quoted
+	// one, its port and transport checksum sit at even offsets of the
+	// message: each is one RFC 1624 update.
+	csum = hdr.UpdateAddr6(csum, oldOuter, addr)
+	csum = hdr.UpdateAddr6(csum, oldQuoted, addr)
+	oldPort := binary.BigEndian.Uint16(q.l4[portOff:])
+	binary.BigEndian.PutUint16(q.l4[portOff:], port)
+	csum = hdr.Update16(csum, oldPort, port)
+	sumOff := 6 // UDP's checksum, within the 8 bytes every quote holds
+	if q.proto == hdr.ProtoTCP {
+		sumOff = 16
+	}
+	if len(q.l4) >= sumOff+2 {
+		old := binary.BigEndian.Uint16(q.l4[sumOff:])
+		if old != 0 || q.proto == hdr.ProtoTCP { // a UDP 0 is no checksum
+			c := hdr.Update16(hdr.UpdateAddr6(old, oldQuoted, addr), oldPort, port)
+			if c == 0 && q.proto == hdr.ProtoUDP {
+				c = 0xffff
+			}
+			binary.BigEndian.PutUint16(q.l4[sumOff:], c)
+			csum = hdr.Update16(csum, old, c)
+		}
+	}
+	icmp.SetChecksum(csum)
+}
+
+// icmp6ToSender turns the IPv6 packet d, in place, into an ICMPv6 error
+// (typ, code, and the 32-bit word after the checksum: Packet Too Big's
+// MTU, Parameter Problem's pointer) from the address from to the packet's
+// source, and sends it back out of the port it came in on, to the MAC it
+// came from. The error quotes as much of the packet as fits in 1280 bytes
+// (RFC 4443 section 2.4). Not sent, and the packet dropped as unsent, when
+// the worker's ICMPv6 budget is spent or the source names no single host
+// (unspecified, multicast); the caller never passes an ICMPv6 error.
+func (w *Worker) icmp6ToSender(d *desc, typ, code uint8, word uint32, from hdr.Addr6, sent, unsent Stat) exit {
+	m, ip := d.m, d.ip6()
+	sender, senderMAC := ip.Src(), d.eth().Src()
+	if sender.IsUnspecified() || sender.IsMulticast() || from.IsUnspecified() ||
+		!w.icmp6Bucket.take(w.now, timeExceededCost, timeExceededBurst) {
+		return drop(unsent)
+	}
+	quoted := min(hdr.IPv6Len+int(ip.PayloadLength()), minMTU6-icmp6ErrorHeader)
+	if _, err := m.Prepend(icmp6ErrorHeader); err != nil {
+		return drop(DropNoHeadroom)
+	}
+	data := m.Data()
+	// [header room][eth][IPv6 ...] -> [eth][IPv6][ICMPv6][the packet, cut]
+	copy(data[:hdr.EthernetLen], data[icmp6ErrorHeader:icmp6ErrorHeader+hdr.EthernetLen])
+	n := icmp6ErrorHeader + quoted
+	if err := m.SetLen(hdr.EthernetLen + n); err != nil {
+		return drop(DropBadIPv6)
+	}
+	data = m.Data()
+	hdr.IPv6(data[l3:]).Encode(uint16(hdr.ICMPLen+quoted), hdr.ProtoICMPv6, hdr.DefaultTTL, from, sender)
+	msg := hdr.ICMP(data[l3+hdr.IPv6Len : l3+n])
+	msg.SetType(typ)
+	msg.SetCode(code)
+	binary.BigEndian.PutUint32(msg[4:], word)
+	msg.SetChecksum(hdr.TransportChecksum6(from, sender, hdr.ProtoICMPv6, msg))
+	m.SetOlFlags(0)
+	w.cnt.own[sent]++
+	return transmit(d.in, senderMAC)
+}
