@@ -33,6 +33,7 @@ type quote6 struct {
 	outer, ip hdr.IPv6
 	l4        []byte
 	proto     uint8
+	off       int // ip's offset in the ICMPv6 message
 }
 
 // parseQuote6 locates the packet an ICMPv6 error message quotes; a drop
@@ -47,8 +48,9 @@ func parseQuote6(icmp hdr.ICMP) (q quote6, why Stat) {
 	if why != 0 {
 		return q, why
 	}
+	q.off = hdr.ICMPLen
 	if x.Proto == protoIPv6InIPv6 {
-		q.outer = ip
+		q.outer, q.off = ip, q.off+x.Off
 		if ip, x, why = walkQuote6(ip[x.Off:]); why != 0 {
 			return q, why
 		}
