@@ -56,6 +56,7 @@ const (
 	NDAdverts         // IPv6 neighbour advertisements sent (answers and unsolicited)
 	NDReceived        // IPv6 neighbour advertisements received
 	ICMPv6EchoReplies // ICMPv6 echo replies sent (for a port's IPv6 address)
+	NDSolicits        // IPv6 neighbour solicitations sent (resolving real servers and gateways)
 	ICMPv6TooBig      // ICMPv6 Packet Too Big sent for packets too big for an IPv6 tunnel
 	ICMPv6HopLimit    // ICMPv6 Time Exceeded sent for packets whose hop limit ran out here
 	// Where the poll loop's time goes (loopstats.go): the longest loop
@@ -117,7 +118,7 @@ const (
 	DropSynProxyPending  // SYN proxy: a real server's segment before its SYN-ACK
 	DropBadIPv6          // a malformed IPv6 header or a truncated extension header
 	DropIPv6ExtHeader    // an IPv6 extension-header chain not walked: too long, unknown (ESP, AH), routing with segments left
-	DropIPv6Unserved     // IPv6 TCP, UDP or fragments: no IPv6 services yet
+	DropIPv6Unserved     // IPv6 fragments and upper layers other than TCP, UDP and ICMPv6: not served
 	DropBadND            // a neighbour solicitation or advertisement that breaks RFC 4861's checks
 	DropNDNotOurs        // a neighbour solicitation for an address that is not ours
 
@@ -139,7 +140,7 @@ var statNames = [numStats]string{
 	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
-	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies",
+	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies", NDSolicits: "nd_solicits",
 	ICMPv6TooBig: "icmpv6_too_big", ICMPv6HopLimit: "icmpv6_time_exceeded",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",

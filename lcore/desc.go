@@ -25,6 +25,7 @@ const (
 	classFragment                 // a TCP or UDP fragment past the first: flow has no ports (frag.go)
 	classND6                      // an IPv6 neighbour solicitation or advertisement that passed RFC 4861's checks (nd6.go)
 	classEcho6                    // an ICMPv6 echo request (nd6.go)
+	classFlow6                    // TCP or UDP over IPv6: flow has ports and protocol, addresses 0 (packet6.go)
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.

@@ -3,10 +3,11 @@ package lcore
 import "github.com/dplb/dplb/lcore/hdr"
 
 // IPv6 parsing. Kept apart from IPv4's so that IPv4 pays one more case
-// of the EtherType switch and nothing else. What lbd does with IPv6 so
-// far: it answers neighbour solicitations and echo requests for its
-// ports' IPv6 addresses; TCP, UDP and fragments over IPv6 are dropped
-// and counted (ipv6_unserved) until IPv6 services exist.
+// of the EtherType switch and nothing else. TCP and UDP are flows
+// (classFlow6: d.flow has the ports and protocol, its addresses stay 0;
+// the packet path reads them from the header); neighbour solicitations,
+// advertisements and echo requests are classified for nd6.go;
+// fragments are dropped and counted (ipv6_unserved).
 
 // ip6 views the IPv6 header and what follows it.
 func (d *desc) ip6() hdr.IPv6 { return hdr.IPv6(d.m.Data()[l3:]) }
@@ -35,7 +36,33 @@ func parse6(d *desc, eth hdr.Ethernet) {
 		return
 	}
 	d.l4 = uint16(l3 + x.Off)
-	if x.Proto != hdr.ProtoICMPv6 || x.Fragment {
+	if x.Fragment {
+		d.invalid(DropIPv6Unserved)
+		return
+	}
+	switch x.Proto {
+	case hdr.ProtoICMPv6:
+	case hdr.ProtoTCP:
+		tcp := hdr.TCP(d.l4Bytes6())
+		if !tcp.IsValid() {
+			d.invalid(DropBadL4)
+			return
+		}
+		d.flow = flowKey{sport: tcp.SrcPort(), dport: tcp.DstPort(), proto: hdr.ProtoTCP}
+		d.flags = tcp.Flags()
+		d.class = classFlow6
+		return
+	case hdr.ProtoUDP:
+		// The checksum is mandatory over IPv6 (RFC 8200 8.1).
+		udp := hdr.UDP(d.l4Bytes6())
+		if !udp.IsValid() || udp.Checksum() == 0 {
+			d.invalid(DropBadL4)
+			return
+		}
+		d.flow = flowKey{sport: udp.SrcPort(), dport: udp.DstPort(), proto: hdr.ProtoUDP}
+		d.class = classFlow6
+		return
+	default:
 		d.invalid(DropIPv6Unserved)
 		return
 	}

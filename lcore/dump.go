@@ -5,6 +5,7 @@ import (
 
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // ConnInfo is one connection (or persistence template) as listed for
@@ -27,14 +28,29 @@ type ConnInfo struct {
 	// LIP, LPort: a FullNAT connection's local address and port.
 	LIP   uint32
 	LPort uint16
+	// IPv6: an IPv6 connection, whose addresses are Client6, VIP6 and
+	// RIP6 (ClientIP, VIP and RIP are then folds, meaningless outside).
+	IPv6                bool
+	Client6, VIP6, RIP6 hdr.Addr6
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
+// An IPv4 VIP or Client selects IPv4 connections only, an IPv6 one IPv6
+// connections only.
 type ConnFilter struct {
-	VIP    uint32
-	VPort  uint16
-	Proto  uint8
-	Client uint32
+	VIP     uint32
+	VPort   uint16
+	Proto   uint8
+	Client  uint32
+	VIP6    hdr.Addr6
+	Client6 hdr.Addr6
+}
+
+// matches6 is matches for an IPv6 connection.
+func (r *ConnFilter) matches6(proto uint8, vip *hdr.Addr6, vport uint16, client *hdr.Addr6) bool {
+	return r.VIP == 0 && r.Client == 0 && (r.Proto == 0 || r.Proto == proto) &&
+		(r.VIP6.IsUnspecified() || r.VIP6 == *vip) && (r.VPort == 0 || r.VPort == vport) &&
+		(r.Client6.IsUnspecified() || r.Client6 == *client)
 }
 
 // DumpRequest asks a worker for its connections. The control plane makes
@@ -58,7 +74,7 @@ func (r *DumpRequest) Done() bool { return r.done.Load() }
 const dumpSlots = 4096
 
 func (r *ConnFilter) matches(proto uint8, vip uint32, vport uint16, client uint32) bool {
-	return (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == vip) &&
+	return r.VIP6.IsUnspecified() && r.Client6.IsUnspecified() && (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == vip) &&
 		(r.VPort == 0 || r.VPort == vport) && (r.Client == 0 || r.Client == client)
 }
 
@@ -80,6 +96,16 @@ func (w *Worker) runDump() {
 		return
 	}
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
+		if a := w.table.Addrs6(id); a != nil {
+			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) {
+				r.add(ConnInfo{
+					Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true,
+					Client6: a.Client, ClientPort: c.ClientPort, VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort,
+					Expires: c.Expires - w.now,
+				})
+			}
+			return
+		}
 		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) {
 			ci := ConnInfo{
 				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
@@ -124,6 +150,13 @@ func (w *Worker) dumpTemplates(r *DumpRequest) {
 			svc := &w.snap.Services[si]
 			if di := svc.destIndex(uint32(v&templateDest) - 1); di >= 0 {
 				c.RIP, c.RPort, c.Fwd = svc.Dests[di].Addr, svc.Dests[di].Port, svc.Dests[di].Fwd
+			}
+		} else if svc := w.snap.service6Folded(vip, vport, proto); svc != nil {
+			// An IPv6 service's template: its key holds folds, so the
+			// client network is not known (Client6 stays ::).
+			c.IPv6, c.VIP6, c.ClientIP, c.VIP = true, svc.Key.VIP6, 0, 0
+			if di := svc.destIndex(uint32(v&templateDest) - 1); di >= 0 {
+				c.RIP6, c.RPort, c.Fwd = svc.Dests[di].Addr6, svc.Dests[di].Port, svc.Dests[di].Fwd
 			}
 		}
 		r.add(c)

@@ -33,10 +33,13 @@ const (
 	// CmdTrace answers Command.Trace: what the worker would do with one
 	// flow's next packet (trace.go); it changes nothing.
 	CmdTrace
+	// CmdSolicit sends a neighbour solicitation for Command.IP6 out of
+	// Command.Port (IPv6's CmdARPRequest).
+	CmdSolicit
 )
 
 var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
-	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace"}
+	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -46,6 +49,7 @@ type Command struct {
 	Snap *Snapshot
 	Port int
 	IP   uint32
+	IP6  hdr.Addr6 // CmdSolicit's target
 	Dump *DumpRequest
 	Sync *SyncBatch
 	// CmdProbe's ports and initial sequence number (drawn at random by
@@ -69,9 +73,14 @@ const (
 	// EvAddressConflict: the host at MAC on Port claims IP, one of our
 	// addresses or VIPs, in ARP (not learnt; counted arp_conflict).
 	EvAddressConflict
+	// EvNeighbour6: an NS or NA showed that IP6 is at MAC on Port.
+	EvNeighbour6
+	// EvNeighbourMiss6: a packet was dropped because IP6 has no MAC yet.
+	EvNeighbourMiss6
 )
 
-var eventNames = [...]string{EvNeighbour: "neighbour", EvNeighbourMiss: "neighbour_miss", EvProbe: "probe", EvAddressConflict: "address_conflict"}
+var eventNames = [...]string{EvNeighbour: "neighbour", EvNeighbourMiss: "neighbour_miss", EvProbe: "probe", EvAddressConflict: "address_conflict",
+	EvNeighbour6: "neighbour6", EvNeighbourMiss6: "neighbour_miss6"}
 
 func (k EventKind) String() string { return name(eventNames[:], uint8(k), "event") }
 
@@ -101,6 +110,7 @@ type Event struct {
 	Kind EventKind
 	Port int
 	IP   uint32
+	IP6  hdr.Addr6 // EvNeighbour6, EvNeighbourMiss6
 	MAC  hdr.MAC
 	// EvProbe: the probed server's port, the probe's source port, the result
 	// and the answer's acknowledgement number (the probe's Seq + 1 when the

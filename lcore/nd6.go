@@ -2,27 +2,34 @@ package lcore
 
 import "github.com/dplb/dplb/lcore/hdr"
 
-// Neighbour discovery (RFC 4861) and ICMPv6 echo for the ports' own IPv6
-// addresses: what a host on a port's link needs to reach lbd over IPv6.
-// Learning neighbours from NS and NA (to resolve IPv6 real servers) is not
-// done yet: nothing forwards IPv6 so far.
+// Neighbour discovery (RFC 4861) and ICMPv6 echo: NS for the ports' own
+// IPv6 addresses and, on client-facing ports of a master, for the IPv6
+// VIPs are answered in place; the link-layer addresses that NS and NA
+// carry are reported to the control plane (EvNeighbour6), which owns the
+// neighbour table and asks worker 0 to solicit the real servers and
+// gateways it lacks (CmdSolicit), as ARP does for IPv4.
 
 // naLen is an NA with a target link-layer option, from the IPv6 header on.
 const naLen = hdr.IPv6Len + hdr.NDLen + hdr.NDOptLen
 
-// handleND6 answers a neighbour solicitation for the port's own IPv6
-// address with an advertisement, rewriting the packet in place; an
-// advertisement is counted and freed.
+// handleND6 answers a neighbour solicitation for one of our addresses
+// with an advertisement, rewriting the packet in place; an advertisement
+// is learnt from, counted and freed.
 func (w *Worker) handleND6(d *desc) exit {
 	ip := d.ip6()
 	icmp := hdr.ICMP(d.l4Bytes6())
-	if icmp.Type() == hdr.ICMPv6NeighAdvert {
-		return consume(NDReceived)
-	}
 	p := &w.snap.Ports[d.in]
 	nd := hdr.ND(icmp)
 	target := nd.Target()
-	if p.Addr6.IsUnspecified() || target != p.Addr6 {
+	if icmp.Type() == hdr.ICMPv6NeighAdvert {
+		if mac, ok := nd.LinkAddr(hdr.NDOptTargetLL); ok && w.learnable6(p, &target) {
+			w.event(Event{Kind: EvNeighbour6, Port: d.in, IP6: target, MAC: mac})
+		}
+		return consume(NDReceived)
+	}
+	ours := !p.Addr6.IsUnspecified() && target == p.Addr6 ||
+		!w.snap.Backup && p.FacesClients && w.snap.IsVIP6(target)
+	if !ours {
 		return drop(DropNDNotOurs)
 	}
 	src := ip.Src()
@@ -35,24 +42,56 @@ func (w *Worker) handleND6(d *desc) exit {
 		dst, dstMAC, flags = hdr.AllNodes, hdr.AllNodes.MulticastMAC(), hdr.NAFlagOverride
 	} else if mac, ok := nd.LinkAddr(hdr.NDOptSourceLL); ok {
 		dstMAC = mac
+		if w.learnable6(p, &src) {
+			w.event(Event{Kind: EvNeighbour6, Port: d.in, IP6: src, MAC: mac})
+		}
 	}
 	if d.m.SetLen(l3+naLen) != nil {
 		return drop(DropNoHeadroom)
 	}
 	d.m.SetOlFlags(0)
-	w.encodeNA(d.m.Data()[l3:], p, dst, flags)
+	w.encodeNA(d.m.Data()[l3:], p, target, dst, flags)
 	return transmit(d.in, dstMAC)
 }
 
-// encodeNA writes an IPv6 NA for port p's address to dst into b (naLen
-// bytes from the IPv6 header on).
-func (w *Worker) encodeNA(b []byte, p *PortInfo, dst hdr.Addr6, flags uint8) {
+// learnable6 reports whether a neighbour's address may enter the table:
+// on the port's link and none of ours.
+func (w *Worker) learnable6(p *PortInfo, a *hdr.Addr6) bool {
+	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a)
+}
+
+// encodeNA writes an IPv6 NA for self, one of port p's addresses, to dst
+// into b (naLen bytes from the IPv6 header on).
+func (w *Worker) encodeNA(b []byte, p *PortInfo, self, dst hdr.Addr6, flags uint8) {
 	ip := hdr.IPv6(b)
-	ip.Encode(hdr.NDLen+hdr.NDOptLen, hdr.ProtoICMPv6, hdr.NDHopLimit, p.Addr6, dst)
+	ip.Encode(hdr.NDLen+hdr.NDOptLen, hdr.ProtoICMPv6, hdr.NDHopLimit, self, dst)
 	na := hdr.ND(b[hdr.IPv6Len:naLen])
-	na.EncodeND(hdr.ICMPv6NeighAdvert, flags, p.Addr6, hdr.NDOptTargetLL, p.MAC)
-	hdr.ICMP(na).SetChecksum(hdr.TransportChecksum6(p.Addr6, dst, hdr.ProtoICMPv6, na))
+	na.EncodeND(hdr.ICMPv6NeighAdvert, flags, self, hdr.NDOptTargetLL, p.MAC)
+	hdr.ICMP(na).SetChecksum(hdr.TransportChecksum6(self, dst, hdr.ProtoICMPv6, na))
 	w.cnt.own[NDAdverts]++
+}
+
+// sendSolicit sends a neighbour solicitation for target out of a port,
+// from its IPv6 address to target's solicited-node group (CmdSolicit).
+// Control work, from the commands job.
+func (w *Worker) sendSolicit(port int, target hdr.Addr6) {
+	if port < 0 || port >= len(w.snap.Ports) || w.snap.Ports[port].Addr6.IsUnspecified() {
+		return
+	}
+	p := &w.snap.Ports[port]
+	m, b := w.newFrame(hdr.EthernetLen + naLen)
+	if m == nil {
+		return
+	}
+	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
+	group := target.SolicitedNode()
+	ip := hdr.IPv6(b[l3:])
+	ip.Encode(hdr.NDLen+hdr.NDOptLen, hdr.ProtoICMPv6, hdr.NDHopLimit, p.Addr6, group)
+	ns := hdr.ND(b[l3+hdr.IPv6Len:])
+	ns.EncodeND(hdr.ICMPv6NeighSolicit, 0, target, hdr.NDOptSourceLL, p.MAC)
+	hdr.ICMP(ns).SetChecksum(hdr.TransportChecksum6(p.Addr6, group, hdr.ProtoICMPv6, ns))
+	w.cnt.own[NDSolicits]++
+	w.leave(m, -1, transmit(port, group.MulticastMAC()))
 }
 
 // echo6 answers an ICMPv6 echo request to one of the ports' IPv6
@@ -61,7 +100,7 @@ func (w *Worker) encodeNA(b []byte, p *PortInfo, dst hdr.Addr6, flags uint8) {
 func (w *Worker) echo6(d *desc) exit {
 	ip := d.ip6()
 	src, dst := ip.Src(), ip.Dst()
-	if !w.snap.isLocal6(dst) {
+	if !w.snap.isLocal6(dst) && !w.snap.IsVIP6(dst) {
 		return drop(DropNoConn)
 	}
 	ip.SetSrc(dst)
@@ -84,20 +123,32 @@ func (s *Snapshot) isLocal6(a hdr.Addr6) bool {
 }
 
 // announce6 sends an unsolicited NA (override, to all nodes) for each
-// port's IPv6 address, so the link's caches point it at this port (RFC
-// 4861 7.2.6). Worker 0 does it once when it starts; control work.
+// port's IPv6 address and, unless a backup, for the IPv6 VIPs on ports
+// facing clients, so the link's caches point them at this port (RFC 4861
+// 7.2.6). Worker 0 does it once when it starts and when it takes over;
+// control work.
 func (w *Worker) announce6() {
 	for i := range w.snap.Ports {
 		p := &w.snap.Ports[i]
 		if p.Addr6.IsUnspecified() {
 			continue
 		}
-		m, b := w.newFrame(hdr.EthernetLen + naLen)
-		if m == nil {
-			return
+		w.sendUnsolicitedNA(i, p.Addr6)
+		if !p.FacesClients || w.snap.Backup {
+			continue
 		}
-		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
-		w.encodeNA(b[l3:], p, hdr.AllNodes, hdr.NAFlagOverride)
-		w.leave(m, -1, transmit(i, hdr.AllNodes.MulticastMAC()))
+		for vip := range w.snap.six.vips {
+			w.sendUnsolicitedNA(i, vip)
+		}
 	}
+}
+
+func (w *Worker) sendUnsolicitedNA(port int, self hdr.Addr6) {
+	m, b := w.newFrame(hdr.EthernetLen + naLen)
+	if m == nil {
+		return
+	}
+	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
+	w.encodeNA(b[l3:], &w.snap.Ports[port], self, hdr.AllNodes, hdr.NAFlagOverride)
+	w.leave(m, -1, transmit(port, hdr.AllNodes.MulticastMAC()))
 }

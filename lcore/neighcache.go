@@ -35,3 +35,29 @@ func (c *neighCache) lookup(ip uint32, now int64) (hdr.MAC, bool) {
 	}
 	return e.mac, true
 }
+
+// neighCache6 is neighCache for on-link IPv6 clients.
+type neighCache6 [neighCacheSize]neighCacheEntry6
+
+type neighCacheEntry6 struct {
+	ip    hdr.Addr6
+	mac   hdr.MAC
+	until int64
+}
+
+func neighSlot6(ip *hdr.Addr6) uint32 {
+	v := uint32(ip[12])<<24 | uint32(ip[13])<<16 | uint32(ip[14])<<8 | uint32(ip[15])
+	return neighSlot(v ^ uint32(ip[8])<<24 ^ uint32(ip[9])<<16 ^ uint32(ip[10])<<8 ^ uint32(ip[11]))
+}
+
+func (c *neighCache6) learn(ip *hdr.Addr6, mac hdr.MAC, now int64) {
+	c[neighSlot6(ip)] = neighCacheEntry6{ip: *ip, mac: mac, until: now + neighCacheLife}
+}
+
+func (c *neighCache6) lookup(ip *hdr.Addr6, now int64) (hdr.MAC, bool) {
+	e := &c[neighSlot6(ip)]
+	if e.ip != *ip || e.until <= now {
+		return hdr.MAC{}, false
+	}
+	return e.mac, true
+}

@@ -87,6 +87,7 @@ func SetSteeringKey(key []byte) error {
 	}
 	copy(steerKey[:], key)
 	toeplitz = toeplitzTable(steerKey[:])
+	toeplitz6 = toeplitzTable6(steerKey[:])
 	return nil
 }
 

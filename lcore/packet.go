@@ -43,6 +43,8 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.handleND6(d)
 	case classEcho6:
 		return w.echo6(d)
+	case classFlow6:
+		return w.forward6(d)
 	}
 	return drop(d.verdict)
 }

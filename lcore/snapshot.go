@@ -16,11 +16,12 @@ const MaxDests = 1 << 14
 // belongs to exactly one lcore). A new configuration or neighbour entry
 // means a new Snapshot.
 type Snapshot struct {
-	Gen      uint64             // increases with every snapshot; lcores acknowledge it
-	Ports    []PortInfo         // indexed like the workers' port lists
-	Services []Service          // indexed by the values of serviceIndex
-	Neigh    map[uint32]hdr.MAC // next-hop IPv4 -> MAC, resolved by ARP
-	Timeouts conn.Timeouts      // per-state connection timeouts
+	Gen      uint64                // increases with every snapshot; lcores acknowledge it
+	Ports    []PortInfo            // indexed like the workers' port lists
+	Services []Service             // indexed by the values of serviceIndex
+	Neigh    map[uint32]hdr.MAC    // next-hop IPv4 -> MAC, resolved by ARP
+	Neigh6   map[hdr.Addr6]hdr.MAC // next-hop IPv6 -> MAC, resolved by neighbour discovery (nil: none)
+	Timeouts conn.Timeouts         // per-state connection timeouts
 	// Counted are the ids whose counters the workers publish: the
 	// services' real servers (NewSnapshot), and those the control plane
 	// still watches, removed but with connections draining. The publish
@@ -49,8 +50,9 @@ type Snapshot struct {
 	// takes is looked for among the expected data connections.
 	hasFTP bool
 
-	serviceIndex map[ServiceKey]int32
+	serviceIndex map[serviceKey4]int32
 	vips         map[uint32]bool
+	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
 	lips         map[uint32]bool // every service's LocalAddrs
 	gatewayPort  int             // port whose gateway reaches everything off-link, or -1
 }
@@ -62,7 +64,9 @@ type PortInfo struct {
 	Addr         uint32    // the port's own IPv4 address
 	Addr6        hdr.Addr6 // its IPv6 address (neighbour discovery, echo), or zero
 	Net, Mask    uint32    // its subnet
+	Net6, Mask6  hdr.Addr6 // its IPv6 subnet (Addr6's prefix), or zero
 	Gateway      uint32    // next hop for off-link destinations, or 0
+	Gateway6     hdr.Addr6 // next hop for off-link IPv6 destinations, or zero
 	FacesClients bool      // answers ARP for VIPs
 	RSS          uint8     // how the NIC spreads packets over the queues: RSSSoftware or RSSAlignedEndpoint
 	MTU          uint16    // largest IP packet the port sends (VS/TUN checks it)
@@ -85,8 +89,21 @@ const (
 	RSSAlignedEndpoint
 )
 
-// ServiceKey identifies a virtual service.
+// ServiceKey identifies a virtual service: by VIP for IPv4, by VIP6 (VIP
+// 0) for IPv6.
 type ServiceKey struct {
+	VIP   uint32
+	Port  uint16
+	Proto uint8
+	VIP6  hdr.Addr6
+}
+
+// IsIPv6 reports whether the key is an IPv6 service's.
+func (k ServiceKey) IsIPv6() bool { return !k.VIP6.IsUnspecified() }
+
+// serviceKey4 is the IPv4 services' index key: the packet path hashes 8
+// bytes, not ServiceKey's 24.
+type serviceKey4 struct {
 	VIP   uint32
 	Port  uint16
 	Proto uint8
@@ -104,6 +121,8 @@ type Service struct {
 	// masked by PersistMask) on one real server: ipvsadm -p and -M.
 	Persistence int64
 	PersistMask uint32
+	// PersistMask6 is an IPv6 service's persistence prefix as a mask.
+	PersistMask6 hdr.Addr6
 
 	// LocalAddrs are the service's FullNAT local addresses (LIPs): a
 	// FullNAT server's connections leave from one of them.
@@ -124,26 +143,34 @@ type Service struct {
 func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uint32]hdr.MAC, t conn.Timeouts) *Snapshot {
 	s := &Snapshot{
 		Gen: gen, Ports: ports, Services: services, Neigh: neigh, Timeouts: t,
-		serviceIndex: make(map[ServiceKey]int32, len(services)),
+		serviceIndex: make(map[serviceKey4]int32, len(services)),
 		vips:         make(map[uint32]bool),
 		lips:         make(map[uint32]bool),
 		gatewayPort:  -1,
 	}
 	for i := range services {
 		svc := &services[i]
-		s.serviceIndex[svc.Key] = int32(i)
+		for _, d := range svc.Dests {
+			s.Counted = append(s.Counted, d.ID)
+		}
+		if svc.Key.IsIPv6() {
+			s.six.add(svc.Key, int32(i))
+			continue
+		}
+		s.serviceIndex[serviceKey4{VIP: svc.Key.VIP, Port: svc.Key.Port, Proto: svc.Key.Proto}] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true
 		}
-		for _, d := range svc.Dests {
-			s.Counted = append(s.Counted, d.ID)
-		}
 	}
+	s.six.gatewayPort = -1
 	for i, p := range ports {
 		if p.Gateway != 0 && s.gatewayPort < 0 {
 			s.gatewayPort = i
+		}
+		if !p.Gateway6.IsUnspecified() && s.six.gatewayPort < 0 {
+			s.six.gatewayPort = i
 		}
 	}
 	if s.Neigh == nil {
@@ -175,7 +202,7 @@ func (s *Snapshot) WithHA(gen uint64, sync SyncParams, backup bool) *Snapshot {
 
 // service finds the virtual service of a destination.
 func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
-	i, ok := s.serviceIndex[ServiceKey{VIP: vip, Port: port, Proto: proto}]
+	i, ok := s.serviceIndex[serviceKey4{VIP: vip, Port: port, Proto: proto}]
 	return i, ok
 }
 

@@ -52,6 +52,9 @@ func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, 
 // ownerOf is the worker that owns a parsed packet's connection, or -1
 // when the packet is handled where it arrived.
 func (w *Worker) ownerOf(d *desc) int {
+	if d.class == classFlow6 {
+		return w.owner6(d)
+	}
 	ip, port, ok := clientEndpoint(d, w.vips)
 	if !ok {
 		return -1

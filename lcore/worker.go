@@ -20,6 +20,7 @@ import (
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/dpdk/mempool"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
 	"github.com/dplb/dplb/lcore/spsc"
 )
@@ -114,24 +115,26 @@ type Worker struct {
 	hin    *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
-	tmpl       *TemplateTable        // shared by all workers (templates.go)
-	tmplOff    int64                 // w.now + tmplOff is the template table's clock
-	tmplBudget int                   // template slots worker 0 sweeps per expire run
-	vips       map[uint32]struct{}   // every VIP of every snapshot so far (steering)
-	dump       *DumpRequest          // a connection listing in progress
-	neigh      neighCache            // clients learnt from their first packet (see neighcache.go)
-	ipID       uint16                // the next outer IP ID of VS/TUN packets
-	pmtu       pathMTUs              // path MTUs to real servers learnt from ICMP (tunerr.go)
-	frags      *fragTable            // datagrams whose fragments pass here (frag.go)
-	ftp        *ftpTable             // FTP control connections' state (ftp.go), made with the first FTP service
-	expects    *ExpectTable          // expected data connections, shared (expect.go)
-	fragDesc   desc                  // scratch for a held fragment sent on
-	lpools     map[uint32]*lportPool // this worker's free FullNAT local ports, by LIP (fullnat.go)
-	lipNext    int                   // where the next FullNAT connection starts looking among a service's LIPs
-	held       [heldSlots]heldSeg    // client segments waiting for a proxied connection's server (synproxy.go)
-	heldDesc   desc                  // a held segment, parsed again when its server answers
-	ttlBucket  tokenBucket           // limits the ICMP time exceeded it sends (wire.go)
-	announced6 bool                  // worker 0 sent its unsolicited NAs (nd6.go)
+	tmpl       *TemplateTable         // shared by all workers (templates.go)
+	tmplOff    int64                  // w.now + tmplOff is the template table's clock
+	tmplBudget int                    // template slots worker 0 sweeps per expire run
+	vips       map[uint32]struct{}    // every VIP of every snapshot so far (steering)
+	vips6      map[hdr.Addr6]struct{} // every IPv6 VIP so far (steering), nil before the first
+	neigh6     neighCache6            // on-link IPv6 clients learnt from their first packet (neighcache.go)
+	dump       *DumpRequest           // a connection listing in progress
+	neigh      neighCache             // clients learnt from their first packet (see neighcache.go)
+	ipID       uint16                 // the next outer IP ID of VS/TUN packets
+	pmtu       pathMTUs               // path MTUs to real servers learnt from ICMP (tunerr.go)
+	frags      *fragTable             // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable              // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable           // expected data connections, shared (expect.go)
+	fragDesc   desc                   // scratch for a held fragment sent on
+	lpools     map[uint32]*lportPool  // this worker's free FullNAT local ports, by LIP (fullnat.go)
+	lipNext    int                    // where the next FullNAT connection starts looking among a service's LIPs
+	held       [heldSlots]heldSeg     // client segments waiting for a proxied connection's server (synproxy.go)
+	heldDesc   desc                   // a held segment, parsed again when its server answers
+	ttlBucket  tokenBucket            // limits the ICMP time exceeded it sends (wire.go)
+	announced6 bool                   // worker 0 sent its unsolicited NAs (nd6.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
@@ -445,6 +448,7 @@ func (w *Worker) runCommands(int64) {
 				w.snap = cmd.Snap
 				if takeover {
 					w.announceTakeover()
+					w.announce6()
 				}
 				w.learnVIPs(cmd.Snap)
 				w.cnt.reset(cmd.Snap.ResetDests)
@@ -456,6 +460,8 @@ func (w *Worker) runCommands(int64) {
 			}
 		case CmdARPRequest:
 			w.sendARPRequest(cmd.Port, cmd.IP)
+		case CmdSolicit:
+			w.sendSolicit(cmd.Port, cmd.IP6)
 		case CmdProbe:
 			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
 		case CmdSyncInstall:
@@ -482,6 +488,15 @@ func (w *Worker) runCommands(int64) {
 func (w *Worker) learnVIPs(s *Snapshot) {
 	for v := range s.vips {
 		w.vips[v] = struct{}{}
+	}
+	if s.HasIPv6() {
+		if w.vips6 == nil {
+			w.vips6 = map[hdr.Addr6]struct{}{}
+		}
+		for v := range s.six.vips {
+			w.vips6[v] = struct{}{}
+		}
+		w.table.EnableSix()
 	}
 	if s.hasFTP && w.ftp == nil {
 		w.ftp = newFTPTable()

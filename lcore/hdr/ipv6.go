@@ -31,6 +31,7 @@ const (
 const (
 	IPv6Len     = 40
 	ProtoICMPv6 = 58
+	ProtoIPv6   = 41 // IPv6 in IPv6 (RFC 2473): VS/TUN of an IPv6 service
 )
 
 // Addr6 is an IPv6 address as its 16 bytes: comparable and hashable

@@ -240,6 +240,51 @@ func FuzzIPv6(f *testing.F) {
 	})
 }
 
+// TestRewrite6: NAT66's incremental checksum update equals a recomputed
+// checksum, for TCP and UDP, both ends.
+func TestRewrite6(t *testing.T) {
+	for _, proto := range []uint8{hdr.ProtoTCP, hdr.ProtoUDP} {
+		l4len := hdr.UDPLen + 13
+		if proto == hdr.ProtoTCP {
+			l4len = 20 + 13
+		}
+		b := make([]byte, hdr.IPv6Len+l4len)
+		src := hdr.Addr6From(netip.MustParseAddr("2001:db8::1"))
+		dst := hdr.Addr6From(netip.MustParseAddr("2001:db8::10"))
+		ip := hdr.IPv6(b)
+		ip.Encode(uint16(l4len), proto, 64, src, dst)
+		l4 := b[hdr.IPv6Len:]
+		for i := range l4 {
+			l4[i] = byte(i*7 + 3)
+		}
+		binary.BigEndian.PutUint16(l4[0:], 40000)
+		binary.BigEndian.PutUint16(l4[2:], 80)
+		if proto == hdr.ProtoTCP {
+			l4[12] = 5 << 4
+		} else {
+			binary.BigEndian.PutUint16(l4[4:], uint16(l4len))
+		}
+		off := 16
+		if proto == hdr.ProtoUDP {
+			off = 6
+		}
+		binary.BigEndian.PutUint16(l4[off:], hdr.TransportChecksum6(src, dst, proto, l4))
+		rip := hdr.Addr6From(netip.MustParseAddr("fd00:1::11"))
+		hdr.RewriteDst6(ip, l4, proto, rip, 8080)
+		if ip.Dst() != rip || binary.BigEndian.Uint16(l4[2:]) != 8080 {
+			t.Fatalf("proto %d: dst %s port %d", proto, ip.Dst(), binary.BigEndian.Uint16(l4[2:]))
+		}
+		if got, want := binary.BigEndian.Uint16(l4[off:]), hdr.TransportChecksum6(src, rip, proto, l4); got != want {
+			t.Fatalf("proto %d dst rewrite: checksum %#x, recomputed %#x", proto, got, want)
+		}
+		vip := hdr.Addr6From(netip.MustParseAddr("2001:db8::99"))
+		hdr.RewriteSrc6(ip, l4, proto, vip, 443)
+		if got, want := binary.BigEndian.Uint16(l4[off:]), hdr.TransportChecksum6(vip, rip, proto, l4); got != want {
+			t.Fatalf("proto %d src rewrite: checksum %#x, recomputed %#x", proto, got, want)
+		}
+	}
+}
+
 // TestWalkExtQuote: a quote cut short of its payload length is walked
 // within what it holds.
 func TestWalkExtQuote(t *testing.T) {

@@ -42,12 +42,14 @@ import (
 	"strings"
 
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Dest is a real server as a scheduler sees it.
 type Dest struct {
-	ID     uint32 // stable id of the (service, server) pair; indexes counters
-	Addr   uint32 // IPv4 address, big-endian value of the 4 bytes
+	ID     uint32    // stable id of the (service, server) pair; indexes counters
+	Addr   uint32    // IPv4 address, big-endian value of the 4 bytes (0 for an IPv6 server)
+	Addr6  hdr.Addr6 // an IPv6 server's address
 	Port   uint16
 	Weight int32 // 0 = quiescent: no new connections
 	Fwd    fwd.Method

@@ -1,0 +1,230 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// IPv6 services: NAT66, DR and TUN (IPv6 in IPv6) for TCP and UDP, with
+// IPv4's table, state machine, timeouts, schedulers and persistence (a
+// prefix length instead of a netmask). The entries' address fields hold
+// folds of the IPv6 addresses (conn/six.go), which the schedulers and the
+// persistence templates see in place of IPv4 addresses. Not for IPv6 yet:
+// FullNAT, the SYN proxy, the FTP helper, connection sync, ICMPv6 errors
+// and fragments (configuration refuses the first three).
+
+// forward6 is forward for an IPv6 TCP or UDP packet.
+func (w *Worker) forward6(d *desc) exit {
+	ip := d.ip6()
+	src, dst := ip.Src(), ip.Dst()
+	k := &d.flow
+	id, dir, ok := w.table.Lookup6(k.proto, &src, k.sport, &dst, k.dport)
+	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original &&
+		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+		// A reused port of a finished connection opens a new one (forward).
+		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose ||
+			c.State == conn.StateFinWait && c.Fwd.OneWay() {
+			w.expireEntry(id, c)
+			w.table.Delete(id)
+			ok = false
+		}
+	}
+	if !ok {
+		var why Stat
+		if id, why = w.newConn6(d, &src, &dst); why != 0 {
+			return drop(why)
+		}
+		dir = conn.Original
+		w.learnClient6(d, &src)
+	}
+	c := w.table.Get(id)
+	if w.snap.DestExpired(c.Dest) {
+		w.expireEntry(id, c)
+		w.table.Delete(id)
+		return drop(DropDestDown)
+	}
+	// ICMPv6 time exceeded is not sent yet: a new connection whose first
+	// packet expired stays embryonic, as for IPv4.
+	if ip.HopLimit() <= 1 {
+		return drop(DropTTLExpired)
+	}
+	if k.proto == hdr.ProtoTCP {
+		if next := conn.NextTCPState(c.State, dir, d.flags, c.Fwd.OneWay()); next != c.State {
+			w.countState(c.Dest, c.State, false)
+			w.countState(c.Dest, next, true)
+			if next == conn.StateEstablished {
+				w.cnt.dest[c.Dest][DestEstablished]++
+			}
+			c.State = next
+		}
+	}
+	w.table.Touch(c, dir, w.now, &w.snap.Timeouts)
+	ds := &w.cnt.dest[c.Dest]
+	if dir == conn.Original {
+		ds[DestInPkts]++
+		ds[DestInBytes] += uint64(d.m.PktLen())
+	} else {
+		ds[DestOutPkts]++
+		ds[DestOutBytes] += uint64(d.m.PktLen())
+	}
+	a := w.table.Addrs6(id)
+	switch c.Fwd {
+	case fwd.NAT:
+		return w.forwardNAT6(d, c, a, dir)
+	case fwd.TUN:
+		return w.encapsulate6(d, &a.RIP)
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	d.m.SetOlFlags(0)
+	return w.route6(&a.RIP)
+}
+
+// learnClient6 remembers the Ethernet source of an on-link IPv6 client.
+func (w *Worker) learnClient6(d *desc, src *hdr.Addr6) {
+	if w.snap.Ports[d.in].onLink6(src) {
+		w.neigh6.learn(src, d.eth().Src(), w.now)
+	}
+}
+
+// newConn6 is newConn for an IPv6 packet.
+func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
+	snap, k := w.snap, &d.flow
+	si, ok := snap.service6(dst, k.dport, k.proto)
+	if !ok {
+		switch {
+		case snap.IsVIP6(*dst):
+			return 0, DropNoService
+		case snap.isLocal6(*dst):
+			return 0, DropToLocal
+		}
+		return 0, DropNoConn
+	}
+	svc := &snap.Services[si]
+	if k.proto == hdr.ProtoTCP && !svc.SloppyTCP &&
+		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
+		return 0, DropNotSYN
+	}
+	vip := conn.Fold6(dst)
+	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = conn.Fold6(src), k.sport, vip, k.dport
+	w.flow.Proto, w.flow.Now = k.proto, w.now
+	idx, tmpl := -1, uint32(0)
+	if svc.Persistence > 0 {
+		// The template's key is the fold of the client's prefix: two
+		// prefixes that fold alike share a server, which persistence
+		// allows (the server is still one of the service's).
+		network := masked6(src, &svc.PersistMask6)
+		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, k.dport)
+	} else {
+		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
+	}
+	if idx < 0 {
+		return 0, DropNoDest
+	}
+	rs := &svc.Dests[idx]
+	c := conn.Conn{
+		ClientPort: k.sport, VPort: k.dport, RPort: rs.Port, Proto: k.proto, State: conn.StateNone,
+		Fwd: rs.Fwd, Dest: rs.ID, Service: uint32(si), Template: tmpl,
+	}
+	if k.proto == hdr.ProtoUDP {
+		c.State = conn.StateUDP
+	}
+	if rs.Fwd.OneWay() {
+		c.Flags = conn.FlagOneWay
+	}
+	w.table.Relieve(w.now, w.expire)
+	a := conn.Addrs6{Client: *src, VIP: *dst, RIP: rs.Addr6}
+	id, err := w.table.Insert6(&c, &a)
+	if err != nil {
+		w.releaseTemplate(tmpl)
+		if err == conn.ErrFull {
+			return 0, DropTableFull
+		}
+		return 0, DropConnExists
+	}
+	w.cnt.own[NewConns]++
+	w.cnt.dest[rs.ID][DestConns]++
+	w.countState(rs.ID, c.State, true)
+	return id, 0
+}
+
+// forwardNAT6 rewrites client -> VIP:vport into client -> RIP:rport and
+// RIP:rport -> client into VIP:vport -> client (NAT66), the transport
+// checksum updated incrementally for the address and port.
+func (w *Worker) forwardNAT6(d *desc, c *conn.Conn, a *conn.Addrs6, dir conn.Dir) exit {
+	towards := &a.RIP
+	if dir == conn.Reply {
+		towards = &a.Client
+	}
+	e := w.route6(towards)
+	if e.kind != exitTransmit {
+		return e
+	}
+	ip := d.ip6()
+	l4 := d.l4Bytes6()
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	if dir == conn.Original {
+		hdr.RewriteDst6(ip, l4, c.Proto, a.RIP, c.RPort)
+	} else {
+		hdr.RewriteSrc6(ip, l4, c.Proto, a.VIP, c.VPort)
+	}
+	d.m.SetOlFlags(0)
+	return e
+}
+
+// route6 is route for an IPv6 destination: the neighbour table, then the
+// clients this worker learnt, else the miss is reported (the control
+// plane solicits it) and the packet dropped.
+func (w *Worker) route6(dst *hdr.Addr6) exit {
+	snap := w.snap
+	port, hop, ok := snap.Route6(dst)
+	if !ok {
+		return drop(DropNoRoute)
+	}
+	if mac, ok := snap.Neigh6[hop]; ok {
+		return transmit(port, mac)
+	}
+	if mac, ok := w.neigh6.lookup(&hop, w.now); ok {
+		return transmit(port, mac)
+	}
+	w.event(Event{Kind: EvNeighbourMiss6, Port: port, IP6: hop})
+	return drop(DropNoNeighbour)
+}
+
+// tun6HeaderLen is the outer IPv6 header VS/TUN adds for an IPv6 service.
+const tun6HeaderLen = hdr.IPv6Len
+
+// encapsulate6 sends the packet, its hop limit decremented, inside an
+// outer IPv6 header (next header 41) from the output port's IPv6 address
+// to the real server. A packet that would not fit the port's MTU is
+// dropped as too_big (an ICMPv6 Packet Too Big is not sent yet).
+func (w *Worker) encapsulate6(d *desc, rip *hdr.Addr6) exit {
+	e := w.route6(rip)
+	if e.kind != exitTransmit {
+		return e
+	}
+	out := &w.snap.Ports[e.to]
+	ip := d.ip6()
+	inner := hdr.IPv6Len + int(ip.PayloadLength())
+	if inner+tun6HeaderLen > int(out.MTU) || out.Addr6.IsUnspecified() {
+		return drop(DropTooBig)
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	tc := ip.TrafficClass()
+	m := d.m
+	if err := m.SetLen(hdr.EthernetLen + inner); err != nil {
+		return drop(DropBadIPv6)
+	}
+	front, err := m.Prepend(tun6HeaderLen)
+	if err != nil {
+		return drop(DropNoHeadroom)
+	}
+	data := m.Data()
+	copy(data[:hdr.EthernetLen], data[len(front):len(front)+hdr.EthernetLen])
+	outer := hdr.IPv6(data[hdr.EthernetLen:])
+	outer.Encode(uint16(inner), hdr.ProtoIPv6, hdr.DefaultTTL, out.Addr6, *rip)
+	outer[0], outer[1] = 6<<4|tc>>4, tc<<4 // the inner traffic class, flow label 0
+	m.SetOlFlags(0)
+	w.cnt.own[Encapsulated]++
+	return e
+}

@@ -1,0 +1,98 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// snapshot6 indexes a snapshot's IPv6 services, apart from IPv4's so
+// that an IPv4 lookup hashes what it always did.
+type snapshot6 struct {
+	services    map[ServiceKey]int32
+	vips        map[hdr.Addr6]bool
+	gatewayPort int // port whose Gateway6 reaches everything off-link, or -1
+}
+
+func (s *snapshot6) add(k ServiceKey, i int32) {
+	if s.services == nil {
+		s.services = map[ServiceKey]int32{}
+		s.vips = map[hdr.Addr6]bool{}
+	}
+	s.services[k] = i
+	s.vips[k.VIP6] = true
+}
+
+// HasIPv6 reports whether some service has an IPv6 VIP.
+func (s *Snapshot) HasIPv6() bool { return len(s.six.services) != 0 }
+
+// service6 finds the IPv6 virtual service of a destination.
+func (s *Snapshot) service6(vip *hdr.Addr6, port uint16, proto uint8) (int32, bool) {
+	i, ok := s.six.services[ServiceKey{VIP6: *vip, Port: port, Proto: proto}]
+	return i, ok
+}
+
+// IsVIP6 reports whether a is the address of some IPv6 virtual service.
+func (s *Snapshot) IsVIP6(a hdr.Addr6) bool { return s.six.vips[a] }
+
+// onLink6 reports whether a is in the port's IPv6 subnet.
+func (p *PortInfo) onLink6(a *hdr.Addr6) bool {
+	if p.Addr6.IsUnspecified() {
+		return false
+	}
+	for i := range a {
+		if a[i]&p.Mask6[i] != p.Net6[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Route6 picks the output port and next hop for an IPv6 destination: the
+// port whose subnet holds it, else the port with an IPv6 gateway.
+func (s *Snapshot) Route6(dst *hdr.Addr6) (port int, nextHop hdr.Addr6, ok bool) {
+	for i := range s.Ports {
+		if s.Ports[i].onLink6(dst) {
+			return i, *dst, true
+		}
+	}
+	if g := s.six.gatewayPort; g >= 0 {
+		return g, s.Ports[g].Gateway6, true
+	}
+	return -1, hdr.Addr6{}, false
+}
+
+// Mask6 is the mask of an IPv6 prefix length.
+func Mask6(bits int) hdr.Addr6 {
+	var m hdr.Addr6
+	for i := range m {
+		switch {
+		case bits >= 8:
+			m[i] = 0xff
+			bits -= 8
+		case bits > 0:
+			m[i] = ^byte(0xff >> bits)
+			bits = 0
+		}
+	}
+	return m
+}
+
+// masked6 is a with mask applied.
+func masked6(a, mask *hdr.Addr6) hdr.Addr6 {
+	var r hdr.Addr6
+	for i := range r {
+		r[i] = a[i] & mask[i]
+	}
+	return r
+}
+
+// service6Folded finds the IPv6 service whose VIP folds to vip (a
+// persistence template's key); control work.
+func (s *Snapshot) service6Folded(vip uint32, port uint16, proto uint8) *Service {
+	for k, i := range s.six.services {
+		if k.Port == port && k.Proto == proto && conn.Fold6(&k.VIP6) == vip {
+			return &s.Services[i]
+		}
+	}
+	return nil
+}
