@@ -26,6 +26,9 @@ const (
 	classND6                      // an IPv6 neighbour solicitation or advertisement that passed RFC 4861's checks (nd6.go)
 	classEcho6                    // an ICMPv6 echo request (nd6.go)
 	classFlow6                    // TCP or UDP over IPv6: flow has ports and protocol, addresses 0 (packet6.go)
+	classFragment6                // an IPv6 TCP or UDP fragment past the first: flow has the protocol only (frag6.go)
+	classICMPError6               // an ICMPv6 error quoting an IPv6 TCP or UDP packet: flow has its ports and protocol (icmp6err.go)
+	classTunError6                // an ICMPv6 error quoting our IPv6-in-IPv6 packet: flow is the inner packet's (tunerr6.go)
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.

@@ -7,7 +7,7 @@ import "github.com/dplb/dplb/lcore/hdr"
 // (classFlow6: d.flow has the ports and protocol, its addresses stay 0;
 // the packet path reads them from the header); neighbour solicitations,
 // advertisements and echo requests are classified for nd6.go;
-// fragments are dropped and counted (ipv6_unserved).
+// fragments and ICMPv6 errors are classified for frag6.go and icmp6err.go.
 
 // ip6 views the IPv6 header and what follows it.
 func (d *desc) ip6() hdr.IPv6 { return hdr.IPv6(d.m.Data()[l3:]) }
@@ -37,8 +37,13 @@ func parse6(d *desc, eth hdr.Ethernet) {
 	}
 	d.l4 = uint16(l3 + x.Off)
 	if x.Fragment {
-		d.invalid(DropIPv6Unserved)
-		return
+		if !parseFragment6(d, ip, x) {
+			return
+		}
+		if d.frag == fragLater {
+			d.class = classFragment6
+			return
+		}
 	}
 	switch x.Proto {
 	case hdr.ProtoICMPv6:
@@ -54,8 +59,9 @@ func parse6(d *desc, eth hdr.Ethernet) {
 		return
 	case hdr.ProtoUDP:
 		// The checksum is mandatory over IPv6 (RFC 8200 8.1).
+		// A first fragment holds the header, not the whole Length.
 		udp := hdr.UDP(d.l4Bytes6())
-		if !udp.IsValid() || udp.Checksum() == 0 {
+		if !udp.IsValid() && d.frag == fragNone || len(udp) < hdr.UDPLen || udp.Checksum() == 0 {
 			d.invalid(DropBadL4)
 			return
 		}
@@ -87,6 +93,8 @@ func parse6(d *desc, eth hdr.Ethernet) {
 			return
 		}
 		d.class = classND6
+	case hdr.ICMPv6DestUnreachable, hdr.ICMPv6PacketTooBig, hdr.ICMPv6TimeExceeded, hdr.ICMPv6ParamProblem:
+		parseICMPv6Error(d, icmp)
 	default:
 		d.invalid(DropICMPType)
 	}

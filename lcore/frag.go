@@ -117,10 +117,15 @@ func newFragTable(lim FragLimits) *fragTable {
 	return t
 }
 
-// fragKeyOf is the key of a fragment's datagram.
-func fragKeyOf(d *desc) fragKey {
+// fragInfo is a fragment's datagram key (an IPv6 one's addresses in a),
+// and the offset and length of its data and whether more follow.
+func fragInfo(d *desc, a *fragAddrs6) (k fragKey, off, n uint32, more bool) {
+	if d.class == classFlow6 || d.class == classFragment6 {
+		return fragInfo6(d, a)
+	}
 	ip := d.ip()
-	return fragKey{src: d.flow.src, dst: d.flow.dst, id: uint32(ip.ID()), proto: d.flow.proto}
+	off, n, more = fragGeometry(ip)
+	return fragKey{src: d.flow.src, dst: d.flow.dst, id: uint32(ip.ID()), proto: d.flow.proto}, off, n, more
 }
 
 // fragHash is keyed with the secret steering key, so a sender cannot aim
@@ -225,16 +230,17 @@ func (w *Worker) holdFrag(e *fragEntry, d *desc) exit {
 
 // fragment takes a fragment through its two steps (home, then owner).
 func (w *Worker) fragment(d *desc, steer bool) exit {
-	k := fragKeyOf(d)
+	var a fragAddrs6
+	k, off, n, more := fragInfo(d, &a)
 	home, me := w.fragHome(k), w.cfg.ID
 	if steer && home != me {
 		return handOff(home)
 	}
-	e, why := w.findFrag(k, nil)
+	e, why := w.findFrag(k, &a)
 	if e == nil {
 		return drop(why)
 	}
-	whole := e.account(fragGeometry(d.ip()))
+	whole := e.account(off, n, more)
 	if e.owner < 0 {
 		switch {
 		case home == me && d.frag == fragLater:
@@ -278,8 +284,14 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	w.cnt.own[RxPackets]++
 	w.cnt.own[RxBytes] += uint64(d.m.PktLen())
 	w.cnt.own[Fragments]++
-	if d.frag == fragFirst {
+	v6 := d.class == classFlow6 || d.class == classFragment6
+	switch {
+	case d.frag == fragFirst && v6:
+		return w.forward6(d)
+	case d.frag == fragFirst:
 		return w.forward(d)
+	case v6:
+		return w.forwardLater6(d, e.flow)
 	}
 	return w.forwardLater(d, e.flow)
 }

@@ -1,7 +1,10 @@
 package lcore
 
 import (
+	"encoding/binary"
+
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -65,4 +68,85 @@ func fragGeometry6(ip hdr.IPv6, x hdr.Ext6) (off, n uint32, more bool) {
 func fragKey6(ip hdr.IPv6, x hdr.Ext6, a *fragAddrs6) fragKey {
 	a[0], a[1] = ip.Src(), ip.Dst()
 	return fragKey{src: conn.Fold6(&a[0]), dst: conn.Fold6(&a[1]), id: x.FragID, proto: ip[x.FragHdrOff], v6: true}
+}
+
+// parseFragment6 classifies an IPv6 packet with a fragment header into
+// d.frag (checkFragment6); false, d invalid, for what is dropped. A later
+// fragment's flow has the protocol only.
+func parseFragment6(d *desc, ip hdr.IPv6, x hdr.Ext6) bool {
+	frag, why := checkFragment6(ip, x)
+	if why != 0 {
+		d.invalid(why)
+		return false
+	}
+	d.frag = frag
+	if frag == fragLater {
+		d.flow = flowKey{proto: ip[x.FragHdrOff]}
+	}
+	return true
+}
+
+// fragInfo6 is fragInfo for an IPv6 fragment: its fragment header sits
+// right before its data (checkFragment6 lets nothing come between), at
+// d.l4 - 8 for a first fragment and a later one alike.
+func fragInfo6(d *desc, a *fragAddrs6) (k fragKey, off, n uint32, more bool) {
+	ip := d.ip6()
+	fh := int(d.l4) - l3 - 8
+	fo := binary.BigEndian.Uint16(ip[fh+2:])
+	x := hdr.Ext6{FragHdrOff: fh, FragID: binary.BigEndian.Uint32(ip[fh+4:]), FragOffset: fo &^ 7, MoreFrags: fo&1 != 0}
+	off, n, more = fragGeometry6(ip, x)
+	return fragKey6(ip, x, a), off, n, more
+}
+
+// forwardLater6 is forwardLater for an IPv6 fragment: the fragment header
+// and what follows are left as they are; NAT66 rewrites the address, and
+// the hop limit is decremented (no header checksum to update).
+func (w *Worker) forwardLater6(d *desc, k flowKey) exit {
+	ip := d.ip6()
+	src, dst := ip.Src(), ip.Dst()
+	id, dir, ok := w.table.Lookup6(k.proto, &src, k.sport, &dst, k.dport)
+	if !ok {
+		return drop(DropNoConn)
+	}
+	c := w.table.Get(id)
+	if w.snap.DestExpired(c.Dest) {
+		return drop(DropDestDown) // the first fragment ended the connection
+	}
+	if ip.HopLimit() <= 1 {
+		return drop(DropTTLExpired) // the first fragment had its answer
+	}
+	ds := &w.cnt.dest[c.Dest]
+	if dir == conn.Original {
+		ds[DestInPkts]++
+		ds[DestInBytes] += uint64(d.m.PktLen())
+	} else {
+		ds[DestOutPkts]++
+		ds[DestOutBytes] += uint64(d.m.PktLen())
+	}
+	a := w.table.Addrs6(id)
+	switch c.Fwd {
+	case fwd.TUN:
+		return w.encapsulate6(d, &a.RIP)
+	case fwd.NAT:
+	default:
+		ip.SetHopLimit(ip.HopLimit() - 1)
+		d.m.SetOlFlags(0)
+		return w.route6(&a.RIP)
+	}
+	towards := &a.RIP
+	if dir == conn.Reply {
+		towards = &a.Client
+	}
+	x := w.route6(towards)
+	if x.kind != exitTransmit {
+		return x
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	if dir == conn.Original {
+		ip.SetDst(a.RIP)
+	} else {
+		ip.SetSrc(a.VIP)
+	}
+	d.m.SetOlFlags(0)
+	return x
 }

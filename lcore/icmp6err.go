@@ -3,6 +3,8 @@ package lcore
 import (
 	"encoding/binary"
 
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -12,10 +14,6 @@ import (
 // does not fit a tunnel, Time Exceeded when the hop limit runs out) quote
 // as much of the packet as fits in 1280 bytes and are rate-limited per
 // worker, and never answer an ICMPv6 error.
-
-// protoIPv6InIPv6 is the next header of an IPv6 packet carrying another
-// (RFC 2473): VS/TUN over IPv6.
-const protoIPv6InIPv6 = 41
 
 // minMTU6 is IPv6's minimum link MTU (RFC 8200 section 5): what an ICMPv6
 // error may fill, and the lowest Packet Too Big MTU believed.
@@ -49,7 +47,7 @@ func parseQuote6(icmp hdr.ICMP) (q quote6, why Stat) {
 		return q, why
 	}
 	q.off = hdr.ICMPLen
-	if x.Proto == protoIPv6InIPv6 {
+	if x.Proto == hdr.ProtoIPv6 {
 		q.outer, q.off = ip, q.off+x.Off
 		if ip, x, why = walkQuote6(ip[x.Off:]); why != 0 {
 			return q, why
@@ -73,7 +71,7 @@ func walkQuote6(b []byte) (hdr.IPv6, hdr.Ext6, Stat) {
 		return nil, hdr.Ext6{}, DropBadICMP
 	}
 	x, v := ip.WalkExtQuote()
-	if v == hdr.ExtUnknown && x.Proto == protoIPv6InIPv6 {
+	if v == hdr.ExtUnknown && x.Proto == hdr.ProtoIPv6 {
 		v = hdr.ExtOK // not a header the walk follows, but one the caller does
 	}
 	if v != hdr.ExtOK || x.Fragment && x.FragOffset != 0 {
@@ -166,4 +164,89 @@ func (w *Worker) icmp6ToSender(d *desc, typ, code uint8, word uint32, from hdr.A
 	m.SetOlFlags(0)
 	w.cnt.own[sent]++
 	return transmit(d.in, senderMAC)
+}
+
+// parseICMPv6Error classifies an ICMPv6 error by the packet it quotes:
+// classICMPError6 (or classTunError6 when the quote is one of our
+// IPv6-in-IPv6 packets, flow then the inner packet's) with the quoted
+// ports and protocol; the addresses are read again where the error is
+// handled.
+func parseICMPv6Error(d *desc, icmp hdr.ICMP) {
+	q, why := parseQuote6(icmp)
+	if why != 0 {
+		d.invalid(why)
+		return
+	}
+	d.flow = flowKey{sport: binary.BigEndian.Uint16(q.l4), dport: binary.BigEndian.Uint16(q.l4[2:]), proto: q.proto}
+	d.class = classICMPError6
+	if q.outer != nil {
+		d.class = classTunError6
+	}
+}
+
+// ownerQuote6 is ownerOf for an ICMPv6 error: the client's endpoint in
+// the quoted packet, which left towards the client (source a VIP) or
+// towards a real server (source the client); our IPv6-in-IPv6 packet's
+// inner one came from the client.
+func (w *Worker) ownerQuote6(d *desc) int {
+	if w.vips6 == nil {
+		return -1
+	}
+	q, _ := parseQuote6(hdr.ICMP(d.l4Bytes6()))
+	src := q.ip.Src()
+	if _, fromVIP := w.vips6[src]; fromVIP && d.class == classICMPError6 {
+		dst := q.ip.Dst()
+		return Owner6(&dst, d.flow.dport, w.nworkers)
+	}
+	return Owner6(&src, d.flow.sport, w.nworkers)
+}
+
+// icmpError6 delivers an ICMPv6 error about a tracked connection, as
+// icmpError does for IPv4: the quoted packet left the balancer (or a
+// real server, for DR and TUN), so its reverse is the connection's key.
+// NAT66 translates it (natICMPv6Error); DR and TUN pass it to the real
+// server unchanged. An error whose hop limit runs out is dropped, never
+// answered.
+func (w *Worker) icmpError6(d *desc) exit {
+	ip := d.ip6()
+	icmp := hdr.ICMP(d.l4Bytes6())
+	q, _ := parseQuote6(icmp)
+	qsrc, qdst := q.ip.Src(), q.ip.Dst()
+	k := &d.flow
+	id, dir, ok := w.table.Lookup6(k.proto, &qdst, k.dport, &qsrc, k.sport)
+	if !ok {
+		return drop(DropNoConn)
+	}
+	if ip.HopLimit() <= 1 {
+		return drop(DropTTLExpired)
+	}
+	c := w.table.Get(id)
+	a := w.table.Addrs6(id)
+	w.cnt.own[ICMPErrors]++
+	switch c.Fwd {
+	case fwd.NAT:
+	case fwd.TUN:
+		return w.encapsulate6(d, &a.RIP)
+	default:
+		ip.SetHopLimit(ip.HopLimit() - 1)
+		d.m.SetOlFlags(0)
+		return w.route6(&a.RIP)
+	}
+	towards := &a.RIP
+	if dir == conn.Original {
+		natICMPv6Error(ip, icmp, q, true, a.RIP, c.RPort)
+	} else {
+		natICMPv6Error(ip, icmp, q, false, a.VIP, c.VPort)
+		towards = &a.Client
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	d.m.SetOlFlags(0)
+	return w.route6(towards)
+}
+
+// timeExceeded6 answers a TCP or UDP packet whose hop limit runs out here
+// with an ICMPv6 Time Exceeded from the receiving port's IPv6 address
+// (none: dropped as ttl_expired, as when the budget is spent).
+func (w *Worker) timeExceeded6(d *desc) exit {
+	return w.icmp6ToSender(d, hdr.ICMPv6TimeExceeded, 0, 0, w.snap.Ports[d.in].Addr6, ICMPv6HopLimit, DropTTLExpired)
 }

@@ -56,7 +56,7 @@ func TestParseQuote6(t *testing.T) {
 	// Our IPv6-in-IPv6 packet to a real server: an outer header in front.
 	tun := make([]byte, 14+40+len(udp)-14)
 	copy(tun, udp[:14])
-	hdr.IPv6(tun[14:]).Encode(uint16(len(udp)-14), protoIPv6InIPv6, 64, wanAddr6, rs1Addr6)
+	hdr.IPv6(tun[14:]).Encode(uint16(len(udp)-14), hdr.ProtoIPv6, 64, wanAddr6, rs1Addr6)
 	copy(tun[54:], udp[14:])
 	for _, tc := range []struct {
 		name   string

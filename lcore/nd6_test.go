@@ -159,7 +159,8 @@ func TestEcho6(t *testing.T) {
 
 // TestIPv6Drops: what lbd does not serve over IPv6 yet, or will not walk,
 // is dropped, counted and freed (the rig checks for leaks): TCP to a
-// port's own address, UDP without its mandatory checksum, a fragment.
+// port's own address, UDP without its mandatory checksum, a fragment
+// whose data is not a multiple of 8 bytes while more follow.
 func TestIPv6Drops(t *testing.T) {
 	r := rig6(t)
 	tcp := make([]byte, 20)
@@ -183,7 +184,7 @@ func TestIPv6Drops(t *testing.T) {
 	}{
 		{"TCP", mk(hdr.ProtoTCP, tcp), DropToLocal},
 		{"UDP", mk(hdr.ProtoUDP, []byte{0, 1, 0, 2, 0, 8, 0, 0}), DropBadL4},
-		{"fragment", mk(44, append([]byte{hdr.ProtoTCP, 0, 0, 1, 0, 0, 0, 9}, tcp...)), DropIPv6Unserved},
+		{"misaligned fragment", mk(44, append([]byte{hdr.ProtoTCP, 0, 0, 1, 0, 0, 0, 9}, tcp...)), DropBadFragment},
 		{"ESP", mk(50, make([]byte, 16)), DropIPv6ExtHeader},
 		{"lying length", lying, DropBadIPv6},
 		{"truncated options", mk(hdr.ExtDestOpts, []byte{6, 4, 0, 0}), DropBadIPv6},

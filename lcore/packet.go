@@ -45,6 +45,10 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.echo6(d)
 	case classFlow6:
 		return w.forward6(d)
+	case classICMPError6:
+		return w.icmpError6(d)
+	case classTunError6:
+		return w.tunnelError6(d)
 	}
 	return drop(d.verdict)
 }

@@ -44,10 +44,10 @@ func (w *Worker) forward6(d *desc) exit {
 		w.table.Delete(id)
 		return drop(DropDestDown)
 	}
-	// ICMPv6 time exceeded is not sent yet: a new connection whose first
-	// packet expired stays embryonic, as for IPv4.
+	// A new connection whose first packet expired stays embryonic, as
+	// for IPv4.
 	if ip.HopLimit() <= 1 {
-		return drop(DropTTLExpired)
+		return w.timeExceeded6(d)
 	}
 	if k.proto == hdr.ProtoTCP {
 		if next := conn.NextTCPState(c.State, dir, d.flags, c.Fwd.OneWay()); next != c.State {
@@ -196,8 +196,9 @@ const tun6HeaderLen = hdr.IPv6Len
 
 // encapsulate6 sends the packet, its hop limit decremented, inside an
 // outer IPv6 header (next header 41) from the output port's IPv6 address
-// to the real server. A packet that would not fit the port's MTU is
-// dropped as too_big (an ICMPv6 Packet Too Big is not sent yet).
+// to the real server. A packet that would not fit the port's MTU (or the
+// path MTU a router reported, tunerr6.go) is answered with a Packet Too
+// Big (tooBig6).
 func (w *Worker) encapsulate6(d *desc, rip *hdr.Addr6) exit {
 	e := w.route6(rip)
 	if e.kind != exitTransmit {
@@ -206,8 +207,11 @@ func (w *Worker) encapsulate6(d *desc, rip *hdr.Addr6) exit {
 	out := &w.snap.Ports[e.to]
 	ip := d.ip6()
 	inner := hdr.IPv6Len + int(ip.PayloadLength())
-	if inner+tun6HeaderLen > int(out.MTU) || out.Addr6.IsUnspecified() {
+	if out.Addr6.IsUnspecified() {
 		return drop(DropTooBig)
+	}
+	if mtu := w.pmtu6.get(rip, out.MTU, w.now); inner+tun6HeaderLen > int(mtu) {
+		return w.tooBig6(d, mtu)
 	}
 	ip.SetHopLimit(ip.HopLimit() - 1)
 	tc := ip.TrafficClass()

@@ -52,8 +52,11 @@ func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, 
 // ownerOf is the worker that owns a parsed packet's connection, or -1
 // when the packet is handled where it arrived.
 func (w *Worker) ownerOf(d *desc) int {
-	if d.class == classFlow6 {
+	switch d.class {
+	case classFlow6:
 		return w.owner6(d)
+	case classICMPError6, classTunError6:
+		return w.ownerQuote6(d)
 	}
 	ip, port, ok := clientEndpoint(d, w.vips)
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -16,7 +17,7 @@ import (
 // routers never fragment, so every too-big packet is refused this way.
 
 // tunnel6HeaderLen is the outer header VS/TUN over IPv6 adds.
-const tunnel6HeaderLen = hdr.IPv6Len
+const tunnel6HeaderLen = tun6HeaderLen
 
 // pathMTUs6 is pathMTUs for IPv6 real servers: direct-mapped by the
 // address's keyed fold, each slot holding the full address, so a
@@ -80,4 +81,52 @@ func untunnelICMPv6(d *desc, q quote6, word uint32, vip, client hdr.Addr6) Stat 
 	msg.SetChecksum(hdr.TransportChecksum6(vip, client, hdr.ProtoICMPv6, msg))
 	m.SetOlFlags(0)
 	return 0
+}
+
+// tooBig6 answers a packet too big for the tunnel (mtu, the port's or the
+// path's) with a Packet Too Big from the VIP it was sent to, with room
+// for the outer header: never below 1280, the least an IPv6 host sends,
+// so a path narrower than 1320 bytes drops what does not fit (too_big).
+// An ICMPv6 error passed on to a real server is never answered.
+func (w *Worker) tooBig6(d *desc, mtu uint16) exit {
+	if d.class != classFlow6 {
+		return drop(DropTooBig)
+	}
+	report := max(uint32(mtu)-tunnel6HeaderLen, minMTU6)
+	return w.icmp6ToSender(d, hdr.ICMPv6PacketTooBig, 0, report, d.ip6().Dst(), ICMPv6TooBig, DropTooBig)
+}
+
+// tunnelError6 delivers an ICMPv6 error quoting one of our IPv6-in-IPv6
+// packets to the client of the connection its inner packet belongs to
+// (d.flow is the inner packet: client -> VIP), from the VIP. A Packet
+// Too Big must report an MTU below the size of the packet it refused; it
+// is learnt for the real server and passed on less the outer header.
+func (w *Worker) tunnelError6(d *desc) exit {
+	ip := d.ip6()
+	icmp := hdr.ICMP(d.l4Bytes6())
+	q, _ := parseQuote6(icmp)
+	src, dst := q.ip.Src(), q.ip.Dst()
+	k := &d.flow
+	id, _, ok := w.table.Lookup6(k.proto, &src, k.sport, &dst, k.dport)
+	if !ok {
+		return drop(DropNoConn)
+	}
+	c := w.table.Get(id)
+	a := w.table.Addrs6(id)
+	if c.Fwd != fwd.TUN || q.outer.Dst() != a.RIP || !w.snap.isLocal6(q.outer.Src()) || !w.snap.isLocal6(ip.Dst()) {
+		return drop(DropNoConn) // not an IPv6-in-IPv6 packet of ours
+	}
+	word := binary.BigEndian.Uint32(icmp[4:])
+	if icmp.Type() == hdr.ICMPv6PacketTooBig {
+		if word >= uint32(hdr.IPv6Len)+uint32(q.outer.PayloadLength()) {
+			return drop(DropBadICMP)
+		}
+		mtu := w.pmtu6.learn(&a.RIP, word, w.now)
+		word = max(uint32(mtu)-tunnel6HeaderLen, minMTU6)
+	}
+	if why := untunnelICMPv6(d, q, word, a.VIP, a.Client); why != 0 {
+		return drop(why)
+	}
+	w.cnt.own[ICMPErrors]++
+	return w.route6(&a.Client)
 }

@@ -13,7 +13,7 @@ import (
 func tunnel6(f []byte, src, dst hdr.Addr6) []byte {
 	b := make([]byte, len(f)+40)
 	copy(b, f[:14])
-	hdr.IPv6(b[14:]).Encode(uint16(len(f)-14), protoIPv6InIPv6, 64, src, dst)
+	hdr.IPv6(b[14:]).Encode(uint16(len(f)-14), hdr.ProtoIPv6, 64, src, dst)
 	copy(b[54:], f[14:])
 	return b
 }

@@ -146,6 +146,7 @@ type Worker struct {
 	budget     int
 
 	icmp6Bucket tokenBucket // limits the ICMPv6 errors it sends (icmp6err.go)
+	pmtu6       pathMTUs6   // path MTUs to IPv6 real servers learnt from ICMPv6 (tunerr6.go)
 
 	tid     atomic.Int32 // the loop's OS thread, once it runs (ThreadID)
 	stop    atomic.Bool
