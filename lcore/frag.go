@@ -79,6 +79,7 @@ type fragEntry struct {
 type fragTable struct {
 	entries  []fragEntry
 	addrs6   []fragAddrs6 // an IPv6 entry's addresses, by the entry's index
+	cur      fragAddrs6   // the addresses of the IPv6 fragment being keyed
 	mask     uint32       // buckets - 1
 	timeout  int64
 	held     []*mbuf.Mbuf
@@ -117,16 +118,8 @@ func newFragTable(lim FragLimits) *fragTable {
 	return t
 }
 
-// fragInfo is a fragment's datagram key (an IPv6 one's addresses in a),
-// and the offset and length of its data and whether more follow.
-func fragInfo(d *desc, a *fragAddrs6) (k fragKey, off, n uint32, more bool) {
-	if d.class == classFlow6 || d.class == classFragment6 {
-		return fragInfo6(d, a)
-	}
-	ip := d.ip()
-	off, n, more = fragGeometry(ip)
-	return fragKey{src: d.flow.src, dst: d.flow.dst, id: uint32(ip.ID()), proto: d.flow.proto}, off, n, more
-}
+// A fragment's datagram key is its addresses (for IPv6 their folds, the
+// addresses going to fragTable.cur), IP ID and protocol.
 
 // fragHash is keyed with the secret steering key, so a sender cannot aim
 // its datagrams at one worker or one bucket.
@@ -143,9 +136,9 @@ func (w *Worker) fragHome(k fragKey) int {
 }
 
 // findFrag returns the datagram's entry, making it if it is new; nil with
-// a drop reason when its bucket holds four live datagrams. a holds an
-// IPv6 key's addresses (nil for IPv4).
-func (w *Worker) findFrag(k fragKey, a *fragAddrs6) (*fragEntry, Stat) {
+// a drop reason when its bucket holds four live datagrams. An IPv6 key's
+// addresses are in t.cur.
+func (w *Worker) findFrag(k fragKey) (*fragEntry, Stat) {
 	t := w.frags
 	b := int(fragHash(k)&t.mask) * fragWays
 	free := -1
@@ -159,7 +152,7 @@ func (w *Worker) findFrag(k fragKey, a *fragAddrs6) (*fragEntry, Stat) {
 			if free < 0 {
 				free = i
 			}
-		case e.key == k && (!k.v6 || t.addrs6[i] == *a):
+		case e.key == k && (!k.v6 || t.addrs6[i] == t.cur):
 			return e, 0
 		}
 	}
@@ -167,7 +160,7 @@ func (w *Worker) findFrag(k fragKey, a *fragAddrs6) (*fragEntry, Stat) {
 		return nil, DropFragTableFull
 	}
 	if k.v6 {
-		t.addrs6[free] = *a
+		t.addrs6[free] = t.cur
 	}
 	e := &t.entries[free]
 	*e = fragEntry{key: k, used: true, owner: -1, held: -1, expires: w.now + t.timeout}
@@ -230,13 +223,21 @@ func (w *Worker) holdFrag(e *fragEntry, d *desc) exit {
 
 // fragment takes a fragment through its two steps (home, then owner).
 func (w *Worker) fragment(d *desc, steer bool) exit {
-	var a fragAddrs6
-	k, off, n, more := fragInfo(d, &a)
+	var k fragKey
+	var off, n uint32
+	var more bool
+	if d.class == classFlow6 || d.class == classFragment6 {
+		k, off, n, more = w.frags.fragInfo6(d)
+	} else {
+		ip := d.ip()
+		k = fragKey{src: d.flow.src, dst: d.flow.dst, id: uint32(ip.ID()), proto: d.flow.proto}
+		off, n, more = fragGeometry(ip)
+	}
 	home, me := w.fragHome(k), w.cfg.ID
 	if steer && home != me {
 		return handOff(home)
 	}
-	e, why := w.findFrag(k, &a)
+	e, why := w.findFrag(k)
 	if e == nil {
 		return drop(why)
 	}

@@ -86,16 +86,17 @@ func parseFragment6(d *desc, ip hdr.IPv6, x hdr.Ext6) bool {
 	return true
 }
 
-// fragInfo6 is fragInfo for an IPv6 fragment: its fragment header sits
-// right before its data (checkFragment6 lets nothing come between), at
-// d.l4 - 8 for a first fragment and a later one alike.
-func fragInfo6(d *desc, a *fragAddrs6) (k fragKey, off, n uint32, more bool) {
+// fragInfo6 is an IPv6 fragment's datagram key (its addresses in t.cur),
+// its data's offset and length and whether more follow. Its fragment
+// header sits right before its data (checkFragment6 lets nothing come
+// between), at d.l4 - 8 for a first fragment and a later one alike.
+func (t *fragTable) fragInfo6(d *desc) (k fragKey, off, n uint32, more bool) {
 	ip := d.ip6()
 	fh := int(d.l4) - l3 - 8
 	fo := binary.BigEndian.Uint16(ip[fh+2:])
 	x := hdr.Ext6{FragHdrOff: fh, FragID: binary.BigEndian.Uint32(ip[fh+4:]), FragOffset: fo &^ 7, MoreFrags: fo&1 != 0}
 	off, n, more = fragGeometry6(ip, x)
-	return fragKey6(ip, x, a), off, n, more
+	return fragKey6(ip, x, &t.cur), off, n, more
 }
 
 // forwardLater6 is forwardLater for an IPv6 fragment: the fragment header

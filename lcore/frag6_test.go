@@ -142,7 +142,8 @@ func TestFragTableIPv6(t *testing.T) {
 		if !k.v6 || k.id != 0x01020304 || k.proto != hdr.ProtoUDP || a != (fragAddrs6{clientAddr6, vipAddr6}) {
 			t.Fatalf("fragment %d: key %+v addresses %v", i, k, a)
 		}
-		e, why := w.findFrag(k, &a)
+		w.frags.cur = a
+		e, why := w.findFrag(k)
 		if e == nil {
 			t.Fatalf("fragment %d: %s", i, why.Name())
 		}
@@ -162,12 +163,14 @@ func TestFragTableIPv6(t *testing.T) {
 	k4 := k
 	k4.v6 = false
 	other := fragAddrs6{rs1Addr6, vipAddr6}
-	e4, _ := w.findFrag(k4, nil)
-	e6, _ := w.findFrag(k, &other)
+	e4, _ := w.findFrag(k4)
+	w.frags.cur = other
+	e6, _ := w.findFrag(k)
 	if e4 == nil || e6 == nil || e4 == first || e6 == first || e4 == e6 {
 		t.Fatal("datagrams with equal folded keys share an entry")
 	}
-	if e, _ := w.findFrag(k, &a); e != first {
+	w.frags.cur = a
+	if e, _ := w.findFrag(k); e != first {
 		t.Fatal("the first datagram's entry was lost")
 	}
 }
