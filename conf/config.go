@@ -160,19 +160,23 @@ type Port struct {
 // Service is a virtual service: a (protocol, VIP, port) balanced over real servers.
 type Service struct {
 	Protocol    string        `mapstructure:"protocol"`      // "tcp" or "udp"; required; reload: yes
-	VIP         string        `mapstructure:"vip"`           // virtual IPv4 address; required; reload: yes
+	VIP         string        `mapstructure:"vip"`           // virtual IPv4 or IPv6 address (its servers of the same version: no NAT64); required; reload: yes
 	Port        int           `mapstructure:"port"`          // virtual port, 1..65535; required; reload: yes
 	Scheduler   string        `mapstructure:"scheduler"`     // name of a registered scheduler (ipvsadm -s); default "rr"; reload: yes
 	SchedFlags  []string      `mapstructure:"sched_flags"`   // scheduler flags (ipvsadm -b): sh-fallback, sh-port, mh-fallback, mh-port; default none; reload: yes
 	MHTableSize int           `mapstructure:"mh_table_size"` // size of the mh scheduler's Maglev table, a prime in 251..131071 (0 in Go literals: the default); default 65537; reload: yes
 	Persistence time.Duration `mapstructure:"persistence"`   // persistent service (ipvsadm -p): a client (network) keeps its real server while its template lives, 0 = off, else 1s..720h; default 0; reload: yes
 	Netmask     string        `mapstructure:"netmask"`       // persistence granularity (ipvsadm -M), a contiguous IPv4 netmask; default "255.255.255.255"; reload: yes
-	SloppyTCP   bool          `mapstructure:"sloppy_tcp"`    // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
-	Helper      string        `mapstructure:"helper"`        // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
-	Servers     []RealServer  `mapstructure:"servers"`       // real servers; empty drops and counts new connections; default none; reload: yes
-	Health      HealthCheck   `mapstructure:"health"`        // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
-	SorryServer string        `mapstructure:"sorry_server"`  // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
-	Feedback    Feedback      `mapstructure:"feedback"`      // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
+	// PersistencePrefix is an IPv6 service's persistence granularity
+	// (lbctl -M 64): the client addresses' prefix length, 1..128 (0: 128);
+	// IPv6 services only; default 0; reload: yes
+	PersistencePrefix int          `mapstructure:"persistence_prefix"`
+	SloppyTCP         bool         `mapstructure:"sloppy_tcp"`   // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
+	Helper            string       `mapstructure:"helper"`       // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
+	Servers           []RealServer `mapstructure:"servers"`      // real servers; empty drops and counts new connections; default none; reload: yes
+	Health            HealthCheck  `mapstructure:"health"`       // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
+	SorryServer       string       `mapstructure:"sorry_server"` // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
+	Feedback          Feedback     `mapstructure:"feedback"`     // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
 	// LocalAddresses are the service's FullNAT local addresses (DPVS's
 	// laddr): connections to its fullnat servers leave from one of them.
 	// Each is an IPv4 address inside a server-facing port's prefix, none
@@ -194,7 +198,7 @@ type Service struct {
 
 // RealServer is one destination of a service.
 type RealServer struct {
-	Address string       `mapstructure:"address"`         // IPv4 address; nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
+	Address string       `mapstructure:"address"`         // IPv4 or IPv6 address (the VIP's version); nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
 	Port    int          `mapstructure:"port"`            // 1..65535 (nat and fullnat only: dr and tun keep the service's port); default the service's port; reload: yes
 	Weight  int          `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
 	Forward string       `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g), "tun" (-i) or "fullnat" (lbctl --fullnat; needs the service's local_addresses); default "nat"; reload: yes

@@ -21,13 +21,29 @@ func parseHost(field, s string) (netip.Addr, error) {
 	}
 	a, err := netip.ParseAddr(s)
 	if err == nil && a.Is6() && !a.Is4In6() {
-		return netip.Addr{}, fieldErrorf(field, "%s is IPv6: lbd has no IPv6 services, servers or gateways yet (a port's address6 only)", s)
+		return netip.Addr{}, fieldErrorf(field, "%s is IPv6: this field takes IPv4 only (IPv6 goes in a service's vip and servers, a port's address6)", s)
 	}
 	if err != nil || !a.Is4() {
 		return netip.Addr{}, fieldErrorf(field, "%q is not an IPv4 address", s)
 	}
 	if !usable(a) {
 		return netip.Addr{}, fieldErrorf(field, "%s is not a unicast host address", a)
+	}
+	return a, nil
+}
+
+// parseHost46 parses a required IPv4 host address or an IPv6 global or
+// unique local unicast address (a service's VIP, a real server).
+func parseHost46(field, s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is6() || a.Is4In6() {
+		return parseHost(field, s)
+	}
+	switch {
+	case a.Zone() != "":
+		return netip.Addr{}, fieldErrorf(field, "%q has a zone", s)
+	case !a.IsGlobalUnicast() && !a.IsPrivate():
+		return netip.Addr{}, fieldErrorf(field, "%s is not a global or unique local unicast IPv6 address", a)
 	}
 	return a, nil
 }
@@ -193,6 +209,9 @@ func (c *Config) validatePorts() error {
 func (c *Config) portWithAddr(a netip.Addr) int {
 	for i, p := range c.Ports {
 		if p.Prefix().Addr() == a {
+			return i
+		}
+		if p6, ok := p.Prefix6(); ok && p6.Addr() == a {
 			return i
 		}
 	}

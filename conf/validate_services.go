@@ -44,7 +44,7 @@ func (c *Config) validateServices(schedulers []string) error {
 		default:
 			return fieldErrorf(f+".protocol", "%q is not one of tcp, udp", s.Protocol)
 		}
-		vip, err := parseHost(f+".vip", s.VIP)
+		vip, err := parseHost46(f+".vip", s.VIP)
 		if err != nil {
 			return err
 		}
@@ -79,6 +79,9 @@ func (c *Config) validateServices(schedulers []string) error {
 			if err := checkNetmask(f+".netmask", s.Netmask); err != nil {
 				return err
 			}
+		}
+		if err := s.validate6(f, vip); err != nil {
+			return err
 		}
 		k := key{s.Protocol, netip.AddrPortFrom(vip, uint16(s.Port))}
 		if j, ok := seen[k]; ok {
@@ -144,9 +147,12 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 	seen := map[netip.AddrPort]int{}
 	for i, r := range s.Servers {
 		g := fmt.Sprintf("%s.servers[%d]", f, i)
-		a, err := parseHost(g+".address", r.Address)
+		a, err := parseHost46(g+".address", r.Address)
 		if err != nil {
 			return err
+		}
+		if a.Is6() != vip.Is6() {
+			return fieldErrorf(g+".address", "%s and the service's VIP %s are of different IP versions: lbd does not translate between IPv6 and IPv4 (NAT64)", a, vip)
 		}
 		if a == vip {
 			return fieldErrorf(g+".address", "%s is the service's VIP", a)
@@ -266,14 +272,22 @@ func (c *Config) checkReachable(field string, a netip.Addr, forward string) erro
 		if _, ok := p.GatewayAddr(); ok {
 			gateway = true
 		}
-		if p.FacesServers() {
-			subnets = append(subnets, p.Prefix().Masked().String())
-			if p.Prefix().Contains(a) {
-				return nil
+		if !p.FacesServers() {
+			continue
+		}
+		pfx := p.Prefix()
+		if a.Is6() {
+			var ok bool
+			if pfx, ok = p.Prefix6(); !ok {
+				continue
 			}
 		}
+		subnets = append(subnets, pfx.Masked().String())
+		if pfx.Contains(a) {
+			return nil
+		}
 	}
-	if forward == "tun" && gateway {
+	if forward == "tun" && gateway && a.Is4() {
 		return nil
 	}
 	if len(subnets) == 0 {

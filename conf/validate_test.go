@@ -436,22 +436,3 @@ func TestPortAddress6(t *testing.T) {
 		}
 	}
 }
-
-// TestIPv6ServiceRefused: an IPv6 VIP or real server is refused with a
-// message that says IPv6 services do not exist yet.
-func TestIPv6ServiceRefused(t *testing.T) {
-	for _, tc := range []struct {
-		name, want string
-		edit       func(*conf.Config)
-	}{
-		{"vip", "services[0].vip", func(c *conf.Config) { c.Services[0].VIP = "2001:db8::10" }},
-		{"server", "services[0].servers[0].address", func(c *conf.Config) { c.Services[0].Servers[0].Address = "2001:db8::11" }},
-	} {
-		c := validConfig()
-		tc.edit(&c)
-		err := c.Validate(schedulers)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "no IPv6 services") {
-			t.Errorf("%s: %v, want an error naming %s and saying IPv6 services do not exist yet", tc.name, err, tc.want)
-		}
-	}
-}

@@ -61,6 +61,9 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 	for i := range v.Services {
 		s := &v.Services[i]
 		vip := s.VIP().Addr()
+		if vip.Is6() {
+			continue // the speaker announces IPv4 /32s only
+		}
 		if _, ok := live[vip]; !ok {
 			live[vip] = false
 		}

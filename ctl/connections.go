@@ -19,17 +19,17 @@ func (c *Controller) connections(req api.Request) (api.Response, error) {
 	var f lcore.ConnFilter
 	if s := req.Service; s != nil {
 		vip, err := netip.ParseAddr(s.VIP)
-		if err != nil || !vip.Is4() {
-			return api.Response{}, fmt.Errorf("-t/-u %s: not an IPv4 address", s.VIP)
+		if err != nil {
+			return api.Response{}, fmt.Errorf("-t/-u %s: not an IP address", s.VIP)
 		}
-		f.VIP, f.VPort, f.Proto = ipv4(vip), uint16(s.Port), protocols[s.Protocol]
+		f.VIP, f.VIP6, f.VPort, f.Proto = ipv4(vip), ipv6(vip), uint16(s.Port), protocols[s.Protocol]
 	}
 	if req.Client != "" {
 		a, err := netip.ParseAddr(req.Client)
-		if err != nil || !a.Is4() {
-			return api.Response{}, fmt.Errorf("--client %s: not an IPv4 address", req.Client)
+		if err != nil || a.Zone() != "" || a.Is4In6() {
+			return api.Response{}, fmt.Errorf("--client %s: not an IPv4 or IPv6 address without a zone", req.Client)
 		}
-		f.Client = ipv4(a)
+		f.Client, f.Client6 = ipv4(a), ipv6(a)
 	}
 	conns, truncated, err := c.dp.DumpConns(f, maxListedConns)
 	if err != nil {
@@ -51,9 +51,12 @@ func (c *Controller) connections(req api.Request) (api.Response, error) {
 		}
 		c := api.Conn{
 			Protocol: proto, State: state, Template: ci.Template, ExpiresSecs: uint64(exp),
-			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
-			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
-			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String(),
+			Client:      netip.AddrPortFrom(addrOfKey(ci.ClientIP, ci.Client6), ci.ClientPort).String(),
+			Virtual:     netip.AddrPortFrom(addrOfKey(ci.VIP, ci.VIP6), ci.VPort).String(),
+			Destination: netip.AddrPortFrom(addrOfKey(ci.RIP, ci.RIP6), ci.RPort).String(),
+		}
+		if ci.IPv6 && ci.Template && ci.Client6.IsUnspecified() {
+			c.Client = netip.AddrPortFrom(netip.IPv6Unspecified(), 0).String() // a fold: the network is not known
 		}
 		if ci.LIP != 0 {
 			c.Local = netip.AddrPortFrom(addrOf(ci.LIP), ci.LPort).String()

@@ -12,6 +12,7 @@ import (
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Controller owns the service model and the neighbour table, builds the
@@ -27,6 +28,7 @@ type Controller struct {
 	timeouts conf.Timeouts
 	ids      destIDs
 	neigh    *neighTable
+	neigh6   *neighTable6 // IPv6 neighbours (neighbour discovery), alike
 	gen      uint64
 	snap     *lcore.Snapshot
 	health   *health.Monitor  // nil: no health checks
@@ -56,7 +58,8 @@ const stepPeriod = 20 * time.Millisecond
 func NewController(dp Dataplane, cfg conf.Config, hw []lcore.PortInfo, log *zap.Logger) (*Controller, error) {
 	c := &Controller{
 		dp: dp, log: log, cfg: cfg, ports: portInfos(cfg.Ports, hw), started: time.Now(),
-		neigh: newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
+		neigh:  newNeighTable(cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
+		neigh6: newNeighTableOf[hdr.Addr6](cfg.Neighbour.ReachableTime, cfg.Neighbour.StaleTime),
 	}
 	c.ha.backup = cfg.HA.IsBackup()
 	u, err := c.build(cfg.Services, cfg.Timeouts)
@@ -128,6 +131,7 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 	}
 	u.ids.drain(used)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
+	u.snap.Neigh6 = c.neigh6.macs()
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
 	u.snap.ResetDests = u.ids.resets()
@@ -188,6 +192,7 @@ func (c *Controller) commit(u *update) {
 	c.snap = u.snap
 	c.ramping = u.ramping
 	c.neigh.setWanted(c.wantedNeighbours())
+	c.neigh6.setWanted(c.wantedNeighbours6())
 	if c.health != nil {
 		c.health.Update(health.Targets(c.serviceConfs()))
 	}
@@ -266,6 +271,27 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 	return want
 }
 
+// wantedNeighbours6 is wantedNeighbours for the IPv6 servers and gateways.
+func (c *Controller) wantedNeighbours6() map[hdr.Addr6]int {
+	want := map[hdr.Addr6]int{}
+	for i := range c.services {
+		for _, r := range c.services[i].servers {
+			if r.key.addr6.IsUnspecified() {
+				continue
+			}
+			if port, hop, ok := c.snap.Route6(&r.key.addr6); ok {
+				want[hop] = port
+			}
+		}
+	}
+	for i, p := range c.ports {
+		if !p.Gateway6.IsUnspecified() {
+			want[p.Gateway6] = i
+		}
+	}
+	return want
+}
+
 // counters reads the dataplane's counters of a (service, server) pair,
 // present or removed; false if it never had an id.
 func (c *Controller) counters(k destKey) (Counters, bool) {
@@ -315,6 +341,14 @@ func (c *Controller) step(now time.Time) {
 			}
 		case lcore.EvNeighbourMiss:
 			c.neigh.miss(ev.IP, ev.Port, now)
+		case lcore.EvNeighbour6:
+			if c.neigh6.learn(ev.IP6, ev.MAC, ev.Port, now) {
+				changed = true
+				c.log.Info("neighbour", zap.Stringer("ip", ev.IP6), zap.String("mac", ev.MAC.String()),
+					zap.String("port", c.ports[ev.Port].Name))
+			}
+		case lcore.EvNeighbourMiss6:
+			c.neigh6.miss(ev.IP6, ev.Port, now)
 		case lcore.EvProbe:
 			c.probes.deliver(ev)
 		case lcore.EvAddressConflict:
@@ -328,6 +362,14 @@ func (c *Controller) step(now time.Time) {
 	for _, r := range reqs {
 		if !c.dp.RequestARP(r.port, r.ip) {
 			c.log.Warn("ARP request not sent: command ring full", zap.Stringer("ip", addrOf(r.ip)))
+		}
+	}
+	reqs6, aged6 := c.neigh6.tick(now)
+	aged = aged || aged6
+	for _, r := range reqs6 {
+		// Worker 0 sends them, as it sends ARP requests.
+		if !c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdSolicit, Port: r.port, IP6: r.ip}) {
+			c.log.Warn("neighbour solicitation not sent: command ring full", zap.Stringer("ip", r.ip))
 		}
 	}
 	if c.observePassive(now) {
@@ -353,6 +395,7 @@ func (c *Controller) step(now time.Time) {
 	if changed || aged {
 		c.gen++
 		next := c.snap.WithNeighbours(c.gen, c.neigh.macs())
+		next.Neigh6 = c.neigh6.macs()
 		if err := c.dp.Publish(next); err != nil {
 			c.log.Error("snapshot not published", zap.Error(err))
 			return

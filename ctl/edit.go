@@ -1,9 +1,11 @@
 package ctl
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -59,7 +61,9 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 		}
 		s := conf.Service{Protocol: spec.Protocol, VIP: spec.VIP, Port: spec.Port, Scheduler: "rr",
 			SchedFlags: []string{}, Netmask: "255.255.255.255", Servers: []conf.RealServer{}}
-		setService(&s, spec)
+		if err := setService(&s, spec); err != nil {
+			return nil, err
+		}
 		return append(svcs, s), nil
 	}
 	if at < 0 {
@@ -67,7 +71,9 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 	}
 	switch req.Op {
 	case api.OpEditService:
-		setService(&svcs[at], spec)
+		if err := setService(&svcs[at], spec); err != nil {
+			return nil, err
+		}
 		return svcs, nil
 	case api.OpDeleteService:
 		return append(svcs[:at], svcs[at+1:]...), nil
@@ -110,8 +116,8 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 	return svcs, nil
 }
 
-// setService copies the settings spec carries.
-func setService(s *conf.Service, spec api.ServiceSpec) {
+// setService copies the settings spec carries; a bad -M is refused.
+func setService(s *conf.Service, spec api.ServiceSpec) error {
 	if spec.Scheduler != nil {
 		s.Scheduler = *spec.Scheduler
 	}
@@ -119,7 +125,9 @@ func setService(s *conf.Service, spec api.ServiceSpec) {
 		s.Persistence = time.Duration(*spec.Persistence) * time.Second
 	}
 	if spec.Netmask != nil {
-		s.Netmask = *spec.Netmask
+		if err := setNetmask(s, *spec.Netmask); err != nil {
+			return fmt.Errorf("%s -M %s: %w", spec, *spec.Netmask, err)
+		}
 	}
 	if spec.SchedFlags != nil {
 		s.SchedFlags = append([]string{}, *spec.SchedFlags...)
@@ -130,6 +138,30 @@ func setService(s *conf.Service, spec api.ServiceSpec) {
 	if spec.SynProxy != nil {
 		s.SynProxy = *spec.SynProxy
 	}
+	return nil
+}
+
+// setNetmask sets the persistence granularity: an IPv4 service's netmask
+// (a prefix length up to 32 is turned into one), an IPv6 service's
+// prefix length (persistence_prefix).
+func setNetmask(s *conf.Service, m string) error {
+	n, err := strconv.Atoi(m)
+	isLen := err == nil
+	switch v6 := s.VIPAddr().Is6(); {
+	case v6 && !isLen:
+		return fmt.Errorf("an IPv6 service's persistence granularity is a prefix length, e.g. 64")
+	case v6 && (n < 1 || n > 128):
+		return fmt.Errorf("prefix length %d is out of range 1..128", n)
+	case v6:
+		s.PersistencePrefix = n
+	case isLen && (n < 1 || n > 32):
+		return fmt.Errorf("prefix length %d is out of range 1..32 for an IPv4 service", n)
+	case isLen:
+		s.Netmask = netip.AddrFrom4([4]byte(binary.BigEndian.AppendUint32(nil, ^uint32(0)<<(32-n)))).String()
+	default:
+		s.Netmask = m
+	}
+	return nil
 }
 
 // setServer copies the settings spec carries; name prefixes refusals.

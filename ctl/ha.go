@@ -214,7 +214,9 @@ type announceTarget struct {
 func (c *Controller) announceTargets() []announceTarget {
 	var vips []uint32
 	for _, s := range c.snap.Services {
-		vips = append(vips, s.Key.VIP)
+		if !s.Key.IsIPv6() { // IPv6 VIPs: worker 0's unsolicited NAs at takeover
+			vips = append(vips, s.Key.VIP)
+		}
 	}
 	slices.Sort(vips)
 	vips = slices.Compact(vips)

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -94,6 +95,9 @@ func serviceSettings(s conf.Service) api.Service {
 	}
 	if s.Persistence != 0 && s.Netmask != "" && s.Netmask != "255.255.255.255" {
 		as.Netmask = s.Netmask
+	}
+	if s.Persistence != 0 && s.VIPAddr().Is6() && s.PersistPrefixBits() != 128 {
+		as.Netmask = strconv.Itoa(s.PersistPrefixBits()) // ipvsadm shows an IPv6 mask as a length
 	}
 	if len(s.SchedFlags) > 0 {
 		as.SchedFlags = append([]string(nil), s.SchedFlags...)

@@ -52,17 +52,41 @@ var protocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP}
 // destKey names a (service, real server) pair: what the dataplane counts
 // under one id.
 type destKey struct {
-	svc  lcore.ServiceKey
-	addr uint32
-	port uint16
+	svc   lcore.ServiceKey
+	addr  uint32
+	port  uint16
+	addr6 hdr.Addr6 // an IPv6 server's (addr 0)
+}
+
+// ipv6 is an IPv6 address as the dataplane holds it (zero for IPv4).
+func ipv6(a netip.Addr) hdr.Addr6 {
+	if !a.Is6() || a.Is4In6() {
+		return hdr.Addr6{}
+	}
+	return hdr.Addr6From(a)
+}
+
+// addrOfKey is the address a key names, IPv4 or IPv6.
+func addrOfKey(v4 uint32, v6 hdr.Addr6) netip.Addr {
+	if !v6.IsUnspecified() {
+		return v6.Netip()
+	}
+	return addrOf(v4)
+}
+
+// fold4 is an IPv6 server's stand-in for an IPv4 address where the
+// schedulers order or hash servers by address (mh): the same on every
+// director, unlike the connection table's keyed folds.
+func fold4(a hdr.Addr6) uint32 {
+	return binary.BigEndian.Uint32(a[0:]) ^ binary.BigEndian.Uint32(a[4:]) ^ binary.BigEndian.Uint32(a[8:]) ^ binary.BigEndian.Uint32(a[12:])
 }
 
 func serviceKey(s conf.Service) lcore.ServiceKey {
-	return lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
+	return lcore.ServiceKey{VIP: ipv4(s.VIPAddr()), VIP6: ipv6(s.VIPAddr()), Port: uint16(s.Port), Proto: protocols[s.Protocol]}
 }
 
 func keyOf(s conf.Service, r conf.RealServer) destKey {
-	return destKey{svc: serviceKey(s), addr: ipv4(r.Addr()), port: uint16(r.Port)}
+	return destKey{svc: serviceKey(s), addr: ipv4(r.Addr()), addr6: ipv6(r.Addr()), port: uint16(r.Port)}
 }
 
 // service is a virtual service as the controller runs it: its settings as
@@ -128,10 +152,14 @@ func newService(field string, sc conf.Service, ids *destIDs) (service, error) {
 
 // dest is the server as the schedulers see it.
 func (r *server) dest() sched.Dest {
-	return sched.Dest{
+	d := sched.Dest{
 		ID: r.id, Addr: r.key.addr, Port: r.key.port, Weight: int32(r.state.weight), Fwd: forwardMethods[r.conf.Forward],
-		Upper: uint32(r.conf.Upper), Lower: uint32(r.conf.Lower),
+		Upper: uint32(r.conf.Upper), Lower: uint32(r.conf.Lower), Addr6: r.key.addr6,
 	}
+	if !d.Addr6.IsUnspecified() {
+		d.Addr = fold4(d.Addr6)
+	}
+	return d
 }
 
 // lcoreService is the service as the dataplane runs it, with one
@@ -145,6 +173,10 @@ func (s *service) lcoreService(field string, workers int, prev *service) (lcore.
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
 		ProxyProtocol: s.conf.ProxyProtocol, SynProxy: s.conf.SynProxy,
+	}
+	if s.key.IsIPv6() {
+		// The lcores mask the IPv6 client by PersistMask6 and fold it.
+		ls.PersistMask, ls.PersistMask6 = ^uint32(0), lcore.Mask6(s.conf.PersistPrefixBits())
 	}
 	for _, l := range s.conf.LocalAddresses {
 		ls.LocalAddrs = append(ls.LocalAddrs, ipv4(netip.MustParseAddr(l)))
@@ -293,6 +325,7 @@ func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
 		out[i].FacesClients = p.FacesClients()
 		if p6, ok := p.Prefix6(); ok {
 			out[i].Addr6 = hdr.Addr6From(p6.Addr())
+			out[i].Net6, out[i].Mask6 = hdr.Addr6From(p6.Masked().Addr()), lcore.Mask6(p6.Bits())
 		}
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)

@@ -11,13 +11,21 @@ import (
 // control plane owns it: lcores report what ARP packets show (and which
 // next hops they lacked), the table decides whom to ask, and each change
 // reaches the lcores as a new snapshot.
-type neighTable struct {
+// neighTableOf is the table for one address family, K the dataplane's
+// form of its addresses: neighTable (IPv4, ARP) and neighTable6 (IPv6,
+// neighbour discovery) behave alike.
+type neighTableOf[K comparable] struct {
 	reachable time.Duration // re-resolve an entry not confirmed for this long
 	stale     time.Duration // forget an entry not confirmed for this long
-	entries   map[uint32]*neighEntry
-	wanted    map[uint32]int       // addresses to keep resolved (servers, gateways) -> port
-	misses    map[uint32]neighMiss // addresses the lcores lacked recently
+	entries   map[K]*neighEntry
+	wanted    map[K]int       // addresses to keep resolved (servers, gateways) -> port
+	misses    map[K]neighMiss // addresses the lcores lacked recently
 }
+
+type (
+	neighTable  = neighTableOf[uint32]
+	neighTable6 = neighTableOf[hdr.Addr6]
+)
 
 type neighEntry struct {
 	mac       hdr.MAC
@@ -39,15 +47,19 @@ const (
 )
 
 func newNeighTable(reachable, stale time.Duration) *neighTable {
-	return &neighTable{
+	return newNeighTableOf[uint32](reachable, stale)
+}
+
+func newNeighTableOf[K comparable](reachable, stale time.Duration) *neighTableOf[K] {
+	return &neighTableOf[K]{
 		reachable: reachable, stale: stale,
-		entries: map[uint32]*neighEntry{}, wanted: map[uint32]int{}, misses: map[uint32]neighMiss{},
+		entries: map[K]*neighEntry{}, wanted: map[K]int{}, misses: map[K]neighMiss{},
 	}
 }
 
 // learn records an address seen in ARP; it reports whether the
 // dataplane's view changes.
-func (n *neighTable) learn(ip uint32, mac hdr.MAC, port int, now time.Time) bool {
+func (n *neighTableOf[K]) learn(ip K, mac hdr.MAC, port int, now time.Time) bool {
 	delete(n.misses, ip)
 	if e, ok := n.entries[ip]; ok {
 		changed := e.mac != mac || e.port != port
@@ -62,7 +74,7 @@ func (n *neighTable) learn(ip uint32, mac hdr.MAC, port int, now time.Time) bool
 }
 
 // miss records that an lcore had no MAC for ip.
-func (n *neighTable) miss(ip uint32, port int, now time.Time) {
+func (n *neighTableOf[K]) miss(ip K, port int, now time.Time) {
 	if _, ok := n.entries[ip]; ok {
 		return
 	}
@@ -71,15 +83,18 @@ func (n *neighTable) miss(ip uint32, port int, now time.Time) {
 	}
 }
 
-// arpRequest asks one port to resolve one address.
-type arpRequest struct {
+// neighRequest asks one port to resolve one address (an ARP request, a
+// neighbour solicitation).
+type neighRequest[K comparable] struct {
 	port int
-	ip   uint32
+	ip   K
 }
+
+type arpRequest = neighRequest[uint32]
 
 // tick ages the table and says which addresses to ask for; changed reports
 // whether entries were removed.
-func (n *neighTable) tick(now time.Time) (reqs []arpRequest, changed bool) {
+func (n *neighTableOf[K]) tick(now time.Time) (reqs []neighRequest[K], changed bool) {
 	for ip, e := range n.entries {
 		age := now.Sub(e.confirmed)
 		switch {
@@ -88,7 +103,7 @@ func (n *neighTable) tick(now time.Time) (reqs []arpRequest, changed bool) {
 			changed = true
 		case age > n.reachable && now.Sub(e.requested) >= arpRetry:
 			e.requested = now
-			reqs = append(reqs, arpRequest{port: e.port, ip: ip})
+			reqs = append(reqs, neighRequest[K]{port: e.port, ip: ip})
 		}
 	}
 	for ip, port := range n.wanted {
@@ -98,7 +113,7 @@ func (n *neighTable) tick(now time.Time) (reqs []arpRequest, changed bool) {
 		m := n.misses[ip]
 		if now.Sub(m.requested) >= arpRetry {
 			n.misses[ip] = neighMiss{port: port, since: now, requested: now}
-			reqs = append(reqs, arpRequest{port: port, ip: ip})
+			reqs = append(reqs, neighRequest[K]{port: port, ip: ip})
 		}
 	}
 	for ip, m := range n.misses {
@@ -112,15 +127,15 @@ func (n *neighTable) tick(now time.Time) (reqs []arpRequest, changed bool) {
 		if now.Sub(m.requested) >= arpRetry {
 			m.requested = now
 			n.misses[ip] = m
-			reqs = append(reqs, arpRequest{port: m.port, ip: ip})
+			reqs = append(reqs, neighRequest[K]{port: m.port, ip: ip})
 		}
 	}
 	return reqs, changed
 }
 
 // macs is the table as the lcores see it.
-func (n *neighTable) macs() map[uint32]hdr.MAC {
-	out := make(map[uint32]hdr.MAC, len(n.entries))
+func (n *neighTableOf[K]) macs() map[K]hdr.MAC {
+	out := make(map[K]hdr.MAC, len(n.entries))
 	for ip, e := range n.entries {
 		out[ip] = e.mac
 	}
@@ -128,7 +143,7 @@ func (n *neighTable) macs() map[uint32]hdr.MAC {
 }
 
 // setWanted replaces the set of addresses kept resolved.
-func (n *neighTable) setWanted(w map[uint32]int) { n.wanted = maps.Clone(w) }
+func (n *neighTableOf[K]) setWanted(w map[K]int) { n.wanted = maps.Clone(w) }
 
 // conflictLog limits the log of address conflicts (hosts that claim one of
 // lbd's addresses or VIPs in ARP; the lcores count every one, arp_conflict)

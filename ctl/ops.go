@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 
 	"go.uber.org/zap"
@@ -295,6 +296,9 @@ func (o *Ops) zero(spec *api.ServiceSpec) error {
 func serverName(r api.ServerSpec) string {
 	if r.Port == 0 {
 		return r.Address
+	}
+	if strings.Contains(r.Address, ":") {
+		return fmt.Sprintf("[%s]:%d", r.Address, r.Port)
 	}
 	return fmt.Sprintf("%s:%d", r.Address, r.Port)
 }

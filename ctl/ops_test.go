@@ -93,13 +93,13 @@ func TestOpsRefusals(t *testing.T) {
 		{"bad server address", func(*testing.T) api.Request {
 			return api.Request{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 80},
 				Server: &api.ServerSpec{Address: "web1"}}
-		}, `-a -t 203.0.113.100:80 -r web1: "web1" is not an IPv4 address`},
+		}, `-a -t 203.0.113.100:80 -r web1: "web1" is not an IPv4 or IPv6 address`},
 		{"no service", func(*testing.T) api.Request { return api.Request{Op: api.OpAddServer} }, "-a needs a service: -t|-u VIP:port"},
 		{"timeout negative", func(*testing.T) api.Request {
 			return api.Request{Op: api.OpSetTimeouts, Timeouts: &api.TimeoutsSpec{TCP: -1}}
 		}, "--set: tcp timeout -1 is out of range 0..2592000 seconds"},
 		{"zero missing service", line("-Z -t 203.0.113.100:81"), "-Z -t 203.0.113.100:81: service does not exist"},
-		{"connections of a bad client", line("-L -c --client 2001:db8::1"), "--client 2001:db8::1: not an IPv4 address"},
+		{"connections of a bad client", line("-L -c --client fe80::1%eth0"), "--client fe80::1%eth0: not an IPv4 or IPv6 address without a zone"},
 		{"reload without a file", line("reload"), "reload: lbd was started without a configuration file"},
 		{"restore: a line fails", restoreReq("-A -t 203.0.113.101:80 -s rr\n-a -t 203.0.113.100:80 -r 198.51.100.11:80 -m -w 1\n"),
 			"line 2: -a -t 203.0.113.100:80 -r 198.51.100.11:80: server already exists"},

@@ -69,6 +69,9 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 	v = c.view(nil)
 	for i := range v.Services {
 		v.Services[i].each(func(r *ServerView) {
+			if r.key.svc.IsIPv6() {
+				return // a record has IPv4 addresses; IPv6 counters start again
+			}
 			b := base[r.key]
 			s.Counters = append(s.Counters, handover.DestCounters{
 				Proto: r.key.svc.Proto, VIP: r.key.svc.VIP, VPort: r.key.svc.Port, RIP: r.key.addr, RPort: r.key.port,

@@ -73,7 +73,9 @@ type ServiceView struct {
 func (s *ServiceView) Protocol() string { return s.Conf.Protocol }
 
 // VIP is the service's address and port.
-func (s *ServiceView) VIP() netip.AddrPort { return netip.AddrPortFrom(addrOf(s.Key.VIP), s.Key.Port) }
+func (s *ServiceView) VIP() netip.AddrPort {
+	return netip.AddrPortFrom(addrOfKey(s.Key.VIP, s.Key.VIP6), s.Key.Port)
+}
 
 // each visits the servers, then the sorry server if it stands in.
 func (s *ServiceView) each(fn func(*ServerView)) {
@@ -117,7 +119,9 @@ func (r *ServerView) Ramp(now time.Time) (ramping bool, elapsed time.Duration) {
 }
 
 // Addr is the server's address and port.
-func (r *ServerView) Addr() netip.AddrPort { return netip.AddrPortFrom(addrOf(r.key.addr), r.key.port) }
+func (r *ServerView) Addr() netip.AddrPort {
+	return netip.AddrPortFrom(addrOfKey(r.key.addr, r.key.addr6), r.key.port)
+}
 
 // Health is what the health checks say of a server.
 type Health uint8

@@ -242,7 +242,7 @@ func ParseArgs(args []string) (Command, error) {
 				c.List.PerLcore = true
 			case "--client":
 				if _, err := netip.ParseAddr(v); err != nil {
-					return fmt.Errorf("--client %q: not an IPv4 address", v)
+					return fmt.Errorf("--client %q: not an IPv4 or IPv6 address", v)
 				}
 				c.Client = v
 			case "--timeout":
@@ -432,8 +432,9 @@ func ParseArgs(args []string) (Command, error) {
 			s.Persistence = &p
 		}
 		if netmask != nil {
-			if a, err := netip.ParseAddr(*netmask); err != nil || !a.Is4() {
-				return Command{}, fmt.Errorf("-M %s: not an IPv4 netmask (want e.g. 255.255.255.0)", *netmask)
+			// An IPv4 netmask, or a prefix length (an IPv6 service's).
+			if a, err := netip.ParseAddr(*netmask); (err != nil || !a.Is4()) && !isNumber(*netmask) {
+				return Command{}, fmt.Errorf("-M %s: not an IPv4 netmask (e.g. 255.255.255.0) or a prefix length (e.g. 64)", *netmask)
 			}
 			s.Netmask = netmask
 		}

@@ -39,10 +39,10 @@ var lookupPort = func(ctx context.Context, proto, service string) (int, error) {
 // address; what names the argument in errors ("-t lb.example.com:http").
 func resolveHost(what, host string) (string, error) {
 	if a, err := netip.ParseAddr(host); err == nil {
-		if !a.Is4() {
-			return "", fmt.Errorf("%s: %q is not an IPv4 address", what, host)
+		if !a.Is4() && (a.Is4In6() || a.Zone() != "") {
+			return "", fmt.Errorf("%s: %q is not an IPv4 or IPv6 address", what, host)
 		}
-		return host, nil
+		return a.String(), nil
 	}
 	if host == "" || strings.ContainsAny(host, " /") {
 		return "", fmt.Errorf("%s: %q is not an IPv4 address or host name", what, host)

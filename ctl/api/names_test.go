@@ -64,7 +64,7 @@ func TestRestoreNames(t *testing.T) {
 		{"-A -t nowhere.example:80", `line 1: -t nowhere.example:80: host name "nowhere.example" does not resolve to an IPv4 address`},
 		{"-A -t 192.0.2.100:80\n-a -t 192.0.2.100:80 -r web.pool:80", `line 2: -r web.pool:80: host name "web.pool" resolves to 2 addresses (198.51.100.11, 198.51.100.12): give one of them`},
 		{"-A -t lb.example.com:nosuch", `line 1: -t lb.example.com:nosuch: port "nosuch" is not a number or a tcp service name (/etc/services)`},
-		{"-A -t 2001:db8::1", `line 1: -t 2001:db8::1: IPv6 services and servers are not supported yet`},
+		{"-A -t 2001:db8::1", `line 1: -t 2001:db8::1: want VIP:port, e.g. 192.0.2.100:80 or [2001:db8::10]:80`},
 	} {
 		if _, err := ParseRestore(c.file); err == nil || err.Error() != c.want {
 			t.Errorf("%q: %v, want %q", c.file, err, c.want)

@@ -36,28 +36,56 @@ func parseUint(flag, s string, lo, hi int, what string) (int, error) {
 	return n, nil
 }
 
-// noIPv6 refuses ipvsadm's IPv6 form ([2001:db8::10]:80, or a bare
-// IPv6 address) with a message that says why, rather than trying the
-// text as a host name.
-func noIPv6(flag, s string) error {
-	if strings.HasPrefix(s, "[") || strings.Count(s, ":") > 1 {
-		return fmt.Errorf("%s %s: IPv6 services and servers are not supported yet", flag, s)
+// splitHostPort splits ipvsadm's ADDR[:port]: an IPv6 address in
+// brackets ([2001:db8::10]:80, [2001:db8::11]), an IPv6 address alone,
+// or an IPv4 address or host name with an optional :port.
+func splitHostPort(flag, s string) (host, port string, hasPort bool, err error) {
+	if rest, ok := strings.CutPrefix(s, "["); ok {
+		h, after, ok := strings.Cut(rest, "]")
+		if !ok {
+			return "", "", false, fmt.Errorf("%s %s: no ] after the IPv6 address", flag, s)
+		}
+		if after == "" {
+			return h, "", false, nil
+		}
+		p, ok := strings.CutPrefix(after, ":")
+		if !ok {
+			return "", "", false, fmt.Errorf("%s %s: want [IPv6]:port after the ]", flag, s)
+		}
+		return h, p, true, nil
 	}
-	return nil
+	if strings.Count(s, ":") > 1 {
+		return s, "", false, nil // a bare IPv6 address
+	}
+	host, port, hasPort = strings.Cut(s, ":")
+	return host, port, hasPort, nil
+}
+
+// joinHostPort is ADDR:port with an IPv6 address in brackets.
+func joinHostPort(host string, port int) string {
+	if strings.Contains(host, ":") {
+		return fmt.Sprintf("[%s]:%d", host, port)
+	}
+	return fmt.Sprintf("%s:%d", host, port)
+}
+
+// checkAddr accepts an IPv4 address, or an IPv6 one without a zone.
+func checkAddr(s string) bool {
+	a, err := netip.ParseAddr(s)
+	return err == nil && (a.Is4() || a.Is6() && !a.Is4In6() && a.Zone() == "")
 }
 
 // parseService parses -t|-u VIP:port; VIP may be a host name and port a
 // service name (names.go).
 func parseService(flag, s string) (ServiceSpec, error) {
-	if err := noIPv6(flag, s); err != nil {
+	host, port, ok, err := splitHostPort(flag, s)
+	if err != nil {
 		return ServiceSpec{}, err
 	}
-	host, port, ok := strings.Cut(s, ":")
 	if !ok || port == "" {
-		return ServiceSpec{}, fmt.Errorf("%s %s: want VIP:port, e.g. 192.0.2.100:80", flag, s)
+		return ServiceSpec{}, fmt.Errorf("%s %s: want VIP:port, e.g. 192.0.2.100:80 or [2001:db8::10]:80", flag, s)
 	}
 	spec := ServiceSpec{Protocol: map[string]string{"-t": "tcp", "-u": "udp"}[flag]}
-	var err error
 	if spec.VIP, err = resolveHost(flag+" "+s, host); err != nil {
 		return ServiceSpec{}, err
 	}
@@ -70,10 +98,10 @@ func parseService(flag, s string) (ServiceSpec, error) {
 // parseServer parses -r RIP[:port] of a service of protocol proto; RIP may
 // be a host name and port a service name.
 func parseServer(s, proto string) (ServerSpec, error) {
-	if err := noIPv6("-r", s); err != nil {
+	host, port, hasPort, err := splitHostPort("-r", s)
+	if err != nil {
 		return ServerSpec{}, err
 	}
-	host, port, hasPort := strings.Cut(s, ":")
 	addr, err := resolveHost("-r "+s, host)
 	if err != nil {
 		return ServerSpec{}, err
@@ -100,17 +128,17 @@ func (s ServiceSpec) Flag() string {
 	return "-t"
 }
 
-// String is "-t 192.0.2.100:80".
-func (s ServiceSpec) String() string { return fmt.Sprintf("%s %s:%d", s.Flag(), s.VIP, s.Port) }
+// String is "-t 192.0.2.100:80", "-t [2001:db8::10]:80".
+func (s ServiceSpec) String() string { return s.Flag() + " " + joinHostPort(s.VIP, s.Port) }
 
-// Check verifies the service's name: protocol, IPv4 VIP, port 1..65535.
+// Check verifies the service's name: protocol, IPv4 or IPv6 VIP, port 1..65535.
 // Its settings are checked by lbd against the whole configuration.
 func (s ServiceSpec) Check() error {
 	if s.Protocol != "tcp" && s.Protocol != "udp" {
 		return fmt.Errorf("protocol %q is not tcp (-t) or udp (-u)", s.Protocol)
 	}
-	if a, err := netip.ParseAddr(s.VIP); err != nil || !a.Is4() {
-		return fmt.Errorf("%s %s:%d: %q is not an IPv4 address", s.Flag(), s.VIP, s.Port, s.VIP)
+	if !checkAddr(s.VIP) {
+		return fmt.Errorf("%s: %q is not an IPv4 or IPv6 address", s, s.VIP)
 	}
 	if s.Port < 1 || s.Port > 65535 {
 		return fmt.Errorf("%s: port %d is out of range 1..65535", s, s.Port)
@@ -118,15 +146,15 @@ func (s ServiceSpec) Check() error {
 	return nil
 }
 
-// Check verifies the server's name: IPv4 address, port 0..65535 (0: the
-// service's).
+// Check verifies the server's name: IPv4 or IPv6 address, port 0..65535
+// (0: the service's).
 func (r ServerSpec) Check() error {
 	name := r.Address
 	if r.Port != 0 {
-		name = fmt.Sprintf("%s:%d", r.Address, r.Port)
+		name = joinHostPort(r.Address, r.Port)
 	}
-	if a, err := netip.ParseAddr(r.Address); err != nil || !a.Is4() {
-		return fmt.Errorf("-r %s: %q is not an IPv4 address", name, r.Address)
+	if !checkAddr(r.Address) {
+		return fmt.Errorf("-r %s: %q is not an IPv4 or IPv6 address", name, r.Address)
 	}
 	if r.Port < 0 || r.Port > 65535 {
 		return fmt.Errorf("-r %s: port %d is out of range 1..65535", name, r.Port)

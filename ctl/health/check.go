@@ -70,7 +70,7 @@ func dialer(c conf.HealthCheck, network string) *net.Dialer {
 		return d
 	}
 	switch network {
-	case "udp4":
+	case "udp":
 		d.LocalAddr = net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
 	default:
 		d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
@@ -131,7 +131,7 @@ func truncate(s string) string {
 }
 
 func probeTCP(ctx context.Context, t Target) (bool, string) {
-	conn, err := dialer(t.Check, "tcp4").DialContext(ctx, "tcp4", t.ProbeAddr().String())
+	conn, err := dialer(t.Check, "tcp").DialContext(ctx, "tcp", t.ProbeAddr().String())
 	if err != nil {
 		return false, dialReason(ctx, err, t.Check.Timeout)
 	}
@@ -149,10 +149,10 @@ func probeHTTP(ctx context.Context, t Target) (bool, string) {
 	if serverName == "" {
 		serverName = t.ProbeAddr().Addr().String()
 	}
-	d := dialer(c, "tcp4")
+	d := dialer(c, "tcp")
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, "tcp4", addr)
+			return d.DialContext(ctx, "tcp", addr)
 		},
 		TLSClientConfig: &tls.Config{
 			InsecureSkipVerify: c.TLSSkipVerify, //nolint:gosec // configured: real servers' certificates are usually for the VIP's name
@@ -215,7 +215,7 @@ func deadlineConn(ctx context.Context, conn net.Conn) (stop func() bool) {
 
 func probeUDP(ctx context.Context, t Target) (bool, string) {
 	c := t.Check
-	conn, err := dialer(c, "udp4").DialContext(ctx, "udp4", t.ProbeAddr().String())
+	conn, err := dialer(c, "udp").DialContext(ctx, "udp", t.ProbeAddr().String())
 	if err != nil {
 		return false, dialReason(ctx, err, c.Timeout)
 	}

@@ -1,0 +1,62 @@
+package conf
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// validate6 checks what differs for a service by IP version: an IPv6
+// service has a persistence prefix length instead of a netmask, and the
+// features that carry IPv4 addresses in their own formats (FullNAT's local
+// addresses, PROXY v2 headers, the FTP helper's PORT/227 rewrites, SYN
+// cookies' records, an IPv4 sorry server) are refused for it.
+func (s Service) validate6(f string, vip netip.Addr) error {
+	if !vip.Is6() {
+		if s.PersistencePrefix != 0 {
+			return fieldErrorf(f+".persistence_prefix", "is for IPv6 services (an IPv4 service has netmask)")
+		}
+		return nil
+	}
+	if err := checkRange(f+".persistence_prefix", s.PersistencePrefix, 0, 128); err != nil {
+		return err
+	}
+	if s.Netmask != "" && s.Netmask != defaultNetmask {
+		return fieldErrorf(f+".netmask", "%s: an IPv6 service's persistence granularity is persistence_prefix (a prefix length, e.g. 64)", s.Netmask)
+	}
+	unsupported := []struct {
+		field string
+		set   bool
+	}{
+		{"local_addresses", len(s.LocalAddresses) != 0},
+		{"proxy_protocol", s.ProxyProtocol},
+		{"synproxy", s.SynProxy},
+		{"helper", s.Helper != ""},
+		{"sorry_server", s.SorryServer != ""},
+	}
+	for _, u := range unsupported {
+		if u.set {
+			return fieldErrorf(f+"."+u.field, "is not supported for an IPv6 service (VIP %s) yet", vip)
+		}
+	}
+	if s.Health.Via == HealthViaLBD {
+		return fieldErrorf(f+".health.via", "lbd sends IPv4 probes only: an IPv6 service's checks leave from the host")
+	}
+	for j, r := range s.Servers {
+		if r.Health != nil && r.Health.Via == HealthViaLBD {
+			return fieldErrorf(fmt.Sprintf("%s.servers[%d].health.via", f, j), "lbd sends IPv4 probes only: an IPv6 service's checks leave from the host")
+		}
+		if r.Forward == "fullnat" {
+			return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "fullnat is not supported for an IPv6 service yet (use nat, dr or tun)")
+		}
+	}
+	return nil
+}
+
+// PersistPrefixBits is an IPv6 service's persistence prefix length (128
+// when unset).
+func (s Service) PersistPrefixBits() int {
+	if s.PersistencePrefix == 0 {
+		return 128
+	}
+	return s.PersistencePrefix
+}

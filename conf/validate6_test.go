@@ -1,0 +1,64 @@
+package conf_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/dplb/dplb/conf"
+)
+
+// validConfig6 is validConfig with IPv6 on both ports and an IPv6 service
+// of nat and dr servers.
+func validConfig6() conf.Config {
+	c := validConfig()
+	c.Ports[0].Address6 = "2001:db8::1/64"
+	c.Ports[1].Address6 = "fd00:1::1/64"
+	c.Services = append(c.Services, conf.Service{Protocol: "tcp", VIP: "2001:db8::10", Port: 80, Scheduler: "rr",
+		Netmask: "255.255.255.255", Persistence: 300e9, PersistencePrefix: 64, Servers: []conf.RealServer{
+			{Address: "fd00:1::11", Port: 8080, Weight: 1, Forward: "nat"},
+			{Address: "fd00:1::12", Port: 80, Weight: 1, Forward: "dr"},
+		}})
+	return c
+}
+
+func TestIPv6ServiceValid(t *testing.T) {
+	c := validConfig6()
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("IPv6 service refused: %v", err)
+	}
+	if got := c.Services[2].PersistPrefixBits(); got != 64 {
+		t.Errorf("PersistPrefixBits = %d, want 64", got)
+	}
+	c.Services[2].PersistencePrefix = 0
+	if got := c.Services[2].PersistPrefixBits(); got != 128 {
+		t.Errorf("PersistPrefixBits unset = %d, want 128", got)
+	}
+}
+
+// TestIPv6ServiceRefused: bad IPv6 services are refused naming the field
+// and saying why (NAT64 and the IPv4-only features included).
+func TestIPv6ServiceRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, field, why string
+		edit             func(*conf.Config)
+	}{
+		{"NAT64", "services[2].servers[0].address", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Address = "198.51.100.11" }},
+		{"NAT46", "services[0].servers[0].address", "NAT64", func(c *conf.Config) { c.Services[0].Servers[0].Address = "fd00:1::11" }},
+		{"link-local VIP", "services[2].vip", "unicast", func(c *conf.Config) { c.Services[2].VIP = "fe80::10" }},
+		{"off-link server", "services[2].servers[0].address", "subnet", func(c *conf.Config) { c.Services[2].Servers[0].Address = "fd00:2::11" }},
+		{"VIP is a port's address6", "services[2].vip", "ports[0]", func(c *conf.Config) { c.Services[2].VIP = "2001:db8::1" }},
+		{"prefix too long", "services[2].persistence_prefix", "0..128", func(c *conf.Config) { c.Services[2].PersistencePrefix = 129 }},
+		{"prefix on IPv4", "services[0].persistence_prefix", "IPv6", func(c *conf.Config) { c.Services[0].PersistencePrefix = 24 }},
+		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
+		{"fullnat", "services[2].servers[0].forward", "fullnat", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
+		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
+		{"ftp", "services[2].helper", "IPv6", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
+	} {
+		c := validConfig6()
+		tc.edit(&c)
+		err := c.Validate(schedulers)
+		if err == nil || !strings.Contains(err.Error(), tc.field+":") || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("%s: %v, want an error naming %s and saying %q", tc.name, err, tc.field, tc.why)
+		}
+	}
+}
