@@ -70,6 +70,7 @@ type Config struct {
 	WANAddr       string // "192.0.2.1/24"
 	LANAddr       string // "198.51.100.1/24"
 	WANAddr6      string // the wan port's IPv6 address, "2001:db8::1/64"; "" none
+	LANAddr6      string // the lan port's IPv6 address, "fd00:1::1/64"; "" none
 	Services      []Service
 	Socket        string // control socket path
 	MetricsListen string // host:port inside the LB namespace
@@ -172,6 +173,7 @@ func (c Config) YAML() string {
 			AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
 		}
 		ports[0].Address6 = c.WANAddr6
+		ports[1].Address6 = c.LANAddr6
 	}
 	for _, p := range ports {
 		w("  - name: %s", p.Name)

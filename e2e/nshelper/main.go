@@ -137,7 +137,7 @@ func serve(args []string) error {
 	errc := make(chan error, 1)
 	var servers []*http.Server
 	for _, addr := range strings.Split(*listen, ",") {
-		ln, err := net.Listen("tcp4", addr)
+		ln, err := net.Listen(family("tcp", addr), addr)
 		if err != nil {
 			return err
 		}
@@ -227,4 +227,13 @@ func fetch(client *http.Client, url string, i int) (res Result) {
 		res.Err = errors.New(resp.Status).Error()
 	}
 	return res
+}
+
+// family is network ("tcp", "udp") for IPv4 only, the tests' default,
+// or for both when addr's host is IPv6 in brackets ("[::]:8080").
+func family(network, addr string) string {
+	if strings.HasPrefix(addr, "[") {
+		return network
+	}
+	return network + "4"
 }

@@ -42,11 +42,11 @@ func udpserve(args []string) error {
 	errc := make(chan error, 1)
 	var conns []*net.UDPConn
 	for _, addr := range strings.Split(*listen, ",") {
-		ua, err := net.ResolveUDPAddr("udp4", addr)
+		ua, err := net.ResolveUDPAddr(family("udp", addr), addr)
 		if err != nil {
 			return err
 		}
-		c, err := net.ListenUDP("udp4", ua)
+		c, err := net.ListenUDP(family("udp", addr), ua)
 		if err != nil {
 			return err
 		}
@@ -141,18 +141,19 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	if *size < 0 || *size > 65507 {
 		return false, fmt.Errorf("udpget: -size %d out of range 0..65507", *size)
 	}
-	raddr, err := net.ResolveUDPAddr("udp4", *addr)
+	network := family("udp", *addr)
+	raddr, err := net.ResolveUDPAddr(network, *addr)
 	if err != nil {
 		return false, err
 	}
 	var local net.IP
 	if *bind != "" {
-		if local = net.ParseIP(*bind); local == nil || local.To4() == nil {
-			return false, fmt.Errorf("udpget: -bind %q is not an IPv4 address", *bind)
+		if local = net.ParseIP(*bind); local == nil || (local.To4() == nil) == (network == "udp4") {
+			return false, fmt.Errorf("udpget: -bind %q is not an address of the -addr's version", *bind)
 		}
 	} else {
 		// Connecting a UDP socket sends nothing; it picks the source address.
-		c, err := net.DialUDP("udp4", nil, raddr)
+		c, err := net.DialUDP(network, nil, raddr)
 		if err != nil {
 			return false, err
 		}
@@ -184,7 +185,11 @@ func query(local net.IP, raddr *net.UDPAddr, i, size int, timeout time.Duration)
 	res.I = i
 	start := time.Now()
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
-	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: local})
+	network := "udp4"
+	if raddr.IP.To4() == nil {
+		network = "udp6"
+	}
+	c, err := net.ListenUDP(network, &net.UDPAddr{IP: local})
 	if err != nil {
 		res.Err = err.Error()
 		return res

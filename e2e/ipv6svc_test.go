@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// IPv6 addresses of the NAT topology's server link (unique local).
+const (
+	v6VIP  = "2001:db8:2::10" // on the client's link: the client solicits it
+	v6LAN  = "fd00:1::1"
+	v6Mgmt = "fd00:1::250" // the LB host's own address for health probes
+)
+
+func v6Server(i int) string { return "fd00:1::1" + string(rune('1'+i)) }
+
+// withIPv6 gives the NAT topology IPv6: the client on lbd's wan link, the
+// servers on its lan link with lbd as their default router, and the LB
+// namespace's kernel a management link to the servers' bridge (health
+// probes leave from the host, as in TestHealthCheckFailover). DAD is off:
+// the addresses are usable at once.
+func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+	t.Helper()
+	do := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := tp.Exec(ns, args...); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	v6 := func(ns, ifc, addr string) {
+		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
+		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
+		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
+	}
+	v6(nat.Client.NS, nat.Client.If, v6Client+"/64")
+	for i, h := range nat.Servers {
+		v6(h.NS, h.If, v6Server(i)+"/64")
+		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LAN, "dev", h.If)
+	}
+	// The bridge floods the solicited-node groups to lbd's port (lbd
+	// sends no MLD reports for the addresses it answers for).
+	do(nat.SwitchNS, "ip", "link", "set", nat.Bridge, "type", "bridge", "mcast_snooping", "0")
+	lb, sw := tp.IfName("mgm"), tp.IfName("mgs")
+	if err := tp.Veth(nat.LBNS, lb, nat.SwitchNS, sw); err != nil {
+		t.Fatal(err)
+	}
+	v6(nat.LBNS, lb, v6Mgmt+"/64")
+	do(nat.LBNS, "ip", "link", "set", lb, "up")
+	do(nat.SwitchNS, "ip", "link", "set", sw, "master", nat.Bridge, "up")
+}
+
+// TestIPv6NAT66 runs IPv6 services through VS/NAT (NAT66) on two
+// workers: HTTP over TCP to [VIP]:80 and UDP queries to [VIP]:53, both
+// round robin over two real servers with IPv6 addresses. The client
+// finds the VIP by neighbour discovery (lbd answers for it), lbd finds the
+// servers by solicitation; both servers take connections; the servers see
+// the client's own address; a server whose service stops is taken out by
+// its TCP health check (from the host, over IPv6) and put back when it
+// returns; lbctl lists the service ipvsadm's way.
+func TestIPv6NAT66(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
+		setup:  withIPv6,
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1}
+			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+			tcp := harness.Service{VIP: v6VIP, Port: 80, Scheduler: "rr",
+				Health: "{type: tcp, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"}
+			udp := harness.Service{Protocol: "udp", VIP: v6VIP, Port: 53, Scheduler: "rr"}
+			for i := range 2 {
+				tcp.Servers = append(tcp.Servers, harness.Server{Address: v6Server(i), Port: 8080, Weight: 1})
+				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 5353, Weight: 1})
+			}
+			c.Services = append(c.Services, tcp, udp)
+		},
+	})
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://[" + v6VIP + "]/"
+	warm := 0
+	for i := 0; i < 10 && warm < 2; i++ {
+		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
+			warm++
+		} else {
+			warm = 0
+			t.Logf("warm-up request %d failed (allowed): %s", i, r.Err)
+		}
+	}
+	if warm < 2 {
+		t.Fatalf("no two successive requests to %s succeeded", url)
+	}
+	got := map[string]int{}
+	for _, r := range e.get(t, url, 40, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		if !strings.Contains(r.Body, v6Client) {
+			t.Errorf("request %d: the server did not see the client's address %s: %q", r.I, v6Client, r.Body)
+		}
+		got[r.Server()]++
+	}
+	if got["rs1"] == 0 || got["rs2"] == 0 {
+		t.Errorf("TCP spread %v, want both servers", got)
+	}
+
+	res, err := harness.UDPGet(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, "["+v6VIP+"]:53", "", 40, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp := map[string]int{}
+	for _, r := range res {
+		if r.Err != "" {
+			t.Errorf("UDP query %d: %s", r.I, r.Err)
+			continue
+		}
+		if ap, err := netip.ParseAddrPort(r.Remote); err != nil || ap.Addr().String() != v6VIP || ap.Port() != 53 {
+			t.Errorf("UDP answer %d from %s, want [%s]:53", r.I, r.Remote, v6VIP)
+		}
+		udp[r.Server()]++
+	}
+	if udp["rs1"] == 0 || udp["rs2"] == 0 {
+		t.Errorf("UDP spread %v, want both servers", udp)
+	}
+
+	list, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TCP  [" + v6VIP + "]:80 rr", "UDP  [" + v6VIP + "]:53 rr", "-> [" + v6Server(0) + "]:8080"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("lbctl -L -n lacks %q:\n%s", want, list)
+		}
+	}
+	conns, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if !strings.Contains(conns, "["+v6Client+"]") {
+		t.Errorf("lbctl -L -n -c lists no IPv6 connection of the client:\n%s", conns)
+	}
+
+	// rs1's HTTP server dies: its health check takes it out, every request
+	// goes to rs2; back, it takes connections again.
+	rs1 := e.nat.Servers[0]
+	waitHealth6(t, e, v6Server(0), "up")
+	killServe(t, rs1.NS) // the UDP server too: its command line says udpserve
+	waitHealth6(t, e, v6Server(0), "down")
+	for _, r := range e.get(t, url, 20, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs2" {
+			t.Fatalf("with rs1 down, request %d: %q %s", r.I, r.Server(), r.Err)
+		}
+	}
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs1}, e.nshelper, "[::]:8080", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth6(t, e, v6Server(0), "up")
+	back := map[string]int{}
+	for _, r := range e.get(t, url, 20, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("after recovery, request %d: %s", r.I, r.Err)
+		}
+		back[r.Server()]++
+	}
+	if back["rs1"] == 0 {
+		t.Errorf("rs1 got no connection after recovering: %v", back)
+	}
+	e.stopLBD(t)
+}
+
+// waitHealth6 waits for an IPv6 server of the [VIP]:80 service to reach a
+// health state.
+func waitHealth6(t *testing.T, e *natEnv, addr, want string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, reason := "", ""
+		if svc := findService(resp, v6VIP, 80); svc != nil {
+			if rs := findServer(svc, addr, 8080); rs != nil {
+				h, reason = rs.Health, rs.HealthReason
+			}
+		}
+		if h == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed %q (%s), want %q", addr, h, reason, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
