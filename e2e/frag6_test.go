@@ -9,19 +9,20 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
 )
 
-// bigRound6 sends n datagrams of fragSize bytes to [v6VIP]:port from the
-// client, after a warm-up until two in a row are answered (neighbour
+// bigRound6 sends n datagrams of fragSize bytes to [vip]:port from the
+// client in clientNS, after a warm-up until two in a row are answered (neighbour
 // discovery everywhere); every answer must be fragSize bytes with the
 // padding intact, come from the VIP and name the client as the server saw
 // it. It returns the answers per server.
-func bigRound6(t *testing.T, e *natEnv, port, n int) map[string]int {
+func bigRound6(t *testing.T, e *natEnv, clientNS, vip string, port, n int) map[string]int {
 	t.Helper()
-	vipPort := net.JoinHostPort(v6VIP, strconv.Itoa(port))
+	vipPort := net.JoinHostPort(vip, strconv.Itoa(port))
 	send := func(n int) []harness.Result {
 		t.Helper()
-		res, err := harness.UDPGetSized(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
+		res, err := harness.UDPGetSized(e.ctx, e.topo, clientNS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func bigRound6(t *testing.T, e *natEnv, port, n int) map[string]int {
 		switch {
 		case r.Err != "":
 			t.Errorf("datagram %d: %s", r.I, r.Err)
-		case err != nil || remote.Addr().String() != v6VIP || int(remote.Port()) != port:
+		case err != nil || remote.Addr().String() != vip || int(remote.Port()) != port:
 			t.Errorf("datagram %d: answered from %s, want %s", r.I, r.Remote, vipPort)
 		case r.SeenClient() != r.Local:
 			t.Errorf("datagram %d: server %s saw client %q, the client's end is %s", r.I, r.Server(), r.SeenClient(), r.Local)
@@ -74,6 +75,40 @@ func checkFragments6(t *testing.T, body string) {
 	t.Logf("fragments forwarded: %v", fw)
 }
 
+// tapPorts6 makes lbd's ports TAP ports with IPv6 addresses, lan's role
+// lanRole.
+func tapPorts6(c *harness.Config, lanRole string) {
+	c.Workers = []int{0, 1}
+	c.Ports = []harness.Port{
+		harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+		harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", lanRole),
+	}
+	tapPorts(c)
+	c.Ports[0].Address6, c.Ports[1].Address6 = v6WAN+"/64", v6LAN+"/64"
+}
+
+// bridgeTaps6 joins lbd's TAP interfaces to the NAT topology once lbd is
+// up (the TAP driver sets its interfaces' MACs while ports start, which
+// would undo BridgeTap's), and logs what lbd dropped if the test fails.
+func bridgeTaps6(t *testing.T, e *natEnv) {
+	t.Helper()
+	for i, ifc := range []string{e.nat.WANIf, e.nat.LANIf} {
+		n := strconv.Itoa(i)
+		if err := harness.BridgeTap(e.topo, e.nat.LBNS, "brtap"+n, "dtap"+n, ifc, "02:00:00:00:7a:0"+n, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, l := range strings.Split(e.scrapeMetrics(t), "\n") {
+				if strings.HasPrefix(l, "dplb_lcore_drops_total") && !strings.HasSuffix(l, " 0") {
+					t.Log(l)
+				}
+			}
+		}
+	})
+}
+
 // TestFragments6NAT: 4 KiB UDP datagrams over IPv6 from a client on a
 // 1500-byte MTU through NAT66 on two lcores, both ways: the client's
 // kernel cuts each query into fragments (fragment headers), lbd forwards
@@ -87,13 +122,7 @@ func TestFragments6NAT(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		setup: withIPv6,
 		configure: func(c *harness.Config) {
-			c.Workers = []int{0, 1}
-			c.Ports = []harness.Port{
-				harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-			}
-			tapPorts(c)
-			c.Ports[0].Address6, c.Ports[1].Address6 = v6WAN+"/64", v6LAN+"/64"
+			tapPorts6(c, "server")
 			udp := harness.Service{Protocol: "udp", VIP: v6VIP, Port: 53, Scheduler: "rr"}
 			for i := range 2 {
 				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 5353, Weight: 1})
@@ -101,27 +130,76 @@ func TestFragments6NAT(t *testing.T) {
 			c.Services = append(c.Services, udp)
 		},
 	})
-	// Once lbd is up: the tap PMD sets its interfaces' MACs while ports
-	// start, which would undo BridgeTap's.
-	for i, ifc := range []string{e.nat.WANIf, e.nat.LANIf} {
-		n := strconv.Itoa(i)
-		if err := harness.BridgeTap(e.topo, e.nat.LBNS, "brtap"+n, "dtap"+n, ifc, "02:00:00:00:7a:0"+n, 10*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
+	bridgeTaps6(t, e)
 	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { // what lbd dropped, when the test fails
-		if t.Failed() {
-			for _, l := range strings.Split(e.scrapeMetrics(t), "\n") {
-				if strings.HasPrefix(l, "dplb_lcore_drops_total") && !strings.HasSuffix(l, " 0") {
-					t.Log(l)
+	per := bigRound6(t, e, e.nat.Client.NS, v6VIP, 53, 40)
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	checkFragments6(t, e.scrapeMetrics(t))
+	e.stopLBD(t)
+}
+
+// The DR test's VIP and client, on the servers' link.
+const (
+	v6VIPDR    = "fd00:1::10"
+	v6ClientDR = "fd00:1::99"
+)
+
+// TestFragments6DR: 4 KiB UDP datagrams over IPv6 through DR6 on two
+// lcores. A client on the servers' link (lbd's lan port answers neighbour
+// solicitations for the VIP there) sends them fragmented; lbd forwards
+// each fragment to a real server (the VIP on its loopback) unchanged but
+// for the MACs and hop limit; the server's kernel reassembles the
+// datagram and answers the client directly, fragmenting its 4 KiB reply.
+func TestFragments6DR(t *testing.T) {
+	var clientNS string
+	e := startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6(t, tp, nat)
+			do := func(ns string, args ...string) {
+				t.Helper()
+				if out, err := tp.Exec(ns, args...); err != nil {
+					t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
 				}
 			}
-		}
+			var err error
+			if clientNS, err = tp.AddNS("c6"); err != nil {
+				t.Fatal(err)
+			}
+			cif, sw := tp.IfName("c6"), tp.IfName("c6s")
+			if err := tp.Veth(clientNS, cif, nat.SwitchNS, sw); err != nil {
+				t.Fatal(err)
+			}
+			do(nat.SwitchNS, "ip", "link", "set", sw, "master", nat.Bridge, "up")
+			do(clientNS, "sysctl", "-q", "-w", "net.ipv6.conf."+cif+".disable_ipv6=0")
+			do(clientNS, "sysctl", "-q", "-w", "net.ipv6.conf."+cif+".accept_dad=0")
+			do(clientNS, "ip", "-6", "addr", "add", v6ClientDR+"/64", "dev", cif, "nodad")
+			do(clientNS, "ip", "link", "set", cif, "up")
+			// The VIP on the servers' loopback: Linux answers solicitations
+			// only for addresses of the interface they come in on.
+			for _, h := range nat.Servers {
+				do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+				do(h.NS, "ip", "-6", "addr", "add", v6VIPDR+"/128", "dev", "lo")
+			}
+		},
+		configure: func(c *harness.Config) {
+			tapPorts6(c, "both")
+			udp := harness.Service{Protocol: "udp", VIP: v6VIPDR, Port: 53, Scheduler: "rr"}
+			for i := range 2 {
+				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 53, Weight: 1, Forward: "dr"})
+			}
+			c.Services = append(c.Services, udp)
+		},
 	})
-	per := bigRound6(t, e, 53, 40)
+	bridgeTaps6(t, e)
+	// Bound to the VIP, so the answers leave from it.
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "["+v6VIPDR+"]:53", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	per := bigRound6(t, e, clientNS, v6VIPDR, 53, 40)
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
