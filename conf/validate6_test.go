@@ -62,3 +62,32 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestGateway6: an IPv6 gateway inside the port's IPv6 prefix lets tun
+// servers be off-link; a bad one is refused naming the field.
+func TestGateway6(t *testing.T) {
+	c := validConfig6()
+	c.Ports[1].Gateway6 = "fd00:1::fe"
+	c.Services[2].Servers[1] = conf.RealServer{Address: "fd00:9::12", Port: 80, Weight: 1, Forward: "tun"}
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("tun server beyond the IPv6 gateway refused: %v", err)
+	}
+	for _, tc := range []struct{ name, gw, want string }{
+		{"outside", "fd00:2::fe", "not inside"},
+		{"own", "fd00:1::1", "own address"},
+		{"IPv4", "198.51.100.254", "not an IPv6 address"},
+	} {
+		c := validConfig6()
+		c.Ports[1].Gateway6 = tc.gw
+		if err := c.Validate(schedulers); err == nil || !strings.Contains(err.Error(), "ports[1].gateway6:") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	c = validConfig6()
+	c.Ports[0].Address6 = ""
+	c.Services = c.Services[:2]
+	c.Ports[0].Gateway6 = "2001:db8::fe"
+	if err := c.Validate(schedulers); err == nil || !strings.Contains(err.Error(), "needs the port's address6") {
+		t.Errorf("without address6: %v", err)
+	}
+}

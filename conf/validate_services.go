@@ -269,7 +269,10 @@ func (c *Config) checkReachable(field string, a netip.Addr, forward string) erro
 	var subnets []string
 	gateway := false
 	for _, p := range c.Ports {
-		if _, ok := p.GatewayAddr(); ok {
+		if _, ok := p.GatewayAddr(); ok && a.Is4() {
+			gateway = true
+		}
+		if _, ok := p.Gateway6Addr(); ok && a.Is6() {
 			gateway = true
 		}
 		if !p.FacesServers() {
@@ -287,7 +290,7 @@ func (c *Config) checkReachable(field string, a netip.Addr, forward string) erro
 			return nil
 		}
 	}
-	if forward == "tun" && gateway && a.Is4() {
+	if forward == "tun" && gateway {
 		return nil
 	}
 	if len(subnets) == 0 {
