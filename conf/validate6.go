@@ -60,3 +60,13 @@ func (s Service) PersistPrefixBits() int {
 	}
 	return s.PersistencePrefix
 }
+
+// hasClientPort6 reports whether a client-facing port has an IPv6 address.
+func (c *Config) hasClientPort6() bool {
+	for _, p := range c.Ports {
+		if _, ok := p.Prefix6(); ok && p.FacesClients() {
+			return true
+		}
+	}
+	return false
+}

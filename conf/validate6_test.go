@@ -53,6 +53,7 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"fullnat", "services[2].servers[0].forward", "fullnat", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
 		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp", "services[2].helper", "IPv6", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
+		{"no IPv6 client port", "services[2].vip", "address6", func(c *conf.Config) { c.Ports[0].Address6 = "" }},
 	} {
 		c := validConfig6()
 		tc.edit(&c)

@@ -83,6 +83,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validate6(f, vip); err != nil {
 			return err
 		}
+		if vip.Is6() && !c.hasClientPort6() {
+			return fieldErrorf(f+".vip", "%s is IPv6 but no client-facing port has an address6 (its IPv6 link)", vip)
+		}
 		k := key{s.Protocol, netip.AddrPortFrom(vip, uint16(s.Port))}
 		if j, ok := seen[k]; ok {
 			return fieldErrorf(f, "%s %s is already defined by services[%d]", k.proto, k.addr, j)

@@ -350,3 +350,33 @@ func TestOwner6(t *testing.T) {
 		}
 	}
 }
+
+// TestNAT66OffLinkClient: a reply to a client beyond the wan port's IPv6
+// gateway goes to the gateway's MAC.
+func TestNAT66OffLinkClient(t *testing.T) {
+	r := rigSvc6(t)
+	gw := hdr.Addr6From(netip.MustParseAddr("2001:db8:1::fe"))
+	gwMAC := hdr.MAC{0x02, 0, 0, 0, 0, 0xfe}
+	ports := append([]PortInfo(nil), r.w.snap.Ports...)
+	ports[0].Gateway6 = gw
+	snap := NewSnapshot(3, ports, r.w.snap.Services, r.w.snap.Neigh, conn.DefaultTimeouts())
+	snap.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, rs62: rs2MAC, gw: gwMAC}
+	r.w.snap = snap
+	far := hdr.Addr6From(netip.MustParseAddr("2001:db8:9::5"))
+	r.inject(0, l4Frame6(gwMAC, wanMAC, hdr.ProtoTCP, far, 40000, vip6, 80, hdr.TCPFlagSYN, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	_, ip, _ := check6(t, out[0])
+	r.inject(1, l4Frame6(rs1MAC, lanMAC, hdr.ProtoTCP, ip.Dst(), 8080, far, 40000, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""))
+	r.w.poll()
+	out = r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("reply sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	if eth, ip, _ := check6(t, out[0]); eth.Dst() != gwMAC || ip.Src() != vip6 || ip.Dst() != far {
+		t.Fatalf("reply to %v: %s -> %s", eth.Dst(), ip.Src(), ip.Dst())
+	}
+}
