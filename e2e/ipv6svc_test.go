@@ -167,6 +167,11 @@ func TestIPv6NAT66(t *testing.T) {
 	if back["rs1"] == 0 {
 		t.Errorf("rs1 got no connection after recovering: %v", back)
 	}
+	body := e.scrapeMetrics(t)
+	service, server := "tcp/["+v6VIP+"]:80", "["+v6Server(0)+"]:8080"
+	if v, ok := metric(body, "dplb_health_state_changes_total", map[string]string{"service": service, "server": server, "to": "down"}); !ok || v < 1 {
+		t.Errorf("metrics: state changes of %s %s to down = %v (found %v), want at least 1", service, server, v, ok)
+	}
 	e.stopLBD(t)
 }
 

@@ -380,3 +380,50 @@ func TestNAT66OffLinkClient(t *testing.T) {
 		t.Fatalf("reply to %v: %s -> %s", eth.Dst(), ip.Src(), ip.Dst())
 	}
 }
+
+// TestTUN6PathDoesNotAllocate guards VS/TUN over IPv6 (the outer header
+// prepended in place).
+func TestTUN6PathDoesNotAllocate(t *testing.T) {
+	r := rigSvc6(t)
+	allocs := r.allocsPerBurst(0, 1, func(i int) []byte {
+		return l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, uint16(20000+i), vip6TUN, 80, hdr.TCPFlagSYN, "")
+	})
+	if allocs != 0 {
+		t.Fatalf("the IPv6 TUN path allocates %.1f times per burst", allocs)
+	}
+	if r.w.cnt.own[Encapsulated] < 100 {
+		t.Fatalf("only %d packets encapsulated (drops %v)", r.w.cnt.own[Encapsulated], dropsOf(r.w))
+	}
+}
+
+// TestAnnounce6VIPs: worker 0's unsolicited NAs cover the IPv6 VIPs on
+// the client-facing port, not on the server-facing one, and none on a
+// backup.
+func TestAnnounce6VIPs(t *testing.T) {
+	r := rigSvc6(t)
+	targets := func(port int) map[hdr.Addr6]bool {
+		got := map[hdr.Addr6]bool{}
+		for _, f := range r.sent(port) {
+			ip := hdr.IPv6(hdr.Ethernet(f).Payload())
+			if na := hdr.ND(ip.Payload()); hdr.ICMP(na).Type() == hdr.ICMPv6NeighAdvert && ip.Src() == na.Target() {
+				got[na.Target()] = true
+			}
+		}
+		return got
+	}
+	r.w.announce6()
+	r.w.poll()
+	wan, lan := targets(0), targets(1)
+	if !wan[wanAddr6] || !wan[vip6] || !wan[vip6DR] || !wan[vip6TUN] || len(wan) != 4 {
+		t.Fatalf("wan port announced %v", wan)
+	}
+	if !lan[lanAddr6] || len(lan) != 1 {
+		t.Fatalf("lan port announced %v", lan)
+	}
+	r.w.snap.Backup = true
+	r.w.announce6()
+	r.w.poll()
+	if wan = targets(0); len(wan) != 1 || !wan[wanAddr6] {
+		t.Fatalf("a backup announced %v", wan)
+	}
+}
