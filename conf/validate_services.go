@@ -154,8 +154,13 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err != nil {
 			return err
 		}
-		if a.Is6() != vip.Is6() {
-			return fieldErrorf(g+".address", "%s and the service's VIP %s are of different IP versions: lbd does not translate between IPv6 and IPv4 (NAT64)", a, vip)
+		switch {
+		case a.Is6() && !vip.Is6():
+			return fieldErrorf(g+".address", "%s is IPv6 and the service's VIP %s IPv4: lbd does not translate IPv4 clients to IPv6 servers", a, vip)
+		case a.Is4() && vip.Is6() && r.Forward != "fullnat":
+			return fieldErrorf(g+".address", "%s is IPv4 and the service's VIP %s IPv6: that is NAT64, which needs forward: fullnat (and IPv4 local_addresses), not %s", a, vip, r.Forward)
+		case a.Is6() && r.Forward == "fullnat":
+			return fieldErrorf(g+".forward", "fullnat to an IPv6 server is not supported (fullnat of an IPv6 service is NAT64, to IPv4 servers)")
 		}
 		if a == vip {
 			return fieldErrorf(g+".address", "%s is the service's VIP", a)
