@@ -145,6 +145,7 @@ type Port struct {
 	Address     string `mapstructure:"address"`     // the port's own IPv4 address with prefix length ("198.51.100.1/24"); required; reload: restart
 	Address6    string `mapstructure:"address6"`    // the port's own IPv6 address with prefix length ("2001:db8::1/64"), beside the IPv4 one: lbd answers neighbour solicitations and echo requests for it; global unicast, not link-local; default none; reload: restart
 	Gateway     string `mapstructure:"gateway"`     // next hop for destinations off every port's subnet, inside Address's prefix, on at most one port; default none; reload: restart
+	Gateway6    string `mapstructure:"gateway6"`    // IPv6 next hop for IPv6 destinations off every port's IPv6 subnet, inside Address6's prefix (needs address6), on at most one port; default none; reload: restart
 	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
 	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
 	Promiscuous bool   `mapstructure:"promiscuous"` // put the port in promiscuous mode; default false; reload: restart
@@ -348,6 +349,12 @@ func (p Port) GatewayAddr() (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return a, true
+}
+
+// Gateway6Addr returns the port's IPv6 gateway and whether it has a valid one.
+func (p Port) Gateway6Addr() (netip.Addr, bool) {
+	a, err := netip.ParseAddr(p.Gateway6)
+	return a, err == nil && a.Is6()
 }
 
 // FloatingAddrs returns the port's valid floating addresses.

@@ -6,10 +6,12 @@ import (
 )
 
 // validate6 checks what differs for a service by IP version: an IPv6
-// service has a persistence prefix length instead of a netmask, and the
-// features that carry IPv4 addresses in their own formats (FullNAT's local
-// addresses, PROXY v2 headers, the FTP helper's PORT/227 rewrites, SYN
-// cookies' records, an IPv4 sorry server) are refused for it.
+// service has a persistence prefix length instead of a netmask, its
+// fullnat servers are IPv4 ones (NAT64, from its IPv4 local_addresses,
+// checked with the servers), and the features that carry IPv4 addresses
+// in their own formats (PROXY v2 headers, the FTP helper's PORT/227
+// rewrites, SYN cookies' records, an IPv4 sorry server) are refused for
+// it.
 func (s Service) validate6(f string, vip netip.Addr) error {
 	if !vip.Is6() {
 		if s.PersistencePrefix != 0 {
@@ -27,7 +29,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 		field string
 		set   bool
 	}{
-		{"local_addresses", len(s.LocalAddresses) != 0},
 		{"proxy_protocol", s.ProxyProtocol},
 		{"synproxy", s.SynProxy},
 		{"helper", s.Helper != ""},
@@ -45,9 +46,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 		if r.Health != nil && r.Health.Via == HealthViaLBD {
 			return fieldErrorf(fmt.Sprintf("%s.servers[%d].health.via", f, j), "lbd sends IPv4 probes only: an IPv6 service's checks leave from the host")
 		}
-		if r.Forward == "fullnat" {
-			return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "fullnat is not supported for an IPv6 service yet (use nat, dr or tun)")
-		}
 	}
 	return nil
 }
@@ -59,4 +57,14 @@ func (s Service) PersistPrefixBits() int {
 		return 128
 	}
 	return s.PersistencePrefix
+}
+
+// hasClientPort6 reports whether a client-facing port has an IPv6 address.
+func (c *Config) hasClientPort6() bool {
+	for _, p := range c.Ports {
+		if _, ok := p.Prefix6(); ok && p.FacesClients() {
+			return true
+		}
+	}
+	return false
 }

@@ -42,17 +42,21 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		name, field, why string
 		edit             func(*conf.Config)
 	}{
-		{"NAT64", "services[2].servers[0].address", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Address = "198.51.100.11" }},
-		{"NAT46", "services[0].servers[0].address", "NAT64", func(c *conf.Config) { c.Services[0].Servers[0].Address = "fd00:1::11" }},
+		{"NAT64 by nat", "services[2].servers[0].address", "NAT64, which needs forward: fullnat", func(c *conf.Config) { c.Services[2].Servers[0].Address = "198.51.100.11" }},
+		{"NAT46", "services[0].servers[0].address", "IPv4 clients to IPv6 servers", func(c *conf.Config) { c.Services[0].Servers[0].Address = "fd00:1::11" }},
+		{"NAT64 without local addresses", "services[2].servers[0].forward", "local_addresses", func(c *conf.Config) {
+			c.Services[2].Servers[0] = conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"}
+		}},
 		{"link-local VIP", "services[2].vip", "unicast", func(c *conf.Config) { c.Services[2].VIP = "fe80::10" }},
 		{"off-link server", "services[2].servers[0].address", "subnet", func(c *conf.Config) { c.Services[2].Servers[0].Address = "fd00:2::11" }},
 		{"VIP is a port's address6", "services[2].vip", "ports[0]", func(c *conf.Config) { c.Services[2].VIP = "2001:db8::1" }},
 		{"prefix too long", "services[2].persistence_prefix", "0..128", func(c *conf.Config) { c.Services[2].PersistencePrefix = 129 }},
 		{"prefix on IPv4", "services[0].persistence_prefix", "IPv6", func(c *conf.Config) { c.Services[0].PersistencePrefix = 24 }},
 		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
-		{"fullnat", "services[2].servers[0].forward", "fullnat", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
+		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
 		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp", "services[2].helper", "IPv6", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
+		{"no IPv6 client port", "services[2].vip", "address6", func(c *conf.Config) { c.Ports[0].Address6 = "" }},
 	} {
 		c := validConfig6()
 		tc.edit(&c)
@@ -60,5 +64,47 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.field+":") || !strings.Contains(err.Error(), tc.why) {
 			t.Errorf("%s: %v, want an error naming %s and saying %q", tc.name, err, tc.field, tc.why)
 		}
+	}
+}
+
+// TestGateway6: an IPv6 gateway inside the port's IPv6 prefix lets tun
+// servers be off-link; a bad one is refused naming the field.
+func TestGateway6(t *testing.T) {
+	c := validConfig6()
+	c.Ports[1].Gateway6 = "fd00:1::fe"
+	c.Services[2].Servers[1] = conf.RealServer{Address: "fd00:9::12", Port: 80, Weight: 1, Forward: "tun"}
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("tun server beyond the IPv6 gateway refused: %v", err)
+	}
+	for _, tc := range []struct{ name, gw, want string }{
+		{"outside", "fd00:2::fe", "not inside"},
+		{"own", "fd00:1::1", "own address"},
+		{"IPv4", "198.51.100.254", "not an IPv6 address"},
+	} {
+		c := validConfig6()
+		c.Ports[1].Gateway6 = tc.gw
+		if err := c.Validate(schedulers); err == nil || !strings.Contains(err.Error(), "ports[1].gateway6:") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+	c = validConfig6()
+	c.Ports[0].Address6 = ""
+	c.Services = c.Services[:2]
+	c.Ports[0].Gateway6 = "2001:db8::fe"
+	if err := c.Validate(schedulers); err == nil || !strings.Contains(err.Error(), "needs the port's address6") {
+		t.Errorf("without address6: %v", err)
+	}
+}
+
+// TestNAT64Valid: an IPv6 service with IPv4 fullnat servers and IPv4
+// local addresses (NAT64) is accepted.
+func TestNAT64Valid(t *testing.T) {
+	c := validConfig6()
+	c.Services = append(c.Services, conf.Service{Protocol: "tcp", VIP: "2001:db8::20", Port: 80, Scheduler: "rr",
+		Netmask: "255.255.255.255", LocalAddresses: []string{"198.51.100.200"}, Servers: []conf.RealServer{
+			{Address: "198.51.100.11", Port: 8080, Weight: 1, Forward: "fullnat"},
+		}})
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("NAT64 refused: %v", err)
 	}
 }

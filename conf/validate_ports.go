@@ -104,6 +104,9 @@ func (p Port) validate(f string) error {
 	if err := p.validateAddress6(f); err != nil {
 		return err
 	}
+	if err := p.validateGateway6(f); err != nil {
+		return err
+	}
 	if p.Gateway != "" {
 		gw, err := parseHost(f+".gateway", p.Gateway)
 		if err != nil {
@@ -149,6 +152,28 @@ func (p Port) validateAddress6(f string) error {
 	return nil
 }
 
+// validateGateway6: an optional IPv6 next hop inside the port's IPv6
+// prefix, not the port's own address.
+func (p Port) validateGateway6(f string) error {
+	if p.Gateway6 == "" {
+		return nil
+	}
+	pfx, ok := p.Prefix6()
+	if !ok {
+		return fieldErrorf(f+".gateway6", "needs the port's address6")
+	}
+	gw, err := netip.ParseAddr(p.Gateway6)
+	switch {
+	case err != nil || !gw.Is6() || gw.Is4In6() || gw.Zone() != "":
+		return fieldErrorf(f+".gateway6", "%q is not an IPv6 address", p.Gateway6)
+	case !pfx.Contains(gw):
+		return fieldErrorf(f+".gateway6", "%s is not inside the port's IPv6 prefix %s", gw, pfx.Masked())
+	case gw == pfx.Addr():
+		return fieldErrorf(f+".gateway6", "%s is the port's own address", gw)
+	}
+	return nil
+}
+
 // lastAddr returns the highest address of an IPv4 prefix.
 func lastAddr(pfx netip.Prefix) netip.Addr {
 	b := pfx.Masked().Addr().As4()
@@ -165,7 +190,7 @@ func (c *Config) validatePorts() error {
 	}
 	names := map[string]int{}
 	devices := map[string]int{}
-	gateway := -1
+	gateway, gateway6 := -1, -1
 	clients := false
 	for i, p := range c.Ports {
 		f := fmt.Sprintf("ports[%d]", i)
@@ -196,6 +221,12 @@ func (c *Config) validatePorts() error {
 				return fieldErrorf(f+".gateway", "only one port may have a gateway, ports[%d] has one", gateway)
 			}
 			gateway = i
+		}
+		if p.Gateway6 != "" {
+			if gateway6 >= 0 {
+				return fieldErrorf(f+".gateway6", "only one port may have an IPv6 gateway, ports[%d] has one", gateway6)
+			}
+			gateway6 = i
 		}
 		clients = clients || p.FacesClients()
 	}

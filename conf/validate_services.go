@@ -83,6 +83,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validate6(f, vip); err != nil {
 			return err
 		}
+		if vip.Is6() && !c.hasClientPort6() {
+			return fieldErrorf(f+".vip", "%s is IPv6 but no client-facing port has an address6 (its IPv6 link)", vip)
+		}
 		k := key{s.Protocol, netip.AddrPortFrom(vip, uint16(s.Port))}
 		if j, ok := seen[k]; ok {
 			return fieldErrorf(f, "%s %s is already defined by services[%d]", k.proto, k.addr, j)
@@ -151,8 +154,13 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err != nil {
 			return err
 		}
-		if a.Is6() != vip.Is6() {
-			return fieldErrorf(g+".address", "%s and the service's VIP %s are of different IP versions: lbd does not translate between IPv6 and IPv4 (NAT64)", a, vip)
+		switch {
+		case a.Is6() && !vip.Is6():
+			return fieldErrorf(g+".address", "%s is IPv6 and the service's VIP %s IPv4: lbd does not translate IPv4 clients to IPv6 servers", a, vip)
+		case a.Is4() && vip.Is6() && r.Forward != "fullnat":
+			return fieldErrorf(g+".address", "%s is IPv4 and the service's VIP %s IPv6: that is NAT64, which needs forward: fullnat (and IPv4 local_addresses), not %s", a, vip, r.Forward)
+		case a.Is6() && r.Forward == "fullnat":
+			return fieldErrorf(g+".forward", "fullnat to an IPv6 server is not supported (fullnat of an IPv6 service is NAT64, to IPv4 servers)")
 		}
 		if a == vip {
 			return fieldErrorf(g+".address", "%s is the service's VIP", a)
@@ -269,7 +277,10 @@ func (c *Config) checkReachable(field string, a netip.Addr, forward string) erro
 	var subnets []string
 	gateway := false
 	for _, p := range c.Ports {
-		if _, ok := p.GatewayAddr(); ok {
+		if _, ok := p.GatewayAddr(); ok && a.Is4() {
+			gateway = true
+		}
+		if _, ok := p.Gateway6Addr(); ok && a.Is6() {
 			gateway = true
 		}
 		if !p.FacesServers() {
@@ -287,7 +298,7 @@ func (c *Config) checkReachable(field string, a netip.Addr, forward string) erro
 			return nil
 		}
 	}
-	if forward == "tun" && gateway && a.Is4() {
+	if forward == "tun" && gateway {
 		return nil
 	}
 	if len(subnets) == 0 {

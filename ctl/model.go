@@ -330,6 +330,9 @@ func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
 		if gw, ok := p.GatewayAddr(); ok {
 			out[i].Gateway = ipv4(gw)
 		}
+		if gw, ok := p.Gateway6Addr(); ok {
+			out[i].Gateway6 = hdr.Addr6From(gw)
+		}
 		out[i].Floating = nil // hw's slice is never shared
 		for _, f := range p.FloatingAddrs() {
 			out[i].Floating = append(out[i].Floating, ipv4(f))

@@ -24,6 +24,9 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		return api.Response{}, fmt.Errorf("trace %w", err)
 	}
 	vip, _ := netip.ParseAddr(s.VIP)
+	if vip.Is6() {
+		return api.Response{}, fmt.Errorf("trace %s: IPv6 services are not traced yet", s)
+	}
 	client, err := api.TraceEndpoint("--client", req.Client)
 	if err != nil {
 		return api.Response{}, err

@@ -15,6 +15,8 @@ const (
 	v6VIP  = "2001:db8:2::10" // on the client's link: the client solicits it
 	v6LAN  = "fd00:1::1"
 	v6Mgmt = "fd00:1::250" // the LB host's own address for health probes
+
+	lip64Addr = "198.51.100.200" // NAT64's local address, on the servers' IPv4 subnet
 )
 
 func v6Server(i int) string { return "fd00:1::1" + string(rune('1'+i)) }
@@ -61,7 +63,8 @@ func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 // servers by solicitation; both servers take connections; the servers see
 // the client's own address; a server whose service stops is taken out by
 // its TCP health check (from the host, over IPv6) and put back when it
-// returns; lbctl lists the service ipvsadm's way.
+// returns; lbctl lists the service ipvsadm's way. A third service on the
+// same VIP reaches the servers' IPv4 addresses by NAT64.
 func TestIPv6NAT66(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
@@ -76,7 +79,13 @@ func TestIPv6NAT66(t *testing.T) {
 				tcp.Servers = append(tcp.Servers, harness.Server{Address: v6Server(i), Port: 8080, Weight: 1})
 				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 5353, Weight: 1})
 			}
-			c.Services = append(c.Services, tcp, udp)
+			// NAT64: the same VIP's port 8064 to the servers' IPv4
+			// addresses, from a local address of the servers' subnet.
+			nat64 := harness.Service{VIP: v6VIP, Port: 8064, Scheduler: "rr", LocalAddresses: []string{lip64Addr}}
+			for _, h := range c.Services[0].Servers {
+				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
+			}
+			c.Services = append(c.Services, tcp, udp, nat64)
 		},
 	})
 	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
@@ -128,6 +137,22 @@ func TestIPv6NAT66(t *testing.T) {
 		t.Errorf("UDP spread %v, want both servers", udp)
 	}
 
+	// NAT64: the IPv4 servers see the local address, the client gets
+	// the answers from [VIP]:8064.
+	nat64 := map[string]int{}
+	for _, r := range e.get(t, "http://["+v6VIP+"]:8064/", 20, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("NAT64 request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		if !strings.Contains(r.Body, lip64Addr+":") {
+			t.Errorf("NAT64 request %d: the server did not see the local address %s: %q", r.I, lip64Addr, r.Body)
+		}
+		nat64[r.Server()]++
+	}
+	if nat64["rs1"] == 0 || nat64["rs2"] == 0 {
+		t.Errorf("NAT64 spread %v, want both servers", nat64)
+	}
+
 	list, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +191,11 @@ func TestIPv6NAT66(t *testing.T) {
 	}
 	if back["rs1"] == 0 {
 		t.Errorf("rs1 got no connection after recovering: %v", back)
+	}
+	body := e.scrapeMetrics(t)
+	service, server := "tcp/["+v6VIP+"]:80", "["+v6Server(0)+"]:8080"
+	if v, ok := metric(body, "dplb_health_state_changes_total", map[string]string{"service": service, "server": server, "to": "down"}); !ok || v < 1 {
+		t.Errorf("metrics: state changes of %s %s to down = %v (found %v), want at least 1", service, server, v, ok)
 	}
 	e.stopLBD(t)
 }

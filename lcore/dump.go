@@ -98,11 +98,15 @@ func (w *Worker) runDump() {
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
 		if a := w.table.Addrs6(id); a != nil {
 			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) {
-				r.add(ConnInfo{
+				ci := ConnInfo{
 					Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true,
 					Client6: a.Client, ClientPort: c.ClientPort, VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort,
 					Expires: c.Expires - w.now,
-				})
+				}
+				if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT { // NAT64: an IPv4 server
+					ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
+				}
+				r.add(ci)
 			}
 			return
 		}

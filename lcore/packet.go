@@ -156,6 +156,9 @@ func (w *Worker) forward(d *desc) exit {
 		}
 		return w.forwardNAT(d, c, dir)
 	case fwd.FullNAT:
+		if c.IsIPv6() { // the server's reply of a NAT64 connection
+			return w.nat64In(d, c, id)
+		}
 		return w.forwardFullNAT(d, c, id, dir)
 	}
 	return w.toRealServer(d, c, true)

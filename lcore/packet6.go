@@ -10,9 +10,10 @@ import (
 // IPv4's table, state machine, timeouts, schedulers and persistence (a
 // prefix length instead of a netmask). The entries' address fields hold
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
-// persistence templates see in place of IPv4 addresses. Not for IPv6 yet:
-// FullNAT, the SYN proxy, the FTP helper, connection sync, ICMPv6 errors
-// and fragments (configuration refuses the first three).
+// persistence templates see in place of IPv4 addresses. FullNAT servers
+// of an IPv6 service are IPv4 ones: NAT64 (nat64.go). Not for IPv6 yet:
+// the SYN proxy, the FTP helper, connection sync, ICMPv6 errors and
+// fragments (configuration refuses the first two).
 
 // forward6 is forward for an IPv6 TCP or UDP packet.
 func (w *Worker) forward6(d *desc) exit {
@@ -72,6 +73,11 @@ func (w *Worker) forward6(d *desc) exit {
 	switch c.Fwd {
 	case fwd.NAT:
 		return w.forwardNAT6(d, c, a, dir)
+	case fwd.FullNAT:
+		if dir != conn.Original {
+			return drop(DropNoConn) // a NAT64 connection's replies are IPv4
+		}
+		return w.nat64Out(d, c, id)
 	case fwd.TUN:
 		return w.encapsulate6(d, &a.RIP)
 	}
@@ -134,13 +140,24 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	}
 	w.table.Relieve(w.now, w.expire)
 	a := conn.Addrs6{Client: *src, VIP: *dst, RIP: rs.Addr6}
-	id, err := w.table.Insert6(&c, &a)
-	if err != nil {
-		w.releaseTemplate(tmpl)
-		if err == conn.ErrFull {
-			return 0, DropTableFull
+	var id uint32
+	var why Stat
+	if rs.Fwd == fwd.FullNAT { // an IPv4 server: NAT64 (nat64.go)
+		c.RIP = rs.Addr
+		id, why = w.newNAT64(&c, svc, &a)
+	} else {
+		var err error
+		switch id, err = w.table.Insert6(&c, &a); err {
+		case nil:
+		case conn.ErrFull:
+			why = DropTableFull
+		default:
+			why = DropConnExists
 		}
-		return 0, DropConnExists
+	}
+	if why != 0 {
+		w.releaseTemplate(tmpl)
+		return 0, why
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[rs.ID][DestConns]++

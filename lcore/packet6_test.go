@@ -25,8 +25,9 @@ var (
 
 // rigSvc6 is rig6 with an IPv6 address on the lan port too and IPv6
 // services: NAT66 on vip6:80 (rr over rs61:8080, rs62:8080), UDP NAT66 on
-// vip6:53, DR on vip6DR:80, TUN on vip6TUN:80, and a persistent NAT66
-// service on vip6:443 by /64.
+// vip6:53, DR on vip6DR:80, TUN on vip6TUN:80, a persistent NAT66
+// service on vip6:443 by /64, and NAT64 on vip6:8080 (TCP) and vip6:5300
+// (UDP) to rs1:80 and rs1:53 from lip64.
 func rigSvc6(t testing.TB) *rig {
 	r := newRig(t, defaultNeigh())
 	ports := append([]PortInfo(nil), r.w.snap.Ports...)
@@ -48,12 +49,22 @@ func rigSvc6(t testing.TB) *rig {
 		svc(tcp(vip6DR, 80), sched.Dest{ID: 13, Addr6: rs61, Port: 80, Weight: 1, Fwd: fwd.DR}),
 		svc(tcp(vip6TUN, 80), sched.Dest{ID: 16, Addr6: rs62, Port: 80, Weight: 1, Fwd: fwd.TUN}),
 		persist,
+		nat64svc(svc(tcp(vip6, 8080), sched.Dest{ID: 17, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.FullNAT})),
+		nat64svc(svc(ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}, sched.Dest{ID: 18, Addr: rs1, Port: 53, Weight: 1, Fwd: fwd.FullNAT})),
 	)
 	snap := NewSnapshot(2, ports, services, r.w.snap.Neigh, conn.DefaultTimeouts())
 	snap.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, rs62: rs2MAC, clientAddr6: clientMAC}
 	r.w.snap = snap
 	r.w.learnVIPs(snap)
 	return r
+}
+
+// lip64 is the NAT64 services' local address, on the lan port's subnet.
+var lip64 = ip4(198, 51, 100, 200)
+
+func nat64svc(s Service) Service {
+	s.LocalAddrs = []uint32{lip64}
+	return s
 }
 
 // l4Frame6 builds Ethernet/IPv6/TCP (flags) or UDP with a valid checksum.
@@ -348,5 +359,150 @@ func TestOwner6(t *testing.T) {
 		if got := Owner6(&src, 2864, n); got != int(want%uint32(n)) {
 			t.Fatalf("Owner6 with %d workers = %d, want %d", n, got, want%uint32(n))
 		}
+	}
+}
+
+// TestNAT66OffLinkClient: a reply to a client beyond the wan port's IPv6
+// gateway goes to the gateway's MAC.
+func TestNAT66OffLinkClient(t *testing.T) {
+	r := rigSvc6(t)
+	gw := hdr.Addr6From(netip.MustParseAddr("2001:db8:1::fe"))
+	gwMAC := hdr.MAC{0x02, 0, 0, 0, 0, 0xfe}
+	ports := append([]PortInfo(nil), r.w.snap.Ports...)
+	ports[0].Gateway6 = gw
+	snap := NewSnapshot(3, ports, r.w.snap.Services, r.w.snap.Neigh, conn.DefaultTimeouts())
+	snap.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, rs62: rs2MAC, gw: gwMAC}
+	r.w.snap = snap
+	far := hdr.Addr6From(netip.MustParseAddr("2001:db8:9::5"))
+	r.inject(0, l4Frame6(gwMAC, wanMAC, hdr.ProtoTCP, far, 40000, vip6, 80, hdr.TCPFlagSYN, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	_, ip, _ := check6(t, out[0])
+	r.inject(1, l4Frame6(rs1MAC, lanMAC, hdr.ProtoTCP, ip.Dst(), 8080, far, 40000, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""))
+	r.w.poll()
+	out = r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("reply sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	if eth, ip, _ := check6(t, out[0]); eth.Dst() != gwMAC || ip.Src() != vip6 || ip.Dst() != far {
+		t.Fatalf("reply to %v: %s -> %s", eth.Dst(), ip.Src(), ip.Dst())
+	}
+}
+
+// TestTUN6PathDoesNotAllocate guards VS/TUN over IPv6 (the outer header
+// prepended in place).
+func TestTUN6PathDoesNotAllocate(t *testing.T) {
+	r := rigSvc6(t)
+	allocs := r.allocsPerBurst(0, 1, func(i int) []byte {
+		return l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, uint16(20000+i), vip6TUN, 80, hdr.TCPFlagSYN, "")
+	})
+	if allocs != 0 {
+		t.Fatalf("the IPv6 TUN path allocates %.1f times per burst", allocs)
+	}
+	if r.w.cnt.own[Encapsulated] < 100 {
+		t.Fatalf("only %d packets encapsulated (drops %v)", r.w.cnt.own[Encapsulated], dropsOf(r.w))
+	}
+}
+
+// TestAnnounce6VIPs: worker 0's unsolicited NAs cover the IPv6 VIPs on
+// the client-facing port, not on the server-facing one, and none on a
+// backup.
+func TestAnnounce6VIPs(t *testing.T) {
+	r := rigSvc6(t)
+	targets := func(port int) map[hdr.Addr6]bool {
+		got := map[hdr.Addr6]bool{}
+		for _, f := range r.sent(port) {
+			ip := hdr.IPv6(hdr.Ethernet(f).Payload())
+			if na := hdr.ND(ip.Payload()); hdr.ICMP(na).Type() == hdr.ICMPv6NeighAdvert && ip.Src() == na.Target() {
+				got[na.Target()] = true
+			}
+		}
+		return got
+	}
+	r.w.announce6()
+	r.w.poll()
+	wan, lan := targets(0), targets(1)
+	if !wan[wanAddr6] || !wan[vip6] || !wan[vip6DR] || !wan[vip6TUN] || len(wan) != 4 {
+		t.Fatalf("wan port announced %v", wan)
+	}
+	if !lan[lanAddr6] || len(lan) != 1 {
+		t.Fatalf("lan port announced %v", lan)
+	}
+	r.w.snap.Backup = true
+	r.w.announce6()
+	r.w.poll()
+	if wan = targets(0); len(wan) != 1 || !wan[wanAddr6] {
+		t.Fatalf("a backup announced %v", wan)
+	}
+}
+
+// TestNAT64: an IPv6 client's segment to a NAT64 service leaves as IPv4
+// from the local address to the IPv4 server, the server's answer comes
+// back as IPv6 from the VIP, both with checksums a full recomputation
+// agrees with; a UDP answer sent without a checksum gets one.
+func TestNAT64(t *testing.T) {
+	r := rigSvc6(t)
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagSYN, "hello"))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	eth, ip, tcp := checkTCP(t, out[0])
+	if eth.Dst() != rs1MAC || ip.Src() != lip64 || ip.Dst() != rs1 || tcp.DstPort() != 80 || ip.TTL() != 63 ||
+		string(tcp.Payload()) != "hello" || len(out[0]) != 14+20+20+5 {
+		t.Fatalf("to the server: %x", out[0])
+	}
+	lport := tcp.SrcPort()
+	if Owner(lip64, lport, 1) != 0 {
+		t.Fatalf("local port %d is not this worker's", lport)
+	}
+	r.inject(1, tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, "world!"))
+	r.w.poll()
+	out = r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("reply sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	eth6, ip6, l4 := check6(t, out[0])
+	if eth6.Dst() != clientMAC || ip6.Src() != vip6 || ip6.Dst() != clientAddr6 || port6(l4, 0) != 8080 || port6(l4, 2) != 40000 ||
+		string(hdr.TCP(l4).Payload()) != "world!" || ip6.HopLimit() != 63 {
+		t.Fatalf("to the client: %x", out[0])
+	}
+
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5000, vip6, 5300, 0, "q"))
+	r.w.poll()
+	out = r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("UDP sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	ip4, udp := checkUDP(t, out[0])
+	if ip4.Src() != lip64 || ip4.Dst() != rs1 || udp.DstPort() != 53 {
+		t.Fatalf("UDP to the server: %x", out[0])
+	}
+	r.inject(1, udpFrame(rs1MAC, lanMAC, rs1, 53, lip64, udp.SrcPort(), "a", false))
+	r.w.poll()
+	out = r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("UDP reply sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	if _, ip6, l4 = check6(t, out[0]); ip6.Src() != vip6 || port6(l4, 0) != 5300 || port6(l4, 6) == 0 {
+		t.Fatalf("UDP to the client: %x", out[0])
+	}
+}
+
+// TestNAT64PathDoesNotAllocate guards NAT64's translation.
+func TestNAT64PathDoesNotAllocate(t *testing.T) {
+	r := rigSvc6(t)
+	allocs := r.allocsPerBurst(0, 1, func(i int) []byte {
+		return l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, uint16(20000+i), vip6, 8080, hdr.TCPFlagSYN, "")
+	})
+	if allocs != 0 {
+		t.Fatalf("the NAT64 path allocates %.1f times per burst", allocs)
+	}
+	if r.w.cnt.own[NewConns] < 100 {
+		t.Fatalf("only %d connections (drops %v)", r.w.cnt.own[NewConns], dropsOf(r.w))
 	}
 }

@@ -155,6 +155,9 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		}
 		if svc.Key.IsIPv6() {
 			s.six.add(svc.Key, int32(i))
+			for _, a := range svc.LocalAddrs { // NAT64's
+				s.lips[a] = true
+			}
 			continue
 		}
 		s.serviceIndex[serviceKey4{VIP: svc.Key.VIP, Port: svc.Key.Port, Proto: svc.Key.Proto}] = int32(i)

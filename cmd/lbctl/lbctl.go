@@ -81,11 +81,13 @@ Commands:
 
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
-                               resolved once, here or in -R's lbd; a name must give one IPv4 address)
+                               resolved once, here or in -R's lbd; a name must give one IPv4 address;
+                               an IPv6 VIP in brackets: [2001:db8::10]:80, a server [fd00::11]:8080)
   --udp-service  -u VIP:port   UDP service
   --scheduler    -s NAME       scheduler (default rr)
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
-  --netmask      -M NETMASK    persistence granularity
+  --netmask      -M NETMASK    persistence granularity: an IPv4 netmask, or a prefix length
+                               (an IPv6 service's, e.g. -M 64)
   --sched-flags  -b FLAGS      scheduler flags, comma separated
   --sloppy-tcp                 with -A/-E: any TCP packet opens a connection, not only a SYN
                                (sloppy_tcp: a director picks up a flow another one began; with

@@ -41,12 +41,15 @@ func decap(args []string) error {
 		return err
 	}
 	vip, err := netip.ParseAddr(*vipFlag)
-	if err != nil || !vip.Is4() {
-		return fmt.Errorf("decap: -vip %q is not an IPv4 address", *vipFlag)
+	if err != nil || !vip.Is4() && !vip.Is6() {
+		return fmt.Errorf("decap: -vip %q is not an IPv4 or IPv6 address", *vipFlag)
 	}
 	ifi, err := net.InterfaceByName(*dev)
 	if err != nil {
 		return fmt.Errorf("decap: -dev: %w", err)
+	}
+	if vip.Is6() {
+		return decap6(ifi, *dev, *tun, vip)
 	}
 	tunFD, err := openTUN(*tun, vip)
 	if err != nil {

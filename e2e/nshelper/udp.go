@@ -78,6 +78,11 @@ func setPktinfo(c *net.UDPConn) error {
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
 		serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IP, unix.IP_PKTINFO, 1)
+		if a, ok := c.LocalAddr().(*net.UDPAddr); ok && serr == nil && a.IP.To4() == nil {
+			// A dual-stack socket: answer IPv6 queries from their
+			// destination too (the VIP, for VS/DR and VS/TUN).
+			serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_IPV6, unix.IPV6_RECVPKTINFO, 1)
+		}
 	}); err != nil {
 		return err
 	}
@@ -108,6 +113,13 @@ func answerUDP(c *net.UDPConn, name string, verbose bool) error {
 					info := unix.Inet4Pktinfo{}
 					copy(info.Spec_dst[:], m.Data[8:12])
 					replyOOB = unix.PktInfo4(&info)
+				}
+				if m.Header.Level == unix.IPPROTO_IPV6 && m.Header.Type == unix.IPV6_PKTINFO && len(m.Data) >= unix.SizeofInet6Pktinfo {
+					// struct in6_pktinfo: addr (the header's destination), ifindex
+					dst = net.IP(append([]byte(nil), m.Data[:16]...))
+					info := unix.Inet6Pktinfo{}
+					copy(info.Addr[:], m.Data[:16])
+					replyOOB = unix.PktInfo6(&info)
 				}
 			}
 		}

@@ -91,8 +91,9 @@ func (t *Table) find6(h uint32, proto uint8, src *hdr.Addr6, s uint32, srcPort u
 		}
 		id, dir := sl.id(), sl.dir()
 		e := &t.entries[id]
-		if e.indexed&indexedSix == 0 || !e.matches(dir, proto, s, srcPort, d, dstPort) {
-			continue
+		if e.indexed&indexedSix == 0 || dir == Reply && e.indexed&indexedExt != 0 ||
+			!e.matches(dir, proto, s, srcPort, d, dstPort) {
+			continue // IPv4, or a NAT64 entry's IPv4 reply key
 		}
 		a := &t.six[id]
 		if dir == Original && *src == a.Client && *dst == a.VIP ||
@@ -113,6 +114,29 @@ func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
 		return 0, ErrNoSix
 	}
 	c.ClientIP, c.VIP, c.RIP = Fold6(&a.Client), Fold6(&a.VIP), Fold6(&a.RIP)
+	return t.insert6(c, a, nil)
+}
+
+// Insert6Ext enters a NAT64 connection: an IPv6 client and VIP (their
+// folds in c, a beside the entry; a.RIP unused) and an IPv4 real server
+// c.RIP reached from the local address x.LIP:x.LPort, whose replies are
+// an IPv4 lookup of RIP:RPort -> LIP:LPort, as FullNAT's. Errors as
+// InsertExt's and Insert6's.
+func (t *Table) Insert6Ext(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
+	if c == nil || a == nil || x == nil {
+		return 0, ErrNilConn
+	}
+	if t.six == nil {
+		return 0, ErrNoSix
+	}
+	if t.ext == nil {
+		return 0, ErrNoExt
+	}
+	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
+	return t.insert6(c, a, x)
+}
+
+func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	if len(t.free) == 0 {
 		return 0, ErrFull
 	}
@@ -120,9 +144,16 @@ func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
 	if _, _, ok := t.find6(hOrig, c.Proto, &a.Client, c.ClientIP, c.ClientPort, &a.VIP, c.VIP, c.VPort); ok {
 		return 0, ErrExists
 	}
-	twoWay := c.Flags&FlagOneWay == 0
+	twoWay := c.Flags&FlagOneWay == 0 || x != nil
 	var hReply uint32
-	if twoWay {
+	switch {
+	case x != nil:
+		// The reply key is IPv4's: RIP:RPort -> LIP:LPort.
+		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort)
+		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort); ok {
+			return 0, ErrExists
+		}
+	case twoWay:
 		if a.Client == a.RIP && c.ClientPort == c.RPort && a.VIP == a.Client && c.VPort == c.ClientPort {
 			return 0, ErrExists
 		}
@@ -139,6 +170,10 @@ func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
 	e.marks = markFresh
 	e.hashOrig, e.hashReply = hOrig, hReply
 	t.six[id] = *a
+	if x != nil {
+		t.ext[id] = *x
+		e.indexed |= indexedExt
+	}
 	t.place(hOrig, makeRef(id, Original))
 	if twoWay {
 		e.indexed |= indexedReply

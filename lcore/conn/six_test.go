@@ -99,3 +99,38 @@ func TestLookup6DoesNotAllocate(t *testing.T) {
 		t.Fatalf("Lookup6 allocates %v times", n)
 	}
 }
+
+// TestInsert6Ext: a NAT64 entry is found by the IPv6 client's packet and
+// by the IPv4 server's reply to the local address, by nothing else.
+func TestInsert6Ext(t *testing.T) {
+	tb, _ := NewWithSeed(64, 1)
+	tb.EnableSix()
+	tb.EnableExt()
+	a := &Addrs6{Client: a6("2001:db8::1"), VIP: a6("2001:db8::10")}
+	x := &Ext{LIP: 0xC6336401, LPort: 2000}
+	c := &Conn{Proto: 6, ClientPort: 1000, VPort: 80, RIP: 0xC633640B, RPort: 8080, Fwd: 3}
+	id, err := tb.Insert6Ext(c, a, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80); !ok || got != id || d != Original {
+		t.Fatalf("client side: %d %v %v", got, d, ok)
+	}
+	if got, d, ok := tb.Lookup(6, 0xC633640B, 8080, 0xC6336401, 2000); !ok || got != id || d != Reply {
+		t.Fatalf("server side: %d %v %v", got, d, ok)
+	}
+	e := tb.Get(id)
+	if _, _, ok := tb.Lookup(6, e.ClientIP, 1000, e.VIP, 80); ok {
+		t.Fatal("an IPv4 lookup of the client's folds matched")
+	}
+	if tb.Ext(id) == nil || tb.Addrs6(id) == nil {
+		t.Fatal("extension or addresses missing")
+	}
+	if _, err := tb.Insert6Ext(&Conn{Proto: 6, ClientPort: 1001, VPort: 80, RIP: 0xC633640B, RPort: 8080}, a, x); !errors.Is(err, ErrExists) {
+		t.Fatalf("same local port: %v", err)
+	}
+	tb.Delete(id)
+	if _, _, ok := tb.Lookup(6, 0xC633640B, 8080, 0xC6336401, 2000); ok {
+		t.Fatal("deleted entry found")
+	}
+}
