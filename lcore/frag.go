@@ -326,6 +326,9 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	if w.snap.DestExpired(c.Dest) {
 		return drop(DropDestDown) // the first fragment ended the connection
 	}
+	if c.IsIPv6() {
+		return drop(DropFragment) // a NAT64 server's reply: not translated (nat64.go)
+	}
 	ip := d.ip()
 	if ip.TTL() <= 1 {
 		return drop(DropTTLExpired)

@@ -283,3 +283,40 @@ func TestFragment6PathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("fragments %d held %d (drops %v)", r.w.cnt.own[Fragments], r.w.cnt.own[FragmentsHeld], dropsOf(r.w))
 	}
 }
+
+// TestNAT64FragmentsAndErrorsDropped: NAT64 does not translate fragment
+// headers nor ICMPv6 errors: an IPv6 client's fragments to a NAT64
+// service, an IPv4 server's reply fragments and an ICMPv6 error about a
+// NAT64 reply are dropped and counted, never sent on untranslated.
+func TestNAT64FragmentsAndErrorsDropped(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 10))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("NAT64 query sent %d (drops %v)", len(out), dropsOf(w))
+	}
+	lport := hdr.UDP(hdr.IPv4(hdr.Ethernet(out[0]).Payload()).Payload()).SrcPort()
+	for _, f := range fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 3000), 1500, 21) {
+		r.inject(0, f)
+	}
+	for _, f := range fragmentFrame(bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 3000, 22), 1500) {
+		r.inject(1, f)
+	}
+	r.inject(0, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0,
+		udp6Frame(wanMAC, clientMAC, vip6, 5300, clientAddr6, 5001, 10), 0)))
+	w.poll()
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 {
+		t.Fatalf("sent %d untranslated packets (drops %v)", n, dropsOf(w))
+	}
+	if got := w.cnt.own[DropFragment]; got != 6 {
+		t.Fatalf("fragment drops %d, want the 6 fragments (drops %v)", got, dropsOf(w))
+	}
+	if w.cnt.own[DropNoConn] != 1 || w.cnt.own[ICMPErrors] != 0 {
+		t.Fatalf("the error: no_conn %d, delivered %d", w.cnt.own[DropNoConn], w.cnt.own[ICMPErrors])
+	}
+	if n := r.pool.InUse(); n != 0 {
+		t.Fatalf("%d mbufs held", n)
+	}
+}

@@ -222,9 +222,13 @@ func (w *Worker) icmpError6(d *desc) exit {
 	}
 	c := w.table.Get(id)
 	a := w.table.Addrs6(id)
-	w.cnt.own[ICMPErrors]++
+	if c.Fwd != fwd.FullNAT {
+		w.cnt.own[ICMPErrors]++
+	}
 	switch c.Fwd {
 	case fwd.NAT:
+	case fwd.FullNAT:
+		return drop(DropNoConn) // NAT64: errors are not translated to ICMP (nat64.go)
 	case fwd.TUN:
 		return w.encapsulate6(d, &a.RIP)
 	default:

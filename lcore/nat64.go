@@ -60,6 +60,9 @@ func l4ChecksumOffset(proto uint8) int {
 // server, in place: the IPv4 header takes the end of the IPv6 header's
 // room (and its extension headers'), the transport header stays.
 func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
+	if d.frag != fragNone {
+		return drop(DropFragment) // its IPv6 fragment header is not translated
+	}
 	x, a := w.table.Ext(id), w.table.Addrs6(id)
 	e := w.route(c.RIP)
 	if e.kind != exitTransmit {
