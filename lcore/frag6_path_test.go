@@ -320,3 +320,40 @@ func TestNAT64FragmentsAndErrorsDropped(t *testing.T) {
 		t.Fatalf("%d mbufs held", n)
 	}
 }
+
+// TestInvalidFragmentsDropped: a fragment found invalid after its
+// fragment header was read (a first IPv6 fragment whose UDP checksum is
+// 0, a fragment to another station's MAC) is dropped under its reason
+// and never enters the fragment table.
+func TestInvalidFragmentsDropped(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	noSum := fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 41004, vip6, 53, 3000), 1500, 31)[0]
+	noSum[62+6], noSum[62+7] = 0, 0
+	otherMAC := fragment6Frames(udp6Frame(clientMAC, rs2MAC, clientAddr6, 41005, vip6, 53, 3000), 1500, 32)[1]
+	other4 := fragmentFrame(bigUDP(clientMAC, rs2MAC, clientIP, 41006, vip, 53, 3000, 33), 1500)[1]
+	for _, tc := range []struct {
+		name  string
+		frame []byte
+		why   Stat
+	}{
+		{"IPv6 first fragment without a UDP checksum", noSum, DropBadL4},
+		{"IPv6 fragment to another MAC", otherMAC, DropNotOurMAC},
+		{"IPv4 fragment to another MAC", other4, DropNotOurMAC},
+	} {
+		before := w.cnt.own[tc.why]
+		r.inject(0, tc.frame)
+		w.poll()
+		if got := w.cnt.own[tc.why] - before; got != 1 || w.cnt.own[FragmentsHeld] != 0 {
+			t.Errorf("%s: %s counted %d times, held %d", tc.name, tc.why.Name(), got, w.cnt.own[FragmentsHeld])
+		}
+	}
+	for _, e := range w.frags.entries {
+		if e.used {
+			t.Fatalf("an invalid fragment made entry %+v", e.key)
+		}
+	}
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 || r.pool.InUse() != 0 {
+		t.Fatalf("sent %d, %d mbufs in use", n, r.pool.InUse())
+	}
+}

@@ -18,7 +18,9 @@ func (w *Worker) run(ds []desc, steer bool) {
 
 // process takes a parsed packet through steering and its stage.
 func (w *Worker) process(d *desc, steer bool) exit {
-	if d.frag != fragNone {
+	// A fragment found invalid after its fragment header was read (not
+	// our MAC, a bad transport header) is dropped like any other packet.
+	if d.frag != fragNone && d.class != classInvalid {
 		return w.fragment(d, steer && w.nworkers > 1)
 	}
 	if steer && w.nworkers > 1 {

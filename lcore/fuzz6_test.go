@@ -1,0 +1,68 @@
+package lcore
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// FuzzHandle6 is FuzzHandle on a worker with IPv6 services (NAT66, DR,
+// TUN, NAT64), seeded with what reaches IPv6's edges: fragments, ICMPv6
+// errors about NAT66 and IPv6-in-IPv6 packets, packets too big for the
+// tunnel or with their hop limit running out. Whatever the bytes, no
+// panic, and no mbuf kept but the later fragments held for their first.
+func FuzzHandle6(f *testing.F) {
+	tooBig := l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6TUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1460)))
+	expiring := l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40001, vip6, 80, hdr.TCPFlagSYN, "")
+	hdr.IPv6(expiring[14:]).SetHopLimit(1)
+	frags := fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 41000, vip6, 53, 3000), 1500, 5)
+	for _, seed := range [][]byte{
+		udp6Frame(clientMAC, wanMAC, clientAddr6, 41000, vip6, 53, 10),
+		frags[0], frags[1], frags[2],
+		fragment6Frames(udp6Frame(rs1MAC, lanMAC, rs61, 5353, clientAddr6, 41000, 3000), 1500, 6)[1],
+		icmp6Error(routerAddr6, clientAddr6, hdr.ICMPv6PacketTooBig, 0, 1280,
+			udp6Frame(lanMAC, rs1MAC, clientAddr6, 41000, rs61, 5353, 1400), 0),
+		fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0,
+			udp6Frame(wanMAC, clientMAC, vip6, 53, clientAddr6, 41000, 60), 0)),
+		icmp6Error(routerAddr6, lanAddr6, hdr.ICMPv6PacketTooBig, 0, 1300,
+			tunnel6(l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6TUN, 80, hdr.TCPFlagSYN, "x"), lanAddr6, rs62), 0),
+		tooBig, expiring,
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40002, vip6DR, 80, hdr.TCPFlagSYN, ""),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5000, vip6, 5300, 0, "q"),
+	} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	r := rigSvc6(f)
+	// Connections for the seeds' errors and later fragments to find.
+	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 41000, vip6, 53, 10))
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6TUN, 80, hdr.TCPFlagSYN, "x"))
+	r.w.poll()
+	r.drain(0)
+	r.drain(1)
+	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
+		if len(frame) == 0 || len(frame) > 1600 {
+			return
+		}
+		port := 0
+		if fromServer {
+			port = 1
+		}
+		r.t = t
+		r.inject(port, frame)
+		r.w.poll()
+		r.drain(0)
+		r.drain(1)
+		if n, held := r.pool.InUse(), r.w.heldFragments(); n != held {
+			nz := map[string]uint64{}
+			for i, v := range r.w.cnt.own {
+				if v != 0 {
+					nz[Stat(i).Name()] = v
+				}
+			}
+			t.Fatalf("%d mbufs in use, %d of them held, after a frame of %d bytes (%x); counters %v", n, held, len(frame), frame, nz)
+		}
+		for _, ok := r.w.Events().Pop(); ok; _, ok = r.w.Events().Pop() {
+		}
+	})
+}
