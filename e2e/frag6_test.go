@@ -144,8 +144,8 @@ func TestFragments6NAT(t *testing.T) {
 
 // The DR test's VIP and client, on the servers' link.
 const (
-	v6VIPDR    = "fd00:1::10"
-	v6ClientDR = "fd00:1::99"
+	v6FragVIP    = "fd00:1::10"
+	v6FragClient = "fd00:1::99"
 )
 
 // TestFragments6DR: 4 KiB UDP datagrams over IPv6 through DR6 on two
@@ -176,18 +176,18 @@ func TestFragments6DR(t *testing.T) {
 			do(nat.SwitchNS, "ip", "link", "set", sw, "master", nat.Bridge, "up")
 			do(clientNS, "sysctl", "-q", "-w", "net.ipv6.conf."+cif+".disable_ipv6=0")
 			do(clientNS, "sysctl", "-q", "-w", "net.ipv6.conf."+cif+".accept_dad=0")
-			do(clientNS, "ip", "-6", "addr", "add", v6ClientDR+"/64", "dev", cif, "nodad")
+			do(clientNS, "ip", "-6", "addr", "add", v6FragClient+"/64", "dev", cif, "nodad")
 			do(clientNS, "ip", "link", "set", cif, "up")
 			// The VIP on the servers' loopback: Linux answers solicitations
 			// only for addresses of the interface they come in on.
 			for _, h := range nat.Servers {
 				do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
-				do(h.NS, "ip", "-6", "addr", "add", v6VIPDR+"/128", "dev", "lo")
+				do(h.NS, "ip", "-6", "addr", "add", v6FragVIP+"/128", "dev", "lo")
 			}
 		},
 		configure: func(c *harness.Config) {
 			tapPorts6(c, "both")
-			udp := harness.Service{Protocol: "udp", VIP: v6VIPDR, Port: 53, Scheduler: "rr"}
+			udp := harness.Service{Protocol: "udp", VIP: v6FragVIP, Port: 53, Scheduler: "rr"}
 			for i := range 2 {
 				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 53, Weight: 1, Forward: "dr"})
 			}
@@ -196,10 +196,10 @@ func TestFragments6DR(t *testing.T) {
 	})
 	bridgeTaps6(t, e)
 	// Bound to the VIP, so the answers leave from it.
-	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "["+v6VIPDR+"]:53", false, 10*time.Second); err != nil {
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "["+v6FragVIP+"]:53", false, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	per := bigRound6(t, e, clientNS, v6VIPDR, 53, 40)
+	per := bigRound6(t, e, clientNS, v6FragVIP, 53, 40)
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
