@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// upload6 is upload over IPv6: total bytes to the stream server at addr.
+func upload6(ctx context.Context, ns, addr string, total int64, stall time.Duration) streamResult {
+	var c net.Conn
+	if err := topo.InNS(ns, func() (err error) {
+		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp6", addr)
+		return err
+	}); err != nil {
+		return streamResult{kind: "dial", err: err}
+	}
+	defer c.Close()
+	r := streamResult{local: c.LocalAddr().String()}
+	buf := make([]byte, 16<<10)
+	if _, err := fmt.Fprintf(c, "up %d\n", total); err != nil {
+		r.kind, r.err = classify(err), err
+		return r
+	}
+	for r.got < total {
+		n := min(int64(len(buf)), total-r.got)
+		for i := range n {
+			buf[i] = streamByte(r.got + i)
+		}
+		c.SetWriteDeadline(time.Now().Add(stall))
+		w, err := c.Write(buf[:n])
+		r.got += int64(w)
+		if err != nil {
+			r.kind, r.err = classify(err), err
+			return r
+		}
+	}
+	c.SetReadDeadline(time.Now().Add(stall))
+	ack := make([]byte, 64)
+	if n, err := c.Read(ack); err != nil || !strings.HasPrefix(string(ack[:n]), "ok") {
+		r.kind, r.err = "error", fmt.Errorf("no acknowledgement of the upload: %q %v", ack[:n], err)
+	}
+	return r
+}
+
+// TestPMTU6TUN: VS/TUN over IPv6 on two lcores, the client behind a
+// router, path MTU discovery both ways.
+//
+// Upload: a full-sized segment from the client does not fit lbd's port
+// once in the outer IPv6 header, so lbd answers it with a Packet Too Big
+// (1500 - 40) from the VIP; without it the upload stalls (IPv6 routers,
+// lbd among them, never fragment).
+//
+// Download: the servers answer the client directly through the router,
+// whose link to the client has MTU 1280; its Packet Too Big goes to the
+// VIP, that is to lbd, which must pass it in IPv6-in-IPv6 to the server
+// holding the connection.
+func TestPMTU6TUN(t *testing.T) {
+	e, dir := newEnv(t)
+	l, err := topo.BuildDR(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
+	do := func(ns string, args ...string) {
+		t.Helper()
+		if out, err := e.topo.Exec(ns, args...); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	v6 := func(ns, ifc, addr string) {
+		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
+		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
+		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
+	}
+	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
+	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
+	rt := l.Router.NS
+	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
+	do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
+	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
+	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
+	do(rt, "ip", "-6", "route", "add", v6VIPTUN+"/128", "via", v6LVSLB)
+	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
+	var servers []string
+	for i, h := range l.Servers {
+		v6(h.NS, h.If, v6LVSServer(i)+"/64")
+		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+		d, err := harness.StartDecap(e.topo, h, e.nshelper, v6VIPTUN, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.decaps = append(e.decaps, d)
+		servers = append(servers, h.NS)
+	}
+	startStreamServers6(t, pmtuPort, servers...)
+
+	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
+	port.Device += ",qpairs=2"
+	port.Address6 = v6LVSLB + "/64"
+	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
+	cfg.Workers = []int{0, 1}
+	svc := harness.Service{VIP: v6VIPTUN, Port: pmtuPort, Scheduler: "rr"}
+	for i := range l.Servers {
+		svc.Servers = append(svc.Servers, harness.Server{Address: v6LVSServer(i), Port: pmtuPort, Weight: 1, Forward: "tun"})
+	}
+	cfg.Services = []harness.Service{svc}
+	e.startLBD(t, cfg, dir)
+
+	addr := net.JoinHostPort(v6VIPTUN, strconv.Itoa(pmtuPort))
+	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
+	ok := 0
+	for i := 0; i < 10 && ok < 2; i++ {
+		if r := stream6(e.ctx, l.Client.NS, addr, small); r.kind == "" {
+			ok++
+		} else {
+			ok = 0
+			t.Logf("warm-up %d failed (allowed): %v", i, r)
+		}
+	}
+	if ok < 2 {
+		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
+	}
+	counters := func() (tooBig, delivered float64) {
+		body := e.scrape(t)
+		tooBig, delivered = counterSum(body, "icmpv6_too_big"), counterSum(body, "icmp_errors")
+		t.Logf("lbd: icmpv6_too_big %.0f icmp_errors %.0f; drops: %s", tooBig, delivered, nonZero(dropsByReason(body)))
+		return tooBig, delivered
+	}
+
+	t.Run("upload", func(t *testing.T) {
+		for i := range len(l.Servers) {
+			t0 := time.Now()
+			if r := upload6(e.ctx, l.Client.NS, addr, pmtuBytes, 10*time.Second); r.kind != "" {
+				t.Errorf("upload %d of 1 MiB through a tunnel that cannot carry full-sized packets: %v", i, r)
+				break
+			} else {
+				t.Logf("upload %d: %d bytes in %v", i, r.got, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		if tooBig, _ := counters(); tooBig == 0 {
+			t.Error("lbd sent no Packet Too Big")
+		}
+		out, _ := e.topo.Exec(l.Client.NS, "ip", "-6", "route", "get", v6VIPTUN)
+		t.Logf("the client's route to the VIP: %s", strings.TrimSpace(out))
+		if want := "mtu 1460"; !strings.Contains(out, want) {
+			t.Errorf("the client's route to the VIP has no %q: lbd's Packet Too Big did not reach it", want)
+		}
+	})
+	t.Run("download", func(t *testing.T) {
+		do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", strconv.Itoa(smallMTU))
+		defer do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", "1500")
+		_, before := counters()
+		big := streamSpec{total: pmtuBytes, chunk: 64 << 10, stall: 10 * time.Second}
+		for i := range pmtuRounds {
+			for _, ns := range servers {
+				do(ns, "ip", "-6", "route", "flush", "cache")
+			}
+			t0 := time.Now()
+			if r := stream6(e.ctx, l.Client.NS, addr, big); r.kind != "" {
+				t.Errorf("download %d of %d (1 MiB over a %d-byte link): %v", i+1, pmtuRounds, smallMTU, r)
+				break
+			} else {
+				t.Logf("download %d: %d bytes in %v", i+1, r.got, time.Since(t0).Round(time.Millisecond))
+			}
+		}
+		if _, after := counters(); after == before {
+			t.Error("lbd passed no ICMPv6 error to a server: the path MTU was not discovered through it")
+		}
+	})
+	e.stop(t)
+}
