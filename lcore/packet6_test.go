@@ -30,6 +30,13 @@ var (
 // (UDP) to rs1:80 and rs1:53 from lip64.
 func rigSvc6(t testing.TB) *rig {
 	r := newRig(t, defaultNeigh())
+	withIPv6Services(r)
+	return r
+}
+
+// withIPv6Services gives the rig's ports their IPv6 addresses and adds
+// rigSvc6's IPv6 services to those it has.
+func withIPv6Services(r *rig) {
 	ports := append([]PortInfo(nil), r.w.snap.Ports...)
 	m64 := Mask6(64)
 	ports[0].Addr6, ports[0].Mask6 = wanAddr6, m64
@@ -52,11 +59,10 @@ func rigSvc6(t testing.TB) *rig {
 		nat64svc(svc(tcp(vip6, 8080), sched.Dest{ID: 17, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.FullNAT})),
 		nat64svc(svc(ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}, sched.Dest{ID: 18, Addr: rs1, Port: 53, Weight: 1, Fwd: fwd.FullNAT})),
 	)
-	snap := NewSnapshot(2, ports, services, r.w.snap.Neigh, conn.DefaultTimeouts())
+	snap := NewSnapshot(r.w.snap.Gen+1, ports, services, r.w.snap.Neigh, conn.DefaultTimeouts())
 	snap.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, rs62: rs2MAC, clientAddr6: clientMAC}
 	r.w.snap = snap
 	r.w.learnVIPs(snap)
-	return r
 }
 
 // lip64 is the NAT64 services' local address, on the lan port's subnet.
