@@ -512,3 +512,40 @@ func TestNAT64PathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("only %d connections (drops %v)", r.w.cnt.own[NewConns], dropsOf(r.w))
 	}
 }
+
+// TestTrace6: lbctl trace of an IPv6 flow: before the SYN the scheduler's
+// pick and its route, after it the entry in both directions, as the
+// packets found them; nothing changes.
+func TestTrace6(t *testing.T) {
+	r := rigSvc6(t)
+	trace := func(f TraceFlow) TraceResult {
+		t.Helper()
+		req := &TraceRequest{TraceFlow: f}
+		r.w.trace(req)
+		return req.Result
+	}
+	f := TraceFlow{Proto: hdr.ProtoTCP, IPv6: true, Client6: clientAddr6, ClientPort: 40000, VIP6: vip6, VPort: 80}
+	res := trace(f)
+	if res.HasConn || !res.HasService || res.Pick != 0 || res.PickBy != "scheduler" || res.Drop != 0 ||
+		res.NextHop6 != rs61 || !res.NextHopKnown || res.OutPort != 1 {
+		t.Fatalf("before the SYN: %+v", res)
+	}
+	if r.w.cnt.own[NewConns] != 0 || r.w.table.Len() != 0 {
+		t.Fatal("the trace made a connection")
+	}
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6, 80, hdr.TCPFlagSYN, ""))
+	r.w.poll()
+	r.drain(1)
+	res = trace(f)
+	if !res.HasConn || res.ConnDir != conn.Original || !res.Conn.IPv6 || res.Conn.RIP6 != rs61 || res.Conn.Client6 != clientAddr6 ||
+		res.NextHop6 != rs61 || res.Drop != 0 {
+		t.Fatalf("after the SYN: %+v", res)
+	}
+	f.Reply, f.RIP6, f.RPort = true, rs61, 8080
+	if res = trace(f); !res.HasConn || res.ConnDir != conn.Reply || res.NextHop6 != clientAddr6 || res.OutPort != 0 {
+		t.Fatalf("the reply: %+v", res)
+	}
+	if got := (&f).Owner(4); got != Owner6(&clientAddr6, 40000, 4) {
+		t.Fatalf("TraceFlow.Owner = %d", got)
+	}
+}
