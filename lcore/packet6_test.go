@@ -549,3 +549,21 @@ func TestTrace6(t *testing.T) {
 		t.Fatalf("TraceFlow.Owner = %d", got)
 	}
 }
+
+// TestEcho6ToVIP: an ICMPv6 echo request to an IPv6 VIP is answered from
+// the VIP.
+func TestEcho6ToVIP(t *testing.T) {
+	r := rigSvc6(t)
+	r.inject(0, icmp6Frame(clientMAC, wanMAC, clientAddr6, vip6, 64, []byte{hdr.ICMPv6EchoRequest, 0, 0, 0, 0, 1, 0, 1, 'x'}))
+	r.w.poll()
+	out := r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	ip := hdr.IPv6(hdr.Ethernet(out[0]).Payload())
+	msg := ip.Payload()
+	if ip.Src() != vip6 || ip.Dst() != clientAddr6 || hdr.ICMP(msg).Type() != hdr.ICMPv6EchoReply ||
+		hdr.TransportChecksum6(ip.Src(), ip.Dst(), hdr.ProtoICMPv6, msg) != hdr.ICMP(msg).Checksum() {
+		t.Fatalf("echo reply: %x", out[0])
+	}
+}
