@@ -24,22 +24,25 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		return api.Response{}, fmt.Errorf("trace %w", err)
 	}
 	vip, _ := netip.ParseAddr(s.VIP)
-	if vip.Is6() {
-		return api.Response{}, fmt.Errorf("trace %s: IPv6 services are not traced yet", s)
-	}
 	client, err := api.TraceEndpoint("--client", req.Client)
 	if err != nil {
 		return api.Response{}, err
 	}
+	if client.Addr().Is6() != vip.Is6() {
+		return api.Response{}, fmt.Errorf("--client %s: not of the VIP's IP version (%s)", client, vip)
+	}
 	f := lcore.TraceFlow{Proto: protocols[s.Protocol], Client: ipv4(client.Addr()), ClientPort: client.Port(),
-		VIP: ipv4(vip), VPort: uint16(s.Port)}
+		VIP: ipv4(vip), VPort: uint16(s.Port), IPv6: vip.Is6(), Client6: ipv6(client.Addr()), VIP6: ipv6(vip)}
 	from, to := client, netip.AddrPortFrom(vip, uint16(s.Port))
 	if req.Reply != "" {
 		rs, err := api.TraceEndpoint("--reply", req.Reply)
 		if err != nil {
 			return api.Response{}, err
 		}
-		f.Reply, f.RIP, f.RPort = true, ipv4(rs.Addr()), rs.Port()
+		if rs.Addr().Is6() != vip.Is6() {
+			return api.Response{}, fmt.Errorf("--reply %s: not of the VIP's IP version (%s): NAT64 replies are not traced", rs, vip)
+		}
+		f.Reply, f.RIP, f.RIP6, f.RPort = true, ipv4(rs.Addr()), ipv6(rs.Addr()), rs.Port()
 		from, to = rs, client
 	}
 	res, err := c.dp.Trace(f)
@@ -63,7 +66,13 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 	if keyed {
 		t.Steering.Key = "configured"
 	}
-	if port, _, ok := snap.Route(ipv4(from.Addr())); ok {
+	port, _, ok := snap.Route(ipv4(from.Addr()))
+	if f.IPv6 {
+		t.Steering.Hash = lcore.SteeringHash6(&f.Client6, f.ClientPort)
+		a := ipv6(from.Addr())
+		port, _, ok = snap.Route6(&a)
+	}
+	if ok {
 		t.Steering.Port = snap.Ports[port].Name
 		if snap.Ports[port].RSS == lcore.RSSAlignedEndpoint {
 			t.Steering.RSS = "aligned"
@@ -77,9 +86,9 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 	if res.HasConn || res.OneWayOnly {
 		ci := res.Conn
 		tc := &api.TraceConn{Conn: api.Conn{Protocol: proto, State: ci.State.String(), ExpiresSecs: uint64(max(ci.Expires, 0) / 1e9),
-			Client:      netip.AddrPortFrom(addrOf(ci.ClientIP), ci.ClientPort).String(),
-			Virtual:     netip.AddrPortFrom(addrOf(ci.VIP), ci.VPort).String(),
-			Destination: netip.AddrPortFrom(addrOf(ci.RIP), ci.RPort).String()},
+			Client:      netip.AddrPortFrom(addrOfKey(ci.ClientIP, ci.Client6), ci.ClientPort).String(),
+			Virtual:     netip.AddrPortFrom(addrOfKey(ci.VIP, ci.VIP6), ci.VPort).String(),
+			Destination: netip.AddrPortFrom(addrOfKey(ci.RIP, ci.RIP6), ci.RPort).String()},
 			Direction: "client to server", OneWayOnly: res.OneWayOnly, SYNReschedules: res.SYNReschedules}
 		if res.ConnDir == conn.Reply {
 			tc.Direction = "server to client"
@@ -135,7 +144,7 @@ func traceService(s api.ServiceSpec, res lcore.TraceResult) *api.TraceService {
 }
 
 func destName(d lcore.TraceDest) string {
-	return netip.AddrPortFrom(addrOf(d.Addr), d.Port).String()
+	return netip.AddrPortFrom(addrOfKey(d.Addr, d.Addr6), d.Port).String()
 }
 
 // traceVerdict says what becomes of the packet.
@@ -146,7 +155,7 @@ func traceVerdict(res lcore.TraceResult, snap *lcore.Snapshot, dest, method stri
 	v := api.TraceVerdict{To: dest, Method: method, MAC: res.NextHopKnown}
 	if res.OutPort >= 0 && res.OutPort < len(snap.Ports) {
 		v.Port = snap.Ports[res.OutPort].Name
-		v.Via = addrOf(res.NextHop).String()
+		v.Via = addrOfKey(res.NextHop, res.NextHop6).String()
 	}
 	return v
 }

@@ -162,6 +162,10 @@ func TestIPv6NAT66(t *testing.T) {
 			t.Errorf("lbctl -L -n lacks %q:\n%s", want, list)
 		}
 	}
+	tr, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "trace", "-t", "["+v6VIP+"]:80", "--client", "["+v6Client+"]:40000")
+	if err != nil || !strings.Contains(tr, "[fd00:1::1") {
+		t.Errorf("lbctl trace of an IPv6 flow names no server: %v\n%s", err, tr)
+	}
 	conns, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
 	if !strings.Contains(conns, "["+v6Client+"]") {
 		t.Errorf("lbctl -L -n -c lists no IPv6 connection of the client:\n%s", conns)

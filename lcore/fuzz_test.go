@@ -33,6 +33,12 @@ func FuzzHandle(f *testing.F) {
 		tcpSeg(rs1MAC, lanMAC, rs1, 8081, lip1, 1025, hdr.TCPFlagACK, 1, 30, []byte{1, 1, 5, 10, 0, 0, 0, 40, 0, 0, 0, 50}, "x"),
 		tcpSeg(clientMAC, wanMAC, clientIP, 40000, vipSP, 80, hdr.TCPFlagSYN, 1, 0, synOpts, ""),
 		tcpSeg(clientMAC, wanMAC, clientIP, 40000, vipSP, 80, hdr.TCPFlagACK, 2, 12345, nil, "data"),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6, 80, hdr.TCPFlagSYN, ""),
+		l4Frame6(rs1MAC, lanMAC, hdr.ProtoTCP, rs61, 8080, clientAddr6, 40000, hdr.TCPFlagSYN|hdr.TCPFlagACK, "x"),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5000, vip6, 53, 0, "q"),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40001, vip6TUN, 80, hdr.TCPFlagSYN, ""),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40002, vip6, 8080, hdr.TCPFlagSYN, "nat64"),
+		tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, "nat64"),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
@@ -45,6 +51,7 @@ func FuzzHandle(f *testing.F) {
 	// commands above ran: an unsolicited NA queued by them and never
 	// polled out would stay in the TX batch.
 	r.w.snap.Ports[0].Addr6 = wanAddr6
+	withIPv6Services(r) // NAT66, DR, TUN and NAT64 for the IPv6 seeds
 	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
 		if len(frame) == 0 || len(frame) > 1600 {
 			return

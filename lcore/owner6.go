@@ -24,12 +24,7 @@ func Owner6(client *hdr.Addr6, port uint16, n int) int {
 	if n <= 1 {
 		return 0
 	}
-	var h uint32
-	for i, b := range client {
-		h ^= toeplitz6[i][b]
-	}
-	h ^= toeplitz6[16][byte(port>>8)] ^ toeplitz6[17][byte(port)]
-	return int(h % uint32(n))
+	return int(SteeringHash6(client, port) % uint32(n))
 }
 
 // owner6 is ownerOf for an IPv6 flow: a packet to a VIP comes from the

@@ -30,6 +30,13 @@ var (
 // (UDP) to rs1:80 and rs1:53 from lip64.
 func rigSvc6(t testing.TB) *rig {
 	r := newRig(t, defaultNeigh())
+	withIPv6Services(r)
+	return r
+}
+
+// withIPv6Services gives the rig's ports their IPv6 addresses and adds
+// rigSvc6's IPv6 services to those it has.
+func withIPv6Services(r *rig) {
 	ports := append([]PortInfo(nil), r.w.snap.Ports...)
 	m64 := Mask6(64)
 	ports[0].Addr6, ports[0].Mask6 = wanAddr6, m64
@@ -52,11 +59,10 @@ func rigSvc6(t testing.TB) *rig {
 		nat64svc(svc(tcp(vip6, 8080), sched.Dest{ID: 17, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.FullNAT})),
 		nat64svc(svc(ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}, sched.Dest{ID: 18, Addr: rs1, Port: 53, Weight: 1, Fwd: fwd.FullNAT})),
 	)
-	snap := NewSnapshot(2, ports, services, r.w.snap.Neigh, conn.DefaultTimeouts())
+	snap := NewSnapshot(r.w.snap.Gen+1, ports, services, r.w.snap.Neigh, conn.DefaultTimeouts())
 	snap.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, rs62: rs2MAC, clientAddr6: clientMAC}
 	r.w.snap = snap
 	r.w.learnVIPs(snap)
-	return r
 }
 
 // lip64 is the NAT64 services' local address, on the lan port's subnet.
@@ -504,5 +510,60 @@ func TestNAT64PathDoesNotAllocate(t *testing.T) {
 	}
 	if r.w.cnt.own[NewConns] < 100 {
 		t.Fatalf("only %d connections (drops %v)", r.w.cnt.own[NewConns], dropsOf(r.w))
+	}
+}
+
+// TestTrace6: lbctl trace of an IPv6 flow: before the SYN the scheduler's
+// pick and its route, after it the entry in both directions, as the
+// packets found them; nothing changes.
+func TestTrace6(t *testing.T) {
+	r := rigSvc6(t)
+	trace := func(f TraceFlow) TraceResult {
+		t.Helper()
+		req := &TraceRequest{TraceFlow: f}
+		r.w.trace(req)
+		return req.Result
+	}
+	f := TraceFlow{Proto: hdr.ProtoTCP, IPv6: true, Client6: clientAddr6, ClientPort: 40000, VIP6: vip6, VPort: 80}
+	res := trace(f)
+	if res.HasConn || !res.HasService || res.Pick != 0 || res.PickBy != "scheduler" || res.Drop != 0 ||
+		res.NextHop6 != rs61 || !res.NextHopKnown || res.OutPort != 1 {
+		t.Fatalf("before the SYN: %+v", res)
+	}
+	if r.w.cnt.own[NewConns] != 0 || r.w.table.Len() != 0 {
+		t.Fatal("the trace made a connection")
+	}
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6, 80, hdr.TCPFlagSYN, ""))
+	r.w.poll()
+	r.drain(1)
+	res = trace(f)
+	if !res.HasConn || res.ConnDir != conn.Original || !res.Conn.IPv6 || res.Conn.RIP6 != rs61 || res.Conn.Client6 != clientAddr6 ||
+		res.NextHop6 != rs61 || res.Drop != 0 {
+		t.Fatalf("after the SYN: %+v", res)
+	}
+	f.Reply, f.RIP6, f.RPort = true, rs61, 8080
+	if res = trace(f); !res.HasConn || res.ConnDir != conn.Reply || res.NextHop6 != clientAddr6 || res.OutPort != 0 {
+		t.Fatalf("the reply: %+v", res)
+	}
+	if got := (&f).Owner(4); got != Owner6(&clientAddr6, 40000, 4) {
+		t.Fatalf("TraceFlow.Owner = %d", got)
+	}
+}
+
+// TestEcho6ToVIP: an ICMPv6 echo request to an IPv6 VIP is answered from
+// the VIP.
+func TestEcho6ToVIP(t *testing.T) {
+	r := rigSvc6(t)
+	r.inject(0, icmp6Frame(clientMAC, wanMAC, clientAddr6, vip6, 64, []byte{hdr.ICMPv6EchoRequest, 0, 0, 0, 0, 1, 0, 1, 'x'}))
+	r.w.poll()
+	out := r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("sent %d (drops %v)", len(out), dropsOf(r.w))
+	}
+	ip := hdr.IPv6(hdr.Ethernet(out[0]).Payload())
+	msg := ip.Payload()
+	if ip.Src() != vip6 || ip.Dst() != clientAddr6 || hdr.ICMP(msg).Type() != hdr.ICMPv6EchoReply ||
+		hdr.TransportChecksum6(ip.Src(), ip.Dst(), hdr.ProtoICMPv6, msg) != hdr.ICMP(msg).Checksum() {
+		t.Fatalf("echo reply: %x", out[0])
 	}
 }

@@ -41,6 +41,18 @@ type TraceFlow struct {
 	Reply bool
 	RIP   uint32
 	RPort uint16
+	// IPv6: an IPv6 service's flow, whose client, VIP and (for a reply)
+	// real server are Client6, VIP6 and RIP6 (trace6.go).
+	IPv6                bool
+	Client6, VIP6, RIP6 hdr.Addr6
+}
+
+// Owner is the worker that owns the flow, of n.
+func (f *TraceFlow) Owner(n int) int {
+	if f.IPv6 {
+		return Owner6(&f.Client6, f.ClientPort, n)
+	}
+	return Owner(f.Client, f.ClientPort, n)
 }
 
 // Done reports whether the worker answered; Result is then the caller's.
@@ -88,6 +100,7 @@ type TraceResult struct {
 	// the next hop's MAC is known.
 	OutPort      int
 	NextHop      uint32
+	NextHop6     hdr.Addr6 // an IPv6 next hop (NextHop 0)
 	NextHopKnown bool
 
 	// Drop is the reason the packet would be dropped, 0 when it would be
@@ -111,6 +124,10 @@ func SteeringHash(clientIP uint32, clientPort uint16) uint32 {
 
 // trace answers r; control work, between bursts.
 func (w *Worker) trace(r *TraceRequest) {
+	if r.IPv6 {
+		w.trace6(r)
+		return
+	}
 	res := &r.Result
 	*res = TraceResult{Worker: w.cfg.ID, Owner: Owner(r.Client, r.ClientPort, w.nworkers), Gen: w.snap.Gen,
 		TableLen: w.table.Len(), TableCap: w.table.Cap(), Pick: -1, TemplateDest: -1, OutPort: -1}

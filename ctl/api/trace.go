@@ -191,11 +191,12 @@ func parseTrace(args []string) (Command, error) {
 	return c, nil
 }
 
-// endpoint parses an IPv4 address:port, naming the option in errors.
+// endpoint parses an IPv4 address:port or [IPv6]:port, naming the option
+// in errors.
 func endpoint(opt, s string) (netip.AddrPort, error) {
 	ap, err := netip.ParseAddrPort(s)
-	if err != nil || !ap.Addr().Is4() || ap.Port() == 0 {
-		return netip.AddrPort{}, fmt.Errorf("%s %q: want an IPv4 address and a port, e.g. 203.0.113.7:40000", opt, s)
+	if err != nil || !checkAddr(ap.Addr().String()) || ap.Port() == 0 {
+		return netip.AddrPort{}, fmt.Errorf("%s %q: want an address and a port, e.g. 203.0.113.7:40000 or [2001:db8::7]:40000", opt, s)
 	}
 	return ap, nil
 }

@@ -17,7 +17,7 @@ func (d *DPDK) Trace(f lcore.TraceFlow) (lcore.TraceResult, error) {
 	if len(d.workers) == 0 {
 		return lcore.TraceResult{}, fmt.Errorf("no workers")
 	}
-	w := d.workers[lcore.Owner(f.Client, f.ClientPort, len(d.workers))]
+	w := d.workers[f.Owner(len(d.workers))]
 	r := &lcore.TraceRequest{TraceFlow: f}
 	d.cmdMu.Lock()
 	ok := w.Commands().Push(lcore.Command{Kind: lcore.CmdTrace, Trace: r})
