@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // checkICMPv6 parses a sent frame as an ICMPv6 message and checks its
@@ -217,5 +218,60 @@ func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 	}
 	if r.w.cnt.own[ICMPErrors] < 100 {
 		t.Fatalf("%d errors delivered (drops %v)", r.w.cnt.own[ICMPErrors], dropsOf(r.w))
+	}
+}
+
+// TestICMPv6ErrorsReachTheOwner: on two workers, an ICMPv6 error about a
+// NAT66 connection reaches the worker that owns it whichever queue it
+// arrives on (a NIC hashes it on the router's address), steered by the
+// quoted packet's client endpoint, from either side.
+func TestICMPv6ErrorsReachTheOwner(t *testing.T) {
+	r := newMultiRig(t, false)
+	ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
+	m64 := Mask6(64)
+	ports[0].Addr6, ports[0].Mask6, ports[0].Net6 = wanAddr6, m64, masked6(&wanAddr6, &m64)
+	ports[1].Addr6, ports[1].Mask6, ports[1].Net6 = lanAddr6, m64, masked6(&lanAddr6, &m64)
+	svc := service2(ServiceKey{VIP6: vip6, Port: 53, Proto: hdr.ProtoUDP}, sched.Dest{ID: 0, Addr6: rs61, Port: 5353, Weight: 1})
+	svc.PersistMask = ^uint32(0)
+	old := r.w[0].snap
+	next := NewSnapshot(old.Gen+1, ports, []Service{svc}, old.Neigh, old.Timeouts)
+	next.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, clientAddr6: clientMAC}
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+		w.runCommands(0)
+	}
+	delivered := 0
+	for i := 0; i < 16; i++ {
+		port := uint16(43000 + i)
+		owner := Owner6(&clientAddr6, port, 2)
+		r.inject(0, owner, udp6Frame(clientMAC, wanMAC, clientAddr6, port, vip6, 53, 10))
+		r.pollBoth()
+		if n := len(r.sentAll(1)); n != 1 {
+			t.Fatalf("query %d not forwarded", i)
+		}
+		other := 1 - owner
+		sent := udp6Frame(lanMAC, rs1MAC, clientAddr6, port, rs61, 5353, 1400)
+		r.inject(1, other, icmp6Error(routerAddr6, clientAddr6, hdr.ICMPv6PacketTooBig, 0, 1280, sent, 0))
+		reply := udp6Frame(wanMAC, clientMAC, vip6, 53, clientAddr6, port, 60)
+		r.inject(0, other, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
+		r.pollBoth()
+		toClient, toServer := r.sentAll(0), r.sentAll(1)
+		if len(toClient) != 1 || len(toServer) != 1 {
+			t.Fatalf("port %d: errors delivered %d to the client, %d to the server", port, len(toClient), len(toServer))
+		}
+		checkICMPv6(t, toClient[0])
+		checkICMPv6(t, toServer[0])
+		delivered += 2
+	}
+	var errs, handed uint64
+	for _, w := range r.w {
+		errs += w.cnt.own[ICMPErrors]
+		handed += w.cnt.own[HandedOff]
+		if w.cnt.own[DropNoConn] != 0 {
+			t.Fatalf("worker %d: no_conn %d", w.cfg.ID, w.cnt.own[DropNoConn])
+		}
+	}
+	if errs != uint64(delivered) || handed < uint64(delivered) {
+		t.Fatalf("errors delivered %d, handed off %d; want %d each at least", errs, handed, delivered)
 	}
 }
