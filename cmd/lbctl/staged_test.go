@@ -162,7 +162,7 @@ func TestRunTrace(t *testing.T) {
 	}{
 		{[]string{"trace", "--client", "203.0.113.7:1"}, "trace needs a service"},
 		{[]string{"trace", "-t", "192.0.2.10:80"}, "trace needs the client"},
-		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7"}, `--client "203.0.113.7": want an IPv4 address and a port`},
+		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7"}, `--client "203.0.113.7": want an address and a port`},
 		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:1", "--reply", "2001:db8::1:80"}, "--reply"},
 		{[]string{"trace", "-t", "192.0.2.10:80", "-u", "192.0.2.10:53", "--client", "203.0.113.7:1"}, "one service at a time"},
 		{[]string{"trace", "-t", "192.0.2.10:80", "--client", "203.0.113.7:1", "-w", "3"}, `trace: unknown option "-w"`},
