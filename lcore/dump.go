@@ -27,6 +27,18 @@ type ConnInfo struct {
 	// LIP, LPort: a FullNAT connection's local address and port.
 	LIP   uint32
 	LPort uint16
+	// HasExt: a FullNAT or sequence-adjusted connection's extension, Ext,
+	// which sync and the handover carry.
+	HasExt bool
+	Ext    conn.Ext
+}
+
+// SyncConn is the connection as a sync record.
+func (c *ConnInfo) SyncConn() SyncConn {
+	return SyncConn{
+		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
+		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
+	}
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
@@ -86,8 +98,11 @@ func (w *Worker) runDump() {
 				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
 				Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
 			}
-			if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
-				ci.LIP, ci.LPort = x.LIP, x.LPort
+			if x := w.table.Ext(id); x != nil {
+				ci.HasExt, ci.Ext = true, *x
+				if c.Fwd == fwd.FullNAT {
+					ci.LIP, ci.LPort = x.LIP, x.LPort
+				}
 			}
 			r.add(ci)
 		}
