@@ -1,11 +1,17 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dplb/dplb/e2e/harness"
 	"github.com/dplb/dplb/e2e/topo"
@@ -124,5 +130,63 @@ func TestSynProxyFlood(t *testing.T) {
 	if opens > 200 {
 		t.Errorf("the servers accepted %d connections during the flood for 200 real ones", opens)
 	}
+
+	// Clients whose request rides on the handshake's ACK: every one is
+	// answered, each request held until the server's SYN-ACK, none
+	// deferred to a retransmission.
+	heldBefore, deferredBefore := counterSum(body, "synproxy_held"), counterSum(body, "synproxy_deferred")
+	const eager = 20
+	for _, port := range []int{80, 81} {
+		addr := net.JoinHostPort(e.nat.VIP.String(), strconv.Itoa(port))
+		for i := range eager {
+			if err := eagerRequest(e.nat.Client.NS, addr); err != nil {
+				t.Errorf("port %d, request %d sent with the handshake's ACK: %v", port, i, err)
+			}
+		}
+	}
+	body = e.scrapeMetrics(t)
+	held, deferred := counterSum(body, "synproxy_held")-heldBefore, counterSum(body, "synproxy_deferred")-deferredBefore
+	t.Logf("requests on the handshake's ACK: synproxy_held +%.0f, synproxy_deferred +%.0f for %d requests", held, deferred, 2*eager)
+	if held < 2*eager || deferred != 0 {
+		t.Errorf("synproxy_held +%.0f, synproxy_deferred +%.0f: want every one of the %d requests held, none deferred", held, deferred, 2*eager)
+	}
 	e.stopLBD(t)
+}
+
+// eagerRequest sends an HTTP request on the handshake's own ACK: with
+// TCP_QUICKACK off before connect (pingpong mode), Linux delays that ACK
+// to carry the first data written right after connect. It reads the
+// whole answer and wants a 200.
+func eagerRequest(ns, addr string) error {
+	var c net.Conn
+	err := topo.InNS(ns, func() error {
+		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 0)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		var err error
+		c, err = d.Dial("tcp4", addr)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: vip\r\n\r\n"); err != nil {
+		return err
+	}
+	answer, err := io.ReadAll(c)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(answer), "HTTP/1.0 200") && !strings.HasPrefix(string(answer), "HTTP/1.1 200") {
+		return fmt.Errorf("answer %q", harness.Tail(string(answer), 2))
+	}
+	return nil
 }

@@ -31,11 +31,7 @@ func (w *Worker) learnLIPs(s *Snapshot) {
 			w.lpools[lip] = newLportPool(lip, w.cfg.ID, w.nworkers)
 		}
 	}
-	need := len(s.lips) > 0
-	for i := range s.Services {
-		need = need || s.Services[i].SynProxy
-	}
-	if need {
+	if len(s.lips) > 0 || s.hasSynProxy {
 		w.table.EnableExt()
 	}
 }

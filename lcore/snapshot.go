@@ -48,6 +48,9 @@ type Snapshot struct {
 	// hasFTP: some service has the FTP helper, so a SYN nothing else
 	// takes is looked for among the expected data connections.
 	hasFTP bool
+	// hasSynProxy: some service has the SYN proxy (workers keep spare
+	// mbufs for it, synhold.go).
+	hasSynProxy bool
 
 	serviceIndex map[ServiceKey]int32
 	vips         map[uint32]bool
@@ -134,6 +137,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		s.serviceIndex[svc.Key] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
+		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true
 		}

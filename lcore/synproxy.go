@@ -192,6 +192,12 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	// The client is past its handshake with us; the server not yet.
 	w.setState(c, conn.StateSynRecv)
 	w.table.Touch(c, conn.Original, w.now, &w.snap.Timeouts)
+	if len(tcp.Payload()) > 0 { // its first bytes wait for the server (synhold.go)
+		if w.sendSYNHoldingData(d, c, id, x, mss, sack, window) {
+			return exit{kind: exitKept}
+		}
+		w.cnt.own[SynProxyDeferred]++
+	}
 	return w.sendSYN(d, c, x, mss, sack, window)
 }
 
@@ -258,8 +264,11 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 		if d.flags&hdr.TCPFlagRST != 0 {
 			return exit{}, false // the client gives up: forwarded as it is
 		}
-		if len(tcp.Payload()) > 0 && w.hold(id, d) {
-			return exit{kind: exitKept}, true // sent on when the server answers
+		if len(tcp.Payload()) > 0 {
+			if w.holdFirstData(id, d) {
+				return exit{kind: exitKept}, true // sent on when the server answers
+			}
+			w.cnt.own[SynProxyDeferred]++
 		}
 		mss := cookieMSS[x.Flags>>extSynMSS&3]
 		return w.sendSYN(d, c, x, mss, x.Flags&extSynSACK != 0, tcp.Window()), true
