@@ -44,7 +44,8 @@ type SyncConn struct {
 }
 
 // ExtFlagsMask is the conn.Ext.Flags bits a record may carry.
-const ExtFlagsMask = extProxy | extSynPending | extSynSACK | 3<<extSynMSS
+const ExtFlagsMask = extProxy | extSynPending | extSynSACK | 3<<extSynMSS | extSynTS |
+	0xf<<extWSCliShift | 0xf<<extWSSrvShift | extWSCliLeg | extWSSrvLeg
 
 // SyncParams are a worker's sync rules, IPVS's sysctls: a connection is
 // synced when it has seen Threshold packets and then every Period packets

@@ -50,7 +50,7 @@ func (w *Worker) freeSynSpares() {
 // sendSYNHoldingData sends the SYN for a proxied connection from a spare
 // mbuf and holds the client's packet d (the cookie's ACK, with data) until
 // the server answers. false: no spare or no held slot, nothing done.
-func (w *Worker) sendSYNHoldingData(d *desc, c *conn.Conn, id uint32, x *conn.Ext, mss uint16, sack bool, window uint16) bool {
+func (w *Worker) sendSYNHoldingData(d *desc, c *conn.Conn, id uint32, x *conn.Ext, window uint16) bool {
 	if w.nspare == 0 || !w.hold(id, d) {
 		return false
 	}
@@ -65,7 +65,7 @@ func (w *Worker) sendSYNHoldingData(d *desc, c *conn.Conn, id uint32, x *conn.Ex
 	}
 	copy(m.Data(), d.m.Data()[:l3]) // the Ethernet header: leave rewrites its addresses
 	w.cnt.own[SynProxyHeld]++
-	w.leave(m, d.in, w.sendSYN(sd, c, x, mss, sack, window))
+	w.leave(m, d.in, w.sendSYN(sd, c, x, window))
 	return true
 }
 

@@ -39,11 +39,12 @@ import (
 //	| proto | state | fwd | flags (bit 0: template) | reserved (16) |
 //
 // Kind 4 (extended records, the record layout's second version) carries
-// connections with an extension, FullNAT's or a SYN proxy's, in 48-byte
+// connections with an extension, FullNAT's or a SYN proxy's, in 56-byte
 // records: a record (never a template), then
 //
 //	| local address (32) | local port (16) | extension flags (16) |
 //	| client ISN (32) | server ISN (32) | SeqIn (32) | SeqOut (32) |
+//	| TSOff (32) | TSPeer (32) |
 //
 // A master sends them in messages of their own, so that a peer that
 // knows only kind 1 still takes the plain records and drops these (its
@@ -55,7 +56,7 @@ const (
 	HeaderLen = 40
 	RecordLen = 24
 	// ExtRecordLen is an extended record's length (kind 4).
-	ExtRecordLen = RecordLen + 24
+	ExtRecordLen = RecordLen + 32
 	MACLen       = sha256.Size
 
 	// MinMessageLen is a message without records.
@@ -202,7 +203,9 @@ func appendExt(dst []byte, x *conn.Ext) []byte {
 	dst = binary.BigEndian.AppendUint32(dst, x.ClientISN)
 	dst = binary.BigEndian.AppendUint32(dst, x.ServerISN)
 	dst = binary.BigEndian.AppendUint32(dst, x.SeqIn)
-	return binary.BigEndian.AppendUint32(dst, x.SeqOut)
+	dst = binary.BigEndian.AppendUint32(dst, x.SeqOut)
+	dst = binary.BigEndian.AppendUint32(dst, x.TSOff)
+	return binary.BigEndian.AppendUint32(dst, x.TSPeer)
 }
 
 // Decode checks msg and appends its records to recs. The cheap checks
@@ -305,6 +308,8 @@ func decodeExtRecord(b []byte) (lcore.SyncConn, bool) {
 		ServerISN: binary.BigEndian.Uint32(x[12:]),
 		SeqIn:     binary.BigEndian.Uint32(x[16:]),
 		SeqOut:    binary.BigEndian.Uint32(x[20:]),
+		TSOff:     binary.BigEndian.Uint32(x[24:]),
+		TSPeer:    binary.BigEndian.Uint32(x[28:]),
 	}
 	ok = ok && !r.Template && (r.Fwd == fwd.NAT || r.Fwd == fwd.FullNAT) &&
 		r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0 &&

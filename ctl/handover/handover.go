@@ -16,7 +16,7 @@
 //	| version 2: steering key (40), all zero when not handed over
 //	| records (32) | version 2: extended records (32) | counters (32) | neighbours (32)
 //	| records of 24 bytes (connection sync's record, ctl/connsync)
-//	| version 2: extended records of 48 bytes (FullNAT and SYN-proxied
+//	| version 2: extended records of 56 bytes (FullNAT and SYN-proxied
 //	  connections, connection sync's kind 4)
 //	| counters of 96 bytes | neighbours of 12 bytes
 //	| SHA-256 of all the above (32)
