@@ -156,3 +156,32 @@ func TestSynProxyNoTimestamps(t *testing.T) {
 		t.Fatalf("options % x", tcp.Options())
 	}
 }
+
+// TestSynProxySplicedNoAllocs guards the spliced path (timestamps moved,
+// windows rescaled) against heap allocations.
+func TestSynProxySplicedNoAllocs(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSynProxy(t, r, fwd.NAT)
+	w := r.w
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 41200, vipSP, 80, hdr.TCPFlagSYN, 10, 0, tsOpts(500, 0, 9), ""))
+	w.poll()
+	_, _, tcp := checkTCP(t, one(t, r, 0))
+	ourTS, _, _ := tcp.Timestamps()
+	cookie := tcp.Seq()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 41200, vipSP, 80, hdr.TCPFlagACK, 11, cookie+1, onlyTS(501, ourTS), ""))
+	w.poll()
+	r.drain(1)
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, clientIP, 41200, hdr.TCPFlagSYN|hdr.TCPFlagACK, 900, 11, tsOpts(8000, 501, 5), ""))
+	w.poll()
+	r.drain(1)
+	if a := r.allocsPerBurst(1, 0, func(i int) []byte {
+		return tcpSeg(rs1MAC, lanMAC, rs1, 80, clientIP, 41200, hdr.TCPFlagACK, 901, 11, onlyTS(8001+uint32(i), 501), "data")
+	}); a != 0 {
+		t.Fatalf("spliced reply: %v allocations per burst", a)
+	}
+	if a := r.allocsPerBurst(0, 1, func(i int) []byte {
+		return tcpSeg(clientMAC, wanMAC, clientIP, 41200, vipSP, 80, hdr.TCPFlagACK, 11, cookie+1, onlyTS(502+uint32(i), ourTS+1), "x")
+	}); a != 0 {
+		t.Fatalf("spliced client data: %v allocations per burst", a)
+	}
+}
