@@ -47,6 +47,9 @@ type ConnFilter struct {
 	VPort  uint16
 	Proto  uint8
 	Client uint32
+	// LIP: only FullNAT connections from this local address (and no
+	// templates).
+	LIP uint32
 }
 
 // DumpRequest asks a worker for its connections. The control plane makes
@@ -74,6 +77,11 @@ func (r *ConnFilter) matches(proto uint8, vip uint32, vport uint16, client uint3
 		(r.VPort == 0 || r.VPort == vport) && (r.Client == 0 || r.Client == client)
 }
 
+// matchesLIP applies the LIP filter to a connection and its extension.
+func (r *ConnFilter) matchesLIP(x *conn.Ext, c *conn.Conn) bool {
+	return r.LIP == 0 || x != nil && c.Fwd == fwd.FullNAT && x.LIP == r.LIP
+}
+
 // add appends a listed entry, or notes that the buffer is full.
 func (r *DumpRequest) add(c ConnInfo) {
 	if len(r.Out) == cap(r.Out) {
@@ -92,7 +100,7 @@ func (w *Worker) runDump() {
 		return
 	}
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
-		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) {
+		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) && r.matchesLIP(w.table.Ext(id), c) {
 			ci := ConnInfo{
 				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
 				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
@@ -121,6 +129,9 @@ func (w *Worker) runDump() {
 // dumpTemplates lists a slice of the shared template table.
 func (w *Worker) dumpTemplates(r *DumpRequest) {
 	t := w.tmpl
+	if r.LIP != 0 { // templates have no local address
+		r.cursor = uint32(t.Cap())
+	}
 	end := min(int(r.cursor)+dumpSlots, t.Cap())
 	for i := int(r.cursor); i < end; i++ {
 		s := &t.slots[i]

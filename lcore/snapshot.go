@@ -186,6 +186,15 @@ func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 // IsVIP reports whether addr is the address of some virtual service.
 func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
 
+// KeepLIPs adds local addresses no service lists any more but that
+// connections may still use (removed, draining): lbd goes on answering
+// ARP for them. Call it before the snapshot is published.
+func (s *Snapshot) KeepLIPs(addrs []uint32) {
+	for _, a := range addrs {
+		s.lips[a] = true
+	}
+}
+
 // isLIP reports whether addr is a FullNAT local address of some service.
 func (s *Snapshot) isLIP(addr uint32) bool { return s.lips[addr] }
 

@@ -198,3 +198,24 @@ func TestLportReserve(t *testing.T) {
 		t.Fatalf("handed out %d ports, want %d", n, total-1)
 	}
 }
+
+// TestDumpByLocalAddress: a dump filtered on a local address lists only
+// the FullNAT connections from it, and no template.
+func TestDumpByLocalAddress(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withFullNAT(t, r, false)
+	w := r.w
+	if b := install(t, w, fullNATRecord(3000, 0)); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	for lip, want := range map[uint32]int{lip1: 1, ip4(198, 51, 100, 99): 0} {
+		req := &DumpRequest{ConnFilter: ConnFilter{LIP: lip}, Out: make([]ConnInfo, 0, 4)}
+		w.dump = req
+		for !req.Done() {
+			w.runDump()
+		}
+		if len(req.Out) != want || want == 1 && req.Out[0].LPort != 3000 {
+			t.Fatalf("LIP %x: %+v, want %d", lip, req.Out, want)
+		}
+	}
+}
