@@ -102,7 +102,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 
 	incoming, from := loadIncoming(opts, cfg, log)
 	if incoming != nil && incoming.SteeringKey != nil && cfg.Dataplane.SteeringKey == "" {
-		// The lbd before this one drew its key at boot: keep it, so that
+		// No key configured here: keep the one of the lbd before, so that
 		// every handed-over connection keeps its owner (a FullNAT one's
 		// local port was chosen for it).
 		if kerr := lcore.SetSteeringKey(incoming.SteeringKey); kerr != nil {

@@ -35,9 +35,9 @@ const handoverSlack = 1024
 // lcores' RX, so the tables no longer change but for expiry.
 func (c *Controller) collectHandover(base baselines, configPath string) (handover.State, error) {
 	s := handover.State{Written: time.Now(), ConfigPath: configPath, HA: c.HAState()}
-	if c.cfg.Dataplane.SteeringKey == "" {
-		s.SteeringKey = lcore.CurrentSteeringKey() // drawn at boot: the next lbd keeps it
-	}
+	// The next lbd keeps it unless its configuration sets one: a FullNAT
+	// connection's local port was chosen for its owner under it.
+	s.SteeringKey = lcore.CurrentSteeringKey()
 	var most uint64
 	for _, ws := range c.dp.WorkerStats() {
 		most = max(most, ws[lcore.Conns])

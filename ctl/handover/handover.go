@@ -78,10 +78,9 @@ type State struct {
 	// Records are the connections and templates; those with HasExt are
 	// written as extended records.
 	Records []lcore.SyncConn
-	// SteeringKey is the writer's steering key when it was drawn at boot
-	// (nil when configured, or from a version 1 writer): a FullNAT
-	// connection's local port was chosen for its owner under that key, so
-	// the next lbd keeps it.
+	// SteeringKey is the writer's steering key (nil from a version 1
+	// writer): a FullNAT connection's local port was chosen for its owner
+	// under it, so the next lbd keeps it unless its configuration sets one.
 	SteeringKey []byte
 	Counters    []DestCounters
 	Neighbours  []Neighbour
