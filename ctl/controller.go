@@ -47,6 +47,9 @@ type Controller struct {
 	started  time.Time // when the controller was made: lbd's start
 	handover string    // what a handover at start gave, for the listing
 	ha       haState   // master or backup, sync rules, install counts (see ha.go)
+	// lipDrain are removed FullNAT local addresses connections may still
+	// use (laddr.go).
+	lipDrain map[uint32]lipDrain
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -77,6 +80,7 @@ type update struct {
 	ids      destIDs
 	ramping  bool // some server is in its slow start
 	snap     *lcore.Snapshot
+	lipDrain map[uint32]lipDrain
 }
 
 // validate checks services and timeouts whole, against the running
@@ -132,6 +136,8 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 	u.ids.drain(used)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
 	u.snap.Neigh6 = c.neigh6.macs()
+	u.lipDrain = c.nextLIPDrain(svcs)
+	u.snap.KeepLIPs(drainingLIPs(u.lipDrain))
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
 	u.snap.ResetDests = u.ids.resets()
@@ -187,6 +193,7 @@ func (c *Controller) republish() {
 // commit makes a published (or first) update the controller's state.
 func (c *Controller) commit(u *update) {
 	c.services, c.timeouts, c.ids = u.services, u.timeouts, u.ids
+	c.lipDrain = u.lipDrain
 	c.ids.fresh = nil
 	c.gen = u.snap.Gen
 	c.snap = u.snap
@@ -313,6 +320,7 @@ func (c *Controller) Snapshot() *lcore.Snapshot {
 
 // Run drives the control loop until ctx ends.
 func (c *Controller) Run(ctx context.Context) {
+	go c.drainLoop(ctx)
 	t := time.NewTicker(stepPeriod)
 	defer t.Stop()
 	for {

@@ -111,7 +111,8 @@ func (f *fakeDataplane) Workers() []*lcore.Worker             { return nil }
 func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {
-		if (filter.VIP == 0 || c.VIP == filter.VIP) && (filter.Client == 0 || c.ClientIP == filter.Client) && len(out) < max {
+		if (filter.VIP == 0 || c.VIP == filter.VIP) && (filter.Client == 0 || c.ClientIP == filter.Client) &&
+			(filter.LIP == 0 || c.LIP == filter.LIP) && len(out) < max {
 			out = append(out, c)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/ctl/web"
+	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/sched"
 )
 
@@ -99,6 +100,15 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		defer console.Close()
 	}
 
+	incoming, from := loadIncoming(opts, cfg, log)
+	if incoming != nil && incoming.SteeringKey != nil && cfg.Dataplane.SteeringKey == "" {
+		// No key configured here: keep the one of the lbd before, so that
+		// every handed-over connection keeps its owner (a FullNAT one's
+		// local port was chosen for it).
+		if kerr := lcore.SetSteeringKey(incoming.SteeringKey); kerr != nil {
+			log.Warn("handover: the steering key not taken over", zap.Error(kerr))
+		}
+	}
 	dp, err := opts.Open(cfg, log)
 	if err != nil {
 		return err
@@ -117,7 +127,6 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	if err != nil {
 		return err
 	}
-	incoming, from := loadIncoming(opts, cfg, log)
 	// Without a handover, a backup of a sync pair asks its peers for
 	// their table.
 	pull := incoming == nil && cfg.Sync.Backup && cfg.Sync.KeyFile != "" && cfg.Restart.PullWait > 0

@@ -23,6 +23,7 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 	cmd := map[string]string{
 		api.OpAddService: "-A", api.OpEditService: "-E", api.OpDeleteService: "-D",
 		api.OpAddServer: "-a", api.OpEditServer: "-e", api.OpDeleteServer: "-d",
+		api.OpAddLaddr: "--add-laddr", api.OpDelLaddr: "--del-laddr",
 	}[req.Op]
 	switch req.Op {
 	case api.OpClear:
@@ -77,6 +78,8 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 		return svcs, nil
 	case api.OpDeleteService:
 		return append(svcs[:at], svcs[at+1:]...), nil
+	case api.OpAddLaddr, api.OpDelLaddr:
+		return editLocalAddress(svcs, at, req, fmt.Sprintf("%s %s -z %s", cmd, spec, req.LocalAddress))
 	}
 	if req.Server == nil {
 		return nil, fmt.Errorf("%s %s needs a real server: -r RIP[:port]", cmd, spec)

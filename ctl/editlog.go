@@ -36,7 +36,7 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons, api.OpGetLaddr:
 		return false
 	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
 		return false
@@ -69,6 +69,9 @@ func editTarget(req api.Request) string {
 		if req.Server.Weight != nil {
 			parts = append(parts, "-w "+strconv.Itoa(*req.Server.Weight))
 		}
+	}
+	if req.LocalAddress != "" {
+		parts = append(parts, "-z "+req.LocalAddress)
 	}
 	if req.Timeouts != nil {
 		parts = append(parts, "--set "+strconv.Itoa(req.Timeouts.TCP)+" "+strconv.Itoa(req.Timeouts.TCPFin)+" "+strconv.Itoa(req.Timeouts.UDP))

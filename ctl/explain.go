@@ -17,7 +17,9 @@ var fieldRE = regexp.MustCompile(`^services\[(\d+)\](?:\.servers\[(\d+)\])?(?:\.
 // flagOf names the ipvsadm option of a configuration field.
 var flagOf = map[string]string{
 	"scheduler": "-s", "sched_flags": "-b", "persistence": "-p", "netmask": "-M",
-	"weight": "-w", "upper_threshold": "-x", "lower_threshold": "-y", "forward": "-g|-i|-m",
+	"weight": "-w", "upper_threshold": "-x", "lower_threshold": "-y", "forward": "-g|-i|-m|--fullnat",
+	"local_addresses": "-z",
+
 	"timeouts.tcp": "--set tcp", "timeouts.tcp_fin": "--set tcpfin", "timeouts.udp": "--set udp",
 }
 

@@ -40,12 +40,15 @@ const (
 	installTableFull
 	installConflict
 	installInvalid
-	installRingFull // the worker's command ring stayed full: not handed over
-	installTimeout  // the worker did not confirm within installWait
+	installFullNAT   // a FullNAT server here and not in the record, or the reverse (lcore.SyncBatch.FullNAT)
+	installLocalPort // the record's local port is not this worker's or is taken (lcore.SyncBatch.LocalPort)
+	installRingFull  // the worker's command ring stayed full: not handed over
+	installTimeout   // the worker did not confirm within installWait
 	numInstallResults
 )
 
-var installResultNames = [numInstallResults]string{"installed", "no_service", "no_dest", "table_full", "conflict", "invalid", "ring_full", "timeout"}
+var installResultNames = [numInstallResults]string{"installed", "no_service", "no_dest", "table_full", "conflict", "invalid",
+	"fullnat_unmatched", "local_port_taken", "ring_full", "timeout"}
 
 // haState is the controller's HA state; backup, sync and epoch are
 // guarded by the controller's mu.
@@ -125,6 +128,8 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 		res[installTableFull] += b.TableFull
 		res[installConflict] += b.Conflict
 		res[installInvalid] += b.Invalid
+		res[installFullNAT] += b.FullNAT
+		res[installLocalPort] += b.LocalPort
 	}
 	return res
 }

@@ -155,8 +155,14 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			return o.refuse(who, req, err)
 		}
 		return resp
+	case api.OpGetLaddr:
+		resp, err := o.c.localAddresses(req.Service)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
-		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore:
+		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore, api.OpAddLaddr, api.OpDelLaddr:
 		if req.Op == api.OpRestore && req.DryRun {
 			resp, err := o.staged(req)
 			if err != nil {
@@ -193,6 +199,7 @@ func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 		api.OpAddService: "service added", api.OpEditService: "service edited", api.OpDeleteService: "service deleted",
 		api.OpAddServer: "server added", api.OpEditServer: "server edited", api.OpDeleteServer: "server removed",
 		api.OpClear: "services cleared", api.OpSetTimeouts: "timeouts set", api.OpRestore: "services restored",
+		api.OpAddLaddr: "local address added", api.OpDelLaddr: "local address removed",
 	}[req.Op]
 	fields := append(authorFields(who), zap.Int("services", n))
 	if req.Service != nil {
@@ -200,6 +207,9 @@ func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 	}
 	if req.Server != nil {
 		fields = append(fields, zap.String("server", serverName(*req.Server)))
+	}
+	if req.LocalAddress != "" {
+		fields = append(fields, zap.String("local_address", req.LocalAddress))
 	}
 	if req.Timeouts != nil {
 		fields = append(fields, zap.Int("tcp", req.Timeouts.TCP), zap.Int("tcpfin", req.Timeouts.TCPFin), zap.Int("udp", req.Timeouts.UDP))

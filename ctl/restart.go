@@ -35,6 +35,9 @@ const handoverSlack = 1024
 // lcores' RX, so the tables no longer change but for expiry.
 func (c *Controller) collectHandover(base baselines, configPath string) (handover.State, error) {
 	s := handover.State{Written: time.Now(), ConfigPath: configPath, HA: c.HAState()}
+	// The next lbd keeps it unless its configuration sets one: a FullNAT
+	// connection's local port was chosen for its owner under it.
+	s.SteeringKey = lcore.CurrentSteeringKey()
 	var most uint64
 	for _, ws := range c.dp.WorkerStats() {
 		most = max(most, ws[lcore.Conns])
@@ -53,16 +56,16 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 		c.log.Warn("handover: the connection dump was truncated; some connections are not handed over")
 	}
 	for _, ci := range conns {
+		if ci.IPv6 {
+			continue // records carry IPv4 addresses only
+		}
 		if ci.RIP == 0 || ci.VIP == 0 || (!ci.Template && ci.ClientIP == 0) {
 			continue // a template whose server left the service: nothing to restore
 		}
-		if ci.SeqAdjusted || ci.Fwd == fwd.FullNAT {
-			continue // a record has no room for its local port and sequence deltas
+		if (ci.SeqAdjusted || ci.Fwd == fwd.FullNAT) && !ci.HasExt {
+			continue // cannot be rebuilt without its local port and deltas
 		}
-		s.Records = append(s.Records, lcore.SyncConn{
-			ClientIP: ci.ClientIP, ClientPort: ci.ClientPort, VIP: ci.VIP, VPort: ci.VPort, RIP: ci.RIP, RPort: ci.RPort,
-			Proto: ci.Proto, State: ci.State, Fwd: ci.Fwd, Template: ci.Template,
-		})
+		s.Records = append(s.Records, ci.SyncConn())
 	}
 	// Read again after the dump: by now the lcores have published the
 	// counters of the last packets they handled before the hold.
@@ -102,15 +105,18 @@ type HandoverResult struct {
 	// Refused by reason: no such service or real server here, no room, a
 	// live entry holding the keys, an impossible state.
 	NoService, NoDest, TableFull, Conflict, Invalid uint32
-	Counters, Neighbours                            int
-	HA                                              string // the HA state taken over, when not the configuration's
+	// A FullNAT server here and not in the record (or the reverse); a
+	// local port this worker does not own or another connection holds.
+	FullNAT, LocalPort   uint32
+	Counters, Neighbours int
+	HA                   string // the HA state taken over, when not the configuration's
 }
 
 // String is the result for the log and lbctl -L's Info.
 func (r HandoverResult) String() string {
-	s := fmt.Sprintf("%d of %d connections and templates installed (no_service %d, no_dest %d, table_full %d, conflict %d, invalid %d), "+
-		"counters of %d real servers, %d neighbours",
-		r.Installed, r.Records, r.NoService, r.NoDest, r.TableFull, r.Conflict, r.Invalid, r.Counters, r.Neighbours)
+	s := fmt.Sprintf("%d of %d connections and templates installed (no_service %d, no_dest %d, table_full %d, conflict %d, invalid %d, "+
+		"fullnat_unmatched %d, local_port_taken %d), counters of %d real servers, %d neighbours",
+		r.Installed, r.Records, r.NoService, r.NoDest, r.TableFull, r.Conflict, r.Invalid, r.FullNAT, r.LocalPort, r.Counters, r.Neighbours)
 	if r.HA != "" {
 		s += ", ha state " + r.HA
 	}
@@ -188,6 +194,8 @@ func (c *Controller) installHandover(recs []lcore.SyncConn, sum *HandoverResult)
 	sum.TableFull += res[installTableFull]
 	sum.Conflict += res[installConflict]
 	sum.Invalid += res[installInvalid]
+	sum.FullNAT += res[installFullNAT]
+	sum.LocalPort += res[installLocalPort]
 	if lost := res[installRingFull] + res[installTimeout]; lost != 0 {
 		return fmt.Errorf("the lcores did not install %d of the handed-over connections within %v", lost, handoverInstallWait)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // The sync daemon in lbd (package connsync): made at start when
@@ -35,12 +36,16 @@ func (c *Controller) SyncTable() ([]lcore.SyncConn, error) {
 	}
 	out := make([]lcore.SyncConn, 0, len(conns))
 	for _, ci := range conns {
+		if ci.IPv6 {
+			continue // records carry IPv4 addresses only
+		}
 		if ci.RIP == 0 || ci.VIP == 0 {
 			continue
 		}
-		out = append(out, lcore.SyncConn{ClientIP: ci.ClientIP, VIP: ci.VIP, RIP: ci.RIP,
-			ClientPort: ci.ClientPort, VPort: ci.VPort, RPort: ci.RPort,
-			Proto: ci.Proto, State: ci.State, Fwd: ci.Fwd, Template: ci.Template})
+		if (ci.SeqAdjusted || ci.Fwd == fwd.FullNAT) && !ci.HasExt {
+			continue // cannot be rebuilt without its local port and deltas
+		}
+		out = append(out, ci.SyncConn())
 	}
 	return out, nil
 }

@@ -112,6 +112,31 @@ func TestFullNATProxyV2TwoWorkers(t *testing.T) {
 		t.Errorf("lbctl -L -n does not name the method FullNat:\n%s", out)
 	}
 	t.Logf("lbctl -L -n:\n%s", out)
+
+	// The pool by lbctl: a removed local address drains while the
+	// connections just made (in TIME_WAIT here) still hold its ports.
+	vip := e.nat.VIP.String() + ":80"
+	if _, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "--add-laddr", "-t", vip, "-z", "10.9.9.9"); err == nil ||
+		!strings.Contains(err.Error(), "-z: 10.9.9.9 is not on any server-facing port's subnet") {
+		t.Errorf("--add-laddr of an address off the servers' subnets: %v", err)
+	}
+	if out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "--del-laddr", "-t", vip, "-z", fullNATLocal[1]); err != nil {
+		t.Fatalf("--del-laddr: %v: %s", err, out)
+	}
+	got, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "--get-laddr", "-t", vip)
+	t.Logf("lbctl --get-laddr after --del-laddr %s:\n%s", fullNATLocal[1], got)
+	if !strings.Contains(got, fullNATLocal[0]+"\n") || !strings.Contains(got, fullNATLocal[1]+" (draining)") {
+		t.Errorf("--get-laddr does not show %s in use and %s draining:\n%s", fullNATLocal[0], fullNATLocal[1], got)
+	}
+	for _, r := range e.get(t, e.url, 10, 5*time.Second) {
+		if r.Err != "" {
+			t.Errorf("request after --del-laddr: %s", r.Err)
+		}
+	}
+	conns, _ = harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if !strings.Contains(conns, " from "+fullNATLocal[0]+":") {
+		t.Errorf("no connection from %s after the other was removed:\n%s", fullNATLocal[0], harness.Tail(conns, 10))
+	}
 	e.stopLBD(t)
 }
 

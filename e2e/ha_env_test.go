@@ -26,6 +26,9 @@ import (
 const (
 	haHTTPPort = 80   // short requests: who answers, how they balance
 	haEchoPort = 9000 // the long-lived echo streams
+	haFNATPort = 9001 // VS/NAT pair: the same echo servers through VS/FullNAT and the SYN proxy
+	// haLocal is the FullNAT service's local address on the servers' segment.
+	haLocal = "198.51.100.60"
 )
 
 // haNode is one director.
@@ -49,6 +52,7 @@ type haEnv struct {
 	vip                    *arpProbe // who answers for the VIP
 	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
 	vipHTTP, vipEcho       string
+	vipFNAT                string // VS/NAT pair: the FullNAT echo service
 }
 
 // newHAEnv builds the VS/DR (dr) or VS/NAT pair with two real servers,
@@ -75,6 +79,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper}
 	e.vipHTTP = "http://" + h.VIP.String() + "/"
 	e.vipEcho = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haEchoPort))
+	e.vipFNAT = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haFNATPort))
 	dir := t.TempDir()
 	e.keyFile = filepath.Join(dir, "sync.key")
 	key := make([]byte, 32)
@@ -151,7 +156,9 @@ func (e *haEnv) config(n *haNode) harness.Config {
 		lan := harness.AFPacketPort(1, "lan", n.ServerIf, n.ServerIP.String(), "", "server")
 		lan.Floating = []string{h.Floating.Addr().String()}
 		ports = []harness.Port{harness.AFPacketPort(0, "wan", n.ClientIf, n.ClientIP.String(), "", "client"), lan}
-		services = []harness.Service{svc(haHTTPPort, 8080, "nat"), svc(haEchoPort, haEchoPort, "nat")}
+		fnat := svc(haFNATPort, haEchoPort, "fullnat")
+		fnat.LocalAddresses, fnat.SynProxy = []string{haLocal}, true
+		services = []harness.Service{svc(haHTTPPort, 8080, "nat"), svc(haEchoPort, haEchoPort, "nat"), fnat}
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
 	c.Services = services

@@ -17,8 +17,9 @@ import (
 )
 
 // Restart and upgrade without loss: 200 long-lived TCP streams through
-// VS/NAT and 100 through VS/DR, real Linux TCP at both ends, through lbd
-// on two workers. Halfway, lbd is upgraded in place (lbctl upgrade, to
+// VS/NAT, 100 through VS/DR and 100 through VS/FullNAT behind the SYN
+// proxy (local ports and sequence deltas handed over), real Linux TCP at
+// both ends, through lbd on two workers. Halfway, lbd is upgraded in place (lbctl upgrade, to
 // the same binary) or stopped and started again with restart.state_file.
 // Every stream must deliver its last byte, intact, with no reset and no
 // stall past the stall limit; the listing's counters must go on from
@@ -26,9 +27,13 @@ import (
 // normally; both lbd runs must return every mbuf.
 
 const (
-	restartNAT, restartDR = 200, 100
-	natStreamPort         = 9000
-	drStreamPort          = 9001
+	restartNAT, restartDR, restartFNAT = 200, 100, 100
+	natStreamPort                      = 9000
+	drStreamPort                       = 9001
+	fnatStreamPort                     = 9002
+	// restartLocal is the FullNAT service's local address, on the
+	// shared segment.
+	restartLocal = "198.51.100.60"
 )
 
 // TestUpgradeKeepsConnections: lbctl upgrade under load. First an upgrade
@@ -105,7 +110,7 @@ func TestRestartWithStateFileKeepsConnections(t *testing.T) {
 // VS/DR service.
 func startRestartEnv(t *testing.T, stateFile string) (*lbEnv, harness.Config) {
 	e, dir := newEnv(t)
-	l := buildNATAndDR(t, e, natStreamPort, drStreamPort)
+	l := buildNATAndDR(t, e, natStreamPort, drStreamPort, fnatStreamPort)
 	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
 	port.Device += ",qpairs=2"
 	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
@@ -118,6 +123,8 @@ func startRestartEnv(t *testing.T, stateFile string) (*lbEnv, harness.Config) {
 			{Address: rs1, Port: natStreamPort, Weight: 1, Forward: "nat"}, {Address: rs2, Port: natStreamPort, Weight: 1, Forward: "nat"}}},
 		{VIP: e.vip, Port: drStreamPort, Scheduler: "rr", Servers: []harness.Server{
 			{Address: rs1, Port: drStreamPort, Weight: 1, Forward: "dr"}, {Address: rs2, Port: drStreamPort, Weight: 1, Forward: "dr"}}},
+		{VIP: e.vip, Port: fnatStreamPort, Scheduler: "rr", LocalAddresses: []string{restartLocal}, SynProxy: true, Servers: []harness.Server{
+			{Address: rs1, Port: fnatStreamPort, Weight: 1, Forward: "fullnat"}, {Address: rs2, Port: fnatStreamPort, Weight: 1, Forward: "fullnat"}}},
 	}
 	e.startLBD(t, cfg, dir)
 	return e, cfg
@@ -159,21 +166,26 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 	t.Helper()
 	natAddr := net.JoinHostPort(e.vip, fmt.Sprint(natStreamPort))
 	drAddr := net.JoinHostPort(e.vip, fmt.Sprint(drStreamPort))
+	fnatAddr := net.JoinHostPort(e.vip, fmt.Sprint(fnatStreamPort))
 	e.warmStreams(t, natAddr)
 	e.warmStreams(t, drAddr)
+	e.warmStreams(t, fnatAddr)
 
 	// About 30 s per stream: a chunk every 200 ms. The stall limit bounds
 	// the restart's gap and TCP's retransmission backoff after it.
 	spec := streamSpec{total: 150 << 10, chunk: 1 << 10, interval: 200 * time.Millisecond, stall: 25 * time.Second}
-	results := map[string]*tally{"nat": {}, "dr": {}}
+	results := map[string]*tally{"nat": {}, "dr": {}, "fullnat": {}}
 	var silenceMu sync.Mutex
 	var longest time.Duration // the longest silence of any stream
 	var wg, dials sync.WaitGroup
 	var dialFailed []string
 	var dialMu sync.Mutex
-	for i := range restartNAT + restartDR {
+	for i := range restartNAT + restartDR + restartFNAT {
 		method, addr := "nat", natAddr
-		if i >= restartNAT {
+		switch {
+		case i >= restartNAT+restartDR:
+			method, addr = "fullnat", fnatAddr
+		case i >= restartNAT:
 			method, addr = "dr", drAddr
 		}
 		dials.Go(func() {
@@ -214,9 +226,9 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 	// "upgrade: 312 of 312 connections and templates installed (...)"
 	var installed, handed int
 	_, report, _ := strings.Cut(after.Info.Handover, ": ")
-	if _, err := fmt.Sscanf(report, "%d of %d", &installed, &handed); err != nil || installed < restartNAT+restartDR {
+	if _, err := fmt.Sscanf(report, "%d of %d", &installed, &handed); err != nil || installed < restartNAT+restartDR+restartFNAT {
 		t.Errorf("the new lbd installed %d handed-over connections, want at least the %d streams' (handover: %q)",
-			installed, restartNAT+restartDR, after.Info.Handover)
+			installed, restartNAT+restartDR+restartFNAT, after.Info.Handover)
 	}
 	e.countersCarried(t, before, after)
 
@@ -230,7 +242,7 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 	body := e.scrape(t)
 	t.Logf("new lbd drops: %s", nonZero(dropsByReason(body)))
 	broken := 0
-	for _, m := range []string{"nat", "dr"} {
+	for _, m := range []string{"nat", "dr", "fullnat"} {
 		t.Logf("%s streams: %s", m, results[m].summary())
 		broken += results[m].broken()
 	}
@@ -242,8 +254,8 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 		t.Errorf("a stream was silent for %v across a restart gap of %v (allowed %v)", longest.Round(time.Millisecond), gap.Round(time.Millisecond), allowed)
 	}
 	if broken != 0 {
-		t.Errorf("%d of %d established streams broke across the restart (VS/NAT %d, VS/DR %d)",
-			broken, restartNAT+restartDR, results["nat"].broken(), results["dr"].broken())
+		t.Errorf("%d of %d established streams broke across the restart (VS/NAT %d, VS/DR %d, VS/FullNAT with SYN proxy %d)",
+			broken, restartNAT+restartDR+restartFNAT, results["nat"].broken(), results["dr"].broken(), results["fullnat"].broken())
 	}
 	e.newConnsBalance(t, natAddr)
 	e.stop(t)
@@ -253,7 +265,7 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 // at least what they were before it (they go on, not from zero).
 func (e *lbEnv) countersCarried(t *testing.T, before, after api.Response) {
 	t.Helper()
-	for _, port := range []int{natStreamPort, drStreamPort} {
+	for _, port := range []int{natStreamPort, drStreamPort, fnatStreamPort} {
 		b, a := findSvc(before, "tcp", e.vip, port), findSvc(after, "tcp", e.vip, port)
 		if b == nil || a == nil {
 			t.Fatalf("service %d missing from a listing", port)

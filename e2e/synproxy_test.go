@@ -1,11 +1,18 @@
 package e2e
 
 import (
+	"fmt"
+	"io"
+	"net"
 	"net/netip"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/dplb/dplb/e2e/harness"
 	"github.com/dplb/dplb/e2e/topo"
@@ -41,12 +48,22 @@ func passiveOpens(t *testing.T, tp *topo.Topo, ns string) int {
 	return 0
 }
 
+// synBulkPort is the SYN-proxied NAT service of the bulk transfer (the
+// real servers' stream servers on the same port).
+const synBulkPort = 9000
+
 // TestSynProxyFlood: with the SYN proxy on a NAT service (VIP:80) and a
 // FullNAT one (VIP:81), on two workers, spoofed SYN floods to both make
 // no connection entry and reach no real server, while a real client's
-// requests through both all succeed.
+// requests through both all succeed. Then requests riding on the
+// handshake's ACK are all held, and a 4 MiB transfer through a third
+// SYN-proxied service runs with window scaling and timestamps spliced.
 func TestSynProxyFlood(t *testing.T) {
-	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+	e := startNATWith(t, natOptions{setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+		for _, h := range nat.Servers {
+			startStreamServers(t, synBulkPort, h.NS)
+		}
+	}, configure: func(c *harness.Config) {
 		c.Workers = []int{0, 1}
 		c.Ports = []harness.Port{
 			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
@@ -63,6 +80,13 @@ func TestSynProxyFlood(t *testing.T) {
 			fn.Servers[i].Forward = "fullnat"
 		}
 		c.Services = append(c.Services, fn)
+		bulk := c.Services[0]
+		bulk.Port = synBulkPort
+		bulk.Servers = append([]harness.Server(nil), bulk.Servers...)
+		for i := range bulk.Servers {
+			bulk.Servers[i].Port = synBulkPort
+		}
+		c.Services = append(c.Services, bulk)
 	}})
 	warm := e.warmUp(t)
 	urlFN := "http://" + e.nat.VIP.String() + ":81/"
@@ -124,5 +148,111 @@ func TestSynProxyFlood(t *testing.T) {
 	if opens > 200 {
 		t.Errorf("the servers accepted %d connections during the flood for 200 real ones", opens)
 	}
+
+	// Clients whose request rides on the handshake's ACK: every one is
+	// answered, each request held until the server's SYN-ACK, none
+	// deferred to a retransmission.
+	heldBefore, deferredBefore := counterSum(body, "synproxy_held"), counterSum(body, "synproxy_deferred")
+	const eager = 20
+	for _, port := range []int{80, 81} {
+		addr := net.JoinHostPort(e.nat.VIP.String(), strconv.Itoa(port))
+		for i := range eager {
+			if err := eagerRequest(e.nat.Client.NS, addr); err != nil {
+				t.Errorf("port %d, request %d sent with the handshake's ACK: %v", port, i, err)
+			}
+		}
+	}
+	body = e.scrapeMetrics(t)
+	held, deferred := counterSum(body, "synproxy_held")-heldBefore, counterSum(body, "synproxy_deferred")-deferredBefore
+	t.Logf("requests on the handshake's ACK: synproxy_held +%.0f, synproxy_deferred +%.0f for %d requests", held, deferred, 2*eager)
+	if held < 2*eager || deferred != 0 {
+		t.Errorf("synproxy_held +%.0f, synproxy_deferred +%.0f: want every one of the %d requests held, none deferred", held, deferred, 2*eager)
+	}
+	e.bulkThroughSynProxy(t)
 	e.stopLBD(t)
+}
+
+// bulkThroughSynProxy moves 4 MiB from a real server to the client
+// through the SYN-proxied service on synBulkPort (64 KiB every 10 ms):
+// every byte intact, the client's kernel shows the proxy's window scale
+// (7), and the sending server's shows a send window past 64 KiB (the
+// client's scaled windows reach it rescaled right). Timestamps are
+// checked by the unit tests: this kernel's ss does not list them.
+func (e *natEnv) bulkThroughSynProxy(t *testing.T) {
+	t.Helper()
+	addr := net.JoinHostPort(e.nat.VIP.String(), strconv.Itoa(synBulkPort))
+	spec := streamSpec{total: 4 << 20, chunk: 64 << 10, interval: 10 * time.Millisecond, stall: 10 * time.Second}
+	c, r := dialStream(e.ctx, e.nat.Client.NS, addr, spec, 5*time.Second)
+	if c == nil {
+		t.Fatalf("bulk transfer: %v", r)
+	}
+	done := make(chan streamResult, 1)
+	go func() { done <- readStream(c, r, spec) }()
+	client, _ := e.topo.Exec(e.nat.Client.NS, "ss", "-tin", "dst", addr)
+	wnd := regexp.MustCompile(`snd_wnd:(\d+)`)
+	largest, server := 0, ""
+	for waiting := true; waiting; {
+		select {
+		case r = <-done:
+			waiting = false
+		case <-time.After(50 * time.Millisecond):
+		}
+		for _, h := range e.nat.Servers {
+			out, _ := e.topo.Exec(h.NS, "ss", "-tin", "sport", "= :"+strconv.Itoa(synBulkPort))
+			for _, m := range wnd.FindAllStringSubmatch(out, -1) {
+				if v, _ := strconv.Atoi(m[1]); v > largest {
+					largest, server = v, strings.TrimSpace(out)
+				}
+			}
+		}
+	}
+	t.Logf("bulk transfer of %d bytes: %+v; the client's ss -tin:\n%s\nthe server's, at its largest send window (%d):\n%s",
+		spec.total, r, strings.TrimSpace(client), largest, server)
+	if r.kind != "" || r.got != spec.total {
+		t.Errorf("bulk transfer through the SYN proxy: %d of %d bytes, %v", r.got, spec.total, r.err)
+	}
+	if !strings.Contains(client, "wscale:7,") {
+		t.Errorf("the client's connection does not show the proxy's window scale 7:\n%s", client)
+	}
+	if largest <= 65535 {
+		t.Errorf("the sending server's largest send window was %d: not past 64 KiB", largest)
+	}
+}
+
+// eagerRequest sends an HTTP request on the handshake's own ACK: with
+// TCP_QUICKACK off before connect (pingpong mode), Linux delays that ACK
+// to carry the first data written right after connect. It reads the
+// whole answer and wants a 200.
+func eagerRequest(ns, addr string) error {
+	var c net.Conn
+	err := topo.InNS(ns, func() error {
+		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 0)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		var err error
+		c, err = d.Dial("tcp4", addr)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\nHost: vip\r\n\r\n"); err != nil {
+		return err
+	}
+	answer, err := io.ReadAll(c)
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(string(answer), "HTTP/1.0 200") && !strings.HasPrefix(string(answer), "HTTP/1.1 200") {
+		return fmt.Errorf("answer %q", harness.Tail(string(answer), 2))
+	}
+	return nil
 }

@@ -53,6 +53,8 @@ const (
 	ProxyHeaders      // PROXY protocol v2 headers put in FullNAT connections' first segments
 	SynCookiesSent    // SYN proxy: SYNs answered with a cookie SYN-ACK
 	SynCookiesValid   // SYN proxy: ACKs whose cookie proved good (connections opened)
+	SynProxyHeld      // SYN proxy: client segments with data held until the server's SYN-ACK
+	SynProxyDeferred  // SYN proxy: client data not held (one is held already, no slot or no spare mbuf): the segment left as the SYN, the client sends the data again
 	NDAdverts         // IPv6 neighbour advertisements sent (answers and unsolicited)
 	NDReceived        // IPv6 neighbour advertisements received
 	ICMPv6EchoReplies // ICMPv6 echo replies sent (for a port's IPv6 address)
@@ -137,7 +139,7 @@ var statNames = [numStats]string{
 	Fragments: "fragments", FragmentsHeld: "fragments_held",
 	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
 	ProxyHeaders:   "proxy_headers",
-	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid",
+	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid", SynProxyHeld: "synproxy_held", SynProxyDeferred: "synproxy_deferred",
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
 	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies", NDSolicits: "nd_solicits",

@@ -32,6 +32,18 @@ type ConnInfo struct {
 	// RIP6 (ClientIP, VIP and RIP are then folds, meaningless outside).
 	IPv6                bool
 	Client6, VIP6, RIP6 hdr.Addr6
+	// HasExt: a FullNAT or sequence-adjusted connection's extension, Ext,
+	// which sync and the handover carry.
+	HasExt bool
+	Ext    conn.Ext
+}
+
+// SyncConn is the connection as a sync record.
+func (c *ConnInfo) SyncConn() SyncConn {
+	return SyncConn{
+		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
+		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
+	}
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
@@ -44,6 +56,9 @@ type ConnFilter struct {
 	Client  uint32
 	VIP6    hdr.Addr6
 	Client6 hdr.Addr6
+	// LIP: only FullNAT (and NAT64) connections from this local address
+	// (and no templates).
+	LIP uint32
 }
 
 // matches6 is matches for an IPv6 connection.
@@ -78,6 +93,11 @@ func (r *ConnFilter) matches(proto uint8, vip uint32, vport uint16, client uint3
 		(r.VPort == 0 || r.VPort == vport) && (r.Client == 0 || r.Client == client)
 }
 
+// matchesLIP applies the LIP filter to a connection and its extension.
+func (r *ConnFilter) matchesLIP(x *conn.Ext, c *conn.Conn) bool {
+	return r.LIP == 0 || x != nil && c.Fwd == fwd.FullNAT && x.LIP == r.LIP
+}
+
 // add appends a listed entry, or notes that the buffer is full.
 func (r *DumpRequest) add(c ConnInfo) {
 	if len(r.Out) == cap(r.Out) {
@@ -97,7 +117,7 @@ func (w *Worker) runDump() {
 	}
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
 		if a := w.table.Addrs6(id); a != nil {
-			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) {
+			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) && r.matchesLIP(w.table.Ext(id), c) {
 				ci := ConnInfo{
 					Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true,
 					Client6: a.Client, ClientPort: c.ClientPort, VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort,
@@ -110,14 +130,17 @@ func (w *Worker) runDump() {
 			}
 			return
 		}
-		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) {
+		if r.matches(c.Proto, c.VIP, c.VPort, c.ClientIP) && r.matchesLIP(w.table.Ext(id), c) {
 			ci := ConnInfo{
 				Proto: c.Proto, State: c.State, Fwd: c.Fwd,
 				ClientIP: c.ClientIP, ClientPort: c.ClientPort, VIP: c.VIP, VPort: c.VPort, RIP: c.RIP, RPort: c.RPort,
 				Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
 			}
-			if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
-				ci.LIP, ci.LPort = x.LIP, x.LPort
+			if x := w.table.Ext(id); x != nil {
+				ci.HasExt, ci.Ext = true, *x
+				if c.Fwd == fwd.FullNAT {
+					ci.LIP, ci.LPort = x.LIP, x.LPort
+				}
 			}
 			r.add(ci)
 		}
@@ -136,6 +159,9 @@ func (w *Worker) runDump() {
 // dumpTemplates lists a slice of the shared template table.
 func (w *Worker) dumpTemplates(r *DumpRequest) {
 	t := w.tmpl
+	if r.LIP != 0 { // templates have no local address
+		r.cursor = uint32(t.Cap())
+	}
 	end := min(int(r.cursor)+dumpSlots, t.Cap())
 	for i := int(r.cursor); i < end; i++ {
 		s := &t.slots[i]

@@ -21,58 +21,6 @@ import (
 // NIC hashes the destination fields with the steering key delivers it
 // there directly). Each worker's ports are its own: no lock, no sharing.
 
-// Local ports a worker hands out: the unprivileged range.
-const (
-	lportMin = 1024
-	lportMax = 65535
-)
-
-// lportPool is one worker's free local ports of one LIP, a FIFO ring so a
-// port freed is reused as late as possible (the server may still hold the
-// old connection in TIME_WAIT).
-type lportPool struct {
-	ports      []uint16
-	head, free int
-}
-
-// newLportPool makes the pool of the ports of lip that worker owns among
-// n workers (control work: about 64k hashes).
-func newLportPool(lip uint32, worker, n int) *lportPool {
-	p := &lportPool{}
-	for port := lportMin; port <= lportMax; port++ {
-		if Owner(lip, uint16(port), n) == worker {
-			p.ports = append(p.ports, uint16(port))
-		}
-	}
-	p.free = len(p.ports)
-	return p
-}
-
-func (p *lportPool) get() (uint16, bool) {
-	if p.free == 0 {
-		return 0, false
-	}
-	port := p.ports[p.head]
-	p.head++
-	if p.head == len(p.ports) {
-		p.head = 0
-	}
-	p.free--
-	return port, true
-}
-
-func (p *lportPool) put(port uint16) {
-	if p.free == len(p.ports) {
-		return // not ours to take back (cannot happen)
-	}
-	i := p.head + p.free
-	if i >= len(p.ports) {
-		i -= len(p.ports)
-	}
-	p.ports[i] = port
-	p.free++
-}
-
 // learnLIPs makes the pools of a snapshot's new local addresses, and the
 // table's extension array the first time a snapshot has local addresses
 // or a SYN proxy (control work). Pools are never
@@ -83,11 +31,7 @@ func (w *Worker) learnLIPs(s *Snapshot) {
 			w.lpools[lip] = newLportPool(lip, w.cfg.ID, w.nworkers)
 		}
 	}
-	need := len(s.lips) > 0
-	for i := range s.Services {
-		need = need || s.Services[i].SynProxy
-	}
-	if need {
+	if len(s.lips) > 0 || s.hasSynProxy {
 		w.table.EnableExt()
 	}
 }

@@ -91,6 +91,10 @@ func SetSteeringKey(key []byte) error {
 	return nil
 }
 
+// CurrentSteeringKey returns a copy of the steering key in use (control
+// work: a restart hands it to the next lbd).
+func CurrentSteeringKey() []byte { return append([]byte(nil), steerKey[:]...) }
+
 // Steering is Owner under a given key, for a process other than lbd (a
 // traffic generator) that must agree with an lbd configured with it.
 type Steering struct{ table [6][256]uint32 }

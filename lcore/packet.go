@@ -135,7 +135,7 @@ func (w *Worker) forward(d *desc) exit {
 	}
 	w.table.Touch(c, dir, w.now, &w.snap.Timeouts) // sets c.Expires
 	if w.snap.Sync.On {
-		w.syncAfterPacket(c, dir, changed)
+		w.syncAfterPacket(c, id, dir, changed)
 	}
 
 	ds := &w.cnt.dest[c.Dest]

@@ -25,6 +25,9 @@ import (
 // adjustSeq moves a segment travelling dir into the numbering of its
 // receiver.
 func adjustSeq(tcp hdr.TCP, x *conn.Ext, dir conn.Dir, csum bool) {
+	if x.Flags&(extSynTS|extWSCliLeg|extWSSrvLeg) != 0 {
+		adjustSpliced(tcp, x, dir, csum) // timestamps and window scale (synopts.go)
+	}
 	if x.SeqIn == 0 && x.SeqOut == 0 {
 		return
 	}

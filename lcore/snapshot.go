@@ -49,6 +49,9 @@ type Snapshot struct {
 	// hasFTP: some service has the FTP helper, so a SYN nothing else
 	// takes is looked for among the expected data connections.
 	hasFTP bool
+	// hasSynProxy: some service has the SYN proxy (workers keep spare
+	// mbufs for it, synhold.go).
+	hasSynProxy bool
 
 	serviceIndex map[serviceKey4]int32
 	vips         map[uint32]bool
@@ -163,6 +166,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		s.serviceIndex[serviceKey4{VIP: svc.Key.VIP, Port: svc.Key.Port, Proto: svc.Key.Proto}] = int32(i)
 		s.vips[svc.Key.VIP] = true
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
+		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true
 		}
@@ -211,6 +215,15 @@ func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 
 // IsVIP reports whether addr is the address of some virtual service.
 func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
+
+// KeepLIPs adds local addresses no service lists any more but that
+// connections may still use (removed, draining): lbd goes on answering
+// ARP for them. Call it before the snapshot is published.
+func (s *Snapshot) KeepLIPs(addrs []uint32) {
+	for _, a := range addrs {
+		s.lips[a] = true
+	}
+}
 
 // isLIP reports whether addr is a FullNAT local address of some service.
 func (s *Snapshot) isLIP(addr uint32) bool { return s.lips[addr] }

@@ -33,7 +33,19 @@ type SyncConn struct {
 	State    conn.State
 	Fwd      fwd.Method
 	Template bool // a persistence template, not a connection
+
+	// HasExt: the connection has an extension, Ext: a FullNAT
+	// connection's local address and port, and the sequence-number
+	// deltas of a connection whose numbering the director moved (PROXY
+	// v2, SYN proxy; a NAT one has LIP:LPort = the client's). Such
+	// records travel in the longer extended layout.
+	HasExt bool
+	Ext    conn.Ext
 }
+
+// ExtFlagsMask is the conn.Ext.Flags bits a record may carry.
+const ExtFlagsMask = extProxy | extSynPending | extSynSACK | 3<<extSynMSS | extSynTS |
+	0xf<<extWSCliShift | 0xf<<extWSSrvShift | extWSCliLeg | extWSSrvLeg
 
 // SyncParams are a worker's sync rules, IPVS's sysctls: a connection is
 // synced when it has seen Threshold packets and then every Period packets
@@ -59,7 +71,12 @@ type SyncBatch struct {
 	TableFull uint32 // no room (live entries are never pushed out for a synced one)
 	Conflict  uint32 // a live entry here holds the connection's keys for another real server: kept
 	Invalid   uint32 // a state that is not one of the protocol's
-	FullNAT   uint32 // for a FullNAT server: a record lacks the local port and sequence deltas, not installed
+	FullNAT   uint32 // for a FullNAT server: a record without the extension (an older peer's), not installed
+	// LocalPort: a FullNAT record whose local address is none of this
+	// director's, or whose port this worker does not own (the directors'
+	// steering keys or worker counts differ: the replies would reach
+	// another worker) or another connection holds.
+	LocalPort uint32
 
 	done atomic.Bool
 }

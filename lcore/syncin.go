@@ -76,14 +76,25 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 	if !ok {
 		return
 	}
-	if w.snap.Services[si].Dests[idx].Fwd == fwd.FullNAT {
-		b.FullNAT++ // the record has no local port nor deltas to rebuild it from
+	fullNAT := w.snap.Services[si].Dests[idx].Fwd == fwd.FullNAT
+	if fullNAT != (r.HasExt && r.Fwd == fwd.FullNAT) {
+		// An older peer's record has no local port nor deltas to rebuild
+		// a FullNAT connection from; a FullNAT one here is a NAT one there.
+		b.FullNAT++
+		return
+	}
+	if r.HasExt && !fullNAT && (r.Ext.LIP != r.ClientIP || r.Ext.LPort != r.ClientPort) {
+		b.Invalid++ // a NAT connection's extension keys its replies to the client
 		return
 	}
 	timeouts := &w.snap.Timeouts
 	if id, dir, found := w.table.Lookup(r.Proto, r.ClientIP, r.ClientPort, r.VIP, r.VPort); found {
 		c := w.table.Get(id)
 		if dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort {
+			if r.HasExt && !w.updateSyncedExt(id, &r.Ext) {
+				b.Conflict++
+				return
+			}
 			if c.State != r.State {
 				w.countState(c.Dest, c.State, false)
 				w.countState(c.Dest, r.State, true)
@@ -114,11 +125,31 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 	if d.Fwd.OneWay() {
 		c.Flags |= conn.FlagOneWay
 	}
-	id, err := w.table.Insert(&c)
+	var id uint32
+	var err error
+	switch {
+	case fullNAT:
+		p := w.lpools[r.Ext.LIP]
+		if p == nil || !p.reserve(r.Ext.LPort) {
+			b.LocalPort++
+			return
+		}
+		if id, err = w.table.InsertExt(&c, &r.Ext); err != nil {
+			p.put(r.Ext.LPort)
+		}
+	case r.HasExt:
+		c.Flags |= flagSeqAdj
+		id, err = w.table.InsertExt(&c, &r.Ext)
+	default:
+		id, err = w.table.Insert(&c)
+	}
 	switch err {
 	case nil:
 	case conn.ErrFull:
 		b.TableFull++
+		return
+	case conn.ErrNoExt: // no service here has local addresses or a SYN proxy
+		b.FullNAT++
 		return
 	default: // its reply key belongs to another connection
 		b.Conflict++
@@ -134,6 +165,18 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		e.Template = w.pinSyncedTemplate(svc, r)
 	}
 	b.Installed++
+}
+
+// updateSyncedExt brings an existing connection's extension up to a
+// newer record's (the deltas a SYN-ACK fixed since); false when the
+// entry has none or other local endpoints.
+func (w *Worker) updateSyncedExt(id uint32, rx *conn.Ext) bool {
+	x := w.table.Ext(id)
+	if x == nil || x.LIP != rx.LIP || x.LPort != rx.LPort {
+		return false
+	}
+	*x = *rx
+	return true
 }
 
 // pinSyncedTemplate counts a synced connection on its client network's

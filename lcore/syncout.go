@@ -40,11 +40,8 @@ func syncable(s conn.State) bool {
 // travelling in dir; changed: the packet moved c to another state. The
 // client's packets are counted (IPVS's in_pkts): the count is the same
 // whether replies pass here (NAT) or not (DR, TUN).
-func (w *Worker) syncAfterPacket(c *conn.Conn, dir conn.Dir, changed bool) {
+func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed bool) {
 	p := &w.snap.Sync
-	if c.Fwd == fwd.FullNAT || c.Flags&flagSeqAdj != 0 {
-		return // a record cannot carry a local port and sequence deltas (yet)
-	}
 	if dir == conn.Original {
 		c.SyncPackets++
 	}
@@ -65,11 +62,17 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, dir conn.Dir, changed bool) {
 		return
 	}
 	c.SyncedAt = now
-	w.pushSync(SyncConn{
+	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP,
 		ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd,
-	})
+	}
+	if c.Fwd == fwd.FullNAT || c.Flags&flagSeqAdj != 0 {
+		if x := w.table.Ext(id); x != nil {
+			r.HasExt, r.Ext = true, *x
+		}
+	}
+	w.pushSync(r)
 	if c.Template != 0 { // the peer's copy of its template lives on with it
 		w.syncTemplate(int(c.Template - 1))
 	}

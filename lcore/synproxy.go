@@ -22,10 +22,8 @@ import (
 //
 // What the handshake negotiates: the client's MSS travels in the cookie
 // (one of four values, as Linux's table) and so does SACK-permitted;
-// window scaling and timestamps are not offered to either side (without
-// timestamps Linux's cookies drop window scaling too, and passing the
-// server's timestamps to a client that saw ours would break PAWS), so a
-// proxied connection's windows stay within 64 KiB.
+// window scaling and timestamps, when the client sent timestamps, in the
+// cookie SYN-ACK's TSval (synopts.go, which also splices them).
 
 // The cookie: bits 0-1 the MSS index, bit 2 SACK-permitted, bits 3-4 the
 // time slot's low bits, bits 5-31 a keyed hash of the flow, the client's
@@ -94,28 +92,13 @@ func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, o
 	return 0, false, false
 }
 
-// synOptions are what a proxied handshake's SYNs carry: MSS and, when
-// sack, NOP NOP SACK-permitted.
-func synOptions(b []byte, mss uint16, sack bool) int {
-	b[0], b[1] = hdr.TCPOptMSS, 4
-	binary.BigEndian.PutUint16(b[2:], mss)
-	if !sack {
-		return 4
-	}
-	b[4], b[5], b[6], b[7] = hdr.TCPOptNOP, hdr.TCPOptNOP, hdr.TCPOptSACKPerm, 2
-	return 8
-}
-
-// rewriteTCP makes the packet an option-holding TCP segment without data
+// rewriteTCP makes the packet a TCP segment with options o and no data
 // from src to dst (a new IPv4 header, DF, TTL 64), in place: the
 // handshake packets the proxy sends are built over packets it received.
 // It reports false when the mbuf has no room.
-func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, mss uint16, sack bool) bool {
-	var opts [8]byte
-	n := synOptions(opts[:], mss, sack)
-	if f.Flags&hdr.TCPFlagSYN == 0 {
-		n = 0
-	}
+func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) bool {
+	var opts [maxSynOpts]byte
+	n := o.put(opts[:])
 	tcpLen := hdr.TCPMinLen + n
 	if d.m.SetLen(l3+hdr.IPv4MinLen+tcpLen) != nil {
 		return false
@@ -170,6 +153,12 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	}
 	isn := tcp.Seq() - 1
 	mss, sack, ok := checkCookie(&k, isn, tcp.Ack()-1, w.now)
+	tsval, tsecr, hasTS := tcp.Timestamps()
+	var wsCli uint8
+	var cliWS bool
+	if ok && hasTS {
+		wsCli, cliWS, ok = decodeCookieTS(tsecr, w.now)
+	}
 	if !ok {
 		return drop(DropSynCookieInvalid)
 	}
@@ -189,10 +178,23 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 		x.Flags |= extSynSACK
 	}
 	x.SeqOut = 0
+	if hasTS {
+		x.Flags |= extSynTS
+		x.TSOff, x.TSPeer = tsecr, tsval // our cookie TSval, the client's
+	}
+	if cliWS {
+		x.Flags |= extWSCliLeg | uint16(wsCli)<<extWSCliShift
+	}
 	// The client is past its handshake with us; the server not yet.
 	w.setState(c, conn.StateSynRecv)
 	w.table.Touch(c, conn.Original, w.now, &w.snap.Timeouts)
-	return w.sendSYN(d, c, x, mss, sack, window)
+	if len(tcp.Payload()) > 0 { // its first bytes wait for the server (synhold.go)
+		if w.sendSYNHoldingData(d, c, id, x, window) {
+			return exit{kind: exitKept}
+		}
+		w.cnt.own[SynProxyDeferred]++
+	}
+	return w.sendSYN(d, c, x, window)
 }
 
 // mssIndex is the index of the largest cookieMSS not above mss.
@@ -214,6 +216,15 @@ func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
 	}
 	isn := tcp.Seq()
 	cookie := makeCookie(k, isn, w.now, mss, sack)
+	o := handshakeOpts{sack: sack, ws: -1}
+	if tsval, _, ok := tcp.Timestamps(); ok {
+		ws, hasWS := tcp.WScale()
+		ecn := d.flags&(hdr.TCPFlagECE|hdr.TCPFlagCWR) == hdr.TCPFlagECE|hdr.TCPFlagCWR
+		o.ts, o.tsval, o.tsecr = true, cookieTSval(w.now, ws, hasWS, sack, ecn), tsval
+		if hasWS {
+			o.ws = ourWScale
+		}
+	}
 	// What the client may send us: the receiving port's MTU, less what
 	// a PROXY header adds.
 	ours := uint16(1460)
@@ -223,8 +234,9 @@ func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
 	if si, ok := w.snap.service(k.dst, k.dport, k.proto); ok && w.snap.Services[si].ProxyProtocol {
 		ours -= proxyV2Len
 	}
+	o.mss = ours
 	if !d.rewriteTCP(k.dst, k.src, &hdr.TCPFields{SrcPort: k.dport, DstPort: k.sport, Seq: cookie, Ack: isn + 1,
-		Flags: hdr.TCPFlagSYN | hdr.TCPFlagACK, Window: 65535}, ours, sack) {
+		Flags: hdr.TCPFlagSYN | hdr.TCPFlagACK, Window: 65535}, &o) {
 		return drop(DropNoHeadroom)
 	}
 	w.cnt.own[SynCookiesSent]++
@@ -232,14 +244,24 @@ func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
 }
 
 // sendSYN turns the client's packet into the SYN that opens the
-// connection to the real server.
-func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, mss uint16, sack bool, window uint16) exit {
+// connection to the real server: the client's MSS, SACK-permitted, window
+// scale and TSval as the cookie kept them, and its window (window, scaled
+// by the client) unscaled as a SYN's is.
+func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, window uint16) exit {
 	e := w.route(c.RIP)
 	if e.kind != exitTransmit {
 		return e
 	}
+	o := handshakeOpts{mss: cookieMSS[x.Flags>>extSynMSS&3], sack: x.Flags&extSynSACK != 0, ws: -1}
+	if x.Flags&extSynTS != 0 {
+		o.ts, o.tsval = true, x.TSPeer
+	}
+	if x.Flags&extWSCliLeg != 0 {
+		o.ws = int8(x.Flags >> extWSCliShift & 0xf)
+		window = rescaleWindow(window, uint(o.ws), 0)
+	}
 	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN,
-		Flags: hdr.TCPFlagSYN, Window: window}, mss, sack) {
+		Flags: hdr.TCPFlagSYN, Window: window}, &o) {
 		return drop(DropNoHeadroom)
 	}
 	return e
@@ -258,21 +280,35 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 		if d.flags&hdr.TCPFlagRST != 0 {
 			return exit{}, false // the client gives up: forwarded as it is
 		}
-		if len(tcp.Payload()) > 0 && w.hold(id, d) {
-			return exit{kind: exitKept}, true // sent on when the server answers
+		if len(tcp.Payload()) > 0 {
+			if w.holdFirstData(id, d) {
+				return exit{kind: exitKept}, true // sent on when the server answers
+			}
+			w.cnt.own[SynProxyDeferred]++
 		}
-		mss := cookieMSS[x.Flags>>extSynMSS&3]
-		return w.sendSYN(d, c, x, mss, x.Flags&extSynSACK != 0, tcp.Window()), true
+		return w.sendSYN(d, c, x, tcp.Window()), true
 	}
 	switch {
 	case d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK && tcp.Ack() == x.ClientISN+1:
 		x.SeqOut = x.ServerISN - tcp.Seq()
 		x.Flags &^= extSynPending
+		srvTS, _, srvHasTS := tcp.Timestamps()
+		switch {
+		case x.Flags&extSynTS == 0:
+		case srvHasTS:
+			x.TSOff -= srvTS // our cookie TSval minus the server's first
+		default: // the server declined: the client's pass unchanged, it sends none
+			x.Flags &^= extSynTS
+			x.TSOff = 0
+		}
+		if ws, ok := tcp.WScale(); ok && x.Flags&extWSCliLeg != 0 {
+			x.Flags |= extWSSrvLeg | uint16(min(ws, maxWScale))<<extWSSrvShift
+		}
 		w.setState(c, conn.StateEstablished)
 		w.cnt.dest[c.Dest][DestEstablished]++
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
 		// Our ACK leaves first, then the held data.
-		w.leave(d.m, d.in, w.ackServer(d, c, x, tcp.Seq()+1))
+		w.leave(d.m, d.in, w.ackServer(d, c, x, tcp.Seq()+1, srvTS))
 		w.sendHeld(id)
 		return exit{kind: exitKept}, true
 	case d.flags&hdr.TCPFlagRST != 0:
@@ -284,14 +320,24 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 	return drop(DropSynProxyPending), true
 }
 
-// ackServer turns the server's SYN-ACK into the ACK of our handshake with it.
-func (w *Worker) ackServer(d *desc, c *conn.Conn, x *conn.Ext, ack uint32) exit {
+// ackServer turns the server's SYN-ACK into the ACK of our handshake with
+// it (echoing its TSval srvTS when timestamps are on); the window says 64
+// KiB until the client's own segments say more.
+func (w *Worker) ackServer(d *desc, c *conn.Conn, x *conn.Ext, ack, srvTS uint32) exit {
 	e := w.route(c.RIP)
 	if e.kind != exitTransmit {
 		return e
 	}
+	o := handshakeOpts{ws: -1}
+	if x.Flags&extSynTS != 0 {
+		o.ts, o.tsval, o.tsecr = true, x.TSPeer, srvTS
+	}
+	window := uint16(65535)
+	if x.Flags&extWSSrvLeg != 0 {
+		window = rescaleWindow(window, 0, uint(x.Flags>>extWSCliShift&0xf))
+	}
 	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack,
-		Flags: hdr.TCPFlagACK, Window: 65535}, 0, false) {
+		Flags: hdr.TCPFlagACK, Window: window}, &o) {
 		return drop(DropNoHeadroom)
 	}
 	return e

@@ -133,6 +133,9 @@ type Worker struct {
 	lipNext    int                    // where the next FullNAT connection starts looking among a service's LIPs
 	held       [heldSlots]heldSeg     // client segments waiting for a proxied connection's server (synproxy.go)
 	heldDesc   desc                   // a held segment, parsed again when its server answers
+	synSpare   [synSpares]*mbuf.Mbuf  // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
+	nspare     int
+	synDesc    desc                   // the SYN built in a spare
 	ttlBucket  tokenBucket            // limits the ICMP time exceeded it sends (wire.go)
 	announced6 bool                   // worker 0 sent its unsolicited NAs (nd6.go)
 	cmds       *spsc.Ring[Command]
@@ -301,6 +304,7 @@ func (w *Worker) Free() {
 		w.nfree = 0
 	}
 	w.freeHeld()
+	w.freeSynSpares()
 	w.rx.Free()
 	w.free.Free()
 	if w.hin != nil {
@@ -508,6 +512,7 @@ func (w *Worker) learnVIPs(s *Snapshot) {
 func (w *Worker) runExpire(now int64) {
 	w.table.Expire(now, w.budget, w.expire)
 	w.sweepFrags(fragSweep)
+	w.refillSynSpares()
 	if w.cfg.ID == 0 {
 		w.expireTemplates(w.tmplBudget)
 	}

@@ -28,6 +28,8 @@ const usageText = `Usage:
   lbctl -S --diff FILE
   lbctl -a|-e -t|-u VIP:port -r RIP[:port] [-g|-i|-m] [-w weight] [-x upper] [-y lower]
   lbctl -d -t|-u VIP:port -r RIP[:port]
+  lbctl --add-laddr|--del-laddr -t|-u VIP:port -z LIP
+  lbctl --get-laddr [-t|-u VIP:port] [-o json]
   lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -L --timeout [-o json]
@@ -56,6 +58,11 @@ Commands:
   --edit-server     -e     change the options given of a real server
   --delete-server   -d     delete a real server
   --list            -L|-l  list the table (the default without a command)
+  --add-laddr       -P     add a FullNAT local address to a service (checked as local_addresses
+                           in lbd.yaml: on a server-facing port's subnet, in no other pool)
+  --del-laddr       -Q     remove a local address: new connections stop using it, those that
+                           use it drain (lbd answers ARP for it until none is left)
+  --get-laddr       -G     list the services' local addresses, draining ones marked
   --zero            -Z     zero the counters of a service or of all
   trace                    what lbd would do now with the next packet of one flow, and
                            why: the lcore that owns it (the steering hash of the client's
@@ -98,7 +105,8 @@ Options:
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
-  --fullnat                    FullNAT: from the service's local_addresses (lbd.yaml)
+  --fullnat                    FullNAT: from the service's local addresses (lbd.yaml, --add-laddr)
+  --laddr        -z LIP        with --add-laddr, --del-laddr: the local address
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many
@@ -232,6 +240,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		_, err = io.WriteString(stdout, text)
 	case api.OpHAState:
 		_, err = fmt.Fprintln(stdout, resp.HAState)
+	case api.OpGetLaddr:
+		err = api.WriteLocalAddresses(stdout, resp)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",

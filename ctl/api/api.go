@@ -81,6 +81,15 @@ const (
 	// OpDaemons lists the running sync daemons (ipvsadm -L --daemon) in
 	// Response.Daemons.
 	OpDaemons = "daemons"
+	// OpAddLaddr adds Request.LocalAddress to Request.Service's FullNAT
+	// local addresses (DPVS's ipvsadm --add-laddr, -P).
+	OpAddLaddr = "add-laddr"
+	// OpDelLaddr removes Request.LocalAddress from them (--del-laddr,
+	// -Q): new connections stop using it, the ones that do drain.
+	OpDelLaddr = "del-laddr"
+	// OpGetLaddr lists the local addresses of Request.Service, or of every
+	// service when it is nil, in Response.LocalAddresses (--get-laddr, -G).
+	OpGetLaddr = "get-laddr"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -96,6 +105,8 @@ type Request struct {
 	Text     string        `json:"text,omitempty"`     // OpRestore: rules in ipvsadm -S format
 	Client   string        `json:"client,omitempty"`   // OpConnections: only this client address
 	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
+	// LocalAddress (OpAddLaddr, OpDelLaddr) is a FullNAT local address (-z).
+	LocalAddress string `json:"local_address,omitempty"`
 
 	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
 	HAState string      `json:"ha_state,omitempty"`
@@ -162,6 +173,21 @@ type Response struct {
 	HAState string   `json:"ha_state,omitempty"`
 	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
 	BGP     *BGP     `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
+	// LocalAddresses (OpGetLaddr) are the services' FullNAT local
+	// addresses, and those removed that still drain.
+	LocalAddresses []LocalAddress `json:"local_addresses,omitempty"`
+}
+
+// LocalAddress is one FullNAT local address of a service (OpGetLaddr).
+type LocalAddress struct {
+	Protocol string `json:"protocol"` // "TCP" | "UDP"
+	VIP      string `json:"vip"`
+	Port     uint16 `json:"port"`
+	Address  string `json:"address"`
+	// Draining: removed (--del-laddr) while connections may still use it;
+	// lbd answers ARP for it until none does. Its service is the one it
+	// was removed from.
+	Draining bool `json:"draining,omitempty"`
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
@@ -242,7 +268,7 @@ type Service struct {
 	SloppyTCP   bool     `json:"sloppy_tcp,omitempty"`  // any TCP packet opens a connection (--sloppy-tcp)
 	SynProxy    bool     `json:"synproxy,omitempty"`    // SYN cookies answer the clients' SYNs (--synproxy)
 	// LocalAddresses are the FullNAT local addresses (local_addresses in
-	// the configuration; lbctl cannot change them).
+	// the configuration, lbctl --add-laddr and --del-laddr).
 	LocalAddresses []string     `json:"local_addresses,omitempty"`
 	Stats          Stats        `json:"stats"`
 	Servers        []RealServer `json:"servers"`

@@ -168,6 +168,7 @@ func editedService(a, b Service) []Change {
 	field("-M", netmaskOrHost(a.Netmask), netmaskOrHost(b.Netmask))
 	field("-b", strings.Join(a.SchedFlags, ","), strings.Join(b.SchedFlags, ","))
 	field("--synproxy", strconv.FormatBool(a.SynProxy), strconv.FormatBool(b.SynProxy))
+	field("-z", strings.Join(a.LocalAddresses, ","), strings.Join(b.LocalAddresses, ","))
 	if fs != nil {
 		out = append(out, Change{Kind: ChangeEdit, Service: name, Rule: serviceRule(b), Fields: fs})
 	}

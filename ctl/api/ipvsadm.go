@@ -75,6 +75,9 @@ var longOpts = map[string]optSpec{
 	// lbctl's own service option: sloppy_tcp, any TCP packet opens a
 	// connection (a flow moved from another director; see docs/design.md).
 	"--sloppy-tcp": {"--sloppy-tcp", noValue}, "--no-sloppy-tcp": {"--no-sloppy-tcp", noValue},
+	// DPVS's local address verbs, with its letters.
+	"--add-laddr": {"-P", noValue}, "--del-laddr": {"-Q", noValue}, "--get-laddr": {"-G", noValue},
+	"--laddr": {"-z", needValue},
 }
 
 // shortOpts are the one-letter options.
@@ -95,12 +98,15 @@ var commandOps = map[string]string{
 	"-R": OpRestore, "-S": OpSave, "-a": OpAddServer, "-e": OpEditServer, "-d": OpDeleteServer,
 	"-L": OpList, "-Z": OpZero, "--set": OpSetTimeouts, "-h": CmdHelp, "-V": CmdVersion,
 	"--ha-state": OpHAState,
+	"-P":         OpAddLaddr, "-Q": OpDelLaddr, "-G": OpGetLaddr,
 }
 
 // allowedWith lists, for each option that is not a command, the
 // operations it may go with (ipvsadm's option/command table, simplified).
 var allowedWith = map[string][]string{
-	"-t": {OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpZero, OpList},
+	"-t": {OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpZero, OpList,
+		OpAddLaddr, OpDelLaddr, OpGetLaddr},
+	"-z": {OpAddLaddr, OpDelLaddr},
 	"-s": {OpAddService, OpEditService}, "-p": {OpAddService, OpEditService},
 	"-M": {OpAddService, OpEditService}, "-b": {OpAddService, OpEditService},
 	"-r": {OpAddServer, OpEditServer, OpDeleteServer},
@@ -215,6 +221,12 @@ func ParseArgs(args []string) (Command, error) {
 				synproxy = &on
 			case "-r":
 				rsVal = v
+			case "-z":
+				a, err := netip.ParseAddr(v)
+				if err != nil || !a.Is4() {
+					return fmt.Errorf("-z %q: not an IPv4 address", v)
+				}
+				c.LocalAddress = a.String()
 			case "-g", "-i", "-m", "--fullnat":
 				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat", "--fullnat": "fullnat"}[spec.name]
 				fwd = &f
@@ -472,7 +484,7 @@ func ParseArgs(args []string) (Command, error) {
 		c.Server = &r
 	}
 	switch cmd {
-	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer:
+	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpAddLaddr, OpDelLaddr:
 		if c.Service == nil {
 			return Command{}, fmt.Errorf("%s needs a service: -t|-u VIP:port", commandName(cmd))
 		}
@@ -481,6 +493,10 @@ func ParseArgs(args []string) (Command, error) {
 	case OpAddServer, OpEditServer, OpDeleteServer:
 		if c.Server == nil {
 			return Command{}, fmt.Errorf("%s needs a real server: -r RIP[:port]", commandName(cmd))
+		}
+	case OpAddLaddr, OpDelLaddr:
+		if c.LocalAddress == "" {
+			return Command{}, fmt.Errorf("%s needs a local address: -z LIP", cmdLabel(cmd))
 		}
 	}
 	if cmd == OpSetTimeouts {
@@ -516,6 +532,12 @@ func cmdLabel(op string) string {
 		return "-L --bgp"
 	case OpDrain, OpUndrain:
 		return op
+	case OpAddLaddr:
+		return "--add-laddr"
+	case OpDelLaddr:
+		return "--del-laddr"
+	case OpGetLaddr:
+		return "--get-laddr"
 	}
 	return commandName(op)
 }

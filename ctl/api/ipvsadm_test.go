@@ -190,3 +190,49 @@ func TestFullNATAndSynProxyRules(t *testing.T) {
 		t.Errorf("list:\n%s", b.String())
 	}
 }
+
+// TestLocalAddressRules: DPVS's local address verbs parse (long and
+// short), are allowed in a restore file, and refuse what they cannot use.
+func TestLocalAddressRules(t *testing.T) {
+	for line, want := range map[string]api.Request{
+		"--add-laddr -t 192.0.2.100:443 -z 198.51.100.50": {Op: api.OpAddLaddr, LocalAddress: "198.51.100.50",
+			Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443}},
+		"-Q -u 192.0.2.100:53 --laddr 198.51.100.51": {Op: api.OpDelLaddr, LocalAddress: "198.51.100.51",
+			Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.100", Port: 53}},
+		"--get-laddr":           {Op: api.OpGetLaddr},
+		"-G -t 192.0.2.100:443": {Op: api.OpGetLaddr, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443}},
+	} {
+		c, err := api.ParseArgs(strings.Fields(line))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if !reflect.DeepEqual(c.Request, want) {
+			t.Errorf("%s: %+v, want %+v", line, c.Request, want)
+		}
+	}
+	for line, want := range map[string]string{
+		"--add-laddr -t 192.0.2.100:443":                "--add-laddr needs a local address: -z LIP",
+		"--del-laddr -z 198.51.100.50":                  "needs a service",
+		"--add-laddr -t 192.0.2.100:443 -z 2001:db8::1": "not an IPv4 address",
+		"-a -t 192.0.2.100:443 -r 10.0.0.1 -z 10.0.0.2": "option -z is not allowed with -a",
+		"--get-laddr -z 198.51.100.50":                  "option -z is not allowed with --get-laddr",
+	} {
+		if _, err := api.ParseArgs(strings.Fields(line)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", line, err, want)
+		}
+	}
+	reqs, err := api.ParseRestore("-A -t 192.0.2.100:443\n-P -t 192.0.2.100:443 -z 198.51.100.50\n")
+	if err != nil || len(reqs) != 2 || reqs[1].Op != api.OpAddLaddr {
+		t.Fatalf("restore: %+v %v", reqs, err)
+	}
+	if _, err := api.ParseRestore("-G\n"); err == nil {
+		t.Fatal("--get-laddr accepted in a restore file")
+	}
+	var b bytes.Buffer
+	api.WriteLocalAddresses(&b, api.Response{LocalAddresses: []api.LocalAddress{
+		{Protocol: "TCP", VIP: "192.0.2.100", Port: 443, Address: "198.51.100.50"},
+		{Protocol: "TCP", VIP: "192.0.2.100", Port: 443, Address: "198.51.100.51", Draining: true}}})
+	if want := "Prot VIP:Port                   LocalAddress\nTCP  192.0.2.100:443            198.51.100.50\nTCP  192.0.2.100:443            198.51.100.51 (draining)\n"; b.String() != want {
+		t.Errorf("--get-laddr output:\n%q\nwant\n%q", b.String(), want)
+	}
+}

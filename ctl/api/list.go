@@ -165,6 +165,9 @@ func WriteSave(w io.Writer, services []Service) error {
 			bw.WriteString(" --synproxy")
 		}
 		bw.WriteString("\n")
+		for _, l := range s.LocalAddresses {
+			fmt.Fprintf(bw, "-P %s -z %s\n", name, l)
+		}
 		rss := slices.Clone(s.Servers)
 		slices.SortStableFunc(rss, compareServers)
 		for _, rs := range rss {

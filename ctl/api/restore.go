@@ -33,7 +33,8 @@ func ParseRestore(text string) ([]Request, error) {
 
 func checkRestoreLine(c Command) error {
 	switch c.Op {
-	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpClear, OpSetTimeouts:
+	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpClear, OpSetTimeouts,
+		OpAddLaddr, OpDelLaddr:
 	default:
 		return fmt.Errorf("%s is not allowed in a restore file", cmdLabel(c.Op))
 	}

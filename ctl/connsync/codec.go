@@ -37,13 +37,27 @@ import (
 //
 //	| client IP (32) | VIP (32) | RIP (32) | client port | VPort | RPort |
 //	| proto | state | fwd | flags (bit 0: template) | reserved (16) |
+//
+// Kind 4 (extended records, the record layout's second version) carries
+// connections with an extension, FullNAT's or a SYN proxy's, in 56-byte
+// records: a record (never a template), then
+//
+//	| local address (32) | local port (16) | extension flags (16) |
+//	| client ISN (32) | server ISN (32) | SeqIn (32) | SeqOut (32) |
+//	| TSOff (32) | TSPeer (32) |
+//
+// A master sends them in messages of their own, so that a peer that
+// knows only kind 1 still takes the plain records and drops these (its
+// FullNAT clients reconnect after a failover, as before).
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
 
 	HeaderLen = 40
 	RecordLen = 24
-	MACLen    = sha256.Size
+	// ExtRecordLen is an extended record's length (kind 4).
+	ExtRecordLen = RecordLen + 32
+	MACLen       = sha256.Size
 
 	// MinMessageLen is a message without records.
 	MinMessageLen = HeaderLen + MACLen
@@ -80,6 +94,7 @@ const (
 	KindRecords     Kind = 1 // connection and template records
 	KindBulkRequest Kind = 2 // a peer asks the masters for their whole table
 	KindBulkEnd     Kind = 3 // a master finished sending its table to Ref
+	KindExtRecords  Kind = 4 // connection records with their extension (FullNAT, SYN proxy)
 )
 
 // String names the kind for logs.
@@ -91,6 +106,8 @@ func (k Kind) String() string {
 		return "bulk-request"
 	case KindBulkEnd:
 		return "bulk-end"
+	case KindExtRecords:
+		return "ext-records"
 	}
 	return "unknown"
 }
@@ -126,6 +143,20 @@ func RecordsFit(payload int) int {
 	return max(n, 0)
 }
 
+// ExtRecordsFit is how many extended records fit a datagram of payload bytes.
+func ExtRecordsFit(payload int) int {
+	n := (min(payload, MaxMessageLen) - MinMessageLen) / ExtRecordLen
+	return max(n, 0)
+}
+
+// recordLen is the length of a record in a message of kind k.
+func recordLen(k Kind) int {
+	if k == KindExtRecords {
+		return ExtRecordLen
+	}
+	return RecordLen
+}
+
 // Append appends the message h with recs, MAC included, to dst.
 func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 	start := len(dst)
@@ -141,6 +172,9 @@ func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 	dst = append(dst, b[:]...)
 	for i := range recs {
 		dst = appendRecord(dst, &recs[i])
+		if h.Kind == KindExtRecords {
+			dst = appendExt(dst, &recs[i].Ext)
+		}
 	}
 	c.mac.Reset()
 	c.mac.Write(dst[start:])
@@ -162,6 +196,18 @@ func appendRecord(dst []byte, r *lcore.SyncConn) []byte {
 	return append(dst, b[:]...)
 }
 
+func appendExt(dst []byte, x *conn.Ext) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, x.LIP)
+	dst = binary.BigEndian.AppendUint16(dst, x.LPort)
+	dst = binary.BigEndian.AppendUint16(dst, x.Flags)
+	dst = binary.BigEndian.AppendUint32(dst, x.ClientISN)
+	dst = binary.BigEndian.AppendUint32(dst, x.ServerISN)
+	dst = binary.BigEndian.AppendUint32(dst, x.SeqIn)
+	dst = binary.BigEndian.AppendUint32(dst, x.SeqOut)
+	dst = binary.BigEndian.AppendUint32(dst, x.TSOff)
+	return binary.BigEndian.AppendUint32(dst, x.TSPeer)
+}
+
 // Decode checks msg and appends its records to recs. The cheap checks
 // (length, magic, version, kind) come before the MAC so garbage costs
 // little; no record is looked at before the MAC is right. A rejected
@@ -178,14 +224,15 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		return h, recs, ReasonVersion
 	}
 	count := int(binary.BigEndian.Uint16(msg[offCount:]))
-	if len(msg) != MinMessageLen+count*RecordLen {
+	h.Kind = Kind(msg[offKind])
+	rlen := recordLen(h.Kind)
+	if len(msg) != MinMessageLen+count*rlen {
 		return h, recs, ReasonLength
 	}
-	h.Kind = Kind(msg[offKind])
 	switch {
-	case h.Kind != KindRecords && h.Kind != KindBulkRequest && h.Kind != KindBulkEnd:
+	case h.Kind < KindRecords || h.Kind > KindExtRecords:
 		return h, recs, ReasonKind
-	case h.Kind != KindRecords && count != 0:
+	case h.Kind != KindRecords && h.Kind != KindExtRecords && count != 0:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
 		return h, recs, ReasonMalformed
@@ -204,8 +251,14 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		return h, recs, ReasonMalformed
 	}
 	n := len(recs)
-	for off := HeaderLen; off < len(body); off += RecordLen {
-		r, ok := decodeRecord(body[off : off+RecordLen])
+	for off := HeaderLen; off < len(body); off += rlen {
+		var r lcore.SyncConn
+		var ok bool
+		if h.Kind == KindExtRecords {
+			r, ok = decodeExtRecord(body[off : off+rlen])
+		} else {
+			r, ok = decodeRecord(body[off : off+rlen])
+		}
 		if !ok {
 			return h, recs[:n], ReasonRecord
 		}
@@ -215,6 +268,12 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 }
 
 func decodeRecord(b []byte) (lcore.SyncConn, bool) {
+	r, ok := decodeRecordAny(b)
+	return r, ok && r.Fwd <= fwd.TUN // FullNAT travels in extended records only
+}
+
+// decodeRecordAny reads a record's common 24 bytes, any method.
+func decodeRecordAny(b []byte) (lcore.SyncConn, bool) {
 	r := lcore.SyncConn{
 		ClientIP:   binary.BigEndian.Uint32(b[0:]),
 		VIP:        binary.BigEndian.Uint32(b[4:]),
@@ -228,8 +287,32 @@ func decodeRecord(b []byte) (lcore.SyncConn, bool) {
 		Template:   b[21]&flagTemplate != 0,
 	}
 	ok := (r.Proto == hdr.ProtoTCP || r.Proto == hdr.ProtoUDP) &&
-		r.State < conn.NumStates && r.Fwd <= fwd.TUN &&
+		r.State < conn.NumStates && r.Fwd <= fwd.FullNAT &&
 		b[21]&^flagTemplate == 0 && b[22] == 0 && b[23] == 0 &&
 		r.VIP != 0 && r.RIP != 0 && (r.Template || (r.ClientIP != 0 && r.ClientPort != 0))
+	return r, ok
+}
+
+// decodeExtRecord reads an extended record: a connection (not a
+// template) with its extension. A FullNAT one names its local endpoint;
+// a NAT one (a SYN-proxied connection) has the client's there.
+func decodeExtRecord(b []byte) (lcore.SyncConn, bool) {
+	r, ok := decodeRecordAny(b[:RecordLen])
+	x := b[RecordLen:]
+	r.HasExt = true
+	r.Ext = conn.Ext{
+		LIP:       binary.BigEndian.Uint32(x[0:]),
+		LPort:     binary.BigEndian.Uint16(x[4:]),
+		Flags:     binary.BigEndian.Uint16(x[6:]),
+		ClientISN: binary.BigEndian.Uint32(x[8:]),
+		ServerISN: binary.BigEndian.Uint32(x[12:]),
+		SeqIn:     binary.BigEndian.Uint32(x[16:]),
+		SeqOut:    binary.BigEndian.Uint32(x[20:]),
+		TSOff:     binary.BigEndian.Uint32(x[24:]),
+		TSPeer:    binary.BigEndian.Uint32(x[28:]),
+	}
+	ok = ok && !r.Template && (r.Fwd == fwd.NAT || r.Fwd == fwd.FullNAT) &&
+		r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0 &&
+		(r.Fwd == fwd.FullNAT || r.Proto == hdr.ProtoTCP && r.Ext.LIP == r.ClientIP && r.Ext.LPort == r.ClientPort)
 	return r, ok
 }

@@ -139,6 +139,7 @@ type running struct {
 	transport Transport
 	dests     []netip.AddrPort
 	perMsg    int // records per datagram
+	perMsgExt int // extended records per datagram
 	queue     chan inbound
 	bulk      chan bulkRequest
 	wg        sync.WaitGroup
@@ -288,12 +289,12 @@ func (d *Daemon) open(t Transport) error {
 	if err != nil {
 		return err
 	}
-	perMsg := RecordsFit(payload)
-	if perMsg == 0 {
+	perMsg, perMsgExt := RecordsFit(payload), ExtRecordsFit(payload)
+	if perMsgExt == 0 {
 		conn.Close()
 		return fmt.Errorf("mcast interface %s: its MTU is too small for a sync record", t.Interface)
 	}
-	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: perMsg,
+	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: perMsg, perMsgExt: perMsgExt,
 		queue: make(chan inbound, d.opt.QueueLen), bulk: make(chan bulkRequest, 4), closed: make(chan struct{})}
 	for _, a := range r.dests {
 		d.peers.get(a.Addr(), true)

@@ -21,6 +21,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(c.Append(nil, Header{Kind: KindBulkRequest, Boot: 10, Seq: 4}, nil), false)
 	f.Add(c.Append(nil, Header{Kind: KindBulkEnd, Boot: 10, Seq: 5, Ref: 9}, nil), false)
 	f.Add(c.Append(nil, Header{Kind: KindRecords, Boot: 1, Seq: 1}, make([]lcore.SyncConn, MaxRecords)), true)
+	f.Add(c.Append(nil, Header{Kind: KindExtRecords, SyncID: 1, Boot: 10, Seq: 6}, sampleExtRecords()), false)
+	f.Add(c.Append(nil, Header{Kind: KindExtRecords, Boot: 10, Seq: 7}, sampleExtRecords()[:1]), true)
 	flipped := append([]byte(nil), valid...)
 	flipped[HeaderLen] ^= 0xff
 	f.Add(flipped, false)

@@ -59,7 +59,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		return
 	}
 	switch h.Kind {
-	case KindRecords:
+	case KindRecords, KindExtRecords:
 		if d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)}) {
 			p.received.Add(1)
 			p.records.Add(uint64(len(recs)))
@@ -135,13 +135,21 @@ func (d *Daemon) pull(r *running, stop, done chan struct{}) {
 	}
 }
 
-// sendRecords sends recs in full datagrams to dests; pace > 0 sleeps that
-// long after every bulkBurst datagrams.
+// sendRecords sends recs in full datagrams to dests, the connections
+// with an extension in extended-record messages of their own (recs is
+// reordered); pace > 0 sleeps that long after every bulkBurst datagrams.
 func (d *Daemon) sendRecords(r *running, recs []lcore.SyncConn, dests []netip.AddrPort, pace time.Duration) {
-	for i := 0; len(recs) > 0; i++ {
-		n := min(len(recs), r.perMsg)
-		d.send(r, Header{Kind: KindRecords, SyncID: d.modes.Load().masterID}, recs[:n], dests)
-		recs = recs[n:]
+	plain := partitionExt(recs)
+	ext := recs[plain:]
+	recs = recs[:plain]
+	for i := 0; len(recs) > 0 || len(ext) > 0; i++ {
+		kind, per, batch := KindRecords, r.perMsg, &recs
+		if len(recs) == 0 {
+			kind, per, batch = KindExtRecords, r.perMsgExt, &ext
+		}
+		n := min(len(*batch), per)
+		d.send(r, Header{Kind: kind, SyncID: d.modes.Load().masterID}, (*batch)[:n], dests)
+		*batch = (*batch)[n:]
 		if pace > 0 && i%bulkBurst == bulkBurst-1 {
 			select {
 			case <-r.closed:
@@ -250,4 +258,22 @@ func (d *Daemon) requestBulk(ctx context.Context, r *running, syncID uint8) erro
 		case <-t.C:
 		}
 	}
+}
+
+// partitionExt moves the records with an extension to the end of recs,
+// each part in its order (a template stays before its connections), and
+// returns how many have none.
+func partitionExt(recs []lcore.SyncConn) int {
+	var ext []lcore.SyncConn
+	n := 0
+	for i := range recs {
+		if recs[i].HasExt {
+			ext = append(ext, recs[i])
+			continue
+		}
+		recs[n] = recs[i]
+		n++
+	}
+	copy(recs[n:], ext)
+	return n
 }

@@ -16,3 +16,18 @@ func DecodeRecord(b []byte) (lcore.SyncConn, bool) {
 	}
 	return decodeRecord(b[:RecordLen])
 }
+
+// AppendExtRecord appends r, with its extension, in the extended record
+// layout (ExtRecordLen bytes).
+func AppendExtRecord(dst []byte, r lcore.SyncConn) []byte {
+	return appendExt(appendRecord(dst, &r), &r.Ext)
+}
+
+// DecodeExtRecord reads one extended record (the first ExtRecordLen bytes
+// of b) and reports whether it is a possible connection.
+func DecodeExtRecord(b []byte) (lcore.SyncConn, bool) {
+	if len(b) < ExtRecordLen {
+		return lcore.SyncConn{}, false
+	}
+	return decodeExtRecord(b[:ExtRecordLen])
+}

@@ -13,13 +13,20 @@
 //	magic "DPLBHAND" (8) | version (16) | flags (16) | written, Unix ns (64)
 //	| writer's pid (32) | config path length (16) | config path
 //	| sync daemons (8), each: mode (8) | syncid (8) | interface length (8) | interface
-//	| records (32) | counters (32) | neighbours (32)
+//	| version 2: steering key (40), all zero when not handed over
+//	| records (32) | version 2: extended records (32) | counters (32) | neighbours (32)
 //	| records of 24 bytes (connection sync's record, ctl/connsync)
+//	| version 2: extended records of 56 bytes (FullNAT and SYN-proxied
+//	  connections, connection sync's kind 4)
 //	| counters of 96 bytes | neighbours of 12 bytes
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
+//
+// A build writes version 2 and reads 1 and 2 (an upgrade from a build
+// that wrote version 1 keeps its connections; a downgrade to one that
+// reads only version 1 starts with an empty table).
 package handover
 
 import (
@@ -36,10 +43,13 @@ import (
 
 const (
 	magic = "DPLBHAND"
-	// Version is the encoding's version; a build refuses any other.
-	Version = 1
+	// Version is the encoding's version written; a build reads it and
+	// version 1 and refuses any other.
+	Version = 2
 
 	RecordLen    = connsync.RecordLen
+	ExtRecordLen = connsync.ExtRecordLen
+	keyLen       = lcore.SteeringKeyLen
 	CountersLen  = 96
 	NeighbourLen = 12
 
@@ -65,7 +75,13 @@ type State struct {
 	// SyncDaemons are the connection sync daemons the writer ran (as
 	// keepalived's notify script last started them).
 	SyncDaemons []SyncDaemon
-	Records     []lcore.SyncConn
+	// Records are the connections and templates; those with HasExt are
+	// written as extended records.
+	Records []lcore.SyncConn
+	// SteeringKey is the writer's steering key (nil from a version 1
+	// writer): a FullNAT connection's local port was chosen for its owner
+	// under it, so the next lbd keeps it unless its configuration sets one.
+	SteeringKey []byte
 	Counters    []DestCounters
 	Neighbours  []Neighbour
 }
@@ -129,11 +145,28 @@ func Encode(b []byte, s State) []byte {
 		b = append(b, mode, d.SyncID, byte(len(iface)))
 		b = append(b, iface...)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Records)))
+	var key [keyLen]byte
+	copy(key[:], s.SteeringKey)
+	b = append(b, key[:]...)
+	ext := 0
+	for i := range s.Records {
+		if s.Records[i].HasExt {
+			ext++
+		}
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Records)-ext))
+	b = binary.BigEndian.AppendUint32(b, uint32(ext))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Counters)))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours)))
 	for _, r := range s.Records {
-		b = connsync.AppendRecord(b, r)
+		if !r.HasExt {
+			b = connsync.AppendRecord(b, r)
+		}
+	}
+	for _, r := range s.Records {
+		if r.HasExt {
+			b = connsync.AppendExtRecord(b, r)
+		}
 	}
 	for _, c := range s.Counters {
 		b = append(b, c.Proto, 0)
@@ -172,8 +205,9 @@ func Decode(b []byte) (State, error) {
 	if string(b[:8]) != magic {
 		return s, errors.New("not a handover (wrong magic)")
 	}
-	if v := binary.BigEndian.Uint16(b[8:]); v != Version {
-		return s, fmt.Errorf("handover version %d; this lbd reads version %d", v, Version)
+	version := binary.BigEndian.Uint16(b[8:])
+	if version != 1 && version != Version {
+		return s, fmt.Errorf("handover version %d; this lbd reads versions 1 and %d", version, Version)
 	}
 	body, sum := b[:len(b)-sumLen], b[len(b)-sumLen:]
 	if want := sha256.Sum256(body); string(want[:]) != string(sum) {
@@ -216,21 +250,43 @@ func Decode(b []byte) (State, error) {
 		s.SyncDaemons = append(s.SyncDaemons, d)
 		p = p[3+int(p[2]):]
 	}
-	if len(p) < 12 {
-		return s, errors.New("truncated header")
+	var nr, nx, nc, nn uint32 // records, extended records, counters, neighbours
+	if version >= 2 {
+		if len(p) < keyLen+16 {
+			return s, errors.New("truncated header")
+		}
+		if key := p[:keyLen]; string(key) != string(make([]byte, keyLen)) {
+			s.SteeringKey = append([]byte(nil), key...)
+		}
+		p = p[keyLen:]
+		nr, nx, nc, nn = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint32(p[12:])
+		p = p[16:]
+	} else {
+		if len(p) < 12 {
+			return s, errors.New("truncated header")
+		}
+		nr, nc, nn = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
+		p = p[12:]
 	}
-	nr, nc, nn := binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
-	p = p[12:]
-	if want := uint64(nr)*RecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen; want != uint64(len(p)) {
-		return s, fmt.Errorf("%d records, %d counters and %d neighbours need %d bytes, the handover has %d", nr, nc, nn, want, len(p))
+	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen; want != uint64(len(p)) {
+		return s, fmt.Errorf("%d records, %d extended records, %d counters and %d neighbours need %d bytes, the handover has %d",
+			nr, nx, nc, nn, want, len(p))
 	}
-	s.Records = make([]lcore.SyncConn, nr)
+	s.Records = make([]lcore.SyncConn, nr+nx)
 	for i := range s.Records {
-		r, ok := connsync.DecodeRecord(p)
+		var r lcore.SyncConn
+		var ok bool
+		if i < int(nr) {
+			r, ok = connsync.DecodeRecord(p)
+			p = p[RecordLen:]
+		} else {
+			r, ok = connsync.DecodeExtRecord(p)
+			p = p[ExtRecordLen:]
+		}
 		if !ok {
 			return State{}, fmt.Errorf("record %d: not a possible connection or template", i)
 		}
-		s.Records[i], p = r, p[RecordLen:]
+		s.Records[i] = r
 	}
 	s.Counters = make([]DestCounters, nc)
 	for i := range s.Counters {

@@ -1,6 +1,8 @@
 package handover
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -27,7 +29,12 @@ func sample() State {
 				Proto: hdr.ProtoUDP, State: conn.StateUDP, Fwd: fwd.DR},
 			{ClientIP: 0xc0000200, VIP: 0xc6336401, VPort: 443, RIP: 0x0a000002, RPort: 443,
 				Proto: hdr.ProtoTCP, Fwd: fwd.TUN, Template: true},
+			// Extended records come after the plain ones.
+			{ClientIP: 0xc0000204, ClientPort: 40001, VIP: 0xc6336402, VPort: 80, RIP: 0x0a000004, RPort: 80,
+				Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT, HasExt: true,
+				Ext: conn.Ext{LIP: 0x0a000032, LPort: 3333, Flags: 1, ClientISN: 1, ServerISN: 2, SeqIn: 28, SeqOut: 3}},
 		},
+		SteeringKey: []byte("0123456789012345678901234567890123456789"),
 		Counters: []DestCounters{{Proto: hdr.ProtoTCP, VIP: 0xc6336401, VPort: 80, RIP: 0x0a000002, RPort: 8080,
 			Counters: [5]uint64{1, 2, 3, 4, 1 << 40}, Base: [5]uint64{0, 1, 0, 0, 7}}},
 		Neighbours: []Neighbour{{IP: 0x0a000002, MAC: hdr.MAC{2, 0, 0, 0, 0, 9}, Port: 1}},
@@ -86,6 +93,8 @@ func TestDecodeRefuses(t *testing.T) {
 	badFwd.Records[0].Fwd = 9
 	zeroClient := sample()
 	zeroClient.Records[0].ClientIP = 0
+	noLocalPort := sample()
+	noLocalPort.Records[3].Ext.LPort = 0
 	cases := map[string]struct {
 		in   []byte
 		want string
@@ -100,6 +109,7 @@ func TestDecodeRefuses(t *testing.T) {
 		"state":         {Encode(nil, badState), "record 0: not a possible connection"},
 		"method":        {Encode(nil, badFwd), "record 0: not a possible connection"},
 		"zero client":   {Encode(nil, zeroClient), "record 0: not a possible connection"},
+		"local port":    {Encode(nil, noLocalPort), "record 3: not a possible connection"},
 		"appended junk": {append(append([]byte(nil), good...), 0), "checksum"},
 	}
 	for name, c := range cases {
@@ -162,18 +172,63 @@ func TestFileAndMemfd(t *testing.T) {
 	}
 }
 
+// encodeV1 turns a version 2 encoding without extended records into the
+// version 1 encoding of the same state (no steering key, no extended
+// record count), as an lbd before version 2 wrote it.
+func encodeV1(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	pathLen := int(binary.BigEndian.Uint16(b[24:]))
+	p := 26 + pathLen
+	nd := int(b[p])
+	p++
+	for range nd {
+		p += 3 + int(b[p+2])
+	}
+	v1 := append([]byte(nil), b[:p]...)
+	binary.BigEndian.PutUint16(v1[8:], 1)
+	v1 = append(v1, b[p+keyLen:p+keyLen+4]...) // records
+	v1 = append(v1, b[p+keyLen+8:]...)         // counters, neighbours and the rest
+	sum := sha256.Sum256(v1)
+	return append(v1, sum[:]...)
+}
+
+// TestDecodeVersion1: a handover from an lbd that wrote version 1 is read.
+func TestDecodeVersion1(t *testing.T) {
+	want := sample()
+	want.Records = want.Records[:3]
+	want.SteeringKey = nil
+	got, err := Decode(encodeV1(Encode(nil, want)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Written = want.Written
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // FuzzDecode: no input crashes Decode, and what it accepts encodes back
 // to the same bytes.
 func FuzzDecode(f *testing.F) {
 	f.Add(Encode(nil, sample()))
 	f.Add(Encode(nil, State{}))
 	f.Add([]byte(magic))
+	f.Add(encodeV1(Encode(nil, sample())))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(b)
 		if err != nil {
 			return
 		}
-		if again := Encode(nil, s); string(again) != string(b) {
+		again := Encode(nil, s)
+		if binary.BigEndian.Uint16(b[8:]) == 1 { // read, never written: it must mean the same
+			back, err := Decode(again)
+			back.Written = s.Written
+			if err != nil || !reflect.DeepEqual(back, s) {
+				t.Fatalf("a version 1 handover re-encoded reads as %+v, %v", back, err)
+			}
+			return
+		}
+		if string(again) != string(b) {
 			t.Fatalf("accepted %d bytes that encode back to %d different ones", len(b), len(again))
 		}
 	})

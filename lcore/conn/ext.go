@@ -22,6 +22,12 @@ type Ext struct {
 	// the server's sequence numbers towards the client (and taken off
 	// the client's acknowledgements).
 	SeqIn, SeqOut uint32
+	// TSOff is added to the server's TSval towards the client (and taken
+	// off the client's TSecr) when a SYN proxy spliced timestamps; until
+	// the server's SYN-ACK it holds the TSval the proxy's SYN-ACK gave the
+	// client, and TSPeer the client's last TSval (what the proxy's SYN to
+	// the server carries).
+	TSOff, TSPeer uint32
 }
 
 // ErrNoExt is returned by InsertExt on a table without EnableExt.
@@ -34,7 +40,7 @@ var ErrNoSix = errors.New("conn: table has no IPv6 address array")
 const indexedExt uint8 = 1 << 2
 
 // EnableExt allocates the extension array (once; later calls do nothing).
-// Control work: it allocates 20 bytes per entry.
+// Control work: it allocates 32 bytes per entry.
 func (t *Table) EnableExt() {
 	if t.ext == nil {
 		t.ext = make([]Ext, len(t.entries))

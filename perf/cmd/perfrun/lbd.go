@@ -23,6 +23,8 @@ type lbdCase struct {
 	Pattern string `json:"pattern"` // lbgen -pattern: established, syn-data-fin, syn, udp
 	Lcores  int    `json:"lcores"`  // worker lcores (and queues per port)
 	Workers []int  `json:"worker_cpus"`
+	// SynProxy: the service answers SYNs with cookies (synproxy.go).
+	SynProxy bool `json:"synproxy,omitempty"`
 }
 
 // parseCase reads METHOD[-1m|-1k|-FLOWS][-new][-Nlc]: "nat", "dr-1m",
@@ -34,12 +36,14 @@ func parseCase(name string, o options) (*lbdCase, error) {
 		c.Method = "nat"
 	}
 	if c.Method != "nat" && c.Method != "dr" && c.Method != "tun" {
-		return nil, fmt.Errorf("-cases: unknown case %q (loop, testpmd, testpmd-1way, or METHOD[-1m][-new][-Nlc] with METHOD nat, dr, tun)", name)
+		return nil, fmt.Errorf("-cases: unknown case %q (loop, testpmd, testpmd-1way, or METHOD[-1m][-new|-synproxy][-Nlc] with METHOD nat, dr, tun)", name)
 	}
 	for _, p := range parts[1:] {
 		switch {
 		case p == "new":
 			c.Pattern = "syn"
+		case p == "synproxy":
+			c.Pattern, c.SynProxy = "syn", true
 		case p == "sdf":
 			c.Pattern = "syn-data-fin"
 		case p == "udp":
@@ -90,7 +94,9 @@ var methodName = map[string]string{"nat": "VS/NAT", "dr": "VS/DR", "tun": "VS/TU
 
 func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	name := spec.Method
-	if spec.Pattern == "syn" {
+	if spec.SynProxy {
+		name += "-synproxy"
+	} else if spec.Pattern == "syn" {
 		name += "-new"
 	} else if spec.Pattern != o.pattern {
 		name += "-" + spec.Pattern
@@ -105,6 +111,9 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	switch spec.Pattern {
 	case "syn":
 		traffic = "SYNs from ever-new client address:port (new connections)"
+		if spec.SynProxy {
+			traffic = "spoofed SYNs from ever-new client address:port to a SYN-proxied service (each answered with a cookie, counted at the client side)"
+		}
 	case "syn-data-fin", "udp":
 		traffic = fmt.Sprintf("%s %s flows", si(float64(spec.Flows)), spec.Pattern)
 	}
@@ -122,6 +131,9 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	cs, ss, ctl := filepath.Join(sub, "c.sock"), filepath.Join(sub, "s.sock"), filepath.Join(sub, "lbd.sock")
 	metricsAddr := freeAddr()
 	cfg := lbdConfig(o, spec, cs, ss, ctl, metricsAddr)
+	if spec.SynProxy {
+		cfg = synProxyConfig(cfg)
+	}
 	cfgPath := filepath.Join(sub, "lbd.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		c.Error = err.Error()
@@ -156,6 +168,9 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		args = append(args, "-one-way")
 	}
 	runGen(ctx, o, c, dir, args)
+	if spec.SynProxy {
+		cookieRates(c)
+	}
 	c.Metrics = stepMetrics(c, o)
 	if d := dropReasons(metricsAddr); len(d) > 0 {
 		c.Extra["drops"] = d

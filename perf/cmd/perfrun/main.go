@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&o.pattern, "pattern", "established", "lbgen -pattern of the cases that do not name one")
 	flag.StringVar(&o.reply, "reply", "ack", "lbgen -reply (VS/NAT and the two-way references)")
 	flag.BoolVar(&o.huge, "huge", false, "lbd and lbgen on hugepages (else --no-huge)")
-	flag.StringVar(&o.cases, "cases", defaultCases, "cases to run, in order: loop, testpmd, testpmd-1way, and lbd cases named METHOD[-1m|-FLOWS][-new][-Nlc] with METHOD nat, dr or tun (lbd = nat)")
+	flag.StringVar(&o.cases, "cases", defaultCases, "cases to run, in order: loop, testpmd, testpmd-1way, and lbd cases named METHOD[-1m|-FLOWS][-new|-synproxy][-Nlc] with METHOD nat, dr or tun (lbd = nat)")
 	flag.IntVar(&o.genCPU, "gen-cpu", 0, "CPU of lbgen, lbd's main lcore and every non-worker thread")
 	flag.IntVar(&o.lbdCPU, "lbd-cpu", 1, "CPU of lbd's worker (and testpmd's forwarding lcore)")
 	flag.StringVar(&o.workerCPUs, "worker-cpus", "", "CPUs of lbd's workers for the -Nlc cases, comma-separated (first N used); empty: -lbd-cpu repeated N times")

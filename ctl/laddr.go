@@ -1,0 +1,173 @@
+package ctl
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+)
+
+// FullNAT local addresses by lbctl (DPVS's --add-laddr, --del-laddr,
+// --get-laddr). An added address goes through the whole validation
+// (Apply) like the configuration's. A removed one stops serving new
+// connections at once; the connections that use it drain: lbd keeps
+// answering ARP for it (Snapshot.KeepLIPs; the workers keep its ports)
+// until a check, every lipDrainCheck, finds no connection using it.
+
+// lipDrainCheck is how often draining local addresses are looked for in
+// the connection tables.
+const lipDrainCheck = 5 * time.Second
+
+// lipDrain is a removed local address and the service it was removed from.
+type lipDrain struct {
+	svc   lcore.ServiceKey
+	proto string
+	vip   string
+}
+
+// editLocalAddress adds or removes req.LocalAddress in svcs[at]; name
+// prefixes refusals.
+func editLocalAddress(svcs []conf.Service, at int, req api.Request, name string) ([]conf.Service, error) {
+	a, err := netip.ParseAddr(req.LocalAddress)
+	if err != nil || !a.Is4() {
+		return nil, fmt.Errorf("%s: -z %q is not an IPv4 address", name, req.LocalAddress)
+	}
+	s := &svcs[at]
+	i := slices.IndexFunc(s.LocalAddresses, func(l string) bool { return addrString(l) == a.String() })
+	if req.Op == api.OpAddLaddr {
+		if i >= 0 {
+			return nil, fmt.Errorf("%s: already a local address of the service", name)
+		}
+		s.LocalAddresses = append(slices.Clone(s.LocalAddresses), a.String())
+		return svcs, nil
+	}
+	if i < 0 {
+		return nil, fmt.Errorf("%s: not a local address of the service", name)
+	}
+	s.LocalAddresses = slices.Delete(slices.Clone(s.LocalAddresses), i, i+1)
+	return svcs, nil
+}
+
+// nextLIPDrain is the draining set once svcs replace the running
+// services: the local addresses they drop join it, those they list leave it.
+func (c *Controller) nextLIPDrain(svcs []conf.Service) map[uint32]lipDrain {
+	listed := map[uint32]bool{}
+	for _, s := range svcs {
+		for _, l := range s.LocalAddresses {
+			if a, err := netip.ParseAddr(l); err == nil {
+				listed[ipv4(a)] = true
+			}
+		}
+	}
+	next := map[uint32]lipDrain{}
+	for a, d := range c.lipDrain {
+		if !listed[a] {
+			next[a] = d
+		}
+	}
+	for i := range c.services {
+		s := &c.services[i].conf
+		for _, l := range s.LocalAddresses {
+			a, err := netip.ParseAddr(l)
+			if err == nil && !listed[ipv4(a)] {
+				next[ipv4(a)] = lipDrain{svc: c.services[i].key, proto: strings.ToUpper(s.Protocol), vip: s.VIP}
+			}
+		}
+	}
+	return next
+}
+
+// drainingLIPs are the keys of a draining set.
+func drainingLIPs(m map[uint32]lipDrain) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for a := range m {
+		out = append(out, a)
+	}
+	return out
+}
+
+// drainLoop ends the drain of local addresses no connection uses any
+// more, until ctx ends.
+func (c *Controller) drainLoop(ctx context.Context) {
+	t := time.NewTicker(lipDrainCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c.endDrains()
+	}
+}
+
+// endDrains looks for each draining local address in the connection
+// tables (a dump of at most one entry, filtered on the lcores) and ends
+// the drain of those no connection uses: lbd stops answering ARP for them.
+func (c *Controller) endDrains() {
+	c.mu.Lock()
+	lips := drainingLIPs(c.lipDrain)
+	c.mu.Unlock()
+	var done []uint32
+	for _, a := range lips {
+		conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{LIP: a}, 1)
+		if err == nil && len(conns) == 0 && !truncated {
+			done = append(done, a)
+		}
+	}
+	if len(done) == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, a := range done {
+		delete(c.lipDrain, a)
+		c.log.Info("local address drained: no connection uses it any more", zap.Stringer("address", addrOf(a)))
+	}
+	c.republish()
+}
+
+// localAddresses answers --get-laddr: the local addresses of the service
+// spec (every service's when nil), draining ones included.
+func (c *Controller) localAddresses(spec *api.ServiceSpec) (api.Response, error) {
+	svcs, _ := c.Services()
+	var only *lcore.ServiceKey
+	if spec != nil {
+		if err := spec.Check(); err != nil {
+			return api.Response{}, fmt.Errorf("--get-laddr %w", err)
+		}
+		i := findService(svcs, *spec)
+		if i < 0 {
+			return api.Response{}, fmt.Errorf("--get-laddr %s: service does not exist", spec)
+		}
+		k := serviceKey(svcs[i])
+		only = &k
+	}
+	resp := api.Response{LocalAddresses: []api.LocalAddress{}}
+	for _, s := range svcs {
+		if only != nil && serviceKey(s) != *only {
+			continue
+		}
+		for _, l := range s.LocalAddresses {
+			resp.LocalAddresses = append(resp.LocalAddresses, api.LocalAddress{Protocol: strings.ToUpper(s.Protocol),
+				VIP: s.VIP, Port: uint16(s.Port), Address: addrString(l)})
+		}
+	}
+	c.mu.Lock()
+	for a, d := range c.lipDrain {
+		if only == nil || d.svc == *only {
+			resp.LocalAddresses = append(resp.LocalAddresses, api.LocalAddress{Protocol: d.proto, VIP: d.vip,
+				Port: d.svc.Port, Address: addrOf(a).String(), Draining: true})
+		}
+	}
+	c.mu.Unlock()
+	return resp, nil
+}
