@@ -20,13 +20,14 @@ import (
 var sock = filepath.Join(os.TempDir(), fmt.Sprintf("dplb-memiftest-%d.sock", os.Getpid()))
 
 func TestMain(m *testing.M) {
-	defer os.Remove(sock)
 	// net_memif0 plays lbd (server: it maps the peer's memory), net_memif1
 	// the peer (lbgen, testpmd) that comes and goes.
-	dpdktest.Main(m,
+	code := dpdktest.Run(m,
 		"--vdev", "net_memif0,role=server,socket-abstract=no,socket="+sock,
 		"--vdev", "net_memif1,role=client,socket-abstract=no,socket="+sock,
 		"--log-level", "pmd.net.memif:error")
+	os.Remove(sock)
+	os.Exit(code)
 }
 
 func port(t *testing.T, name string, mp *mempool.Mempool) ethdev.Port {
