@@ -62,12 +62,63 @@ static inline void dplb_pktmbuf_free(struct rte_mbuf *m) { rte_pktmbuf_free(m); 
 static inline uint16_t dplb_pktmbuf_headroom(const struct rte_mbuf *m) { return rte_pktmbuf_headroom(m); }
 static inline uint16_t dplb_pktmbuf_tailroom(const struct rte_mbuf *m) { return rte_pktmbuf_tailroom(m); }
 
+/*
+ * The burst guard (dpdk/ethdev/burstguard.c). A driver may unmap a queue's
+ * memory on its interrupt thread while a poller is inside a burst on that
+ * queue (DPDK 22.11's memif does on the peer's disconnect: it clears its
+ * "connected" flag, then munmaps the rings, with nothing in between that
+ * waits for a burst already past the flag). Every burst is therefore
+ * bracketed by its thread's guard sequence (odd while inside), and an
+ * munmap on the interrupt thread waits until every burst that was in
+ * progress has left; the driver's later bursts see the flag cleared.
+ * Two plain stores per burst (membarrier(2) puts the barrier on the
+ * interrupt thread's side), none per packet.
+ */
+struct dplb_guard_slot {
+	uint64_t seq; /* odd while the owning thread is inside a burst */
+	char pad[56]; /* one cache line per thread */
+};
+extern __thread struct dplb_guard_slot *dplb_guard_self;
+extern int dplb_guard_asymmetric;
+struct dplb_guard_slot *dplb_guard_register(void);
+
+static inline struct dplb_guard_slot *dplb_guard_enter(void) {
+	struct dplb_guard_slot *s = dplb_guard_self;
+	if (__builtin_expect(s == NULL, 0))
+		s = dplb_guard_register(); /* once per thread; NULL when out of slots */
+	if (s == NULL)
+		return NULL;
+	/* The odd sequence must be visible before the driver reads its
+	 * connected flag (the interrupt thread clears that flag, then reads
+	 * the sequences). With membarrier(2) the interrupt thread's side
+	 * forces that order on every thread, so a plain store will do;
+	 * without it, a full barrier here. */
+	if (__builtin_expect(dplb_guard_asymmetric, 1)) {
+		__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	} else {
+		__atomic_fetch_add(&s->seq, 1, __ATOMIC_SEQ_CST);
+	}
+	return s;
+}
+
+static inline void dplb_guard_leave(struct dplb_guard_slot *s) {
+	if (s != NULL)
+		__atomic_store_n(&s->seq, s->seq + 1, __ATOMIC_RELEASE);
+}
+
 static inline uint16_t dplb_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
-	return rte_eth_rx_burst(port, q, pkts, n);
+	struct dplb_guard_slot *g = dplb_guard_enter();
+	uint16_t got = rte_eth_rx_burst(port, q, pkts, n);
+	dplb_guard_leave(g);
+	return got;
 }
 
 static inline uint16_t dplb_tx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
-	return rte_eth_tx_burst(port, q, pkts, n);
+	struct dplb_guard_slot *g = dplb_guard_enter();
+	uint16_t sent = rte_eth_tx_burst(port, q, pkts, n);
+	dplb_guard_leave(g);
+	return sent;
 }
 
 /*
@@ -75,7 +126,7 @@ static inline uint16_t dplb_tx_burst(uint16_t port, uint16_t q, struct rte_mbuf 
  * never holds on to unsent packets (a full TX ring is a counted drop).
  */
 static inline uint16_t dplb_tx_burst_or_free(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
-	uint16_t sent = rte_eth_tx_burst(port, q, pkts, n);
+	uint16_t sent = dplb_tx_burst(port, q, pkts, n);
 	if (sent < n)
 		rte_pktmbuf_free_bulk(pkts + sent, n - sent);
 	return sent;

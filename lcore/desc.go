@@ -54,6 +54,9 @@ type desc struct {
 	l4      uint16  // offset of the transport (or ICMP) header in the frame
 	flow    flowKey // classFlow: the packet's flow; classICMPError: the quoted packet's
 	owner   int     // the worker that processes it (set by steering; -1: here)
+	// svc is a SYN's service index + 1 as the lookup stage found it in
+	// the snapshot the burst is processed with (0: not looked up).
+	svc int32
 }
 
 // l3 is the IPv4 header's offset: the dataplane sees untagged Ethernet.

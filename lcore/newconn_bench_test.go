@@ -7,6 +7,7 @@ import (
 
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -18,7 +19,16 @@ import (
 // connections per second, SYN timeout 4 s) and the expire job removes
 // them as in the worker. ns/conn is per new connection, its expiry
 // included; profile it with -cpuprofile.
-func BenchmarkNATNewConnectionAtScale(b *testing.B) {
+func BenchmarkNATNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vip) }
+
+// BenchmarkDRNewConnectionAtScale is the same for a VS/DR service (one
+// real server): no reply key, the SYN forwarded with a MAC rewrite.
+func BenchmarkDRNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vipDR) }
+
+// newConnectionsAtScale drives SYNs to service to:80 (see
+// BenchmarkNATNewConnectionAtScale); the table is filled with
+// connections of that service.
+func newConnectionsAtScale(b *testing.B, to uint32) {
 	const live, burst = 4 << 20, 32
 	const timeout = 4 * time.Second
 	const perBurst = int64(burst * time.Second / 1e6) // 1M connections per second
@@ -35,12 +45,15 @@ func BenchmarkNATNewConnectionAtScale(b *testing.B) {
 	}
 	for i := range live { // expiring evenly over the next 4 s
 		c := conn.Conn{Proto: hdr.ProtoTCP, ClientIP: 0x0A800000 + uint32(i>>8), ClientPort: uint16(1024 + i&0xff),
-			VIP: vip, VPort: 80, RIP: rs1, RPort: 80, State: conn.StateSynRecv, Expires: int64(i) * int64(timeout) / live}
+			VIP: to, VPort: 80, RIP: rs1, RPort: 80, State: conn.StateSynRecv, Expires: int64(i) * int64(timeout) / live}
+		if to != vip {
+			c.Flags, c.Fwd = conn.FlagOneWay, fwd.DR
+		}
 		if _, err = table.Insert(&c); err != nil {
 			b.Fatal(err)
 		}
 	}
-	frame := tcpFrame(clientMAC, wanMAC, clientIP, 1, vip, 80, hdr.TCPFlagSYN, "")
+	frame := tcpFrame(clientMAC, wanMAC, clientIP, 1, to, 80, hdr.TCPFlagSYN, "")
 	var ms [burst]*mbuf.Mbuf
 	for i := range ms {
 		if ms[i], err = mbuf.Alloc(r.pool); err != nil {

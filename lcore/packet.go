@@ -240,7 +240,10 @@ func requestChecksums(m *mbuf.Mbuf, ip hdr.IPv4, l4 []byte) {
 // non-zero Stat says why it could not.
 func (w *Worker) newConn(d *desc) (uint32, Stat) {
 	snap, k := w.snap, &d.flow
-	si, ok := snap.service(k.dst, k.dport, k.proto)
+	si, ok := d.svc-1, d.svc > 0 // the lookup stage's (prefetch.go)
+	if !ok {
+		si, ok = snap.service(k.dst, k.dport, k.proto)
+	}
 	if !ok {
 		switch {
 		case snap.IsVIP(k.dst):

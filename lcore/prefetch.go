@@ -1,5 +1,10 @@
 package lcore
 
+import (
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
 // prefetch is the lookup stage of a burst: every flow packet's key hashed
 // and its index cell prefetched, then the entries those cells name
 // prefetched, so that processing the burst in order finds them in the
@@ -15,10 +20,46 @@ func (w *Worker) prefetch(ds []desc) {
 		k := &d.flow
 		hs[i] = w.table.Hash(k.proto, k.src, k.sport, k.dst, k.dport)
 		w.table.PrefetchCell(hs[i])
+		if k.proto == hdr.ProtoTCP && d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+			w.prefetchReplyCells(d)
+		}
 	}
 	for i := range ds {
 		if ds[i].class == classFlow {
 			w.table.PrefetchEntry(hs[i])
+		}
+	}
+}
+
+// maxReplyPrefetch bounds the real servers whose reply cells a SYN
+// prefetches: each one but the scheduler's pick is a wasted fetch.
+const maxReplyPrefetch = 4
+
+// prefetchReplyCells warms the index cells a new VS/NAT connection's
+// reply key (real server -> client) will probe when the SYN d opens it.
+// With the table beyond the caches that probe was most of a new
+// connection's cost, and no lookup of the burst touches it; which real
+// server the key names is known only once the scheduler has chosen, and
+// scheduling stays in packet order. So for a service of at most
+// maxReplyPrefetch real servers the cell of every one that can take the
+// connection is prefetched (a retransmitted SYN of an existing
+// connection wastes them). Larger services get none: DR and TUN index no
+// reply key, and FullNAT's is its local address's. The service found is
+// kept in d, so newConn does not look it up a second time.
+func (w *Worker) prefetchReplyCells(d *desc) {
+	k := &d.flow
+	si, ok := w.snap.service(k.dst, k.dport, k.proto)
+	if !ok {
+		return
+	}
+	d.svc = si + 1
+	dests := w.snap.Services[si].Dests
+	if len(dests) > maxReplyPrefetch {
+		return
+	}
+	for j := range dests {
+		if rs := &dests[j]; rs.Fwd == fwd.NAT && rs.Weight > 0 {
+			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, rs.Port, k.src, k.sport))
 		}
 	}
 }

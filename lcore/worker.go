@@ -135,9 +135,9 @@ type Worker struct {
 	heldDesc   desc                   // a held segment, parsed again when its server answers
 	synSpare   [synSpares]*mbuf.Mbuf  // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
 	nspare     int
-	synDesc    desc                   // the SYN built in a spare
-	ttlBucket  tokenBucket            // limits the ICMP time exceeded it sends (wire.go)
-	announced6 bool                   // worker 0 sent its unsolicited NAs (nd6.go)
+	synDesc    desc        // the SYN built in a spare
+	ttlBucket  tokenBucket // limits the ICMP time exceeded it sends (wire.go)
+	announced6 bool        // worker 0 sent its unsolicited NAs (nd6.go)
 	cmds       *spsc.Ring[Command]
 	events     *spsc.Ring[Event]
 	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)

@@ -19,6 +19,12 @@ func Main(m *testing.M, extra ...string) {
 	os.Exit(run(m, extra))
 }
 
+// Run is Main without the exit: it returns the tests' exit code, so the
+// caller can remove what it made for the EAL (memif sockets) first.
+func Run(m *testing.M, extra ...string) int {
+	return run(m, extra)
+}
+
 var available bool
 
 // Available reports whether the EAL is up in this test binary.
