@@ -39,48 +39,11 @@ func TestIPv6TUN(t *testing.T) { testIPv6LVS(t, true) }
 
 func testIPv6LVS(t *testing.T, tunnel bool) {
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
-	do := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := e.topo.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 := func(ns, ifc, addr string) {
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
-	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
-	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
-	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
-	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
-	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
 	vip, fwd := v6VIPDR, "dr"
 	if tunnel {
 		vip, fwd = v6VIPTUN, "tun"
 	}
-	do(rt, "ip", "-6", "route", "add", vip+"/128", "via", v6LVSLB)
-	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
-	for i, h := range l.Servers {
-		v6(h.NS, h.If, v6LVSServer(i)+"/64")
-		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
-		if !tunnel {
-			do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
-			do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
-			continue
-		}
-		d, err := harness.StartDecap(e.topo, h, e.nshelper, vip, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.decaps = append(e.decaps, d)
-	}
+	l, _ := e.buildV6LVS(t, vip, tunnel)
 	if err := harness.StartHTTP(e.topo, e.servers, e.nshelper, "[::]:80", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -154,4 +117,42 @@ func testIPv6LVS(t *testing.T, tunnel bool) {
 		t.Errorf("lbctl -L -n:\n%s", out)
 	}
 	e.stop(t)
+}
+
+// buildV6LVS builds the IPv6 LVS topology on two servers: the client
+// behind a router that routes vip to lbd, lbd and the servers on one
+// segment; each server holds vip on lo (DR) or has a decapsulator holding
+// it (tunnel). It returns the topology and a function that runs a command
+// in a namespace or fails the test.
+func (e *lbEnv) buildV6LVS(t *testing.T, vip string, tunnel bool) (*topo.DR, func(ns string, args ...string)) {
+	t.Helper()
+	l, err := topo.BuildDR(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
+	do, v6 := nsCommands(t, e.topo)
+	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
+	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
+	rt := l.Router.NS
+	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
+	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
+	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
+	do(rt, "ip", "-6", "route", "add", vip+"/128", "via", v6LVSLB)
+	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
+	for i, h := range l.Servers {
+		v6(h.NS, h.If, v6LVSServer(i)+"/64")
+		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+		if !tunnel {
+			do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+			do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
+			continue
+		}
+		d, err := harness.StartDecap(e.topo, h, e.nshelper, vip, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.decaps = append(e.decaps, d)
+	}
+	return l, do
 }

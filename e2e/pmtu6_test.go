@@ -2,11 +2,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,45 +64,10 @@ func farClient6(t *testing.T, tp *topo.Topo, nat *topo.NAT) (ns, routerIf string
 	return ns, routerIf
 }
 
-// startStreamServers6 is startStreamServers on IPv6.
-func startStreamServers6(t *testing.T, port int, namespaces ...string) {
-	t.Helper()
-	for _, ns := range namespaces {
-		var ln net.Listener
-		if err := topo.InNS(ns, func() (err error) {
-			ln, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", port))
-			return err
-		}); err != nil {
-			t.Fatalf("stream server in %s: %v", ns, err)
-		}
-		var wg sync.WaitGroup
-		t.Cleanup(func() { ln.Close(); wg.Wait() })
-		wg.Go(func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				wg.Go(func() { serveStream(c) })
-			}
-		})
-	}
-}
-
 // stream6 downloads s from addr in ns over IPv6.
 func stream6(ctx context.Context, ns, addr string, s streamSpec) streamResult {
-	var c net.Conn
-	if err := topo.InNS(ns, func() (err error) {
-		c, err = (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, "tcp6", addr)
-		return err
-	}); err != nil {
-		return streamResult{kind: "dial", err: err}
-	}
-	r := streamResult{local: c.LocalAddr().String()}
-	c.SetWriteDeadline(time.Now().Add(s.stall))
-	if _, err := fmt.Fprintf(c, "%d %d %d\n", s.total, s.chunk, int64(s.interval)); err != nil {
-		c.Close()
-		r.kind, r.err = classify(err), err
+	c, r := dialStream(ctx, ns, addr, s, 5*time.Second)
+	if c == nil {
 		return r
 	}
 	return readStream(c, r, s)

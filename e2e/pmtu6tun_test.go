@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"net"
 	"strconv"
 	"strings"
@@ -10,45 +8,7 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/e2e/harness"
-	"github.com/dplb/dplb/e2e/topo"
 )
-
-// upload6 is upload over IPv6: total bytes to the stream server at addr.
-func upload6(ctx context.Context, ns, addr string, total int64, stall time.Duration) streamResult {
-	var c net.Conn
-	if err := topo.InNS(ns, func() (err error) {
-		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp6", addr)
-		return err
-	}); err != nil {
-		return streamResult{kind: "dial", err: err}
-	}
-	defer c.Close()
-	r := streamResult{local: c.LocalAddr().String()}
-	buf := make([]byte, 16<<10)
-	if _, err := fmt.Fprintf(c, "up %d\n", total); err != nil {
-		r.kind, r.err = classify(err), err
-		return r
-	}
-	for r.got < total {
-		n := min(int64(len(buf)), total-r.got)
-		for i := range n {
-			buf[i] = streamByte(r.got + i)
-		}
-		c.SetWriteDeadline(time.Now().Add(stall))
-		w, err := c.Write(buf[:n])
-		r.got += int64(w)
-		if err != nil {
-			r.kind, r.err = classify(err), err
-			return r
-		}
-	}
-	c.SetReadDeadline(time.Now().Add(stall))
-	ack := make([]byte, 64)
-	if n, err := c.Read(ack); err != nil || !strings.HasPrefix(string(ack[:n]), "ok") {
-		r.kind, r.err = "error", fmt.Errorf("no acknowledgement of the upload: %q %v", ack[:n], err)
-	}
-	return r
-}
 
 // TestPMTU6TUN: VS/TUN over IPv6 on two lcores, the client behind a
 // router, path MTU discovery both ways.
@@ -64,40 +24,11 @@ func upload6(ctx context.Context, ns, addr string, total int64, stall time.Durat
 // holding the connection.
 func TestPMTU6TUN(t *testing.T) {
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
-	do := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := e.topo.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 := func(ns, ifc, addr string) {
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
-	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
-	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
+	l, do := e.buildV6LVS(t, v6VIPTUN, true)
 	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
 	do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
-	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
-	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
-	do(rt, "ip", "-6", "route", "add", v6VIPTUN+"/128", "via", v6LVSLB)
-	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
 	var servers []string
-	for i, h := range l.Servers {
-		v6(h.NS, h.If, v6LVSServer(i)+"/64")
-		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
-		d, err := harness.StartDecap(e.topo, h, e.nshelper, v6VIPTUN, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e.decaps = append(e.decaps, d)
+	for _, h := range l.Servers {
 		servers = append(servers, h.NS)
 	}
 	startStreamServers6(t, pmtuPort, servers...)
@@ -138,7 +69,7 @@ func TestPMTU6TUN(t *testing.T) {
 	t.Run("upload", func(t *testing.T) {
 		for i := range len(l.Servers) {
 			t0 := time.Now()
-			if r := upload6(e.ctx, l.Client.NS, addr, pmtuBytes, 10*time.Second); r.kind != "" {
+			if r := upload(e.ctx, l.Client.NS, addr, pmtuBytes, 10*time.Second); r.kind != "" {
 				t.Errorf("upload %d of 1 MiB through a tunnel that cannot carry full-sized packets: %v", i, r)
 				break
 			} else {

@@ -255,17 +255,7 @@ func TestFragments6ReachTheOwner(t *testing.T) {
 	if owners[0] == 0 || owners[1] == 0 {
 		t.Fatalf("every client port hashed to one worker: %v", owners)
 	}
-	var conns, frags uint64
-	for _, w := range r.w {
-		conns += w.cnt.own[NewConns]
-		frags += w.cnt.own[Fragments]
-		if w.cnt.own[DropNoConn]+w.cnt.own[DropFragOrphan] != 0 {
-			t.Fatalf("worker %d dropped fragments: %v", w.cfg.ID, dropsOf(w))
-		}
-	}
-	if conns != 24 || frags != 24*6 {
-		t.Fatalf("%d connections, %d fragments forwarded; want 24 and %d", conns, frags, 24*6)
-	}
+	checkFragmentsForwarded(t, r, 24, 24*6)
 }
 
 // TestFragment6PathDoesNotAllocate: held, released and forwarded IPv6

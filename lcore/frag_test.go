@@ -301,16 +301,24 @@ func TestFragmentsReachTheOwner(t *testing.T) {
 	if owners[0] == 0 || owners[1] == 0 {
 		t.Fatalf("every client port hashed to one worker: %v", owners)
 	}
-	var conns, frags uint64
+	checkFragmentsForwarded(t, r, 24, 24*6)
+}
+
+// checkFragmentsForwarded checks that the workers together opened conns
+// connections and forwarded frags fragments, dropping none for want of a
+// connection or of a first fragment.
+func checkFragmentsForwarded(t *testing.T, r *multiRig, conns, frags uint64) {
+	t.Helper()
+	var c, f uint64
 	for _, w := range r.w {
-		conns += w.cnt.own[NewConns]
-		frags += w.cnt.own[Fragments]
+		c += w.cnt.own[NewConns]
+		f += w.cnt.own[Fragments]
 		if w.cnt.own[DropNoConn]+w.cnt.own[DropFragOrphan] != 0 {
-			t.Fatalf("worker %d dropped fragments: %v", w.cfg.ID, w.cnt.own)
+			t.Fatalf("worker %d dropped fragments: %v", w.cfg.ID, dropsOf(w))
 		}
 	}
-	if conns != 24 || frags != 24*6 {
-		t.Fatalf("%d connections, %d fragments forwarded; want 24 and %d", conns, frags, 24*6)
+	if c != conns || f != frags {
+		t.Fatalf("%d connections, %d fragments forwarded; want %d and %d", c, f, conns, frags)
 	}
 }
 

@@ -248,12 +248,8 @@ func (w *Worker) ftpData(d *desc) (uint32, conn.Dir, Stat, bool) {
 	}
 	w.table.Relieve(w.now, w.expire)
 	id, err := w.table.Insert(&c)
-	switch err {
-	case nil:
-	case conn.ErrFull:
-		return 0, 0, DropTableFull, true
-	default:
-		return 0, 0, DropConnExists, true
+	if why := insertDrop(err); why != 0 {
+		return 0, 0, why, true
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.own[FTPDataConns]++

@@ -68,15 +68,10 @@ func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) 
 		}
 	}
 	id, err := w.table.InsertExt(c, &x)
-	switch err {
-	case nil:
-		return id, 0
-	case conn.ErrFull:
+	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)
-		return 0, DropTableFull
 	}
-	w.lpools[x.LIP].put(x.LPort)
-	return 0, DropConnExists
+	return id, insertDrop(err)
 }
 
 // releaseLocalPort gives a FullNAT connection's port back (expiry).

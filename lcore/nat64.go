@@ -38,14 +38,10 @@ func (w *Worker) newNAT64(c *conn.Conn, svc *Service, a *conn.Addrs6) (uint32, S
 		return 0, DropNoLocalPort
 	}
 	id, err := w.table.Insert6Ext(c, a, &x)
-	if err == nil {
-		return id, 0
+	if err != nil {
+		w.lpools[x.LIP].put(x.LPort)
 	}
-	w.lpools[x.LIP].put(x.LPort)
-	if err == conn.ErrFull {
-		return 0, DropTableFull
-	}
-	return 0, DropConnExists
+	return id, insertDrop(err)
 }
 
 // l4ChecksumOffset is where a TCP or UDP header keeps its checksum.

@@ -305,22 +305,12 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 		c.Flags |= flagSeqAdj
 		x := conn.Ext{LIP: c.ClientIP, LPort: c.ClientPort}
 		var err error
-		switch id, err = w.table.InsertExt(&c, &x); err {
-		case nil:
-		case conn.ErrFull:
-			why = DropTableFull
-		default:
-			why = DropConnExists
-		}
+		id, err = w.table.InsertExt(&c, &x)
+		why = insertDrop(err)
 	default:
 		var err error
-		switch id, err = w.table.Insert(&c); err {
-		case nil:
-		case conn.ErrFull:
-			why = DropTableFull
-		default:
-			why = DropConnExists
-		}
+		id, err = w.table.Insert(&c)
+		why = insertDrop(err)
 	}
 	if why != 0 {
 		w.releaseTemplate(tmpl)
@@ -336,4 +326,17 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	w.cnt.dest[dst.ID][DestConns]++
 	w.countState(dst.ID, c.State, true)
 	return id, 0
+}
+
+// insertDrop is the drop a failed insertion into the connection table
+// counts: none for success, a full table, or a key that is already there
+// (a connection the other direction or another worker opened first).
+func insertDrop(err error) Stat {
+	switch err {
+	case nil:
+		return 0
+	case conn.ErrFull:
+		return DropTableFull
+	}
+	return DropConnExists
 }

@@ -147,13 +147,8 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 		id, why = w.newNAT64(&c, svc, &a)
 	} else {
 		var err error
-		switch id, err = w.table.Insert6(&c, &a); err {
-		case nil:
-		case conn.ErrFull:
-			why = DropTableFull
-		default:
-			why = DropConnExists
-		}
+		id, err = w.table.Insert6(&c, &a)
+		why = insertDrop(err)
 	}
 	if why != 0 {
 		w.releaseTemplate(tmpl)

@@ -4,38 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/dplb/dplb/ctl/api"
 )
 
-// laddrLBD serves resp to --get-laddr requests on a fresh socket.
-func laddrLBD(t *testing.T, resp api.Response) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "lbd.sock")
-	l, err := api.Listen(path, 0o600, -1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	srv := &api.Server{AllowGID: -1, Handler: api.HandlerFunc(func(_ context.Context, req api.Request) api.Response {
-		if req.Op != api.OpGetLaddr {
-			return api.Response{Error: "unexpected op " + req.Op}
-		}
-		return resp
-	})}
-	go func() { srv.Serve(ctx, l); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return path
-}
-
 // TestGetLaddr: lbctl --get-laddr prints lbd's answer as a table (a
 // draining address marked) or, with -o json, as the answer's JSON.
 func TestGetLaddr(t *testing.T) {
-	sock := laddrLBD(t, api.Response{LocalAddresses: []api.LocalAddress{
+	sock := serveOp(t, api.OpGetLaddr, api.Response{LocalAddresses: []api.LocalAddress{
 		{Protocol: "TCP", VIP: "203.0.113.10", Port: 80, Address: "198.51.100.50"},
 		{Protocol: "TCP", VIP: "203.0.113.10", Port: 80, Address: "198.51.100.51", Draining: true}}})
 	var stdout, stderr bytes.Buffer

@@ -262,6 +262,13 @@ func lines(l ...string) string { return strings.Join(l, "\n") + "\n" }
 // startLBD serves resp to list requests on a fresh socket.
 func startLBD(t *testing.T, resp api.Response) string {
 	t.Helper()
+	return serveOp(t, api.OpList, resp)
+}
+
+// serveOp serves resp to requests of op on a fresh socket, and an error
+// to any other.
+func serveOp(t *testing.T, op string, resp api.Response) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "lbd.sock")
 	l, err := api.Listen(path, 0o600, -1)
 	if err != nil {
@@ -270,7 +277,7 @@ func startLBD(t *testing.T, resp api.Response) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	srv := &api.Server{AllowGID: -1, Handler: api.HandlerFunc(func(_ context.Context, req api.Request) api.Response {
-		if req.Op != api.OpList {
+		if req.Op != op {
 			return api.Response{Error: "unexpected op " + req.Op}
 		}
 		return resp

@@ -220,34 +220,42 @@ func TestPollerKeepsWeightOnBadAnswers(t *testing.T) {
 }
 
 func TestPollHTTPErrors(t *testing.T) {
+	// One poll at a time, each judged on its answer: a timeout long
+	// enough that a loaded machine (or -race) cannot turn one into a
+	// timeout instead.
+	patientTarget := func(addr netip.AddrPort, edit func(*conf.Feedback)) Target {
+		tg := httpTarget(addr, edit)
+		tg.Config.Timeout = 5 * time.Second
+		return tg
+	}
 	srv := newLoadServer(t)
 	ctx := context.Background()
 
 	srv.say(strings.Repeat(" ", 2000) + "5")
-	if _, err := Poll(ctx, httpTarget(srv.addr(), nil)); err == nil || err.Error() != "body longer than 1024 bytes, want one number" {
+	if _, err := Poll(ctx, patientTarget(srv.addr(), nil)); err == nil || err.Error() != "body longer than 1024 bytes, want one number" {
 		t.Errorf("long body: %v", err)
 	}
 	srv.say("5")
-	if _, err := Poll(ctx, httpTarget(srv.addr(), func(c *conf.Feedback) { c.Path = "/other" })); err == nil || err.Error() != "HTTP status 404, want 2xx" {
+	if _, err := Poll(ctx, patientTarget(srv.addr(), func(c *conf.Feedback) { c.Path = "/other" })); err == nil || err.Error() != "HTTP status 404, want 2xx" {
 		t.Errorf("other path: %v", err)
 	}
 	// The port of the configuration replaces the server's.
-	tgt := httpTarget(netip.AddrPortFrom(srv.addr().Addr(), 1), func(c *conf.Feedback) { c.Port = int(srv.addr().Port()) })
+	tgt := patientTarget(netip.AddrPortFrom(srv.addr().Addr(), 1), func(c *conf.Feedback) { c.Port = int(srv.addr().Port()) })
 	if l, err := Poll(ctx, tgt); err != nil || l != 5 {
 		t.Errorf("port from the config: %g, %v", l, err)
 	}
 	// Bound to a source address.
-	tgt = httpTarget(srv.addr(), func(c *conf.Feedback) { c.Source = "127.0.0.1" })
+	tgt = patientTarget(srv.addr(), func(c *conf.Feedback) { c.Source = "127.0.0.1" })
 	if l, err := Poll(ctx, tgt); err != nil || l != 5 {
 		t.Errorf("with source: %g, %v", l, err)
 	}
-	tgt = httpTarget(srv.addr(), func(c *conf.Feedback) { c.Source = "192.0.2.77" })
+	tgt = patientTarget(srv.addr(), func(c *conf.Feedback) { c.Source = "192.0.2.77" })
 	if _, err := Poll(ctx, tgt); err == nil || !strings.Contains(err.Error(), "assign requested address") {
 		t.Errorf("with a source the host lacks: %v", err)
 	}
 	// Nothing listening.
 	srv.Close()
-	if _, err := Poll(ctx, httpTarget(srv.addr(), nil)); err == nil || !strings.Contains(err.Error(), "connection refused") {
+	if _, err := Poll(ctx, patientTarget(srv.addr(), nil)); err == nil || !strings.Contains(err.Error(), "connection refused") {
 		t.Errorf("closed server: %v", err)
 	}
 	// Type none polls nothing.

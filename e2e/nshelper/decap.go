@@ -48,26 +48,51 @@ func decap(args []string) error {
 	if err != nil {
 		return fmt.Errorf("decap: -dev: %w", err)
 	}
+	fam := ipip4
 	if vip.Is6() {
-		return decap6(ifi, *dev, *tun, vip)
+		fam = ipip6
 	}
-	tunFD, err := openTUN(*tun, vip)
+	return fam.run(ifi, *dev, *tun, vip)
+}
+
+// tunnel is what decap needs to know of one outer family: IPv4 in IPv4
+// (protocol 4) or IPv6 in IPv6 (next header 41).
+type tunnel struct {
+	name      string                                // for messages
+	family    int                                   // of the raw socket that keeps the kernel quiet
+	proto     uint8                                 // the outer header's protocol / next header
+	protoAt   uint32                                // its offset in the outer header
+	etherType uint16                                // of the outer packets
+	bits      int                                   // prefix length of the VIP on the TUN device
+	strip     func([]byte) ([]byte, bool)           // the inner packet, if well formed
+	openTUN   func(string, netip.Addr) (int, error) // the TUN device holding the VIP
+}
+
+var (
+	ipip4 = tunnel{"IPIP", unix.AF_INET, unix.IPPROTO_IPIP, 9, unix.ETH_P_IP, 32, stripIPIP, openTUN}
+	ipip6 = tunnel{"IPv6-in-IPv6", unix.AF_INET6, unix.IPPROTO_IPV6, 6, unix.ETH_P_IPV6, 128, strip6in6, openTUN6}
+)
+
+// run decapsulates until SIGTERM or SIGINT, printing its counters on
+// SIGUSR1 and at exit.
+func (t tunnel) run(ifi *net.Interface, dev, tun string, vip netip.Addr) error {
+	tunFD, err := t.openTUN(tun, vip)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(tunFD)
-	// Without an IPIP handler the kernel answers every IPIP packet with
-	// ICMP "protocol unreachable", unless a raw socket of that protocol
+	// Without a handler for the tunnel protocol the kernel answers every
+	// packet with an ICMP error, unless a raw socket of that protocol
 	// exists: hold one that accepts nothing.
-	rawFD, err := unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_IPIP)
+	rawFD, err := unix.Socket(t.family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, int(t.proto))
 	if err != nil {
-		return fmt.Errorf("decap: raw IPIP socket: %w", err)
+		return fmt.Errorf("decap: raw %s socket: %w", t.name, err)
 	}
 	defer unix.Close(rawFD)
 	if err := attachFilter(rawFD, []unix.SockFilter{{Code: unix.BPF_RET | unix.BPF_K, K: 0}}); err != nil {
-		return fmt.Errorf("decap: raw IPIP socket filter: %w", err)
+		return fmt.Errorf("decap: raw %s socket filter: %w", t.name, err)
 	}
-	pktFD, err := openPacket(ifi.Index)
+	pktFD, err := t.openPacket(ifi.Index)
 	if err != nil {
 		return err
 	}
@@ -75,7 +100,7 @@ func decap(args []string) error {
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGUSR1)
-	fmt.Printf("ready %s %s %s/32\n", *dev, *tun, vip)
+	fmt.Printf("ready %s %s %s/%d\n", dev, tun, vip, t.bits)
 	var st decapStats
 	buf := make([]byte, 65536)
 	for {
@@ -94,20 +119,17 @@ func decap(args []string) error {
 			continue
 		case err != nil:
 			fmt.Println(st)
-			return fmt.Errorf("decap: read %s: %w", *dev, err)
+			return fmt.Errorf("decap: read %s: %w", dev, err)
 		}
 		if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_HOST {
 			continue // our own outgoing packets, broadcasts, other hosts'
 		}
-		inner, ok := stripIPIP(buf[:n])
+		st.frames++ // the socket's filter passes only the tunnel protocol
+		inner, ok := t.strip(buf[:n])
 		if !ok {
-			if n >= 10 && buf[9] == unix.IPPROTO_IPIP {
-				st.frames++
-				st.bad++
-			}
+			st.bad++
 			continue
 		}
-		st.frames++
 		if _, err := unix.Write(tunFD, inner); err != nil {
 			st.errs++
 			continue
@@ -195,17 +217,17 @@ func openTUN(name string, addr netip.Addr) (int, error) {
 }
 
 // openPacket opens an AF_PACKET datagram socket (network header first) on
-// ifindex that receives only IPv4 packets of protocol IPIP, and times out
-// its reads every 200ms so that signals are seen.
-func openPacket(ifindex int) (int, error) {
+// ifindex that receives only the tunnel's outer packets, and times out its
+// reads every 200ms so that signals are seen.
+func (t tunnel) openPacket(ifindex int) (int, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return -1, fmt.Errorf("decap: AF_PACKET socket: %w", err)
 	}
-	// ldb [9]; jeq #IPIP, accept, drop
+	// ldb [protoAt]; jeq #proto, accept, drop
 	prog := []unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: 9},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: unix.IPPROTO_IPIP},
+		{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: t.protoAt},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(t.proto)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0xffff},
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0},
 	}
@@ -213,7 +235,7 @@ func openPacket(ifindex int) (int, error) {
 		unix.Close(fd)
 		return -1, fmt.Errorf("decap: AF_PACKET filter: %w", err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifindex}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(t.etherType), Ifindex: ifindex}); err != nil {
 		unix.Close(fd)
 		return -1, fmt.Errorf("decap: bind AF_PACKET: %w", err)
 	}

@@ -60,11 +60,11 @@ const (
 	longRates  = "100k,250k,500k,1M,1.5M,2M,2.5M,max"
 	// defaultCases: the references, then lbd in every forwarding method
 	// with 1k established flows, 1M established flows and new
-	// connections, then 2 and 4 worker lcores.
+	// connections, the SYN proxy's cookies, then 2 and 4 worker lcores.
 	// longExtraCases run with -long only: 10M flows take some 20 s to
 	// open and a 16M-entry table (1.5 GB).
 	longExtraCases = ",nat-10m"
-	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
+	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-synproxy,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
 )
 
 func main() {

@@ -22,3 +22,17 @@ func TestSynProxyCase(t *testing.T) {
 		t.Fatalf("steps %+v extra %v", k.steps, k.Extra)
 	}
 }
+
+// TestSynCookieTarget: the issue #15 row gives the best cookie rate, its
+// verdict against 3M/s, and the rate the lcore's busy cycles allow.
+func TestSynCookieTarget(t *testing.T) {
+	if got := synCookieTarget(nil, 0); got.Measured != "not run" || got.Verdict != "n/a" {
+		t.Fatalf("without the case: %+v", got)
+	}
+	k := &Case{Name: "nat-synproxy", steps: []step{{SrvPPS: 1e6, CliPPS: 1e6}, {SrvPPS: 1.2e6, CliPPS: 1.2e6}},
+		Metrics: []StepMetrics{{}, {CyclesPerPacket: 800, LcoreBusy: []float64{42}}}}
+	got := synCookieTarget(k, 2_400_000_000)
+	if got.Verdict != verdict(false) || !strings.HasPrefix(got.Measured, si(1.2e6)+"/s at 42% busy, 800 busy cycles per SYN: "+si(3e6)+"/s at 100% busy") {
+		t.Fatalf("%+v", got)
+	}
+}

@@ -110,5 +110,26 @@ func targets11(cases []*Case) []Target {
 		}
 		out = append(out, t)
 	}
-	return out
+	return append(out, synCookieTarget(byName["nat-synproxy"], tsc))
+}
+
+// synCookieTarget is issue #15's SYN proxy rate: cookies answered per
+// second on one lcore, with what the lcore's busy cycles per SYN say it
+// could answer at 100% busy (when lbgen, not lbd, was the limit).
+func synCookieTarget(c *Case, tsc uint64) Target {
+	t := Target{Target: "SYN cookies (issue #15), nat-synproxy: 3M/s or more on one lcore", Measured: "not run", Verdict: "n/a"}
+	if c == nil || maxStep(c) < 0 {
+		return t
+	}
+	best := c.steps[maxStep(c)].CliPPS
+	t.Measured, t.Verdict = fmt.Sprintf("%s/s", si(best)), verdict(best >= 3e6)
+	if i := maxStep(c); i < len(c.Metrics) && c.Metrics[i].CyclesPerPacket > 0 && tsc > 0 {
+		m := c.Metrics[i]
+		busy := 0.0
+		for _, b := range m.LcoreBusy {
+			busy = max(busy, b)
+		}
+		t.Measured += fmt.Sprintf(" at %.0f%% busy, %.0f busy cycles per SYN: %s/s at 100%% busy", busy, m.CyclesPerPacket, si(float64(tsc)/m.CyclesPerPacket))
+	}
+	return t
 }
