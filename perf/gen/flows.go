@@ -20,13 +20,20 @@ func flowTuple(c *Config, k uint64) (src uint32, sport uint16) {
 // FlowQueues spreads the flows over the queues (see Config.AlignOwner):
 // the flow numbers of each queue.
 func FlowQueues(cfg *Config) ([][]uint32, error) {
-	owner := lcore.Owner
+	owner, owner6 := lcore.Owner, lcore.Owner6
 	if cfg.AlignOwner && cfg.SteeringKey != nil {
 		s, err := lcore.NewSteering(cfg.SteeringKey)
 		if err != nil {
 			return nil, err
 		}
-		owner = s.Owner
+		owner, owner6 = s.Owner, s.Owner6
+	}
+	if six := cfg.Six; six != nil {
+		// The owner of an IPv6 flow is keyed on its whole client address.
+		owner = func(src uint32, sport uint16, n int) int {
+			a := six.ClientNet.Addr(src)
+			return owner6(&a, sport, n)
+		}
 	}
 	qflows := make([][]uint32, max(cfg.Queues, 1))
 	for k := 0; k < cfg.Flows; k++ {
@@ -187,6 +194,21 @@ func (g *Gen) pollServer(q uint16) {
 				g.lbSrvOK = true
 			}
 			g.c.ARPReplies++
+		case KindNS:
+			if g.cfg.Six != nil {
+				if l := AnswerNS(p, g.srv.mac, &g.cfg.Six.ServerNet, g.cfg.Servers); l > 0 {
+					_ = m.SetLen(l)
+					g.c.ARPAnswered++
+					out[no] = m
+					no++
+					continue
+				}
+			}
+		case KindNA:
+			if a, _, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.LBServerAddr {
+				g.lbSrvOK = true
+			}
+			g.c.ARPReplies++
 		default:
 			g.c.ServerOther++
 		}
@@ -235,6 +257,22 @@ func (g *Gen) pollClient(q uint16) {
 			}
 		case KindARPReply:
 			if ip, mac, ok := ARPReplySender(p); ok && ip == g.cfg.VIP {
+				g.lbMAC = mac
+				g.lbCliOK = true
+			}
+			g.c.ARPReplies++
+		case KindNS:
+			if g.cfg.Six != nil {
+				if l := AnswerNS(p, g.cli.mac, &g.cfg.Six.ClientNet, g.cfg.Clients); l > 0 {
+					_ = m.SetLen(l)
+					g.c.ARPAnswered++
+					out[no] = m
+					no++
+					continue
+				}
+			}
+		case KindNA:
+			if a, mac, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.VIP {
 				g.lbMAC = mac
 				g.lbCliOK = true
 			}
