@@ -195,14 +195,10 @@ func (g *Gen) pollServer(q uint16) {
 			}
 			g.c.ARPReplies++
 		case KindNS:
-			if g.cfg.Six != nil {
-				if l := AnswerNS(p, g.srv.mac, &g.cfg.Six.ServerNet, g.cfg.Servers); l > 0 {
-					_ = m.SetLen(l)
-					g.c.ARPAnswered++
-					out[no] = m
-					no++
-					continue
-				}
+			if g.answerNS(m, g.srv.mac, g.cfg.Servers, true) {
+				out[no] = m
+				no++
+				continue
 			}
 		case KindNA:
 			if a, _, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.LBServerAddr {
@@ -262,14 +258,10 @@ func (g *Gen) pollClient(q uint16) {
 			}
 			g.c.ARPReplies++
 		case KindNS:
-			if g.cfg.Six != nil {
-				if l := AnswerNS(p, g.cli.mac, &g.cfg.Six.ClientNet, g.cfg.Clients); l > 0 {
-					_ = m.SetLen(l)
-					g.c.ARPAnswered++
-					out[no] = m
-					no++
-					continue
-				}
+			if g.answerNS(m, g.cli.mac, g.cfg.Clients, false) {
+				out[no] = m
+				no++
+				continue
 			}
 		case KindNA:
 			if a, mac, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.VIP {
@@ -287,4 +279,24 @@ func (g *Gen) pollClient(q uint16) {
 	if no > 0 {
 		g.cli.id.TxBurstOrFree(q, out[:no])
 	}
+}
+
+// answerNS turns a neighbour solicitation for an address of r (in the
+// server or client network) into the advertisement from mac in m.
+func (g *Gen) answerNS(m *mbuf.Mbuf, mac hdr.MAC, r Range, server bool) bool {
+	six := g.cfg.Six
+	if six == nil {
+		return false
+	}
+	net := &six.ClientNet
+	if server {
+		net = &six.ServerNet
+	}
+	l := AnswerNS(m.Data(), mac, net, r)
+	if l == 0 {
+		return false
+	}
+	_ = m.SetLen(l)
+	g.c.ARPAnswered++
+	return true
 }

@@ -59,56 +59,21 @@ func checkFrame6(t *testing.T, p []byte) hdr.IPv6 {
 // (addresses, ports and MACs swapped; SYN-ACK, ACK, echo, FIN-ACK) does
 // too, back to the client.
 func TestBuildStampAnswer6(t *testing.T) {
-	for _, tc := range []struct {
-		proto uint8
-		size  int
-		mode  ReplyMode
-	}{
-		{hdr.ProtoTCP, MinFrame6, ReplyACK}, {hdr.ProtoTCP, MinFrame6, ReplyEcho}, {hdr.ProtoTCP, 1514, ReplyACK},
-		{hdr.ProtoTCP, 1514, ReplyEcho}, {hdr.ProtoTCP, 333, ReplyACK}, {hdr.ProtoUDP, 70, ReplyEcho},
-		{hdr.ProtoUDP, 1001, ReplyEcho},
-	} {
-		b, err := NewBuilder6(tc.proto, tc.size, macC, macL, cnet6, vip6, 80)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, fl := range []uint8{hdr.TCPFlagSYN, hdr.TCPFlagACK | hdr.TCPFlagPSH, hdr.TCPFlagFIN | hdr.TCPFlagACK} {
-			p := make([]byte, tc.size)
-			for i, seq := range []uint32{0, 1, 0xffffffff, 0x12345678} {
-				stamp := seq*7 + uint32(i)
-				low := 0x100 + uint32(i)*0x10001
-				b.Build(p, low, 1024+uint16(i), fl, seq, stamp)
-				ip := checkFrame6(t, p)
-				if ip.Src() != cnet6.Addr(low) || ip.Dst() != vip6 || ip.NextHeader() != tc.proto {
-					t.Fatalf("addresses %v -> %v", ip.Src(), ip.Dst())
-				}
-				k, gotFl, gotSeq, gotStamp := Stamp(p, false)
-				wantK := KindTCP
-				if tc.proto == hdr.ProtoUDP {
-					wantK, fl = KindUDP, 0
-				}
-				if k != wantK || gotFl != fl || gotSeq != seq || gotStamp != stamp {
-					t.Fatalf("Stamp = %v %#x %d %d, want %v %#x %d %d", k, gotFl, gotSeq, gotStamp, wantK, fl, seq, stamp)
-				}
-				n := Answer(p, k, gotFl, tc.mode)
-				if n == 0 {
-					t.Fatalf("no answer to flags %#x", fl)
-				}
-				r := p[:n]
-				ip = checkFrame6(t, r)
-				if ip.Src() != vip6 || ip.Dst() != cnet6.Addr(low) || hdr.Ethernet(r).Dst() != macC {
-					t.Fatalf("reply not swapped: %v -> %v", ip.Src(), ip.Dst())
-				}
-				if k2, _, rseq, rstamp := Stamp(r, true); k2 != k || rseq != seq || rstamp != stamp {
-					t.Fatalf("reply stamp %d %d, want %d %d", rseq, rstamp, seq, stamp)
-				}
-				bare := tc.proto == hdr.ProtoTCP && (tc.mode == ReplyACK || fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != 0)
-				if bare && n != MinFrame6 || !bare && n != tc.size {
-					t.Fatalf("reply to %#x is %d bytes", fl, n)
-				}
-			}
-		}
+	newB := func(proto uint8, size int) (*Builder, error) {
+		return NewBuilder6(proto, size, macC, macL, cnet6, vip6, 80)
 	}
+	src := func(i int) uint32 { return 0x100 + uint32(i)*0x10001 }
+	forEachFrame(t, frameCases(MinFrame6, l4Off6+hdr.UDPLen+stampLen), newB, src, func(tc frameCase, p []byte, i int, fl uint8, seq, stamp uint32) {
+		ip := checkFrame6(t, p)
+		if ip.Src() != cnet6.Addr(src(i)) || ip.Dst() != vip6 || ip.NextHeader() != tc.proto {
+			t.Fatalf("addresses %v -> %v", ip.Src(), ip.Dst())
+		}
+		r := stampAnswer(t, p, tc.proto, fl, seq, stamp, tc.mode, MinFrame6)
+		ip = checkFrame6(t, r)
+		if ip.Src() != vip6 || ip.Dst() != cnet6.Addr(src(i)) || hdr.Ethernet(r).Dst() != macC {
+			t.Fatalf("reply not swapped: %v -> %v", ip.Src(), ip.Dst())
+		}
+	})
 	if _, err := NewBuilder6(hdr.ProtoTCP, MinFrame6-1, macC, macL, cnet6, vip6, 80); err == nil {
 		t.Fatal("a frame too short for IPv6 TCP accepted")
 	}
@@ -158,47 +123,22 @@ func TestAlignWithConfiguredKey6(t *testing.T) {
 	}
 	cfg := Config{Flows: 5000, Clients: Range{First: 0x100, Last: 0x10f}, ClientPorts: [2]uint16{1024, 65535},
 		AlignOwner: true, SteeringKey: key, Six: &Six{ClientNet: cnet6}}
-	var queues [][][]uint32
-	for _, n := range []int{2, 3, 4} {
-		cfg.Queues = n
-		q, err := FlowQueues(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		queues = append(queues, q)
+	owner6 := func(low uint32, sport uint16, n int) int {
+		a := cnet6.Addr(low)
+		return lcore.Owner6(&a, sport, n)
 	}
-	if err := lcore.SetSteeringKey(key); err != nil {
-		t.Fatal(err)
-	}
-	v4 := cfg
-	v4.Six, v4.Queues = nil, 4
-	q4, _ := FlowQueues(&v4)
+	checkPlacement(t, cfg, owner6)
+	// The IPv6 placement is keyed on the whole address, not the IPv4 one
+	// of its low 32 bits.
 	same := 0
-	for i, n := range []int{2, 3, 4} {
-		total := 0
-		for q, flows := range queues[i] {
-			if len(flows) == 0 {
-				t.Fatalf("%d lcores: queue %d got no flow", n, q)
-			}
-			for _, k := range flows {
-				low, sport := flowTuple(&cfg, uint64(k))
-				a := cnet6.Addr(low)
-				if owner := lcore.Owner6(&a, sport, n); owner != q {
-					t.Fatalf("%d lcores: flow %d sent on queue %d, owned by lcore %d", n, k, q, owner)
-				}
-				if n == 4 && lcore.Owner(low, sport, n) == q {
-					same++
-				}
-			}
-			total += len(flows)
-		}
-		if total != cfg.Flows {
-			t.Fatalf("%d lcores: %d flows placed of %d", n, total, cfg.Flows)
+	for k := range cfg.Flows {
+		low, sport := flowTuple(&cfg, uint64(k))
+		if owner6(low, sport, 4) == lcore.Owner(low, sport, 4) {
+			same++
 		}
 	}
-	// The IPv6 placement is not the IPv4 one of the low 32 bits.
-	if same > cfg.Flows/2 || len(q4[0]) == 0 {
-		t.Fatalf("%d of %d IPv6 flows placed as IPv4 would", same, cfg.Flows)
+	if same > cfg.Flows/2 {
+		t.Fatalf("%d of %d IPv6 flows owned as IPv4 would be", same, cfg.Flows)
 	}
 }
 
