@@ -54,7 +54,8 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...
 
 # A perf run over memif on this machine: lbgen against lbd (NAT, DR, TUN;
-# 1k and 1M flows; new connections; 1, 2 and 4 lcores), testpmd and a loop,
+# 1k and 1M flows; new connections; 1, 2 and 4 lcores; NAT66 and DR over
+# IPv6), testpmd and a loop,
 # at increasing loads (about three minutes; a markdown report, JSON and
 # plots in perf/results).
 perf: setup

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Ownership. The worker that owns a connection is a function of its
@@ -97,14 +99,17 @@ func CurrentSteeringKey() []byte { return append([]byte(nil), steerKey[:]...) }
 
 // Steering is Owner under a given key, for a process other than lbd (a
 // traffic generator) that must agree with an lbd configured with it.
-type Steering struct{ table [6][256]uint32 }
+type Steering struct {
+	table  [6][256]uint32
+	table6 [18][256]uint32
+}
 
 // NewSteering makes the owner function of a steering key.
 func NewSteering(key []byte) (*Steering, error) {
 	if len(key) != SteeringKeyLen || allZero(key) {
 		return nil, fmt.Errorf("steering key of %d bytes: want %d, not all zero", len(key), SteeringKeyLen)
 	}
-	return &Steering{table: toeplitzTable(key)}, nil
+	return &Steering{table: toeplitzTable(key), table6: toeplitzTable6(key)}, nil
 }
 
 // Owner is the worker (0..n-1) that owns a client endpoint's connections
@@ -114,6 +119,15 @@ func (s *Steering) Owner(clientIP uint32, clientPort uint16, n int) int {
 		return 0
 	}
 	return int(hashWith(&s.table, clientIP, clientPort) % uint32(n))
+}
+
+// Owner6 is Owner for an IPv6 client endpoint, as lcore.Owner6 in an
+// lbd that uses the key.
+func (s *Steering) Owner6(client *hdr.Addr6, clientPort uint16, n int) int {
+	if n <= 1 {
+		return 0
+	}
+	return int(hash6With(&s.table6, client, clientPort) % uint32(n))
 }
 
 // RSSKey is the steering key as a NIC's RSS key of n bytes: ports

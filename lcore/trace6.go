@@ -125,9 +125,13 @@ func (w *Worker) traceRoute6(res *TraceResult, dst *hdr.Addr6) {
 
 // SteeringHash6 is SteeringHash for an IPv6 client endpoint.
 func SteeringHash6(client *hdr.Addr6, port uint16) uint32 {
+	return hash6With(&toeplitz6, client, port)
+}
+
+func hash6With(t *[18][256]uint32, client *hdr.Addr6, port uint16) uint32 {
 	var h uint32
 	for i, b := range client {
-		h ^= toeplitz6[i][b]
+		h ^= t[i][b]
 	}
-	return h ^ toeplitz6[16][byte(port>>8)] ^ toeplitz6[17][byte(port)]
+	return h ^ t[16][byte(port>>8)] ^ t[17][byte(port)]
 }

@@ -3,7 +3,8 @@
 # lbgen and perfrun into a temporary directory, then runs perfrun from the
 # repository root: the generator looped back on itself, dpdk-testpmd as a
 # zero-work forwarder (two-way and one-way), and lbd in VS/NAT, VS/DR and
-# VS/TUN with 1k and 1M flows, new connections and 2/4 worker lcores, each at
+# VS/TUN with 1k and 1M flows, new connections and 2/4 worker lcores, NAT66
+# and DR over IPv6 (nat6, dr6) beside NAT and DR, each at
 # a series of offered loads.
 # perfrun gives lbd and lbgen one steering key (random per run, or
 # -steering-key), so the multi-lcore cases send each flow on its owner's queue.

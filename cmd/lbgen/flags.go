@@ -62,10 +62,10 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.cfg.ClientDev, "client-dev", "", "client-side DPDK device (vdev string or PCI address)")
 	fs.StringVar(&o.cfg.ServerDev, "server-dev", "", "server-side DPDK device")
 	fs.StringVar(&loop, "loop", "", "directory: connect the two ports to each other by memif (no balancer; the reference)")
-	fs.StringVar(&clients, "clients", "203.0.113.100-203.0.113.115", "client address range first-last (on the balancer's client subnet)")
+	fs.StringVar(&clients, "clients", "203.0.113.100-203.0.113.115", "client address range first-last (on the balancer's client subnet); IPv6 (same upper 96 bits) for IPv6 flows")
 	fs.StringVar(&cports, "client-ports", "1024-65535", "client port range first-last")
 	fs.StringVar(&vip, "vip", "203.0.113.10:80", "virtual service address:port")
-	fs.StringVar(&servers, "servers", "198.51.100.11-198.51.100.12", "real server addresses the server side answers ARP for")
+	fs.StringVar(&servers, "servers", "198.51.100.11-198.51.100.12", "real server addresses the server side answers ARP (IPv6: neighbour solicitations) for")
 	fs.StringVar(&lbSrv, "lb-server-addr", "", "the balancer's server-side address: ARP for it from every server address (fills its neighbour table)")
 	fs.BoolVar(&o.cfg.Resolve, "resolve", true, "learn the balancer's MAC by ARP for the VIP (off with -loop)")
 	fs.StringVar(&dstMAC, "dst-mac", "02:00:00:00:00:01", "destination MAC when not resolving")
@@ -76,7 +76,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&steeringKey, "steering-key", "", "lbd's dataplane.steering_key (80 hex digits): with -align-owner every flow arrives at its owner")
 	fs.BoolVar(&o.cfg.OneWay, "one-way", false, "VS/DR or VS/TUN: the server side counts (IPIP unwrapped) and answers nothing")
 	fs.StringVar(&o.stepCmd, "step-cmd", "", "shell command run after setup and after each step; its output (JSON kept as JSON) goes into the step's record")
-	fs.IntVar(&o.cfg.Size, "size", 60, "frame size in bytes without FCS (60 = 64 on the wire), 60..1514")
+	fs.IntVar(&o.cfg.Size, "size", 60, "frame size in bytes without FCS (60 = 64 on the wire), 60..1514; IPv6 default 74, the smallest TCP frame")
 	fs.StringVar(&o.reply, "reply", "ack", "server answer to data: ack, echo or none")
 	fs.IntVar(&o.cfg.Burst, "burst", 32, "packets per burst")
 	fs.Float64Var(&o.cfg.OpenRate, "open-rate", 200e3, "SYNs per second when opening established flows")
@@ -97,6 +97,8 @@ func parseFlags(args []string) (*options, error) {
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	if loop != "" {
 		o.cfg.ClientDev, o.cfg.ServerDev = loopDevs(loop)
@@ -111,11 +113,18 @@ func parseFlags(args []string) (*options, error) {
 	if o.cfg.SteeringKey, err = conf.ParseSteeringKey(steeringKey); err != nil {
 		return nil, fmt.Errorf("-steering-key: %w", err)
 	}
-	if o.cfg.Clients, err = parseRange(clients); err != nil {
+	var cnet, snet *gen.Net6
+	if o.cfg.Clients, cnet, err = parseRange(clients); err != nil {
 		return nil, fmt.Errorf("-clients: %w", err)
 	}
-	if o.cfg.Servers, err = parseRange(servers); err != nil {
+	if o.cfg.Servers, snet, err = parseRange(servers); err != nil {
 		return nil, fmt.Errorf("-servers: %w", err)
+	}
+	if (cnet == nil) != (snet == nil) {
+		return nil, fmt.Errorf("-clients %q and -servers %q: want both IPv4 or both IPv6", clients, servers)
+	}
+	if cnet != nil {
+		o.cfg.Six = &gen.Six{ClientNet: *cnet, ServerNet: *snet}
 	}
 	lo, hi, ok := strings.Cut(cports, "-")
 	p0, e1 := strconv.ParseUint(lo, 10, 16)
@@ -124,17 +133,33 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("-client-ports %q: want first-last", cports)
 	}
 	o.cfg.ClientPorts = [2]uint16{uint16(p0), uint16(p1)}
+	six := o.cfg.Six
 	ap, err := netip.ParseAddrPort(vip)
-	if err != nil || !ap.Addr().Is4() {
-		return nil, fmt.Errorf("-vip %q: want IPv4:port", vip)
+	if err != nil || !ap.Addr().Is4() && (six == nil || !ap.Addr().Is6()) || six != nil && !ap.Addr().Is6() {
+		return nil, fmt.Errorf("-vip %q: want IPv4:port, or [IPv6]:port with IPv6 -clients", vip)
 	}
-	o.cfg.VIP, o.cfg.VPort = addr32(ap.Addr()), ap.Port()
+	o.cfg.VPort = ap.Port()
+	if six != nil {
+		six.VIP = hdr.Addr6From(ap.Addr())
+	} else {
+		o.cfg.VIP = addr32(ap.Addr())
+	}
 	if lbSrv != "" {
 		a, err := netip.ParseAddr(lbSrv)
-		if err != nil || !a.Is4() {
-			return nil, fmt.Errorf("-lb-server-addr %q: want an IPv4 address", lbSrv)
+		switch {
+		case err == nil && six == nil && a.Is4():
+			o.cfg.LBServerAddr = addr32(a)
+		case err == nil && six != nil && a.Is6() && !a.Is4In6():
+			six.LBServerAddr = hdr.Addr6From(a)
+		default:
+			return nil, fmt.Errorf("-lb-server-addr %q: want an address of -servers' family", lbSrv)
 		}
-		o.cfg.LBServerAddr = addr32(a)
+	}
+	if six != nil && o.synPcap != "" {
+		return nil, errors.New("-syn-pcap: IPv4 only")
+	}
+	if six != nil && !set["size"] {
+		o.cfg.Size = max(o.cfg.Size, gen.MinFrame6)
 	}
 	if o.cfg.DstMAC, err = hdr.ParseMAC(dstMAC); err != nil {
 		return nil, fmt.Errorf("-dst-mac: %w", err)
@@ -159,17 +184,28 @@ func addr32(a netip.Addr) uint32 {
 	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
 }
 
-func parseRange(s string) (gen.Range, error) {
+// parseRange reads "first-last" (or one address): IPv4, or IPv6 whose
+// upper 96 bits agree (the network returned; the range holds the low 32
+// bits).
+func parseRange(s string) (gen.Range, *gen.Net6, error) {
 	lo, hi, ok := strings.Cut(s, "-")
 	if !ok {
 		hi = lo
 	}
 	a, err1 := netip.ParseAddr(lo)
 	b, err2 := netip.ParseAddr(hi)
-	if err1 != nil || err2 != nil || !a.Is4() || !b.Is4() || addr32(b) < addr32(a) {
-		return gen.Range{}, fmt.Errorf("%q: want IPv4 first-last with first <= last", s)
+	if err1 == nil && err2 == nil && a.Is6() && b.Is6() && !a.Is4In6() && !b.Is4In6() {
+		na, la := gen.Split6(hdr.Addr6From(a))
+		nb, lb := gen.Split6(hdr.Addr6From(b))
+		if na != nb || lb < la {
+			return gen.Range{}, nil, fmt.Errorf("%q: want IPv6 first-last with first <= last and the same upper 96 bits", s)
+		}
+		return gen.Range{First: la, Last: lb}, &na, nil
 	}
-	return gen.Range{First: addr32(a), Last: addr32(b)}, nil
+	if err1 != nil || err2 != nil || !a.Is4() || !b.Is4() || addr32(b) < addr32(a) {
+		return gen.Range{}, nil, fmt.Errorf("%q: want IPv4 first-last with first <= last", s)
+	}
+	return gen.Range{First: addr32(a), Last: addr32(b)}, nil, nil
 }
 
 // parseRates reads "100k,1.5M,max".

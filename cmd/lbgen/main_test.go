@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/dplb/dplb/perf/gen"
 )
 
 func TestParseRates(t *testing.T) {
@@ -77,5 +79,36 @@ func TestSYNPcapFlag(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Fatalf("file left after a refusal: %v", err)
+	}
+}
+
+// TestParseFlagsIPv6: IPv6 ranges, VIP and lbd's server-side address make
+// IPv6 flows, with the smallest IPv6 TCP frame unless -size says; mixed
+// families are refused naming the flag.
+func TestParseFlagsIPv6(t *testing.T) {
+	base := []string{"-loop", "/tmp/x", "-clients", "2001:db8:1::100-2001:db8:1::10f", "-servers", "fd00:1::11-fd00:1::12"}
+	o, err := parseFlags(append(base, "-vip", "[2001:db8:1::10]:80", "-lb-server-addr", "fd00:1::1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	six := o.cfg.Six
+	if six == nil || o.cfg.Clients != (gen.Range{First: 0x100, Last: 0x10f}) || o.cfg.Servers != (gen.Range{First: 0x11, Last: 0x12}) ||
+		six.VIP.String() != "2001:db8:1::10" || six.LBServerAddr.String() != "fd00:1::1" || o.cfg.VPort != 80 ||
+		six.ClientNet.Addr(0x100).String() != "2001:db8:1::100" || six.ServerNet.Addr(0x11).String() != "fd00:1::11" || o.cfg.Size != gen.MinFrame6 {
+		t.Fatalf("%+v %+v", o.cfg, six)
+	}
+	if o, err := parseFlags(append(base, "-vip", "[2001:db8:1::10]:80", "-size", "100")); err != nil || o.cfg.Size != 100 {
+		t.Fatalf("-size 100: %v", err)
+	}
+	for _, bad := range [][]string{
+		append(base, "-vip", "203.0.113.10:80"),
+		append(base, "-vip", "[2001:db8:1::10]:80", "-lb-server-addr", "198.51.100.1"),
+		{"-loop", "/x", "-clients", "2001:db8:1::100-2001:db8:1::10f", "-vip", "[2001:db8:1::10]:80"},
+		{"-loop", "/x", "-clients", "2001:db8:1::100-2001:db8:2::10f", "-servers", "fd00:1::11", "-vip", "[2001:db8:1::10]:80"},
+		{"-loop", "/x", "-vip", "[2001:db8:1::10]:80"},
+	} {
+		if _, err := parseFlags(bad); err == nil || !strings.HasPrefix(err.Error(), "-") {
+			t.Errorf("%q: %v", bad, err)
+		}
 	}
 }

@@ -51,3 +51,32 @@ func hugeSlice[T any](n int, t *Table) []T {
 // index in huge-page mappings; 0 for a table in the heap), so memory
 // accounting can add it to what the heap holds.
 func (t *Table) MappedBytes() int { return t.mapped }
+
+// MemoryBytes is the table's whole memory: the entries, the index, the
+// free list and the side arrays EnableExt and EnableSix added, from the
+// lengths and element sizes of its arrays (wherever they live).
+func (t *Table) MemoryBytes() int {
+	return sliceBytes(t.entries) + sliceBytes(t.slots) + sliceBytes(t.free) + sliceBytes(t.ext) + sliceBytes(t.six)
+}
+
+func sliceBytes[T any](s []T) int {
+	var zero T
+	return len(s) * int(unsafe.Sizeof(zero))
+}
+
+// BytesPerConn is what one connection costs in a table of capacity
+// entries: MemoryBytes over Cap, with the IPv6 address array when six
+// (an lcore with IPv6 services) and the FullNAT extension array when ext.
+func BytesPerConn(capacity int, six, ext bool) (float64, error) {
+	t, err := NewWithSeed(capacity, 1)
+	if err != nil {
+		return 0, err
+	}
+	if six {
+		t.EnableSix()
+	}
+	if ext {
+		t.EnableExt()
+	}
+	return float64(t.MemoryBytes()) / float64(t.Cap()), nil
+}

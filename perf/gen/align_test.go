@@ -18,40 +18,9 @@ func TestAlignWithConfiguredKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// lbgen's side first: lbd's key is not installed yet.
 	cfg := Config{Flows: 5000, Clients: Range{First: cip, Last: cip + 15}, ClientPorts: [2]uint16{1024, 65535},
 		AlignOwner: true, SteeringKey: key}
-	var queues [][][]uint32
-	for _, n := range []int{2, 3, 4} {
-		cfg.Queues = n
-		q, err := FlowQueues(&cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		queues = append(queues, q)
-	}
-	// lbd's side.
-	if err := lcore.SetSteeringKey(key); err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range []int{2, 3, 4} {
-		total := 0
-		for q, flows := range queues[i] {
-			if len(flows) == 0 {
-				t.Fatalf("%d lcores: queue %d got no flow", n, q)
-			}
-			for _, k := range flows {
-				src, sport := flowTuple(&cfg, uint64(k))
-				if owner := lcore.Owner(src, sport, n); owner != q {
-					t.Fatalf("%d lcores: flow %d sent on queue %d, owned by lcore %d", n, k, q, owner)
-				}
-			}
-			total += len(flows)
-		}
-		if total != cfg.Flows {
-			t.Fatalf("%d lcores: %d flows placed of %d", n, total, cfg.Flows)
-		}
-	}
+	checkPlacement(t, cfg, lcore.Owner)
 	// With the key configured, the owner is a plain function of it: the
 	// Toeplitz hash of the endpoint computed bit by bit here, mod n.
 	s, _ := lcore.NewSteering(key)
@@ -63,6 +32,44 @@ func TestAlignWithConfiguredKey(t *testing.T) {
 			if a, b := s.Owner(ip, port, n), lcore.Owner(ip, port, n); a != want || b != want {
 				t.Fatalf("%x:%d on %d lcores: lbgen %d, lbd %d, the hash says %d", ip, port, n, a, b, want)
 			}
+		}
+	}
+}
+
+// checkPlacement places cfg's flows on 2, 3 and 4 queues under its
+// steering key (lbgen's side, before lbd's key is installed), installs
+// the key as lbd does at start, and checks that every flow is on the
+// queue owner (lbd's) gives it and every queue has flows.
+func checkPlacement(t *testing.T, cfg Config, owner func(low uint32, sport uint16, n int) int) {
+	t.Helper()
+	var queues [][][]uint32
+	for _, n := range []int{2, 3, 4} {
+		cfg.Queues = n
+		q, err := FlowQueues(&cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues = append(queues, q)
+	}
+	if err := lcore.SetSteeringKey(cfg.SteeringKey); err != nil {
+		t.Fatal(err)
+	}
+	for i, n := range []int{2, 3, 4} {
+		total := 0
+		for q, flows := range queues[i] {
+			if len(flows) == 0 {
+				t.Fatalf("%d lcores: queue %d got no flow", n, q)
+			}
+			for _, k := range flows {
+				src, sport := flowTuple(&cfg, uint64(k))
+				if o := owner(src, sport, n); o != q {
+					t.Fatalf("%d lcores: flow %d sent on queue %d, owned by lcore %d", n, k, q, o)
+				}
+			}
+			total += len(flows)
+		}
+		if total != cfg.Flows {
+			t.Fatalf("%d lcores: %d flows placed of %d", n, total, cfg.Flows)
 		}
 	}
 }

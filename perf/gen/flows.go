@@ -20,13 +20,20 @@ func flowTuple(c *Config, k uint64) (src uint32, sport uint16) {
 // FlowQueues spreads the flows over the queues (see Config.AlignOwner):
 // the flow numbers of each queue.
 func FlowQueues(cfg *Config) ([][]uint32, error) {
-	owner := lcore.Owner
+	owner, owner6 := lcore.Owner, lcore.Owner6
 	if cfg.AlignOwner && cfg.SteeringKey != nil {
 		s, err := lcore.NewSteering(cfg.SteeringKey)
 		if err != nil {
 			return nil, err
 		}
-		owner = s.Owner
+		owner, owner6 = s.Owner, s.Owner6
+	}
+	if six := cfg.Six; six != nil {
+		// The owner of an IPv6 flow is keyed on its whole client address.
+		owner = func(src uint32, sport uint16, n int) int {
+			a := six.ClientNet.Addr(src)
+			return owner6(&a, sport, n)
+		}
 	}
 	qflows := make([][]uint32, max(cfg.Queues, 1))
 	for k := 0; k < cfg.Flows; k++ {
@@ -187,6 +194,17 @@ func (g *Gen) pollServer(q uint16) {
 				g.lbSrvOK = true
 			}
 			g.c.ARPReplies++
+		case KindNS:
+			if g.answerNS(m, g.srv.mac, g.cfg.Servers, true) {
+				out[no] = m
+				no++
+				continue
+			}
+		case KindNA:
+			if a, _, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.LBServerAddr {
+				g.lbSrvOK = true
+			}
+			g.c.ARPReplies++
 		default:
 			g.c.ServerOther++
 		}
@@ -239,6 +257,18 @@ func (g *Gen) pollClient(q uint16) {
 				g.lbCliOK = true
 			}
 			g.c.ARPReplies++
+		case KindNS:
+			if g.answerNS(m, g.cli.mac, g.cfg.Clients, false) {
+				out[no] = m
+				no++
+				continue
+			}
+		case KindNA:
+			if a, mac, ok := NASender(p); ok && g.cfg.Six != nil && a == g.cfg.Six.VIP {
+				g.lbMAC = mac
+				g.lbCliOK = true
+			}
+			g.c.ARPReplies++
 		default:
 			g.c.ClientOther++
 		}
@@ -249,4 +279,24 @@ func (g *Gen) pollClient(q uint16) {
 	if no > 0 {
 		g.cli.id.TxBurstOrFree(q, out[:no])
 	}
+}
+
+// answerNS turns a neighbour solicitation for an address of r (in the
+// server or client network) into the advertisement from mac in m.
+func (g *Gen) answerNS(m *mbuf.Mbuf, mac hdr.MAC, r Range, server bool) bool {
+	six := g.cfg.Six
+	if six == nil {
+		return false
+	}
+	net := &six.ClientNet
+	if server {
+		net = &six.ServerNet
+	}
+	l := AnswerNS(m.Data(), mac, net, r)
+	if l == 0 {
+		return false
+	}
+	_ = m.SetLen(l)
+	g.c.ARPAnswered++
+	return true
 }

@@ -67,6 +67,10 @@ type Config struct {
 	AlignOwner bool
 	// SteeringKey is lbd's configured steering key (40 bytes), or nil.
 	SteeringKey []byte
+	// Six makes the flows IPv6 (nil: IPv4): Clients and Servers are the
+	// low 32 bits of addresses in its networks, VIP and LBServerAddr are
+	// unused (Six has them), and neighbour discovery replaces ARP.
+	Six *Six
 	// OneWay: the balancer forwards with VS/DR or VS/TUN, whose replies do
 	// not pass through it; the server side counts what arrives (IPIP
 	// unwrapped) and answers nothing, not even SYNs.
@@ -316,18 +320,18 @@ func (g *Gen) Setup(timeout time.Duration) (synAcks uint64, err error) {
 	dst := g.cfg.DstMAC
 	if g.cfg.Resolve {
 		next := int64(0)
-		for !g.lbCliOK || (g.cfg.LBServerAddr != 0 && !g.lbSrvOK) {
+		for !g.lbCliOK || (g.hasLBServer() && !g.lbSrvOK) {
 			now := g.now()
 			if now > deadline {
-				return 0, fmt.Errorf("no ARP reply from the balancer for %s within %v", ipString(g.cfg.VIP), timeout)
+				return 0, fmt.Errorf("no ARP or NA reply from the balancer for %s within %v", g.vipString(), timeout)
 			}
 			if g.stop.Load() {
 				return 0, ErrStopped
 			}
 			if now >= next {
-				g.sendARPs(g.cli, g.cfg.Clients, g.cfg.VIP)
-				if g.cfg.LBServerAddr != 0 {
-					g.sendARPs(g.srv, g.cfg.Servers, g.cfg.LBServerAddr)
+				g.solicit(false)
+				if g.hasLBServer() {
+					g.solicit(true)
 				}
 				next = now + int64(200*time.Millisecond)
 			}
@@ -341,7 +345,12 @@ func (g *Gen) Setup(timeout time.Duration) (synAcks uint64, err error) {
 	if g.cfg.Pattern == UDP {
 		proto = hdr.ProtoUDP
 	}
-	if g.b, err = NewBuilder(proto, g.cfg.Size, g.cli.mac, dst, g.cfg.VIP, g.cfg.VPort); err != nil {
+	if six := g.cfg.Six; six != nil {
+		g.b, err = NewBuilder6(proto, g.cfg.Size, g.cli.mac, dst, six.ClientNet, six.VIP, g.cfg.VPort)
+	} else {
+		g.b, err = NewBuilder(proto, g.cfg.Size, g.cli.mac, dst, g.cfg.VIP, g.cfg.VPort)
+	}
+	if err != nil {
 		return 0, err
 	}
 	if g.cfg.Pattern != Established {
@@ -399,13 +408,40 @@ func (g *Gen) idle(d time.Duration) {
 	}
 }
 
-// sendARPs asks for target from every address of r, a burst at a time
-// (at most 4096 addresses).
-func (g *Gen) sendARPs(p port, r Range, target uint32) {
-	n := r.Len()
-	if n > 4096 {
-		n = 4096
+// hasLBServer reports whether the balancer's server-side address is set.
+func (g *Gen) hasLBServer() bool {
+	if g.cfg.Six != nil {
+		return !g.cfg.Six.LBServerAddr.IsUnspecified()
 	}
+	return g.cfg.LBServerAddr != 0
+}
+
+func (g *Gen) vipString() string {
+	if g.cfg.Six != nil {
+		return g.cfg.Six.VIP.String()
+	}
+	return ipString(g.cfg.VIP)
+}
+
+// solicit asks the balancer for the VIP from every client address (or,
+// server side, for its server-side address from every server address),
+// by ARP or, for IPv6, neighbour solicitation, a burst at a time (at most
+// 4096 addresses).
+func (g *Gen) solicit(server bool) {
+	p, r, target := g.cli, g.cfg.Clients, g.cfg.VIP
+	if server {
+		p, r, target = g.srv, g.cfg.Servers, g.cfg.LBServerAddr
+	}
+	six := g.cfg.Six
+	var net *Net6
+	var target6 hdr.Addr6
+	if six != nil {
+		net, target6 = &six.ClientNet, six.VIP
+		if server {
+			net, target6 = &six.ServerNet, six.LBServerAddr
+		}
+	}
+	n := min(r.Len(), 4096)
 	for i := 0; i < n; {
 		k := min(g.cfg.Burst, n-i)
 		pk := g.out.Pkt[:k]
@@ -414,8 +450,14 @@ func (g *Gen) sendARPs(p port, r Range, target uint32) {
 			return
 		}
 		for j, m := range pk {
+			src := r.First + uint32(i+j)
+			if six != nil {
+				_ = m.SetLen(ndFrame)
+				NSRequest(m.Data(), p.mac, net.Addr(src), target6)
+				continue
+			}
 			_ = m.SetLen(MinFrame)
-			ARPRequest(m.Data(), p.mac, r.First+uint32(i+j), target)
+			ARPRequest(m.Data(), p.mac, src, target)
 		}
 		p.id.TxBurstOrFree(0, pk)
 		i += k

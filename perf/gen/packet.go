@@ -70,9 +70,16 @@ const (
 // Builder writes the client side's packets from a template: only the
 // source address and port, the flags and the stamp change from packet to
 // packet, so the checksums are the template's sums plus those fields.
+//
+// The same builder writes IPv6 frames (NewBuilder6): the client address
+// that changes is then the low 32 bits of an IPv6 address, whose other 96
+// bits are in the template, and there is no IP header checksum.
 type Builder struct {
 	tmpl   []byte
 	proto  uint8
+	six    bool
+	srcOff int    // the (low 32 bits of the) source address
+	l4     int    // the TCP or UDP header
 	ipSum  uint32 // IPv4 header sum with source 0 and checksum 0
 	l4Sum  uint32 // pseudo-header + L4 header + payload with source, port, stamp, flags 0
 	frame  int
@@ -82,43 +89,55 @@ type Builder struct {
 // NewBuilder prepares frames of size bytes (without FCS, MinFrame..MaxFrame)
 // from srcMAC to dstMAC for vip:vport, TCP or UDP.
 func NewBuilder(proto uint8, size int, srcMAC, dstMAC hdr.MAC, vip uint32, vport uint16) (*Builder, error) {
-	end := tcpEnd
-	if proto == hdr.ProtoUDP {
-		end = udpEnd + stampLen
-	} else if proto != hdr.ProtoTCP {
-		return nil, fmt.Errorf("protocol %d: want TCP or UDP", proto)
+	b, err := newBuilder(proto, size, l4Off, srcMAC, dstMAC, hdr.EtherTypeIPv4, vport)
+	if err != nil {
+		return nil, err
 	}
-	if size < MinFrame || size > MaxFrame {
-		return nil, fmt.Errorf("frame size %d: want %d..%d bytes (without FCS)", size, MinFrame, MaxFrame)
-	}
-	b := &Builder{tmpl: make([]byte, size), proto: proto, frame: size, srcMAC: srcMAC}
 	t := b.tmpl
-	eth := hdr.Ethernet(t)
-	eth.SetDst(dstMAC)
-	eth.SetSrc(srcMAC)
-	eth.SetEtherType(hdr.EtherTypeIPv4)
 	ip := hdr.IPv4(t[ipOff:])
 	ip.Encode(&hdr.IPv4Fields{TotalLength: uint16(size - ipOff), Flags: hdr.IPv4FlagDontFragment,
 		TTL: hdr.DefaultTTL, Protocol: proto, Dst: vip})
 	ip.SetChecksum(0) // Build adds the source and the checksum per packet
+	b.srcOff = ipOff + 12
+	b.ipSum = hdr.Checksum(t[ipOff:l4Off], 0)
+	b.l4Sum = hdr.Checksum(t[l4Off:], hdr.PseudoHeaderSum(0, vip, proto, uint16(size-l4Off)))
+	return b, nil
+}
+
+// newBuilder checks the protocol and size and writes the template's
+// Ethernet header, L4 header (l4 bytes in) and payload; the IP header and
+// the sums are the caller's.
+func newBuilder(proto uint8, size, l4 int, srcMAC, dstMAC hdr.MAC, etherType uint16, vport uint16) (*Builder, error) {
+	end := l4 + hdr.TCPMinLen
+	if proto == hdr.ProtoUDP {
+		end = l4 + hdr.UDPLen + stampLen
+	} else if proto != hdr.ProtoTCP {
+		return nil, fmt.Errorf("protocol %d: want TCP or UDP", proto)
+	}
+	if lo := max(MinFrame, end); size < lo || size > MaxFrame {
+		return nil, fmt.Errorf("frame size %d: want %d..%d bytes (without FCS)", size, lo, MaxFrame)
+	}
+	b := &Builder{tmpl: make([]byte, size), proto: proto, l4: l4, frame: size, srcMAC: srcMAC}
+	t := b.tmpl
+	eth := hdr.Ethernet(t)
+	eth.SetDst(dstMAC)
+	eth.SetSrc(srcMAC)
+	eth.SetEtherType(etherType)
 	// A recognisable payload after the headers.
 	for i := end; i < size; i++ {
 		t[i] = byte(i)
 	}
-	l4len := uint16(size - l4Off)
 	if proto == hdr.ProtoTCP {
-		tcp := hdr.TCP(t[l4Off:])
+		tcp := hdr.TCP(t[l4:])
 		tcp.SetDstPort(vport)
 		tcp.SetDataOffset(hdr.TCPMinLen)
 		tcp.SetWindow(tcpWindow)
 		tcp.SetFlags(0)
 	} else {
-		u := hdr.UDP(t[l4Off:])
+		u := hdr.UDP(t[l4:])
 		u.SetDstPort(vport)
-		u.SetLength(l4len)
+		u.SetLength(uint16(size - l4))
 	}
-	b.ipSum = hdr.Checksum(t[ipOff:l4Off], 0)
-	b.l4Sum = hdr.Checksum(t[l4Off:], hdr.PseudoHeaderSum(0, vip, proto, l4len))
 	return b, nil
 }
 
@@ -130,26 +149,30 @@ func (b *Builder) Size() int { return b.frame }
 // It does not allocate.
 func (b *Builder) Build(p []byte, src uint32, sport uint16, flags uint8, seq, stamp uint32) {
 	copy(p, b.tmpl)
-	binary.BigEndian.PutUint32(p[ipOff+12:], src)
+	binary.BigEndian.PutUint32(p[b.srcOff:], src)
 	srcSum := src>>16 + src&0xffff
-	binary.BigEndian.PutUint16(p[ipOff+10:], ^hdr.Fold(b.ipSum+srcSum))
-	binary.BigEndian.PutUint16(p[l4Off:], sport)
+	if !b.six {
+		binary.BigEndian.PutUint16(p[ipOff+10:], ^hdr.Fold(b.ipSum+srcSum))
+	}
+	l4 := b.l4
+	binary.BigEndian.PutUint16(p[l4:], sport)
 	sum := b.l4Sum + srcSum + uint32(sport) + seq>>16 + seq&0xffff + stamp>>16 + stamp&0xffff
 	if b.proto == hdr.ProtoTCP {
-		binary.BigEndian.PutUint32(p[l4Off+4:], seq)
-		binary.BigEndian.PutUint32(p[l4Off+8:], stamp)
-		p[l4Off+13] = flags
+		binary.BigEndian.PutUint32(p[l4+4:], seq)
+		binary.BigEndian.PutUint32(p[l4+8:], stamp)
+		p[l4+13] = flags
 		sum += uint32(flags) // low byte of the data offset/flags word
-		binary.BigEndian.PutUint16(p[l4Off+16:], ^hdr.Fold(sum))
+		binary.BigEndian.PutUint16(p[l4+16:], ^hdr.Fold(sum))
 		return
 	}
-	binary.BigEndian.PutUint32(p[udpEnd:], seq)
-	binary.BigEndian.PutUint32(p[udpEnd+4:], stamp)
+	u := l4 + hdr.UDPLen
+	binary.BigEndian.PutUint32(p[u:], seq)
+	binary.BigEndian.PutUint32(p[u+4:], stamp)
 	c := ^hdr.Fold(sum)
 	if c == 0 {
 		c = 0xffff
 	}
-	binary.BigEndian.PutUint16(p[l4Off+6:], c)
+	binary.BigEndian.PutUint16(p[l4+6:], c)
 }
 
 // Kind classifies a received frame.
@@ -164,6 +187,8 @@ const (
 	KindARPReply             // ARP reply
 	KindIPIPTCP              // TCP with stamp inside IPIP (VS/TUN)
 	KindIPIPUDP              // UDP with stamp inside IPIP
+	KindNS                   // IPv6 neighbour solicitation
+	KindNA                   // IPv6 neighbour advertisement
 )
 
 // Stamp reads the sequence number and send stamp from a frame the
@@ -184,6 +209,8 @@ func Stamp(p []byte, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
 		}
 		return KindARPReply, 0, 0, 0
 	case hdr.EtherTypeIPv4:
+	case hdr.EtherTypeIPv6:
+		return stamp6(p, reply)
 	default:
 		return KindOther, 0, 0, 0
 	}
@@ -210,7 +237,12 @@ func stampL3(p []byte, ip int, reply bool) (k Kind, flags uint8, seq, stamp uint
 	if len(p) < l4 || p[ip] != 0x45 {
 		return KindOther, 0, 0, 0
 	}
-	switch p[ip+9] {
+	return stampL4(p, l4, p[ip+9], reply)
+}
+
+// stampL4 reads the stamp of the TCP or UDP header at p[l4:].
+func stampL4(p []byte, l4 int, proto uint8, reply bool) (k Kind, flags uint8, seq, stamp uint32) {
+	switch proto {
 	case hdr.ProtoTCP:
 		if len(p) < l4+hdr.TCPMinLen {
 			return KindOther, 0, 0, 0
@@ -261,7 +293,12 @@ func Answer(p []byte, k Kind, flags uint8, mode ReplyMode) int {
 	if len(p) < MinFrame {
 		return 0
 	}
-	swapL2L3L4(p)
+	six := binary.BigEndian.Uint16(p[12:]) == hdr.EtherTypeIPv6
+	l4 := l4Off
+	if six {
+		l4 = l4Off6
+	}
+	swapL2L3L4(p, six, l4)
 	if k == KindUDP {
 		if mode == ReplyNone {
 			return 0
@@ -284,45 +321,53 @@ func Answer(p []byte, k Kind, flags uint8, mode ReplyMode) int {
 		out = hdr.TCPFlagACK
 	}
 	// seq and ack swap: invariant in the checksum too.
-	s := p[l4Off+4 : l4Off+12]
-	var tmp [4]byte
-	copy(tmp[:], s[:4])
-	copy(s[:4], s[4:])
-	copy(s[4:], tmp[:])
-	tcp := hdr.TCP(p[l4Off:])
+	swapBytes(p[l4+4:l4+8], p[l4+8:l4+12])
+	tcp := hdr.TCP(p[l4:])
 	if mode == ReplyEcho && out&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) == 0 {
-		hi := uint16(p[l4Off+12]) << 8
-		p[l4Off+13] = out
+		hi := uint16(p[l4+12]) << 8
+		p[l4+13] = out
 		tcp.SetChecksum(hdr.Update16(tcp.Checksum(), hi|uint16(flags), hi|uint16(out)))
 		return len(p)
 	}
-	// A bare ACK, SYN-ACK or FIN-ACK: no payload, padded to the minimum frame.
+	// A bare ACK, SYN-ACK or FIN-ACK: no payload (IPv4: padded to the
+	// minimum frame).
+	p[l4+12] = hdr.TCPMinLen / 4 << 4
+	p[l4+13] = out
+	tcp = tcp[:hdr.TCPMinLen]
+	tcp.SetChecksum(0)
+	if six {
+		ip := hdr.IPv6(p[ipOff:])
+		ip.SetPayloadLength(hdr.TCPMinLen)
+		tcp.SetChecksum(hdr.TransportChecksum6(ip.Src(), ip.Dst(), hdr.ProtoTCP, tcp))
+		return l4Off6 + hdr.TCPMinLen
+	}
 	ip := hdr.IPv4(p[ipOff:])
-	p[l4Off+12] = hdr.TCPMinLen / 4 << 4
-	p[l4Off+13] = out
 	ip.SetTotalLength(hdr.IPv4MinLen + hdr.TCPMinLen)
 	ip.SetChecksum(0)
 	ip.SetChecksum(ip.CalculateChecksum())
-	tcp = tcp[:hdr.TCPMinLen]
-	tcp.SetChecksum(0)
 	tcp.SetChecksum(hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoTCP, tcp))
 	clear(p[tcpEnd:MinFrame])
 	return MinFrame
 }
 
-func swapL2L3L4(p []byte) {
-	var t [6]byte
-	copy(t[:], p[0:6])
-	copy(p[0:6], p[6:12])
-	copy(p[6:12], t[:])
-	a := p[ipOff+12 : ipOff+20]
-	copy(t[:4], a[:4])
-	copy(a[:4], a[4:])
-	copy(a[4:], t[:4])
-	q := p[l4Off : l4Off+4]
-	copy(t[:2], q[:2])
-	copy(q[:2], q[2:])
-	copy(q[2:], t[:2])
+// swapL2L3L4 swaps a frame's MACs, IP addresses and ports (the L4 header
+// l4 bytes in).
+func swapL2L3L4(p []byte, six bool, l4 int) {
+	swapBytes(p[0:6], p[6:12])
+	if six {
+		swapBytes(p[ipOff+8:ipOff+24], p[ipOff+24:ipOff+40])
+	} else {
+		swapBytes(p[ipOff+12:ipOff+16], p[ipOff+16:ipOff+20])
+	}
+	swapBytes(p[l4:l4+2], p[l4+2:l4+4])
+}
+
+// swapBytes swaps a and b, of equal length (at most 16 bytes).
+func swapBytes(a, b []byte) {
+	var t [16]byte
+	n := copy(t[:], a)
+	copy(a, b)
+	copy(b, t[:n])
 }
 
 // Range is an inclusive range of IPv4 addresses.

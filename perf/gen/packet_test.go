@@ -37,16 +37,27 @@ func checkFrame(t *testing.T, p []byte) {
 }
 
 func TestBuildStampAnswer(t *testing.T) {
-	for _, tc := range []struct {
-		proto uint8
-		size  int
-		mode  ReplyMode
-	}{
-		{hdr.ProtoTCP, 60, ReplyACK}, {hdr.ProtoTCP, 60, ReplyEcho}, {hdr.ProtoTCP, 1514, ReplyACK},
-		{hdr.ProtoTCP, 1514, ReplyEcho}, {hdr.ProtoTCP, 333, ReplyACK}, {hdr.ProtoUDP, 60, ReplyEcho},
-		{hdr.ProtoUDP, 1001, ReplyEcho},
-	} {
-		b, err := NewBuilder(tc.proto, tc.size, macC, macL, vip, 80)
+	newB := func(proto uint8, size int) (*Builder, error) { return NewBuilder(proto, size, macC, macL, vip, 80) }
+	src := func(i int) uint32 { return cip + uint32(i) }
+	forEachFrame(t, frameCases(MinFrame, MinFrame), newB, src, func(tc frameCase, p []byte, i int, fl uint8, seq, stamp uint32) {
+		checkFrame(t, p)
+		r := stampAnswer(t, p, tc.proto, fl, seq, stamp, tc.mode, MinFrame)
+		checkFrame(t, r)
+		ip := hdr.IPv4(r[ipOff:])
+		if ip.Src() != vip || ip.Dst() != src(i) || hdr.Ethernet(r).Dst() != macC {
+			t.Fatalf("reply not swapped: %x -> %x", ip.Src(), ip.Dst())
+		}
+	})
+}
+
+// forEachFrame builds frames of each case with newB, with each pattern's
+// TCP flags (the same frames for UDP) and four sequence numbers and
+// stamps, from src(i):1024+i for the i-th, and hands each to check.
+func forEachFrame(t *testing.T, cases []frameCase, newB func(proto uint8, size int) (*Builder, error), src func(i int) uint32,
+	check func(tc frameCase, p []byte, i int, fl uint8, seq, stamp uint32)) {
+	t.Helper()
+	for _, tc := range cases {
+		b, err := newB(tc.proto, tc.size)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,42 +65,65 @@ func TestBuildStampAnswer(t *testing.T) {
 			p := make([]byte, tc.size)
 			for i, seq := range []uint32{0, 1, 0xffffffff, 0x12345678} {
 				stamp := seq*7 + uint32(i)
-				b.Build(p, cip+uint32(i), 1024+uint16(i), fl, seq, stamp)
-				checkFrame(t, p)
-				k, gotFl, gotSeq, gotStamp := Stamp(p, false)
-				wantK := KindTCP
-				if tc.proto == hdr.ProtoUDP {
-					wantK, fl = KindUDP, 0
-				}
-				if k != wantK || gotFl != fl || gotSeq != seq || gotStamp != stamp {
-					t.Fatalf("Stamp = %v %#x %d %d, want %v %#x %d %d", k, gotFl, gotSeq, gotStamp, wantK, fl, seq, stamp)
-				}
-				n := Answer(p, k, gotFl, tc.mode)
-				if n == 0 {
-					t.Fatalf("no answer to flags %#x", fl)
-				}
-				r := p[:n]
-				checkFrame(t, r)
-				ip := hdr.IPv4(r[ipOff:])
-				if ip.Src() != vip || ip.Dst() != cip+uint32(i) || hdr.Ethernet(r).Dst() != macC {
-					t.Fatalf("reply not swapped: %x -> %x", ip.Src(), ip.Dst())
-				}
-				k2, rfl, rseq, rstamp := Stamp(r, true)
-				if k2 != k || rseq != seq || rstamp != stamp {
-					t.Fatalf("reply stamp %d %d, want %d %d", rseq, rstamp, seq, stamp)
-				}
-				if tc.proto == hdr.ProtoTCP {
-					if rfl&hdr.TCPFlagACK == 0 || rfl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) {
-						t.Fatalf("reply flags %#x to %#x", rfl, fl)
-					}
-					bare := tc.mode == ReplyACK || fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != 0
-					if bare && n != MinFrame || !bare && n != tc.size {
-						t.Fatalf("reply to %#x is %d bytes", fl, n)
-					}
-				}
+				b.Build(p, src(i), 1024+uint16(i), fl, seq, stamp)
+				check(tc, p, i, fl, seq, stamp)
 			}
 		}
 	}
+}
+
+// frameCase is a frame the generator builds and the reply mode of the
+// server side.
+type frameCase struct {
+	proto uint8
+	size  int
+	mode  ReplyMode
+}
+
+// frameCases are the smallest frames (minTCP, minUDP bytes), the
+// largest and some between, TCP with each reply mode and UDP.
+func frameCases(minTCP, minUDP int) []frameCase {
+	return []frameCase{
+		{hdr.ProtoTCP, minTCP, ReplyACK}, {hdr.ProtoTCP, minTCP, ReplyEcho}, {hdr.ProtoTCP, MaxFrame, ReplyACK},
+		{hdr.ProtoTCP, MaxFrame, ReplyEcho}, {hdr.ProtoTCP, 333, ReplyACK}, {hdr.ProtoUDP, minUDP, ReplyEcho},
+		{hdr.ProtoUDP, 1001, ReplyEcho},
+	}
+}
+
+// stampAnswer checks the stamp of a client frame built into p (TCP
+// flags fl, or UDP), answers it as the server side does and checks the
+// reply's stamp, flags and length (bare replies are bare bytes long); it
+// returns the reply.
+func stampAnswer(t *testing.T, p []byte, proto, fl uint8, seq, stamp uint32, mode ReplyMode, bare int) []byte {
+	t.Helper()
+	k, gotFl, gotSeq, gotStamp := Stamp(p, false)
+	wantK := KindTCP
+	if proto == hdr.ProtoUDP {
+		wantK, fl = KindUDP, 0
+	}
+	if k != wantK || gotFl != fl || gotSeq != seq || gotStamp != stamp {
+		t.Fatalf("Stamp = %v %#x %d %d, want %v %#x %d %d", k, gotFl, gotSeq, gotStamp, wantK, fl, seq, stamp)
+	}
+	size := len(p)
+	n := Answer(p, k, gotFl, mode)
+	if n == 0 {
+		t.Fatalf("no answer to flags %#x", fl)
+	}
+	r := p[:n]
+	k2, rfl, rseq, rstamp := Stamp(r, true)
+	if k2 != k || rseq != seq || rstamp != stamp {
+		t.Fatalf("reply stamp %d %d, want %d %d", rseq, rstamp, seq, stamp)
+	}
+	if proto == hdr.ProtoTCP {
+		if rfl&hdr.TCPFlagACK == 0 || rfl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) {
+			t.Fatalf("reply flags %#x to %#x", rfl, fl)
+		}
+		isBare := mode == ReplyACK || fl&(hdr.TCPFlagSYN|hdr.TCPFlagFIN) != 0
+		if isBare && n != bare || !isBare && n != size {
+			t.Fatalf("reply to %#x is %d bytes", fl, n)
+		}
+	}
+	return r
 }
 
 func TestARP(t *testing.T) {

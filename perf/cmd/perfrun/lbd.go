@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/dplb/dplb/perf/gen"
 )
 
 // lbdCase is one lbd setup: forwarding method, flows, traffic, workers.
@@ -25,6 +27,8 @@ type lbdCase struct {
 	Workers []int  `json:"worker_cpus"`
 	// SynProxy: the service answers SYNs with cookies (synproxy.go).
 	SynProxy bool `json:"synproxy,omitempty"`
+	// IPv6: the service, its servers and the flows are IPv6 (ipv6.go).
+	IPv6 bool `json:"ipv6,omitempty"`
 }
 
 // parseCase reads METHOD[-1m|-1k|-FLOWS][-new][-Nlc]: "nat", "dr-1m",
@@ -35,8 +39,11 @@ func parseCase(name string, o options) (*lbdCase, error) {
 	if c.Method == "lbd" {
 		c.Method = "nat"
 	}
+	if c.Method == "nat6" || c.Method == "dr6" {
+		c.Method, c.IPv6 = strings.TrimSuffix(c.Method, "6"), true
+	}
 	if c.Method != "nat" && c.Method != "dr" && c.Method != "tun" {
-		return nil, fmt.Errorf("-cases: unknown case %q (loop, testpmd, testpmd-1way, or METHOD[-1m][-new|-synproxy][-Nlc] with METHOD nat, dr, tun)", name)
+		return nil, fmt.Errorf("-cases: unknown case %q (loop, testpmd, testpmd-1way, or METHOD[-1m][-new|-synproxy][-Nlc] with METHOD nat, dr, tun, nat6 or dr6)", name)
 	}
 	for _, p := range parts[1:] {
 		switch {
@@ -94,6 +101,9 @@ var methodName = map[string]string{"nat": "VS/NAT", "dr": "VS/DR", "tun": "VS/TU
 
 func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	name := spec.Method
+	if spec.IPv6 {
+		name += "6"
+	}
 	if spec.SynProxy {
 		name += "-synproxy"
 	} else if spec.Pattern == "syn" {
@@ -117,7 +127,11 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 	case "syn-data-fin", "udp":
 		traffic = fmt.Sprintf("%s %s flows", si(float64(spec.Flows)), spec.Pattern)
 	}
-	about := fmt.Sprintf("lbd %s, %s, %d worker lcore(s) on CPU %s, main lcore on CPU %d", methodName[spec.Method], traffic,
+	method := methodName[spec.Method]
+	if spec.IPv6 {
+		method = methodName6[spec.Method]
+	}
+	about := fmt.Sprintf("lbd %s, %s, %d worker lcore(s) on CPU %s, main lcore on CPU %d", method, traffic,
 		spec.Lcores, intsString(spec.Workers), o.genCPU)
 	if oneWay {
 		about += "; one way (replies bypass lbd: counted at the server side)"
@@ -159,13 +173,21 @@ func runLBD(ctx context.Context, o options, dir string, spec *lbdCase) *Case {
 		// 244 addresses x 64512 ports: 15.7M tuples, no reuse within a run.
 		clients = "203.0.113.11-203.0.113.254"
 	}
-	args := append(genArgs(o, dir, c.Name, spec.Flows, spec.Pattern), "-lb-server-addr", "198.51.100.1",
-		"-vip", "203.0.113.10:80", "-clients", clients, "-servers", "198.51.100.11-198.51.100.12",
+	ad := addrs4
+	if spec.IPv6 {
+		ad = addrs6
+	}
+	args := append(genArgs(o, dir, c.Name, spec.Flows, spec.Pattern), "-lb-server-addr", ad.lbServer(),
+		"-vip", ad.vipPort(), "-clients", ad.clients(clients), "-servers", ad.servers(),
 		"-client-dev", memif(0, cs, "client"), "-server-dev", memif(1, ss, "client"),
 		"-queues", fmt.Sprint(spec.Lcores), "-steering-key", o.steeringKey,
 		"-step-cmd", fmt.Sprintf("%s --socket %s -L -n --per-lcore -o json", o.lbctl, ctl))
 	if oneWay {
 		args = append(args, "-one-way")
+	}
+	if spec.IPv6 && o.size < gen.MinFrame6 {
+		// The smallest IPv6 TCP frame (the last -size wins).
+		args = append(args, "-size", fmt.Sprint(gen.MinFrame6))
 	}
 	runGen(ctx, o, c, dir, args)
 	if spec.SynProxy {
@@ -254,6 +276,10 @@ func lbdConfig(o options, spec *lbdCase, clientSock, serverSock, ctlSock, metric
 		// table holds about a second's worth.
 		timeouts = "timeouts:\n  syn: 1s\n  tcp_fin: 1s\n"
 	}
+	ad := addrs4
+	if spec.IPv6 {
+		ad = addrs6
+	}
 	mem := 512 + 256*spec.Lcores
 	table := o.connTable
 	for table < spec.Flows+spec.Flows/2 { // room for the flows per lcore (ownership spreads them)
@@ -273,21 +299,21 @@ ports:
   - name: client
     device: %s
     address: 203.0.113.1/24
-    role: client
+%s    role: client
   - name: server
     device: %s
     address: 198.51.100.1/24
-    role: server
+%s    role: server
 services:
   - protocol: tcp
-    vip: 203.0.113.10
+    vip: %s
     port: 80
     scheduler: rr
     servers:
-      - address: 198.51.100.11
+      - address: %s
         port: %d
         forward: %s
-      - address: 198.51.100.12
+      - address: %s
         port: %d
         forward: %s
 %scontrol:
@@ -297,8 +323,10 @@ metrics:
 log:
   level: info
 `, os.Getpid(), mem, o.huge, o.genCPU, intsString(spec.Workers), table, o.steeringKey,
-		memif(0, clientSock, "server"), memif(1, serverSock, "server"),
-		port, forward, port, forward, timeouts, ctlSock, metricsAddr)
+		memif(0, clientSock, "server"), ad.address6(ad.clientNet, "203.0.113.1"),
+		memif(1, serverSock, "server"), ad.address6(ad.serverNet, "198.51.100.1"),
+		ad.vip(), ad.server("198.51.100.11"), port, forward, ad.server("198.51.100.12"), port, forward,
+		timeouts, ctlSock, metricsAddr)
 }
 
 // lbctlJSON is the part of lbctl -L -n --per-lcore -o json used here.

@@ -4,7 +4,8 @@
 // (no forwarder at all) and dpdk-testpmd forwarding in lbd's place (a
 // zero-work DPDK forwarder, two-way and one-way, when installed). lbd runs
 // in VS/NAT, VS/DR and VS/TUN, with 1k and 1M established flows, with new
-// connections, and with several worker lcores; after each step lbgen
+// connections, and with several worker lcores, and in NAT66 and VS/DR over
+// IPv6 beside their IPv4 forms (ipv6.go); after each step lbgen
 // records lbctl's per-lcore JSON, from which perfrun derives cycles per
 // packet. It prints tables and writes perf/results/<date>.md (the report),
 // .json (everything) and .svg (plots).
@@ -63,8 +64,10 @@ const (
 	// connections, the SYN proxy's cookies, then 2 and 4 worker lcores.
 	// longExtraCases run with -long only: 10M flows take some 20 s to
 	// open and a 16M-entry table (1.5 GB).
-	longExtraCases = ",nat-10m"
-	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-synproxy,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
+	// nat6 and dr6 (issue #16) are nat and dr over IPv6, beside them in
+	// the report; -long adds their 1M-flow forms.
+	longExtraCases = ",nat-10m,nat6-1m,dr6-1m"
+	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat6,dr6,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-synproxy,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
 )
 
 func main() {
@@ -83,7 +86,7 @@ func main() {
 	flag.StringVar(&o.pattern, "pattern", "established", "lbgen -pattern of the cases that do not name one")
 	flag.StringVar(&o.reply, "reply", "ack", "lbgen -reply (VS/NAT and the two-way references)")
 	flag.BoolVar(&o.huge, "huge", false, "lbd and lbgen on hugepages (else --no-huge)")
-	flag.StringVar(&o.cases, "cases", defaultCases, "cases to run, in order: loop, testpmd, testpmd-1way, and lbd cases named METHOD[-1m|-FLOWS][-new|-synproxy][-Nlc] with METHOD nat, dr or tun (lbd = nat)")
+	flag.StringVar(&o.cases, "cases", defaultCases, "cases to run, in order: loop, testpmd, testpmd-1way, and lbd cases named METHOD[-1m|-FLOWS][-new|-synproxy][-Nlc] with METHOD nat, dr, tun, or nat6/dr6 over IPv6 (lbd = nat)")
 	flag.IntVar(&o.genCPU, "gen-cpu", 0, "CPU of lbgen, lbd's main lcore and every non-worker thread")
 	flag.IntVar(&o.lbdCPU, "lbd-cpu", 1, "CPU of lbd's worker (and testpmd's forwarding lcore)")
 	flag.StringVar(&o.workerCPUs, "worker-cpus", "", "CPUs of lbd's workers for the -Nlc cases, comma-separated (first N used); empty: -lbd-cpu repeated N times")
@@ -186,6 +189,8 @@ type Results struct {
 	Targets    []Target `json:"targets"`
 	// Issue11 are issue #11's targets (scale, new connections, tail, cost).
 	Issue11 []Target `json:"targets_issue11"`
+	// IPv6 is "IPv6 beside IPv4" (issue #16), when an IPv6 case ran.
+	IPv6 *IPv6Section `json:"ipv6_beside_ipv4,omitempty"`
 }
 
 // Row is a line of the summary: the step with the highest received rate,
@@ -255,6 +260,7 @@ func run(o options) error {
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
 	res.Issue11 = targets11(res.Cases)
+	res.IPv6 = ipv6Beside(res.Cases)
 	printSummary(res)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
@@ -544,6 +550,7 @@ func reportFrom(path string, o options) error {
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
 	res.Issue11 = targets11(res.Cases)
+	res.IPv6 = ipv6Beside(res.Cases)
 	stem := strings.TrimSuffix(path, ".json")
 	plots := plotGroups(res.Cases)
 	for _, g := range plots {

@@ -267,6 +267,7 @@ func report(res Results, o options, plots []*plotGroup, stem string) []byte {
 		p("| %s | %s | %s |\n", t.Target, t.Measured, t.Verdict)
 	}
 	evidenceSection(&b, res)
+	ipv6Section(&b, res.IPv6)
 
 	p("\n## Plots\n\nReceived rate at the server side and one-way p99 latency (log scale) against the offered load (the sent rate for `max`).\n\n")
 	for _, g := range plots {

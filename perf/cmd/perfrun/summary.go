@@ -118,6 +118,13 @@ func printSummary(res Results) {
 		fmt.Printf("%-13s %10.0f %8s %7s %8s %8s %9s %9.3f %.1f/%.1f/%.1f\n", r.Case, r.MaxRxPPS, dash(r.CyclesPerPacket, "%.0f"),
 			dash(r.BusyPercent, "%.0f"), ratio(r.VsLoop), ratio(r.VsTestpmd), dash(r.NewConnsPerSec, "%.0f"), 100*r.LossAtMax, r.P50, r.P99, r.P999)
 	}
+	if s := res.IPv6; s != nil {
+		fmt.Printf("\n== IPv6 beside IPv4 (bytes per connection: IPv4 %.0f, IPv6 %.0f)\n", s.BytesPerConn4, s.BytesPerConn6)
+		for _, r := range s.Rows {
+			fmt.Printf("%-13s %-13s %8s Mpps %8s Mpps  IPv6/IPv4 %s  cyc/pkt %s / %s\n", r.V4, r.V6, mpps(r.V4PPS), mpps(r.V6PPS),
+				ratio(r.Ratio), dash(r.V4CPP, "%.0f"), dash(r.V6CPP, "%.0f"))
+		}
+	}
 	fmt.Println("\n== targets (issue #7; tracked, not asserted)")
 	for _, t := range res.Targets {
 		fmt.Printf("%-58s %-40s %s\n", t.Target, t.Measured, t.Verdict)
