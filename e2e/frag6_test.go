@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,49 +11,10 @@ import (
 )
 
 // bigRound6 sends n datagrams of fragSize bytes to [vip]:port from the
-// client in clientNS, after a warm-up until two in a row are answered (neighbour
-// discovery everywhere); every answer must be fragSize bytes with the
-// padding intact, come from the VIP and name the client as the server saw
-// it. It returns the answers per server.
+// client in clientNS (bigDatagrams).
 func bigRound6(t *testing.T, e *natEnv, clientNS, vip string, port, n int) map[string]int {
 	t.Helper()
-	vipPort := net.JoinHostPort(vip, strconv.Itoa(port))
-	send := func(n int) []harness.Result {
-		t.Helper()
-		res, err := harness.UDPGetSized(e.ctx, e.topo, clientNS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	ok := 0
-	for i := 0; i < 10 && ok < 2; i++ {
-		if r := send(1)[0]; r.Err == "" {
-			ok++
-		} else {
-			ok = 0
-			t.Logf("warm-up %d failed (allowed): %s", i, r.Err)
-		}
-	}
-	if ok < 2 {
-		t.Fatalf("warm-up: no two successive %d-byte datagrams to %s were answered", fragSize, vipPort)
-	}
-	per := map[string]int{}
-	for _, r := range send(n) {
-		remote, err := netip.ParseAddrPort(r.Remote)
-		switch {
-		case r.Err != "":
-			t.Errorf("datagram %d: %s", r.I, r.Err)
-		case err != nil || remote.Addr().String() != vip || int(remote.Port()) != port:
-			t.Errorf("datagram %d: answered from %s, want %s", r.I, r.Remote, vipPort)
-		case r.SeenClient() != r.Local:
-			t.Errorf("datagram %d: server %s saw client %q, the client's end is %s", r.I, r.Server(), r.SeenClient(), r.Local)
-		default:
-			per[r.Server()]++
-		}
-	}
-	t.Logf("answers per server: %v", per)
-	return per
+	return bigDatagrams(t, e.ctx, e.topo, clientNS, e.nshelper, vip, port, n, nil)
 }
 
 // checkFragments6 is checkFragments on a natEnv's metrics, IPv6's

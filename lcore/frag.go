@@ -64,6 +64,7 @@ type fragKey struct {
 type fragEntry struct {
 	key     fragKey
 	used    bool
+	shifted bool    // the first fragment was dropped, fragment_shifted: so are the rest
 	owner   int16   // the worker its fragments go to; -1 until the first fragment is seen
 	nheld   uint8   // fragments held for it (home worker, before the first)
 	held    int32   // first held slot, -1 for none
@@ -290,7 +291,11 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	case d.frag == fragFirst && v6:
 		return w.forward6(d)
 	case d.frag == fragFirst:
-		return w.forward(d)
+		x := w.forward(d)
+		e.shifted = x.kind == exitDrop && x.why == DropFragShifted
+		return x
+	case e.shifted:
+		return drop(DropFragShifted)
 	case v6:
 		return w.forwardLater6(d, e.flow)
 	}
@@ -315,8 +320,8 @@ func (w *Worker) releaseHeld(e *fragEntry) {
 
 // forwardLater sends a fragment without ports along its first fragment's
 // connection: only the IPv4 header changes (the address VS/NAT rewrites,
-// the TTL); the transport checksum, in the first fragment, was updated
-// there for the whole datagram.
+// both addresses for FullNAT, the TTL); the transport checksum, in the
+// first fragment, was updated there for the whole datagram.
 func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
 	if !ok {
@@ -341,7 +346,7 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
 	}
-	if c.Fwd != fwd.NAT {
+	if c.Fwd != fwd.NAT && c.Fwd != fwd.FullNAT {
 		return w.toRealServer(d, c, false)
 	}
 	towards := c.RIP
@@ -353,9 +358,16 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 		return x
 	}
 	decTTL(ip)
-	if dir == conn.Original {
+	switch {
+	case c.Fwd == fwd.FullNAT && dir == conn.Original:
+		ip.SetSrcWithChecksumUpdate(w.table.Ext(id).LIP)
 		ip.SetDstWithChecksumUpdate(c.RIP)
-	} else {
+	case c.Fwd == fwd.FullNAT:
+		ip.SetSrcWithChecksumUpdate(c.VIP)
+		ip.SetDstWithChecksumUpdate(c.ClientIP)
+	case dir == conn.Original:
+		ip.SetDstWithChecksumUpdate(c.RIP)
+	default:
 		ip.SetSrcWithChecksumUpdate(c.VIP)
 	}
 	d.m.SetOlFlags(0)
