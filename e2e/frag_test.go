@@ -109,7 +109,7 @@ func (e *lbEnv) checkFragments(t *testing.T, body string) {
 	if fw == 0 {
 		t.Error("dplb_lcore_events_total{counter=\"fragments\"} is 0: no fragment went through lbd")
 	}
-	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full", "fragment_timeout", "fragment_orphan", "fragment_shifted", "bad_ipv4", "multi_segment"} {
+	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full", "fragment_timeout", "fragment_orphan", "fragment_shifted", "fragment_no_checksum", "bad_ipv4", "multi_segment"} {
 		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
 			t.Errorf("%v fragments dropped as %s", v, why)
 		}
@@ -198,7 +198,7 @@ func TestFragmentsDR(t *testing.T) {
 // 4 KiB to it, and lbd sends those fragments back from the VIP.
 func TestFragmentsFullNAT(t *testing.T) {
 	e := startFragNAT(t, true)
-	per := bigDatagrams(t, e.ctx, e.topo, e.client.NS, e.nshelper, e.vip, 53, 40, seenLocalAddress)
+	per := bigDatagrams(t, e.ctx, e.topo, e.client.NS, e.nshelper, e.vip, 53, 40, seenFrom(fullNATLocal))
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
@@ -206,12 +206,14 @@ func TestFragmentsFullNAT(t *testing.T) {
 	e.stop(t)
 }
 
-// seenLocalAddress accepts a server's view of its client that is one of
-// the FullNAT local addresses.
-func seenLocalAddress(r harness.Result) string {
-	seen, err := netip.ParseAddrPort(r.SeenClient())
-	if err != nil || !slices.Contains(fullNATLocal, seen.Addr().String()) {
-		return "want one of the local addresses " + strings.Join(fullNATLocal, ", ")
+// seenFrom accepts a server's view of its client that is one of addrs
+// (the local addresses of FullNAT or NAT64).
+func seenFrom(addrs []string) func(harness.Result) string {
+	return func(r harness.Result) string {
+		seen, err := netip.ParseAddrPort(r.SeenClient())
+		if err != nil || !slices.Contains(addrs, seen.Addr().Unmap().String()) {
+			return "want one of the local addresses " + strings.Join(addrs, ", ")
+		}
+		return ""
 	}
-	return ""
 }

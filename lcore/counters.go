@@ -124,6 +124,7 @@ const (
 	DropBadND            // a neighbour solicitation or advertisement that breaks RFC 4861's checks
 	DropNDNotOurs        // a neighbour solicitation for an address that is not ours
 	DropFragShifted      // a fragment of a FullNAT datagram whose first fragment would take the PROXY v2 header: the later ones' offsets cannot follow
+	DropFragNoChecksum   // a fragment of a UDP datagram without a checksum from a NAT64 server: IPv6 requires one, over the whole datagram
 
 	numStats
 )
@@ -160,6 +161,7 @@ var statNames = [numStats]string{
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
 	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours", DropFragShifted: "fragment_shifted",
+	DropFragNoChecksum: "fragment_no_checksum",
 }
 
 func init() {

@@ -64,8 +64,8 @@ type fragKey struct {
 type fragEntry struct {
 	key     fragKey
 	used    bool
-	shifted bool    // the first fragment was dropped, fragment_shifted: so are the rest
 	owner   int16   // the worker its fragments go to; -1 until the first fragment is seen
+	doomed  uint16  // a Stat: the first fragment was dropped for the datagram's sake (fragment_shifted, fragment_no_checksum), and so are the later ones
 	nheld   uint8   // fragments held for it (home worker, before the first)
 	held    int32   // first held slot, -1 for none
 	flow    flowKey // the first fragment's flow (owner)
@@ -292,10 +292,12 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 		return w.forward6(d)
 	case d.frag == fragFirst:
 		x := w.forward(d)
-		e.shifted = x.kind == exitDrop && x.why == DropFragShifted
+		if x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum) {
+			e.doomed = uint16(x.why)
+		}
 		return x
-	case e.shifted:
-		return drop(DropFragShifted)
+	case e.doomed != 0:
+		return drop(Stat(e.doomed))
 	case v6:
 		return w.forwardLater6(d, e.flow)
 	}
@@ -320,8 +322,9 @@ func (w *Worker) releaseHeld(e *fragEntry) {
 
 // forwardLater sends a fragment without ports along its first fragment's
 // connection: only the IPv4 header changes (the address VS/NAT rewrites,
-// both addresses for FullNAT, the TTL); the transport checksum, in the
-// first fragment, was updated there for the whole datagram.
+// both addresses for FullNAT, the TTL; a NAT64 server's fragment becomes
+// an IPv6 one, nat64.go); the transport checksum, in the first fragment,
+// was updated there for the whole datagram.
 func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
 	if !ok {
@@ -330,9 +333,6 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	c := w.table.Get(id)
 	if w.snap.DestExpired(c.Dest) {
 		return drop(DropDestDown) // the first fragment ended the connection
-	}
-	if c.IsIPv6() {
-		return drop(DropFragment) // a NAT64 server's reply: not translated (nat64.go)
 	}
 	ip := d.ip()
 	if ip.TTL() <= 1 {
@@ -345,6 +345,9 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	} else {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
+	}
+	if c.IsIPv6() { // a NAT64 server's reply
+		return w.nat64In(d, c, id)
 	}
 	if c.Fwd != fwd.NAT && c.Fwd != fwd.FullNAT {
 		return w.toRealServer(d, c, false)
