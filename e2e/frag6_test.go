@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,49 +11,10 @@ import (
 )
 
 // bigRound6 sends n datagrams of fragSize bytes to [vip]:port from the
-// client in clientNS, after a warm-up until two in a row are answered (neighbour
-// discovery everywhere); every answer must be fragSize bytes with the
-// padding intact, come from the VIP and name the client as the server saw
-// it. It returns the answers per server.
+// client in clientNS (bigDatagrams).
 func bigRound6(t *testing.T, e *natEnv, clientNS, vip string, port, n int) map[string]int {
 	t.Helper()
-	vipPort := net.JoinHostPort(vip, strconv.Itoa(port))
-	send := func(n int) []harness.Result {
-		t.Helper()
-		res, err := harness.UDPGetSized(e.ctx, e.topo, clientNS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
-	ok := 0
-	for i := 0; i < 10 && ok < 2; i++ {
-		if r := send(1)[0]; r.Err == "" {
-			ok++
-		} else {
-			ok = 0
-			t.Logf("warm-up %d failed (allowed): %s", i, r.Err)
-		}
-	}
-	if ok < 2 {
-		t.Fatalf("warm-up: no two successive %d-byte datagrams to %s were answered", fragSize, vipPort)
-	}
-	per := map[string]int{}
-	for _, r := range send(n) {
-		remote, err := netip.ParseAddrPort(r.Remote)
-		switch {
-		case r.Err != "":
-			t.Errorf("datagram %d: %s", r.I, r.Err)
-		case err != nil || remote.Addr().String() != vip || int(remote.Port()) != port:
-			t.Errorf("datagram %d: answered from %s, want %s", r.I, r.Remote, vipPort)
-		case r.SeenClient() != r.Local:
-			t.Errorf("datagram %d: server %s saw client %q, the client's end is %s", r.I, r.Server(), r.SeenClient(), r.Local)
-		default:
-			per[r.Server()]++
-		}
-	}
-	t.Logf("answers per server: %v", per)
-	return per
+	return bigDatagrams(t, e.ctx, e.topo, clientNS, e.nshelper, vip, port, n, nil)
 }
 
 // checkFragments6 is checkFragments on a natEnv's metrics, IPv6's
@@ -67,7 +26,7 @@ func checkFragments6(t *testing.T, body string) {
 		t.Error("dplb_lcore_events_total{counter=\"fragments\"} is 0: no fragment went through lbd")
 	}
 	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full",
-		"fragment_timeout", "fragment_orphan", "bad_ipv6", "ipv6_ext_header", "ipv6_unserved", "multi_segment", "no_conn"} {
+		"fragment_timeout", "fragment_orphan", "fragment_no_checksum", "bad_ipv6", "ipv6_ext_header", "ipv6_unserved", "multi_segment", "no_conn"} {
 		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
 			t.Errorf("%v packets dropped as %s", v, why)
 		}
@@ -139,6 +98,42 @@ func TestFragments6NAT(t *testing.T) {
 		t.Errorf("answers %v: want both servers", per)
 	}
 	checkFragments6(t, e.scrapeMetrics(t))
+	e.stopLBD(t)
+}
+
+// TestFragments64: 4 KiB UDP datagrams from an IPv6 client on a
+// 1500-byte MTU through NAT64 on two lcores to IPv4 servers, both ways:
+// each IPv6 fragment of the query leaves as an IPv4 fragment from the
+// local address (identification, offset and MF carried over, the first
+// one's checksum updated for the whole datagram), the server's kernel
+// reassembles it and fragments its 4 KiB answer, and lbd turns those into
+// IPv6 fragments from the VIP. The server's first answer, cut for 1500
+// bytes of IPv4, would not fit the client's link as IPv6 (28 bytes more):
+// lbd answers it with "fragmentation needed" for 1472, and the server's
+// kernel cuts the next ones smaller (the warm-up allows those losses).
+func TestFragments64(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		setup: withIPv6,
+		configure: func(c *harness.Config) {
+			tapPorts6(c, "server")
+			udp := harness.Service{Protocol: "udp", VIP: v6VIP, Port: 5364, Scheduler: "rr", LocalAddresses: []string{lip64Addr}}
+			for _, h := range c.Services[0].Servers {
+				udp.Servers = append(udp.Servers, harness.Server{Address: h.Address, Port: 5353, Weight: 1, Forward: "fullnat"})
+			}
+			c.Services = append(c.Services, udp)
+		},
+	})
+	bridgeTaps6(t, e)
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "0.0.0.0:5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	per := bigDatagrams(t, e.ctx, e.topo, e.nat.Client.NS, e.nshelper, v6VIP, 5364, 40, seenFrom([]string{lip64Addr}))
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	body := e.scrapeMetrics(t)
+	checkFragments6(t, body)
+	t.Logf("fragmentation needed sent: %v", lcoreSum(body, "dplb_lcore_events_total", "counter", "icmp_frag_needed"))
 	e.stopLBD(t)
 }
 

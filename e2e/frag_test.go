@@ -1,8 +1,12 @@
 package e2e
 
 import (
+	"context"
 	"net"
+	"net/netip"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -34,17 +38,26 @@ func (e *lbEnv) bridgeTaps(t *testing.T, ifs ...string) {
 	}
 }
 
-// bigRound sends n datagrams of fragSize bytes to VIP:port, each from a
-// new source port, after a warm-up until two in a row are answered; every
-// answer must be fragSize bytes with the padding intact, come from
-// VIP:port and name the client as the server saw it. It returns the
-// answers per server.
+// bigRound sends n datagrams of fragSize bytes to VIP:port from the
+// client (bigDatagrams).
 func (e *lbEnv) bigRound(t *testing.T, port, n int) map[string]int {
 	t.Helper()
-	vipPort := net.JoinHostPort(e.vip, strconv.Itoa(port))
+	return bigDatagrams(t, e.ctx, e.topo, e.client.NS, e.nshelper, e.vip, port, n, nil)
+}
+
+// bigDatagrams sends n datagrams of fragSize bytes to [vip]:port from
+// the client in clientNS, each from a new source port, after a warm-up
+// until two in a row are answered (ARP or neighbour discovery
+// everywhere); every answer must be fragSize bytes with the padding
+// intact, come from the VIP and name the client as the server saw it:
+// its own end, or, with a seen check (FullNAT, NAT64), what that accepts
+// (an empty string, or why not). It returns the answers per server.
+func bigDatagrams(t *testing.T, ctx context.Context, tp *topo.Topo, clientNS, nshelper, vip string, port, n int, seen func(harness.Result) string) map[string]int {
+	t.Helper()
+	vipPort := net.JoinHostPort(vip, strconv.Itoa(port))
 	send := func(n int) []harness.Result {
 		t.Helper()
-		res, err := harness.UDPGetSized(e.ctx, e.topo, e.client.NS, e.nshelper, vipPort, "", n, fragSize, 3*time.Second)
+		res, err := harness.UDPGetSized(ctx, tp, clientNS, nshelper, vipPort, "", n, fragSize, 3*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -62,15 +75,24 @@ func (e *lbEnv) bigRound(t *testing.T, port, n int) map[string]int {
 	if ok < 2 {
 		t.Fatalf("warm-up: no two successive %d-byte datagrams to %s were answered", fragSize, vipPort)
 	}
+	if seen == nil {
+		seen = func(r harness.Result) string {
+			if r.SeenClient() != r.Local {
+				return "the client's end is " + r.Local
+			}
+			return ""
+		}
+	}
 	per := map[string]int{}
 	for _, r := range send(n) {
+		remote, err := netip.ParseAddrPort(r.Remote)
 		switch {
 		case r.Err != "":
 			t.Errorf("datagram %d: %s", r.I, r.Err)
-		case r.Remote != vipPort:
+		case err != nil || remote.Addr().String() != vip || int(remote.Port()) != port:
 			t.Errorf("datagram %d: answered from %s, want %s", r.I, r.Remote, vipPort)
-		case r.SeenClient() != r.Local:
-			t.Errorf("datagram %d: server %s saw client %q, the client's end is %s", r.I, r.Server(), r.SeenClient(), r.Local)
+		case seen(r) != "":
+			t.Errorf("datagram %d: server %s saw client %q: %s", r.I, r.Server(), r.SeenClient(), seen(r))
 		default:
 			per[r.Server()]++
 		}
@@ -87,7 +109,7 @@ func (e *lbEnv) checkFragments(t *testing.T, body string) {
 	if fw == 0 {
 		t.Error("dplb_lcore_events_total{counter=\"fragments\"} is 0: no fragment went through lbd")
 	}
-	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full", "fragment_timeout", "fragment_orphan", "bad_ipv4", "multi_segment"} {
+	for _, why := range []string{"fragment", "bad_fragment", "fragment_oversize", "fragment_table_full", "fragment_held_full", "fragment_timeout", "fragment_orphan", "fragment_shifted", "fragment_no_checksum", "bad_ipv4", "multi_segment"} {
 		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
 			t.Errorf("%v fragments dropped as %s", v, why)
 		}
@@ -103,14 +125,34 @@ func (e *lbEnv) checkFragments(t *testing.T, body string) {
 // lbd sends those back from the VIP; the client's kernel reassembles
 // them. Every answer is checked byte for byte.
 func TestFragmentsNAT(t *testing.T) {
+	e := startFragNAT(t, false)
+	per := e.bigRound(t, 53, 40)
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	e.checkFragments(t, e.scrape(t))
+	e.stop(t)
+}
+
+// startFragNAT runs lbd on two workers with tap ports in front of two
+// real servers of UDP port 5353, VIP:53 forwarded to them by VS/NAT or,
+// with fullNAT, by VS/FullNAT from fullNATLocal to servers without a
+// default route.
+func startFragNAT(t *testing.T, fullNAT bool) *lbEnv {
 	e, dir := newEnv(t)
 	nat, err := topo.BuildNAT(e.topo, 2)
 	if err != nil {
 		t.Fatalf("build topology: %v", err)
 	}
 	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, nat.VIP.String()
+	if fullNAT {
+		noDefaultRoute(t, e.topo, nat.Servers)
+	}
 	e.startServers(t, "udp", ":5353")
 	cfg := harness.NATUDPConfig(nat, e.topo.Suffix(), dir, 53, 5353)
+	if fullNAT {
+		toFullNAT(&cfg.Services[0], false)
+	}
 	cfg.Workers = []int{0, 1}
 	cfg.Ports = []harness.Port{
 		harness.AFPacketPort(0, "wan", cfg.WANIf, cfg.WANAddr, "", "client"),
@@ -119,13 +161,7 @@ func TestFragmentsNAT(t *testing.T) {
 	tapPorts(&cfg)
 	e.startLBD(t, cfg, dir)
 	e.bridgeTaps(t, nat.WANIf, nat.LANIf)
-
-	per := e.bigRound(t, 53, 40)
-	if len(per) != 2 {
-		t.Errorf("answers %v: want both servers", per)
-	}
-	e.checkFragments(t, e.scrape(t))
-	e.stop(t)
+	return e
 }
 
 // TestFragmentsDR: the same through VS/DR on two lcores: lbd forwards
@@ -151,4 +187,33 @@ func TestFragmentsDR(t *testing.T) {
 	}
 	e.checkFragments(t, e.scrape(t))
 	e.stop(t)
+}
+
+// TestFragmentsFullNAT: 4 KiB UDP datagrams from a client on a 1500-byte
+// MTU through VS/FullNAT on two lcores, both ways, to real servers with
+// no default route (they reach only their segment and the local
+// addresses): every fragment of the query leaves from a local address to
+// the server (the later ones too, which carry no ports), the server's
+// kernel reassembles it, sees a local address as the client and answers
+// 4 KiB to it, and lbd sends those fragments back from the VIP.
+func TestFragmentsFullNAT(t *testing.T) {
+	e := startFragNAT(t, true)
+	per := bigDatagrams(t, e.ctx, e.topo, e.client.NS, e.nshelper, e.vip, 53, 40, seenFrom(fullNATLocal))
+	if len(per) != 2 {
+		t.Errorf("answers %v: want both servers", per)
+	}
+	e.checkFragments(t, e.scrape(t))
+	e.stop(t)
+}
+
+// seenFrom accepts a server's view of its client that is one of addrs
+// (the local addresses of FullNAT or NAT64).
+func seenFrom(addrs []string) func(harness.Result) string {
+	return func(r harness.Result) string {
+		seen, err := netip.ParseAddrPort(r.SeenClient())
+		if err != nil || !slices.Contains(addrs, seen.Addr().Unmap().String()) {
+			return "want one of the local addresses " + strings.Join(addrs, ", ")
+		}
+		return ""
+	}
 }

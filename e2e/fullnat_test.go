@@ -22,13 +22,7 @@ var fullNATLocal = []string{"198.51.100.50", "198.51.100.51"}
 // proxy is set.
 func startFullNAT(t *testing.T, proxy bool) *natEnv {
 	o := natOptions{
-		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
-			for _, h := range nat.Servers {
-				if _, err := tp.Exec(h.NS, "ip", "route", "del", "default"); err != nil {
-					t.Fatalf("%s: %v", h.NS, err)
-				}
-			}
-		},
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) { noDefaultRoute(t, tp, nat.Servers) },
 		configure: func(c *harness.Config) {
 			c.Workers = []int{0, 1}
 			c.Ports = []harness.Port{
@@ -38,17 +32,33 @@ func startFullNAT(t *testing.T, proxy bool) *natEnv {
 			for i := range c.Ports {
 				c.Ports[i].Device += ",qpairs=2"
 			}
-			s := &c.Services[0]
-			s.LocalAddresses, s.ProxyProtocol = fullNATLocal, proxy
-			for i := range s.Servers {
-				s.Servers[i].Forward = "fullnat"
-			}
+			toFullNAT(&c.Services[0], proxy)
 		},
 	}
 	if proxy {
 		o.serveArgs = []string{"-proxy-protocol"}
 	}
 	return startNATWith(t, o)
+}
+
+// noDefaultRoute removes the hosts' default routes: they reach only their
+// own segment.
+func noDefaultRoute(t *testing.T, tp *topo.Topo, hosts []topo.Host) {
+	t.Helper()
+	for _, h := range hosts {
+		if _, err := tp.Exec(h.NS, "ip", "route", "del", "default"); err != nil {
+			t.Fatalf("%s: %v", h.NS, err)
+		}
+	}
+}
+
+// toFullNAT makes a service forward by FullNAT to all its servers from
+// fullNATLocal, with the PROXY v2 header or not.
+func toFullNAT(s *harness.Service, proxy bool) {
+	s.LocalAddresses, s.ProxyProtocol = fullNATLocal, proxy
+	for i := range s.Servers {
+		s.Servers[i].Forward = "fullnat"
+	}
 }
 
 // TestFullNATProxyV2TwoWorkers: 200 connections through VS/FullNAT on two

@@ -123,6 +123,8 @@ const (
 	DropIPv6Unserved     // IPv6 fragments and upper layers other than TCP, UDP and ICMPv6: not served
 	DropBadND            // a neighbour solicitation or advertisement that breaks RFC 4861's checks
 	DropNDNotOurs        // a neighbour solicitation for an address that is not ours
+	DropFragShifted      // a fragment of a FullNAT datagram whose first fragment would take the PROXY v2 header: the later ones' offsets cannot follow
+	DropFragNoChecksum   // a fragment of a UDP datagram without a checksum from a NAT64 server: IPv6 requires one, over the whole datagram
 
 	numStats
 )
@@ -158,7 +160,8 @@ var statNames = [numStats]string{
 	DropNoLocalPort:      "no_local_port",
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
-	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours",
+	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours", DropFragShifted: "fragment_shifted",
+	DropFragNoChecksum: "fragment_no_checksum",
 }
 
 func init() {

@@ -65,6 +65,7 @@ type fragEntry struct {
 	key     fragKey
 	used    bool
 	owner   int16   // the worker its fragments go to; -1 until the first fragment is seen
+	doomed  uint16  // a Stat: the first fragment was dropped for the datagram's sake (fragment_shifted, fragment_no_checksum), and so are the later ones
 	nheld   uint8   // fragments held for it (home worker, before the first)
 	held    int32   // first held slot, -1 for none
 	flow    flowKey // the first fragment's flow (owner)
@@ -290,7 +291,13 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	case d.frag == fragFirst && v6:
 		return w.forward6(d)
 	case d.frag == fragFirst:
-		return w.forward(d)
+		x := w.forward(d)
+		if x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum) {
+			e.doomed = uint16(x.why)
+		}
+		return x
+	case e.doomed != 0:
+		return drop(Stat(e.doomed))
 	case v6:
 		return w.forwardLater6(d, e.flow)
 	}
@@ -315,8 +322,9 @@ func (w *Worker) releaseHeld(e *fragEntry) {
 
 // forwardLater sends a fragment without ports along its first fragment's
 // connection: only the IPv4 header changes (the address VS/NAT rewrites,
-// the TTL); the transport checksum, in the first fragment, was updated
-// there for the whole datagram.
+// both addresses for FullNAT, the TTL; a NAT64 server's fragment becomes
+// an IPv6 one, nat64.go); the transport checksum, in the first fragment,
+// was updated there for the whole datagram.
 func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
 	if !ok {
@@ -325,9 +333,6 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 	c := w.table.Get(id)
 	if w.snap.DestExpired(c.Dest) {
 		return drop(DropDestDown) // the first fragment ended the connection
-	}
-	if c.IsIPv6() {
-		return drop(DropFragment) // a NAT64 server's reply: not translated (nat64.go)
 	}
 	ip := d.ip()
 	if ip.TTL() <= 1 {
@@ -341,7 +346,10 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
 	}
-	if c.Fwd != fwd.NAT {
+	if c.IsIPv6() { // a NAT64 server's reply
+		return w.nat64In(d, c, id)
+	}
+	if c.Fwd != fwd.NAT && c.Fwd != fwd.FullNAT {
 		return w.toRealServer(d, c, false)
 	}
 	towards := c.RIP
@@ -353,9 +361,16 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 		return x
 	}
 	decTTL(ip)
-	if dir == conn.Original {
+	switch {
+	case c.Fwd == fwd.FullNAT && dir == conn.Original:
+		ip.SetSrcWithChecksumUpdate(w.table.Ext(id).LIP)
 		ip.SetDstWithChecksumUpdate(c.RIP)
-	} else {
+	case c.Fwd == fwd.FullNAT:
+		ip.SetSrcWithChecksumUpdate(c.VIP)
+		ip.SetDstWithChecksumUpdate(c.ClientIP)
+	case dir == conn.Original:
+		ip.SetDstWithChecksumUpdate(c.RIP)
+	default:
 		ip.SetSrcWithChecksumUpdate(c.VIP)
 	}
 	d.m.SetOlFlags(0)

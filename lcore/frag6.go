@@ -126,8 +126,11 @@ func (w *Worker) forwardLater6(d *desc, k flowKey) exit {
 	}
 	a := w.table.Addrs6(id)
 	switch c.Fwd {
-	case fwd.FullNAT:
-		return drop(DropFragment) // NAT64: not translated (nat64.go)
+	case fwd.FullNAT: // NAT64 (nat64.go)
+		if dir != conn.Original {
+			return drop(DropNoConn)
+		}
+		return w.nat64Out(d, c, id)
 	case fwd.TUN:
 		return w.encapsulate6(d, &a.RIP)
 	case fwd.NAT:

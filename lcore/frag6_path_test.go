@@ -259,52 +259,120 @@ func TestFragments6ReachTheOwner(t *testing.T) {
 }
 
 // TestFragment6PathDoesNotAllocate: held, released and forwarded IPv6
-// fragments allocate nothing.
+// fragments allocate nothing, through NAT66 (port 53) or NAT64 (5300).
 func TestFragment6PathDoesNotAllocate(t *testing.T) {
-	r := rigSvc6(t)
-	allocs := r.allocsPerBurst(0, 1, func(i int) []byte {
-		frags := fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 43000, vip6, 53, 2000), 1500, uint32(i/2))
-		return frags[1-i%2] // the later fragment first: it waits for the first
-	})
-	if allocs != 0 {
-		t.Fatalf("the IPv6 fragment path allocates %.1f times per burst", allocs)
-	}
-	if r.w.cnt.own[Fragments] < 100 || r.w.cnt.own[FragmentsHeld] < 50 {
-		t.Fatalf("fragments %d held %d (drops %v)", r.w.cnt.own[Fragments], r.w.cnt.own[FragmentsHeld], dropsOf(r.w))
+	for _, port := range []uint16{53, 5300} {
+		r := rigSvc6(t)
+		allocs := r.allocsPerBurst(0, 1, func(i int) []byte {
+			frags := fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 43000, vip6, port, 2000), 1500, uint32(i/2))
+			return frags[1-i%2] // the later fragment first: it waits for the first
+		})
+		if allocs != 0 {
+			t.Fatalf("port %d: the IPv6 fragment path allocates %.1f times per burst", port, allocs)
+		}
+		if r.w.cnt.own[Fragments] < 100 || r.w.cnt.own[FragmentsHeld] < 50 {
+			t.Fatalf("port %d: fragments %d held %d (drops %v)", port, r.w.cnt.own[Fragments], r.w.cnt.own[FragmentsHeld], dropsOf(r.w))
+		}
 	}
 }
 
-// TestNAT64FragmentsAndErrorsDropped: NAT64 does not translate fragment
-// headers nor ICMPv6 errors: an IPv6 client's fragments to a NAT64
-// service, an IPv4 server's reply fragments and an ICMPv6 error about a
-// NAT64 reply are dropped and counted, never sent on untranslated.
-func TestNAT64FragmentsAndErrorsDropped(t *testing.T) {
+// TestNAT64Fragments: NAT64 translates fragments one by one (RFC 7915).
+// An IPv6 client's datagram in fragments, the last one first, reaches the
+// IPv4 server as IPv4 fragments (the identification's low 16 bits, offset
+// and MF copied, DF clear) from the local address, reassembling with a
+// right checksum; the server's answer in IPv4 fragments cut to fit once
+// translated returns as IPv6 fragments (the ID zero-extended) from the
+// VIP. Fragments cut for 1500 bytes do not fit the client's port once
+// grown by 28 bytes: the first one brings the server a "fragmentation
+// needed" for 1472, the others are dropped (too_big) or fit. A UDP answer
+// in fragments without a checksum is dropped whole. ICMPv6 errors about a
+// NAT64 reply are still not translated.
+func TestNAT64Fragments(t *testing.T) {
 	r := rigSvc6(t)
 	w := r.w
-	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 10))
+	frags := fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 4000), 1500, 0xabcd1234)
+	out := r.passAll(t, 0, 1, [][]byte{frags[2], frags[0], frags[1]})
+	first := hdr.IPv4(hdr.Ethernet(out[0]).Payload())
+	lport := hdr.UDP(first.Payload()).SrcPort()
+	for i, f := range out {
+		ip := hdr.IPv4(hdr.Ethernet(f).Payload())
+		if hdr.Ethernet(f).EtherType() != hdr.EtherTypeIPv4 || ip.ID() != 0x1234 || ip.DF() || ip.Protocol() != hdr.ProtoUDP {
+			t.Fatalf("fragment %d: ethertype %#x ID %#x DF %v proto %d", i, hdr.Ethernet(f).EtherType(), ip.ID(), ip.DF(), ip.Protocol())
+		}
+	}
+	checkFragmentAddrs(t, out, lip64, rs1)
+	checkReassembledUDP(t, out, lip64, lport, rs1, 53, 4000)
+	if first.FragmentOffset() != 0 {
+		t.Fatal("the first fragment did not leave first")
+	}
+
+	// A fragment IPv6 takes (its payload within 65535 bytes) that would
+	// put the IPv4 datagram past 65535 bytes.
+	frags = fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 3000), 1500, 0xabcd1235)
+	last := frags[len(frags)-1][:14+40+8+16]
+	hdr.IPv6(last[14:]).SetPayloadLength(8 + 16)
+	binary.BigEndian.PutUint16(last[14+40+2:], 65512)
+	r.passAll(t, 0, 1, frags[:1])
+	r.inject(0, last)
 	w.poll()
-	out := r.sent(1)
-	if len(out) != 1 {
-		t.Fatalf("NAT64 query sent %d (drops %v)", len(out), dropsOf(w))
+	if n := len(r.sent(1)); n != 0 || w.cnt.own[DropFragOversize] != 1 {
+		t.Fatalf("sent %d past 65535 bytes of IPv4; fragment_oversize %d", n, w.cnt.own[DropFragOversize])
 	}
-	lport := hdr.UDP(hdr.IPv4(hdr.Ethernet(out[0]).Payload()).Payload()).SrcPort()
-	for _, f := range fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 3000), 1500, 21) {
-		r.inject(0, f)
+
+	answer := bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 4000, 0x77)
+	out = r.passAll(t, 1, 0, fragmentFrame(answer, 1472))
+	checkReassembledUDP6(t, out, vip6, 5300, clientAddr6, 5001, 4000)
+	if _, x := walk6(t, out[0]); x.FragID != 0x77 {
+		t.Fatalf("IPv6 identification %#x, want 0x77", x.FragID)
 	}
-	for _, f := range fragmentFrame(bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 3000, 22), 1500) {
+
+	// Cut for 1500: 1480 bytes of data become 1528 bytes of IPv6.
+	for _, f := range fragmentFrame(bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 4000, 0x78), 1500) {
 		r.inject(1, f)
 	}
+	w.poll()
+	icmp := one(t, r, 1)
+	ip := hdr.IPv4(hdr.Ethernet(icmp).Payload())
+	msg := hdr.ICMP(ip.Payload())
+	if ip.Dst() != rs1 || msg.Type() != hdr.ICMPDestUnreachable || msg.Code() != hdr.ICMPCodeFragNeeded || msg.MTU() != 1472 {
+		t.Fatalf("to %x: ICMP %d/%d MTU %d, want fragmentation needed for 1472", ip.Dst(), msg.Type(), msg.Code(), msg.MTU())
+	}
+	if n := len(r.sent(0)); n != 1 || w.cnt.own[DropTooBig] != 1 || w.cnt.own[ICMPFragNeeded] != 1 {
+		t.Fatalf("sent %d of the too big answer, too_big %d, frag needed %d", n, w.cnt.own[DropTooBig], w.cnt.own[ICMPFragNeeded])
+	}
+
+	// Unfragmented and too big: the MTU that fits, less a fragment
+	// header unless DF says the server will not fragment.
+	for _, df := range []bool{false, true} {
+		big := bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 1472, 0x7a)
+		if df {
+			big = withDF(big)
+		}
+		r.inject(1, big)
+		w.poll()
+		want := map[bool]uint16{false: 1472, true: 1480}[df]
+		if msg := hdr.ICMP(hdr.IPv4(hdr.Ethernet(one(t, r, 1)).Payload()).Payload()); msg.Code() != hdr.ICMPCodeFragNeeded || msg.MTU() != want {
+			t.Fatalf("DF %v: ICMP code %d MTU %d, want fragmentation needed for %d", df, msg.Code(), msg.MTU(), want)
+		}
+	}
+
+	// UDP without a checksum: IPv6 needs one, over the whole datagram.
+	noSum := bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 4000, 0x79)
+	noSum[14+20+6], noSum[14+20+7] = 0, 0
+	noSumFrags := fragmentFrame(noSum, 1472)
+	for _, f := range [][]byte{noSumFrags[1], noSumFrags[0], noSumFrags[2]} {
+		r.inject(1, f)
+	}
+	w.poll()
+	if n := len(r.sent(0)); n != 0 || w.cnt.own[DropFragNoChecksum] != 3 {
+		t.Fatalf("sent %d fragments of a datagram without a checksum; fragment_no_checksum %d", n, w.cnt.own[DropFragNoChecksum])
+	}
+
 	r.inject(0, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0,
 		udp6Frame(wanMAC, clientMAC, vip6, 5300, clientAddr6, 5001, 10), 0)))
 	w.poll()
-	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 {
-		t.Fatalf("sent %d untranslated packets (drops %v)", n, dropsOf(w))
-	}
-	if got := w.cnt.own[DropFragment]; got != 6 {
-		t.Fatalf("fragment drops %d, want the 6 fragments (drops %v)", got, dropsOf(w))
-	}
-	if w.cnt.own[DropNoConn] != 1 || w.cnt.own[ICMPErrors] != 0 {
-		t.Fatalf("the error: no_conn %d, delivered %d", w.cnt.own[DropNoConn], w.cnt.own[ICMPErrors])
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 || w.cnt.own[DropNoConn] != 1 || w.cnt.own[ICMPErrors] != 0 {
+		t.Fatalf("the ICMPv6 error: sent %d, no_conn %d, delivered %d", n, w.cnt.own[DropNoConn], w.cnt.own[ICMPErrors])
 	}
 	if n := r.pool.InUse(); n != 0 {
 		t.Fatalf("%d mbufs held", n)

@@ -113,7 +113,9 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 			return drop(why)
 		}
 	}
-	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m)
+	// Not for a fragment: the NIC would sum the piece it sees, and the
+	// checksum is the whole datagram's.
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m) && d.frag == fragNone
 	ip := d.ip()
 	l4 := ip.Payload()
 	decTTL(ip)
@@ -163,6 +165,11 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext) Stat {
 	tcp := hdr.TCP(ip.Payload())
 	if len(tcp.Payload()) == 0 || tcp.Seq() != x.ClientISN+1 || tcp.Flags()&hdr.TCPFlagSYN != 0 {
 		return 0
+	}
+	if d.frag != fragNone {
+		// The later fragments' offsets would have to move by 28 bytes,
+		// not a multiple of 8: the datagram is dropped whole (frag.go).
+		return DropFragShifted
 	}
 	hlen := int(d.l4) + tcp.DataOffset() // Ethernet, IP and TCP headers
 	if _, err := d.m.Prepend(proxyV2Len); err != nil {

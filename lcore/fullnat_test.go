@@ -50,6 +50,21 @@ func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport 
 	return ipFrame(srcMAC, dstMAC, src, dst, hdr.ProtoTCP, true, l4)
 }
 
+// openFullNAT takes a client's connection from sport (ISN isn) through
+// the SYN and the server's SYN-ACK (ISN srvISN) of withFullNAT's service
+// and returns its local port; nothing it sent is left on the rings.
+func openFullNAT(t *testing.T, r *rig, sport uint16, isn, srvISN uint32) uint16 {
+	t.Helper()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, sport, vipFN, 80, hdr.TCPFlagSYN, isn, 0, nil, ""))
+	r.w.poll()
+	_, _, tcp := checkTCP(t, one(t, r, 1))
+	lport := tcp.SrcPort()
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 8081, lip1, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, srvISN, isn+1, nil, ""))
+	r.w.poll()
+	one(t, r, 0)
+	return lport
+}
+
 func one(t *testing.T, r *rig, port int) []byte {
 	t.Helper()
 	out := r.sent(port)
@@ -320,13 +335,7 @@ func TestFullNATNoAllocs(t *testing.T) {
 // answer returns from the VIP, checksums right.
 func TestFullNATUDP(t *testing.T) {
 	r := newRig(t, defaultNeigh())
-	d := sched.Dest{ID: 11, Addr: rs2, Port: 5353, Weight: 1, Fwd: fwd.FullNAT}
-	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
-	svc := Service{Key: ServiceKey{VIP: vipFN, Port: 53, Proto: hdr.ProtoUDP}, Scheduler: "rr",
-		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, LocalAddrs: []uint32{lip1}}
-	old := r.w.snap
-	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)})
-	r.w.runCommands(0)
+	withFullNATUDP(r)
 	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 53, "query", true))
 	r.w.poll()
 	out := r.sent(1)
@@ -347,6 +356,18 @@ func TestFullNATUDP(t *testing.T) {
 	if ip.Src() != vipFN || u.SrcPort() != 53 || ip.Dst() != clientIP || u.DstPort() != 40000 || string(u.Payload()) != "answer" {
 		t.Fatalf("answer %x:%d -> %x:%d", ip.Src(), u.SrcPort(), ip.Dst(), u.DstPort())
 	}
+}
+
+// withFullNATUDP gives the rig's worker a UDP FullNAT service vipFN:53 ->
+// rs2:5353 from lip1.
+func withFullNATUDP(r *rig) {
+	d := sched.Dest{ID: 11, Addr: rs2, Port: 5353, Weight: 1, Fwd: fwd.FullNAT}
+	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+	svc := Service{Key: ServiceKey{VIP: vipFN, Port: 53, Proto: hdr.ProtoUDP}, Scheduler: "rr",
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, LocalAddrs: []uint32{lip1}}
+	old := r.w.snap
+	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)})
+	r.w.runCommands(0)
 }
 
 // TestFullNATARP: lbd answers ARP for a local address on the port whose

@@ -9,7 +9,8 @@ import (
 // FuzzHandle6 is FuzzHandle on a worker with IPv6 services (NAT66, DR,
 // TUN, NAT64), seeded with what reaches IPv6's edges: fragments, ICMPv6
 // errors about NAT66 and IPv6-in-IPv6 packets, packets too big for the
-// tunnel or with their hop limit running out. Whatever the bytes, no
+// tunnel or with their hop limit running out, and NAT64 fragments both
+// ways. Whatever the bytes, no
 // panic, and no mbuf kept but the later fragments held for their first.
 func FuzzHandle6(f *testing.F) {
 	tooBig := l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6TUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1460)))
@@ -40,6 +41,19 @@ func FuzzHandle6(f *testing.F) {
 	r.w.poll()
 	r.drain(0)
 	r.drain(1)
+	// A NAT64 connection, and its fragments both ways.
+	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 10))
+	r.w.poll()
+	var lport uint16
+	for _, out := range r.sent(1) {
+		lport = hdr.UDP(hdr.IPv4(hdr.Ethernet(out).Payload()).Payload()).SrcPort()
+	}
+	seeds64 := append(fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 3000), 1500, 7),
+		fragmentFrame(bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 3000, 8), 1472)...)
+	for _, seed := range seeds64 {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
 	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
 		if len(frame) == 0 || len(frame) > 1600 {
 			return

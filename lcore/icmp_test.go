@@ -13,11 +13,7 @@ import (
 func TestTunnelFragNeeded(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	w := r.w
-	big := tcpFrame(clientMAC, wanMAC, clientIP, 40000, vipTUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1500-40)))
-	ip := hdr.IPv4(big[14:])
-	ip.SetFlagsFragmentOffset(hdr.IPv4FlagDontFragment, 0)
-	ip.SetChecksum(0)
-	ip.SetChecksum(ip.CalculateChecksum())
+	big := withDF(tcpFrame(clientMAC, wanMAC, clientIP, 40000, vipTUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1500-40))))
 	r.inject(0, big)
 	w.poll()
 	if n := len(r.sent(1)); n != 0 {

@@ -17,7 +17,9 @@ import (
 // reply key IPv4's (conn.Insert6Ext). The transport checksum is updated
 // for the pseudo-header's addresses and the ports, never recomputed,
 // except for an IPv4 UDP datagram sent without one (IPv6 requires it).
-// Not translated: fragments (dropped, fragment), ICMP errors.
+// Fragments are translated one by one (RFC 7915), following their first
+// fragment's connection as any fragment does (frag.go). Not translated:
+// ICMP errors.
 
 // newNAT64 enters a scheduled NAT64 connection with a local address and
 // port of this worker.
@@ -54,11 +56,12 @@ func l4ChecksumOffset(proto uint8) int {
 
 // nat64Out turns the client's IPv6 packet into the IPv4 one to the
 // server, in place: the IPv4 header takes the end of the IPv6 header's
-// room (and its extension headers'), the transport header stays.
+// room (and its extension headers'), the transport header stays. A
+// fragment (RFC 7915 5.1.1) leaves as an IPv4 fragment with the low 16
+// bits of its identification, its offset and M flag, and DF clear; its
+// transport header, in the first fragment only, is updated as a whole
+// packet's (the checksum covers the whole datagram).
 func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
-	if d.frag != fragNone {
-		return drop(DropFragment) // its IPv6 fragment header is not translated
-	}
 	x, a := w.table.Ext(id), w.table.Addrs6(id)
 	e := w.route(c.RIP)
 	if e.kind != exitTransmit {
@@ -67,38 +70,65 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 	ip6 := d.ip6()
 	l4 := d.l4Bytes6()
 	hop, tc := ip6.HopLimit()-1, ip6.TrafficClass()
-	off := l4ChecksumOffset(c.Proto)
-	cs := hdr.UpdatePseudo64(binary.BigEndian.Uint16(l4[off:]), a.Client, a.VIP, x.LIP, c.RIP)
-	cs = hdr.Update16(hdr.Update16(cs, binary.BigEndian.Uint16(l4[0:]), x.LPort), binary.BigEndian.Uint16(l4[2:]), c.RPort)
-	if c.Proto == hdr.ProtoUDP && cs == 0 {
-		cs = 0xffff
+	f := hdr.IPv4Fields{
+		TOS: tc, TotalLength: uint16(hdr.IPv4MinLen + len(l4)), ID: w.ipID, Flags: hdr.IPv4FlagDontFragment,
+		TTL: hop, Protocol: c.Proto, Src: x.LIP, Dst: c.RIP,
 	}
-	binary.BigEndian.PutUint16(l4[0:], x.LPort)
-	binary.BigEndian.PutUint16(l4[2:], c.RPort)
-	binary.BigEndian.PutUint16(l4[off:], cs)
+	if d.frag != fragNone {
+		fh := int(d.l4) - l3 - 8 // the fragment header, right before the data (fragInfo6)
+		fo := binary.BigEndian.Uint16(ip6[fh+2:])
+		f.ID, f.Flags, f.FragmentOffset = uint16(binary.BigEndian.Uint32(ip6[fh+4:])), 0, fo&^7
+		if fo&1 != 0 {
+			f.Flags = hdr.IPv4FlagMoreFragments
+		}
+		if int(f.FragmentOffset)+len(l4) > 0xffff-hdr.IPv4MinLen {
+			return drop(DropFragOversize) // the IPv4 datagram would pass 65535 bytes
+		}
+	} else {
+		w.ipID++
+	}
+	if d.frag != fragLater {
+		off := l4ChecksumOffset(c.Proto)
+		cs := hdr.UpdatePseudo64(binary.BigEndian.Uint16(l4[off:]), a.Client, a.VIP, x.LIP, c.RIP)
+		cs = hdr.Update16(hdr.Update16(cs, binary.BigEndian.Uint16(l4[0:]), x.LPort), binary.BigEndian.Uint16(l4[2:]), c.RPort)
+		if c.Proto == hdr.ProtoUDP && cs == 0 {
+			cs = 0xffff
+		}
+		binary.BigEndian.PutUint16(l4[0:], x.LPort)
+		binary.BigEndian.PutUint16(l4[2:], c.RPort)
+		binary.BigEndian.PutUint16(l4[off:], cs)
+	}
 	m := d.m
 	if m.SetLen(int(d.l4)+len(l4)) != nil || m.Adj(int(d.l4)-l3-hdr.IPv4MinLen) != nil {
 		return drop(DropBadIPv6)
 	}
 	data := m.Data()
 	hdr.Ethernet(data).SetEtherType(hdr.EtherTypeIPv4)
-	hdr.IPv4(data[l3:]).Encode(&hdr.IPv4Fields{
-		TOS: tc, TotalLength: uint16(hdr.IPv4MinLen + len(l4)), ID: w.ipID, Flags: hdr.IPv4FlagDontFragment,
-		TTL: hop, Protocol: c.Proto, Src: x.LIP, Dst: c.RIP,
-	})
-	w.ipID++
+	hdr.IPv4(data[l3:]).Encode(&f)
 	m.SetOlFlags(0)
 	return e
 }
 
+// fragHdrLen is the length of an IPv6 fragment header.
+const fragHdrLen = 8
+
 // nat64In turns the server's IPv4 reply into the IPv6 packet to the
 // client, in place: the IPv6 header takes the IPv4 header's room and 20
-// bytes of headroom (less with IPv4 options). A packet that would not fit
-// the client port's MTU is dropped (too_big).
+// bytes of headroom (less with IPv4 options). An IPv4 fragment (RFC 7915
+// 4.1) becomes an IPv6 one, 8 bytes more of headroom for the fragment
+// header (its identification the IPv4 ID zero-extended, offset and M
+// flag copied); its first fragment's transport header is updated as a
+// whole packet's, and a UDP datagram sent in fragments without a
+// checksum, which IPv6 requires and which would have to be summed over
+// fragments lbd never holds together, is dropped whole
+// (fragment_no_checksum, frag.go). A packet that would not fit the client
+// port's MTU is dropped (too_big); if it carries the transport header
+// (unfragmented or a first fragment), its sender gets a "fragmentation
+// needed" with the IPv4 MTU that fits: the port's MTU less 28 (the IPv6
+// header's growth and a fragment header), so that the server's next
+// datagrams come in fragments that fit once translated, or less 20 for an
+// unfragmented packet with DF.
 func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
-	if d.frag != fragNone {
-		return drop(DropFragment)
-	}
 	x, a := w.table.Ext(id), w.table.Addrs6(id)
 	e := w.route6(&a.Client)
 	if e.kind != exitTransmit {
@@ -106,21 +136,49 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 	}
 	ip := d.ip()
 	l4 := ip.Payload()
-	if hdr.IPv6Len+len(l4) > int(w.snap.Ports[e.to].MTU) {
-		return drop(DropTooBig)
+	fh := 0
+	if d.frag != fragNone {
+		fh = fragHdrLen
+	}
+	if mtu := int(w.snap.Ports[e.to].MTU); hdr.IPv6Len+fh+len(l4) > mtu {
+		switch {
+		case d.frag == fragLater:
+			return drop(DropTooBig)
+		case d.frag == fragNone && ip.DF():
+			return w.fragNeeded(d, uint16(mtu-(hdr.IPv6Len-hdr.IPv4MinLen)))
+		}
+		return w.fragNeeded(d, uint16(mtu-(hdr.IPv6Len-hdr.IPv4MinLen)-fragHdrLen))
+	}
+	if d.frag != fragLater {
+		off := l4ChecksumOffset(c.Proto)
+		old := binary.BigEndian.Uint16(l4[off:])
+		if c.Proto == hdr.ProtoUDP && old == 0 && d.frag != fragNone {
+			return drop(DropFragNoChecksum)
+		}
+		cs := hdr.UpdatePseudo46(old, c.RIP, x.LIP, a.VIP, a.Client)
+		cs = hdr.Update16(hdr.Update16(cs, binary.BigEndian.Uint16(l4[0:]), c.VPort), binary.BigEndian.Uint16(l4[2:]), c.ClientPort)
+		binary.BigEndian.PutUint16(l4[0:], c.VPort)
+		binary.BigEndian.PutUint16(l4[2:], c.ClientPort)
+		switch {
+		case c.Proto == hdr.ProtoUDP && old == 0:
+			// Sent without a checksum: IPv6 requires one, computed here.
+			binary.BigEndian.PutUint16(l4[off:], 0)
+			cs = hdr.TransportChecksum6(a.VIP, a.Client, hdr.ProtoUDP, l4)
+		case c.Proto == hdr.ProtoUDP && cs == 0:
+			cs = 0xffff
+		}
+		binary.BigEndian.PutUint16(l4[off:], cs)
 	}
 	ttl, tos, ihl := ip.TTL()-1, ip.TOS(), ip.HeaderLen()
-	off := l4ChecksumOffset(c.Proto)
-	old := binary.BigEndian.Uint16(l4[off:])
-	cs := hdr.UpdatePseudo46(old, c.RIP, x.LIP, a.VIP, a.Client)
-	cs = hdr.Update16(hdr.Update16(cs, binary.BigEndian.Uint16(l4[0:]), c.VPort), binary.BigEndian.Uint16(l4[2:]), c.ClientPort)
-	binary.BigEndian.PutUint16(l4[0:], c.VPort)
-	binary.BigEndian.PutUint16(l4[2:], c.ClientPort)
+	fragID, fo := uint32(ip.ID()), ip.FragmentOffset()
+	if ip.Flags()&hdr.IPv4FlagMoreFragments != 0 {
+		fo |= 1
+	}
 	m := d.m
 	if m.SetLen(l3+ihl+len(l4)) != nil {
 		return drop(DropBadIPv4)
 	}
-	if grow := hdr.IPv6Len - ihl; grow > 0 {
+	if grow := hdr.IPv6Len + fh - ihl; grow > 0 {
 		if _, err := m.Prepend(grow); err != nil {
 			return drop(DropNoHeadroom)
 		}
@@ -130,17 +188,16 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 	data := m.Data()
 	hdr.Ethernet(data).SetEtherType(hdr.EtherTypeIPv6)
 	ip6 := hdr.IPv6(data[l3:])
-	ip6.Encode(uint16(len(l4)), c.Proto, ttl, a.VIP, a.Client)
-	ip6[0], ip6[1] = 6<<4|tos>>4, tos<<4
-	switch {
-	case c.Proto == hdr.ProtoUDP && old == 0:
-		// Sent without a checksum: IPv6 requires one, computed here.
-		binary.BigEndian.PutUint16(l4[off:], 0)
-		cs = hdr.TransportChecksum6(a.VIP, a.Client, hdr.ProtoUDP, l4)
-	case c.Proto == hdr.ProtoUDP && cs == 0:
-		cs = 0xffff
+	if fh == 0 {
+		ip6.Encode(uint16(len(l4)), c.Proto, ttl, a.VIP, a.Client)
+	} else {
+		ip6.Encode(uint16(fh+len(l4)), hdr.ExtFragment, ttl, a.VIP, a.Client)
+		frag := ip6[hdr.IPv6Len : hdr.IPv6Len+fragHdrLen]
+		frag[0], frag[1] = c.Proto, 0
+		binary.BigEndian.PutUint16(frag[2:], fo)
+		binary.BigEndian.PutUint32(frag[4:], fragID)
 	}
-	binary.BigEndian.PutUint16(l4[off:], cs)
+	ip6[0], ip6[1] = 6<<4|tos>>4, tos<<4
 	m.SetOlFlags(0)
 	return e
 }

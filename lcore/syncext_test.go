@@ -17,13 +17,7 @@ func TestSyncOutFullNATCarriesExt(t *testing.T) {
 	withSync(r, SyncParams{On: true, Threshold: 1})
 	w := r.w
 	const isn = 5000
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, hdr.TCPFlagSYN, isn, 0, nil, ""))
-	w.poll()
-	_, _, tcp := checkTCP(t, one(t, r, 1))
-	lport := tcp.SrcPort()
-	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 8081, lip1, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, 90000, isn+1, nil, ""))
-	w.poll()
-	r.drain(0)
+	lport := openFullNAT(t, r, 40000, isn, 90000)
 	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, hdr.TCPFlagACK, isn+1, 90001, nil, ""))
 	w.poll()
 	r.drain(1)
