@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -34,20 +35,7 @@ func TestIPv6NeighbourDiscoveryAndPing(t *testing.T) {
 		},
 		configure: func(c *harness.Config) { c.WANAddr6 = v6WAN + "/64" },
 	})
-	const count = 5
-	out, err := e.topo.ExecContext(e.ctx, e.nat.Client.NS, "ping", "-6", "-n", "-c", "5", "-i", "0.2", "-W", "2", v6WAN)
-	t.Logf("ping -6 %s:\n%s", v6WAN, strings.TrimSpace(out))
-	replies := 0
-	for _, m := range ping6ReplyRE.FindAllStringSubmatch(out, -1) {
-		if m[1] != v6WAN {
-			t.Errorf("echo reply from %s, want %s", m[1], v6WAN)
-			continue
-		}
-		replies++
-	}
-	if replies < count-1 {
-		t.Errorf("%d echo replies of %d (ping: %v)", replies, count, err)
-	}
+	pingV6(t, e, v6WAN)
 	// The client learnt lbd's MAC for the address from lbd's NA.
 	neigh, err := e.topo.Exec(e.nat.Client.NS, "ip", "-6", "neigh", "show", v6WAN)
 	t.Logf("client's neighbour entry: %s", strings.TrimSpace(neigh))
@@ -55,4 +43,25 @@ func TestIPv6NeighbourDiscoveryAndPing(t *testing.T) {
 		t.Errorf("the client has no link-layer address for %s: %q %v", v6WAN, neigh, err)
 	}
 	e.stopLBD(t)
+}
+
+// pingV6 pings addr (lbd's port address or an IPv6 VIP) from the client
+// five times and wants four replies from addr at least: the kernel checks
+// the ICMPv6 checksum lbd updated over the pseudo-header.
+func pingV6(t *testing.T, e *natEnv, addr string) {
+	t.Helper()
+	const count = 5
+	out, err := e.topo.ExecContext(e.ctx, e.nat.Client.NS, "ping", "-6", "-n", "-c", strconv.Itoa(count), "-i", "0.2", "-W", "2", addr)
+	t.Logf("ping -6 %s:\n%s", addr, strings.TrimSpace(out))
+	replies := 0
+	for _, m := range ping6ReplyRE.FindAllStringSubmatch(out, -1) {
+		if m[1] != addr {
+			t.Errorf("echo reply from %s, want %s", m[1], addr)
+			continue
+		}
+		replies++
+	}
+	if replies < count-1 {
+		t.Errorf("%d echo replies of %d from %s (ping: %v)", replies, count, addr, err)
+	}
 }

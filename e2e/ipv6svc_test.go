@@ -100,6 +100,7 @@ func TestIPv6NAT66(t *testing.T) {
 	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
+	pingV6(t, e, v6VIP) // lbd answers echo to a VIP as IPVS's host does
 	url := "http://[" + v6VIP + "]/"
 	warm := 0
 	for i := 0; i < 10 && warm < 2; i++ {
