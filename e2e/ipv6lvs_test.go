@@ -44,35 +44,17 @@ func testIPv6LVS(t *testing.T, tunnel bool) {
 		t.Fatalf("build topology: %v", err)
 	}
 	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
-	do := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := e.topo.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 := func(ns, ifc, addr string) {
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
-	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
-	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
-	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
-	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
-	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
 	vip, fwd := v6VIPDR, "dr"
 	if tunnel {
 		vip, fwd = v6VIPTUN, "tun"
 	}
-	do(rt, "ip", "-6", "route", "add", vip+"/128", "via", v6LVSLB)
-	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
-	for i, h := range l.Servers {
-		v6(h.NS, h.If, v6LVSServer(i)+"/64")
-		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+	six := v6Setup{t, e.topo}
+	six.lvs(l, vip)
+	for _, h := range l.Servers {
+		six.do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
 		if !tunnel {
-			do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
-			do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
+			six.do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+			six.do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
 			continue
 		}
 		d, err := harness.StartDecap(e.topo, h, e.nshelper, vip, 10*time.Second)

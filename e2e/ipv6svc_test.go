@@ -28,17 +28,8 @@ func v6Server(i int) string { return "fd00:1::1" + string(rune('1'+i)) }
 // the addresses are usable at once.
 func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 	t.Helper()
-	do := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := tp.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 := func(ns, ifc, addr string) {
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
+	six := v6Setup{t, tp}
+	do, v6 := six.do, six.addr
 	v6(nat.Client.NS, nat.Client.If, v6Client+"/64")
 	for i, h := range nat.Servers {
 		v6(h.NS, h.If, v6Server(i)+"/64")

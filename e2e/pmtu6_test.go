@@ -6,7 +6,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,26 +68,7 @@ func farClient6(t *testing.T, tp *topo.Topo, nat *topo.NAT) (ns, routerIf string
 // startStreamServers6 is startStreamServers on IPv6.
 func startStreamServers6(t *testing.T, port int, namespaces ...string) {
 	t.Helper()
-	for _, ns := range namespaces {
-		var ln net.Listener
-		if err := topo.InNS(ns, func() (err error) {
-			ln, err = net.Listen("tcp6", fmt.Sprintf("[::]:%d", port))
-			return err
-		}); err != nil {
-			t.Fatalf("stream server in %s: %v", ns, err)
-		}
-		var wg sync.WaitGroup
-		t.Cleanup(func() { ln.Close(); wg.Wait() })
-		wg.Go(func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				wg.Go(func() { serveStream(c) })
-			}
-		})
-	}
+	serveTCP(t, "stream server", "tcp6", port, serveStream, namespaces...)
 }
 
 // stream6 downloads s from addr in ns over IPv6.

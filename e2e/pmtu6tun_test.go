@@ -69,30 +69,13 @@ func TestPMTU6TUN(t *testing.T) {
 		t.Fatalf("build topology: %v", err)
 	}
 	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
-	do := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := e.topo.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 := func(ns, ifc, addr string) {
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
-	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
-	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
+	six := v6Setup{t, e.topo}
+	six.lvs(l, v6VIPTUN)
 	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
-	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
-	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
-	do(rt, "ip", "-6", "route", "add", v6VIPTUN+"/128", "via", v6LVSLB)
-	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
+	six.do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
 	var servers []string
-	for i, h := range l.Servers {
-		v6(h.NS, h.If, v6LVSServer(i)+"/64")
-		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+	for _, h := range l.Servers {
+		six.do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
 		d, err := harness.StartDecap(e.topo, h, e.nshelper, v6VIPTUN, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -155,13 +138,13 @@ func TestPMTU6TUN(t *testing.T) {
 		}
 	})
 	t.Run("download", func(t *testing.T) {
-		do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", strconv.Itoa(smallMTU))
-		defer do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", "1500")
+		six.do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", strconv.Itoa(smallMTU))
+		defer six.do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", "1500")
 		_, before := counters()
 		big := streamSpec{total: pmtuBytes, chunk: 64 << 10, stall: 10 * time.Second}
 		for i := range pmtuRounds {
 			for _, ns := range servers {
-				do(ns, "ip", "-6", "route", "flush", "cache")
+				six.do(ns, "ip", "-6", "route", "flush", "cache")
 			}
 			t0 := time.Now()
 			if r := stream6(e.ctx, l.Client.NS, addr, big); r.kind != "" {

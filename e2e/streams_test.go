@@ -44,10 +44,16 @@ func startStreamServers(t *testing.T, port int, namespaces ...string) {
 // every connection accepted, until the test ends.
 func startTCPServers(t *testing.T, what string, port int, serve func(net.Conn), namespaces ...string) {
 	t.Helper()
+	serveTCP(t, what, "tcp4", port, serve, namespaces...)
+}
+
+// serveTCP is startTCPServers on network ("tcp4" or "tcp6").
+func serveTCP(t *testing.T, what, network string, port int, serve func(net.Conn), namespaces ...string) {
+	t.Helper()
 	for _, ns := range namespaces {
 		var ln net.Listener
 		if err := topo.InNS(ns, func() (err error) {
-			ln, err = net.Listen("tcp4", fmt.Sprintf(":%d", port))
+			ln, err = net.Listen(network, fmt.Sprintf(":%d", port))
 			return err
 		}); err != nil {
 			t.Fatalf("%s in %s: %v", what, ns, err)
@@ -184,13 +190,22 @@ func (r streamResult) String() string {
 	return fmt.Sprintf("%s %s after %d bytes: %v", r.local, r.kind, r.got, r.err)
 }
 
+// tcpNetwork is the network to dial addr ("host:port") on: "tcp6" for
+// an IPv6 host ("[2001:db8::1]:80"), else "tcp4".
+func tcpNetwork(addr string) string {
+	if strings.HasPrefix(addr, "[") {
+		return "tcp6"
+	}
+	return "tcp4"
+}
+
 // dialStream connects from ns to addr and sends the request; the stream
 // is then read by readStream.
 func dialStream(ctx context.Context, ns, addr string, s streamSpec, timeout time.Duration) (net.Conn, streamResult) {
 	var c net.Conn
 	err := topo.InNS(ns, func() error {
 		var err error
-		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp4", addr)
+		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, tcpNetwork(addr), addr)
 		return err
 	})
 	if err != nil {
