@@ -8,8 +8,10 @@ import (
 
 // IPv6 connections across an upgrade: the restart tests' topology (the
 // client behind a router, lbd and two servers on one segment) with IPv6
-// on every link, 100 long-lived streams through NAT66 and 50 through
-// VS/DR to an IPv6 VIP, on two workers. The entries of IPv6 connections
+// on every link, 100 long-lived streams through NAT66, 50 through VS/DR
+// and 50 through NAT64 (to the servers' IPv4 addresses from a local
+// address on the segment: local ports reserved again) to an IPv6 VIP, on
+// two workers. The entries of IPv6 connections
 // hold folds of the addresses under a key each lbd draws at start, so the
 // new lbd must enter the handed-over addresses under its own folds.
 
@@ -36,6 +38,7 @@ func TestUpgradeKeepsIPv6Connections(t *testing.T) {
 	}
 	startStreamServers6(t, natStreamPort, servers...)
 	startStreamServers6(t, drStreamPort, servers...)
+	startStreamServers(t, fnatStreamPort, servers...) // NAT64's servers are IPv4
 	e.vip = v6VIPUpgrade
 
 	port := harness.AFPacketPort(0, harness.LVSPortName, l.LBIf, l.LBAddr.String(), l.Gateway.String(), "both")
@@ -44,12 +47,19 @@ func TestUpgradeKeepsIPv6Connections(t *testing.T) {
 	cfg := harness.BaseConfig(e.topo.Suffix(), dir, port)
 	cfg.Workers = []int{0, 1}
 	cfg.ConnTableSize = 65536
-	groups := []streamGroup{{"nat66", natStreamPort, 100}, {"dr6", drStreamPort, 50}}
+	groups := []streamGroup{{"nat66", natStreamPort, 100}, {"dr6", drStreamPort, 50}, {"nat64", fnatStreamPort, 50}}
 	for _, g := range groups {
 		svc := harness.Service{VIP: v6VIPUpgrade, Port: g.port, Scheduler: "rr"}
-		for i := range l.Servers {
-			svc.Servers = append(svc.Servers, harness.Server{Address: v6LVSServer(i), Port: g.port, Weight: 1,
-				Forward: map[string]string{"nat66": "nat", "dr6": "dr"}[g.method]})
+		for i, h := range l.Servers {
+			rs := harness.Server{Address: v6LVSServer(i), Port: g.port, Weight: 1, Forward: "nat"}
+			switch g.method {
+			case "dr6":
+				rs.Forward = "dr"
+			case "nat64":
+				rs.Address, rs.Forward = h.Addr.Addr().String(), "fullnat"
+				svc.LocalAddresses = []string{restartLocal}
+			}
+			svc.Servers = append(svc.Servers, rs)
 		}
 		cfg.Services = append(cfg.Services, svc)
 	}
