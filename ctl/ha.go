@@ -95,7 +95,10 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 	per := make([][]lcore.SyncConn, n)
 	for _, r := range recs {
 		w := 0
-		if !r.Template {
+		switch {
+		case r.IPv6:
+			w = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+		case !r.Template:
 			w = lcore.Owner(r.ClientIP, r.ClientPort, n)
 		}
 		per[w] = append(per[w], r)

@@ -67,7 +67,10 @@ func TestInstallSyncedRoutesToOwners(t *testing.T) {
 		}
 		for _, r := range b.Records {
 			want := lcore.Owner(r.ClientIP, r.ClientPort, 4)
-			if r.Template {
+			switch {
+			case r.IPv6:
+				want = lcore.Owner6(&r.Six.Client, r.ClientPort, 4)
+			case r.Template:
 				want = 0
 			}
 			if w != want {
@@ -85,6 +88,12 @@ func TestInstallSyncedRoutesToOwners(t *testing.T) {
 			RIP: 0xC633640B, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished})
 	}
 	recs = append(recs, lcore.SyncConn{ClientIP: 0xCB007107, VIP: 0xCB007164, RIP: 0xC633640B, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, Template: true})
+	for i := range 200 { // IPv6 ones by the IPv6 steering function
+		a := client6
+		a[15] = byte(i)
+		recs = append(recs, lcore.SyncConn{ClientPort: uint16(2000 + i), VPort: 80, RPort: 80, Proto: hdr.ProtoTCP,
+			State: conn.StateEstablished, IPv6: true, Six: conn.Addrs6{Client: a, VIP: vip6, RIP: rip6}})
+	}
 	c.InstallSynced(recs)
 	if len(got) != len(recs) {
 		t.Fatalf("%d distinct records installed, want %d", len(got), len(recs))

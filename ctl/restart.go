@@ -13,7 +13,6 @@ import (
 	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/ctl/handover"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // Restart and upgrade without loss (docs/design.md, "Restart and
@@ -56,28 +55,19 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 		c.log.Warn("handover: the connection dump was truncated; some connections are not handed over")
 	}
 	for _, ci := range conns {
-		if ci.IPv6 {
-			continue // records carry IPv4 addresses only
+		if r, ok := syncable(&ci); ok {
+			s.Records = append(s.Records, r)
 		}
-		if ci.RIP == 0 || ci.VIP == 0 || (!ci.Template && ci.ClientIP == 0) {
-			continue // a template whose server left the service: nothing to restore
-		}
-		if (ci.SeqAdjusted || ci.Fwd == fwd.FullNAT) && !ci.HasExt {
-			continue // cannot be rebuilt without its local port and deltas
-		}
-		s.Records = append(s.Records, ci.SyncConn())
 	}
 	// Read again after the dump: by now the lcores have published the
 	// counters of the last packets they handled before the hold.
 	v = c.view(nil)
 	for i := range v.Services {
 		v.Services[i].each(func(r *ServerView) {
-			if r.key.svc.IsIPv6() {
-				return // a record has IPv4 addresses; IPv6 counters start again
-			}
 			b := base[r.key]
 			s.Counters = append(s.Counters, handover.DestCounters{
-				Proto: r.key.svc.Proto, VIP: r.key.svc.VIP, VPort: r.key.svc.Port, RIP: r.key.addr, RPort: r.key.port,
+				Proto: r.key.svc.Proto, VIP: r.key.svc.VIP, VIP6: r.key.svc.VIP6, VPort: r.key.svc.Port,
+				RIP: r.key.addr, RIP6: r.key.addr6, RPort: r.key.port,
 				Counters: counterArray(r.Stats), Base: counterArray(b),
 			})
 		})
@@ -85,6 +75,9 @@ func (c *Controller) collectHandover(base baselines, configPath string) (handove
 	c.mu.Lock()
 	for ip, e := range c.neigh.entries {
 		s.Neighbours = append(s.Neighbours, handover.Neighbour{IP: ip, MAC: e.mac, Port: uint16(e.port)})
+	}
+	for ip, e := range c.neigh6.entries {
+		s.Neighbours6 = append(s.Neighbours6, handover.Neighbour6{IP: ip, MAC: e.mac, Port: uint16(e.port)})
 	}
 	c.mu.Unlock()
 	return s, nil
@@ -137,7 +130,7 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 	}
 	c.carried = map[destKey]Counters{}
 	for _, dc := range s.Counters {
-		k := destKey{svc: lcore.ServiceKey{VIP: dc.VIP, Port: dc.VPort, Proto: dc.Proto}, addr: dc.RIP, port: dc.RPort}
+		k := destKey{svc: lcore.ServiceKey{VIP: dc.VIP, VIP6: dc.VIP6, Port: dc.VPort, Proto: dc.Proto}, addr: dc.RIP, addr6: dc.RIP6, port: dc.RPort}
 		if !known[k] {
 			continue // not a real server here: its counters end with it
 		}
@@ -154,10 +147,17 @@ func (c *Controller) restoreHandover(s *handover.State, base baselines) (Handove
 			res.Neighbours++
 		}
 	}
+	for _, n := range s.Neighbours6 {
+		if int(n.Port) < len(c.ports) && c.neigh6.learn(n.IP, n.MAC, int(n.Port), now) {
+			changed = true
+			res.Neighbours++
+		}
+	}
 	var err error
 	if changed {
 		c.gen++
 		next := c.snap.WithNeighbours(c.gen, c.neigh.macs())
+		next.Neigh6 = c.neigh6.macs()
 		if err = c.dp.Publish(next); err == nil {
 			c.snap = next
 		}
@@ -307,7 +307,7 @@ func handOver(dp Runtime, c *Controller, ops *Ops, cfg conf.Config, opts RunOpti
 	}
 	b := handover.Encode(nil, s)
 	fields := []zap.Field{zap.Int("records", len(s.Records)), zap.Int("counters", len(s.Counters)),
-		zap.Int("neighbours", len(s.Neighbours)), zap.Int("bytes", len(b)), zap.Duration("took", time.Since(t0))}
+		zap.Int("neighbours", len(s.Neighbours)+len(s.Neighbours6)), zap.Int("bytes", len(b)), zap.Duration("took", time.Since(t0))}
 	if upgrading {
 		opts.Outgoing(b)
 		log.Info("handover ready for the new binary", fields...)

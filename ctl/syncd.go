@@ -36,18 +36,32 @@ func (c *Controller) SyncTable() ([]lcore.SyncConn, error) {
 	}
 	out := make([]lcore.SyncConn, 0, len(conns))
 	for _, ci := range conns {
-		if ci.IPv6 {
-			continue // records carry IPv4 addresses only
+		if r, ok := syncable(&ci); ok {
+			out = append(out, r)
 		}
-		if ci.RIP == 0 || ci.VIP == 0 {
-			continue
-		}
-		if (ci.SeqAdjusted || ci.Fwd == fwd.FullNAT) && !ci.HasExt {
-			continue // cannot be rebuilt without its local port and deltas
-		}
-		out = append(out, ci.SyncConn())
 	}
 	return out, nil
+}
+
+// syncable is a dumped entry as a record, for a bulk sync or a
+// handover; false for what a record cannot rebuild: a template whose
+// server left the service, an IPv6 template (its key holds folds: the
+// receiver rebuilds it from the connections), a connection without the
+// local port and deltas it needs.
+func syncable(ci *lcore.ConnInfo) (lcore.SyncConn, bool) {
+	switch {
+	case ci.IPv6 && ci.Template:
+		return lcore.SyncConn{}, false
+	case ci.IPv6:
+		if ci.Fwd == fwd.FullNAT && (!ci.HasExt || ci.RIP == 0) || ci.Fwd != fwd.FullNAT && ci.RIP6.IsUnspecified() {
+			return lcore.SyncConn{}, false
+		}
+	case ci.RIP == 0 || ci.VIP == 0 || (!ci.Template && ci.ClientIP == 0):
+		return lcore.SyncConn{}, false
+	case (ci.SeqAdjusted || ci.Fwd == fwd.FullNAT) && !ci.HasExt:
+		return lcore.SyncConn{}, false
+	}
+	return ci.SyncConn(), true
 }
 
 // NewSyncDaemon makes lbd's sync daemon from the configuration, stopped;

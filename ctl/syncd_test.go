@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,12 @@ import (
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
+var (
+	client6 = hdr.Addr6From(netip.MustParseAddr("2001:db8:1::7"))
+	vip6    = hdr.Addr6From(netip.MustParseAddr("2001:db8:1::100"))
+	rip6    = hdr.Addr6From(netip.MustParseAddr("fd00:1::11"))
+)
+
 func TestSyncTable(t *testing.T) {
 	c, f := newTestController(t)
 	f.conns = []lcore.ConnInfo{
@@ -24,6 +31,13 @@ func TestSyncTable(t *testing.T) {
 			VIP: 0xcb007164, VPort: 80, RIP: 0xc633640b, RPort: 80, Expires: 5e9},
 		{Proto: hdr.ProtoTCP, Template: true, ClientIP: 0xc6336400, VIP: 0xcb007164, VPort: 80, RIP: 0xc633640c, RPort: 8000},
 		{Proto: hdr.ProtoTCP, Template: true, ClientIP: 0xc6336500, VIP: 0xcb007164, VPort: 80}, // its server is gone
+		// IPv6: a connection goes with its addresses; a template (its key
+		// is a fold) and a NAT64 one without its local port do not.
+		{Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, IPv6: true, Client6: client6, ClientPort: 4001,
+			VIP6: vip6, VPort: 80, RIP6: rip6, RPort: 8080},
+		{Proto: hdr.ProtoTCP, Template: true, Fwd: fwd.NAT, IPv6: true, VIP6: vip6, VPort: 80, RIP6: rip6, RPort: 8080},
+		{Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT, IPv6: true, Client6: client6, ClientPort: 4002,
+			VIP6: vip6, VPort: 80, RIP: 0xc633640b, RPort: 80},
 	}
 	recs, err := c.SyncTable()
 	if err != nil {
@@ -33,8 +47,10 @@ func TestSyncTable(t *testing.T) {
 		{ClientIP: 0xc6336401, ClientPort: 4000, VIP: 0xcb007164, VPort: 80, RIP: 0xc633640b, RPort: 80,
 			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.DR},
 		{ClientIP: 0xc6336400, VIP: 0xcb007164, VPort: 80, RIP: 0xc633640c, RPort: 8000, Proto: hdr.ProtoTCP, Template: true},
+		{ClientPort: 4001, VPort: 80, RPort: 8080, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT,
+			IPv6: true, Six: conn.Addrs6{Client: client6, VIP: vip6, RIP: rip6}},
 	}
-	if len(recs) != len(want) || recs[0] != want[0] || recs[1] != want[1] {
+	if len(recs) != len(want) || recs[0] != want[0] || recs[1] != want[1] || recs[2] != want[2] {
 		t.Errorf("SyncTable() = %+v\nwant %+v", recs, want)
 	}
 }

@@ -25,10 +25,18 @@ import (
 // until the test ends.
 func startEchoServers(t *testing.T, port int, namespaces ...string) {
 	t.Helper()
-	startTCPServers(t, "echo server", port, func(c net.Conn) {
-		defer c.Close()
-		io.Copy(c, c) // until the client's FIN
-	}, namespaces...)
+	startTCPServers(t, "echo server", port, serveEcho, namespaces...)
+}
+
+// startEchoServers6 is startEchoServers on IPv6.
+func startEchoServers6(t *testing.T, port int, namespaces ...string) {
+	t.Helper()
+	serveTCP(t, "echo server", "tcp6", port, serveEcho, namespaces...)
+}
+
+func serveEcho(c net.Conn) {
+	defer c.Close()
+	io.Copy(c, c) // until the client's FIN
 }
 
 // echoStream is one client connection.
@@ -51,7 +59,7 @@ type echoStream struct {
 func dialEcho(ctx context.Context, ns, addr string, chunk int64, interval, dead time.Duration) (*echoStream, error) {
 	var c net.Conn
 	err := topo.InNS(ns, func() (err error) {
-		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, "tcp4", addr)
+		c, err = (&net.Dialer{Timeout: 10 * time.Second}).DialContext(ctx, tcpNetwork(addr), addr)
 		return err
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,12 +54,20 @@ type haEnv struct {
 	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
 	vipHTTP, vipEcho       string
 	vipFNAT                string // VS/NAT pair: the FullNAT echo service
+	six                    bool   // VS/DR pair: IPv6 too, an echo service on haVIP6
 }
 
 // newHAEnv builds the VS/DR (dr) or VS/NAT pair with two real servers,
 // starts both lbd as backups and both keepalived, and waits until node a
 // (priority 150) is master: it alone answers ARP for the VIP.
 func newHAEnv(t *testing.T, dr bool) *haEnv {
+	t.Helper()
+	return newHAEnvWith(t, dr, false)
+}
+
+// newHAEnvWith is newHAEnv, with six (VS/DR only) IPv6 on the client's
+// link, the router and the segment, and an IPv6 echo service on haVIP6.
+func newHAEnvWith(t *testing.T, dr, six bool) *haEnv {
 	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	if _, err := exec.LookPath("keepalived"); err != nil {
@@ -76,7 +85,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper}
+	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper, six: six}
 	e.vipHTTP = "http://" + h.VIP.String() + "/"
 	e.vipEcho = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haEchoPort))
 	e.vipFNAT = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haFNATPort))
@@ -105,6 +114,10 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 		rsNS = append(rsNS, s.NS)
 	}
 	startEchoServers(t, haEchoPort, rsNS...)
+	if six {
+		e.withIPv6(t)
+		startEchoServers6(t, haEchoPort, rsNS...)
+	}
 
 	for i, nd := range h.Nodes {
 		n := &haNode{HANode: nd, dir: filepath.Join(dir, nd.Name)}
@@ -152,6 +165,14 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	if h.DR {
 		ports = []harness.Port{harness.AFPacketPort(0, harness.LVSPortName, n.ServerIf, n.ServerIP.String(), h.Gateway.String(), "both")}
 		services = []harness.Service{svc(haHTTPPort, haHTTPPort, "dr"), svc(haEchoPort, haEchoPort, "dr")}
+		if e.six {
+			ports[0].Address6 = haNode6[n.Name] + "/64"
+			echo := harness.Service{VIP: haVIP6, Port: haEchoPort, Scheduler: "rr"}
+			for i := range h.Servers {
+				echo.Servers = append(echo.Servers, harness.Server{Address: v6LVSServer(i), Port: haEchoPort, Weight: 1, Forward: "dr"})
+			}
+			services = append(services, echo)
+		}
 	} else {
 		lan := harness.AFPacketPort(1, "lan", n.ServerIf, n.ServerIP.String(), "", "server")
 		lan.Floating = []string{h.Floating.Addr().String()}
@@ -167,6 +188,48 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	c.HAState = "backup"
 	c.Extra = fmt.Sprintf("sync:\n  backup: true\n  mcast_interface: %s\n  syncid: 1\n  key_file: %s\n", n.MgmtIf, e.keyFile)
 	return c
+}
+
+// The VS/DR pair's IPv6: the client behind the router as in the VS/DR
+// tests, the nodes and servers on the router's segment.
+const haVIP6 = "2001:db8:4::40"
+
+var haNode6 = map[string]string{"a": "fd00:2::1", "b": "fd00:2::2"}
+
+// withIPv6 gives the VS/DR pair's topology IPv6: the router holds the
+// VIP on-link on the segment (whoever answers neighbour solicitations for
+// it, the master, gets the client's packets; the new master's unsolicited
+// NA moves it), the servers hold it on lo and answer the client through
+// the router.
+func (e *haEnv) withIPv6(t *testing.T) {
+	t.Helper()
+	h, six := e.ha, v6Setup{t, e.topo}
+	six.clientBehindRouter(h.Client, h.Router)
+	six.do(h.Router.NS, "ip", "-6", "route", "add", haVIP6+"/128", "dev", h.Router.LBIf)
+	// The bridge floods the solicited-node groups to the nodes' ports.
+	six.do(h.SwitchNS, "ip", "link", "set", e.topo.IfName("brs"), "type", "bridge", "mcast_snooping", "0")
+	for i, s := range h.Servers {
+		six.addr(s.NS, s.If, v6LVSServer(i)+"/64")
+		six.do(s.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+		six.do(s.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+		six.do(s.NS, "ip", "-6", "addr", "add", haVIP6+"/128", "dev", "lo", "nodad")
+	}
+}
+
+// killNode kills node n's lbd and keepalived at once (its machine dies)
+// and waits until node next alone answers ARP for the VIP; it returns
+// when n was killed and how long the takeover took.
+func (e *haEnv) killNode(t *testing.T, n, next *haNode) (time.Time, time.Duration) {
+	t.Helper()
+	killed := time.Now()
+	if err := n.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	n.ka.Kill()
+	if _, err := e.waitARP(next, 15*time.Second); err != nil {
+		t.Fatalf("failover: %v", err)
+	}
+	return killed, time.Since(killed)
 }
 
 // startLBD starts node n's lbd (again) as a backup.

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"net"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -49,6 +51,71 @@ func TestFailoverNAT(t *testing.T) { testFailover(t, false) }
 
 func TestFailoverDR(t *testing.T) { testFailover(t, true) }
 
+// haStreams6 is TestFailoverDR6's count of IPv6 echo streams.
+const haStreams6 = 100
+
+// TestFailoverDR6: IPv6 streams across a failover of the VS/DR pair. The
+// backup holds their entries, synced with their addresses (kind 5) and
+// entered under its own folds; when the master dies, the new master's
+// unsolicited NA moves the IPv6 VIP in the router's neighbour cache and
+// the streams go on through it.
+func TestFailoverDR6(t *testing.T) {
+	e := newHAEnvWith(t, true, true)
+	a, b := e.nodes[0], e.nodes[1]
+	addr := net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort))
+	f := startEchoFleet(e.ctx, e.ha.Client.NS, addr, haStreams6, haChunk, haInterval, haStreamDead)
+	defer func() {
+		select {
+		case <-f.stop:
+		default:
+			close(f.stop)
+		}
+	}()
+	if len(f.failed) > 0 {
+		t.Fatalf("%d of %d IPv6 streams never connected through the master: %v", len(f.failed), haStreams6, f.failed[:min(3, len(f.failed))])
+	}
+	t0 := time.Now()
+	time.Sleep(2 * time.Second)
+	if moving, ended := f.progressSince(t0); moving < len(f.streams) {
+		t.Fatalf("before the failover only %d of %d IPv6 streams move (%d ended)", moving, len(f.streams), ended)
+	}
+	have, err := e.waitConnections(b, haStreams6, 10*time.Second)
+	t.Logf("node b (backup) holds %d connection entries for %d IPv6 streams (sync from node a)", have, haStreams6)
+	if err != nil || have < haStreams6 {
+		t.Errorf("node b holds %d connection entries, want the %d IPv6 streams' (synced from the master) (%v)", have, haStreams6, err)
+	}
+
+	killed, takeover := e.killNode(t, a, b)
+	t.Logf("failover: node b alone answers ARP for the IPv4 VIP %v after node a was killed", takeover.Round(time.Millisecond))
+	e.checkMaster(t, "after failover", b)
+	e.keepStreaming(t, f, "after failover", killed, takeover)
+	t.Logf("node b's drops after failover: %s", e.drops(b))
+	// The router reaches the IPv6 VIP at node b's port now.
+	out, err := e.topo.Exec(e.ha.Router.NS, "ip", "-6", "neigh", "show", haVIP6)
+	t.Logf("the router's neighbour entry for %s: %s", haVIP6, strings.TrimSpace(out))
+	if err != nil || !strings.Contains(out, "lladdr "+e.vip.macs[1].String()) {
+		t.Errorf("the router's neighbour entry for %s is not node b's port (%s): %q, %v", haVIP6, e.vip.macs[1], out, err)
+	}
+
+	maxStall := 2*takeover + 1500*time.Millisecond
+	f.finish()
+	ty, longest := f.verdict(maxStall)
+	if bad := f.stalled(maxStall, 3); len(bad) > 0 {
+		e.explainStreams(t, bad)
+	}
+	n := len(f.streams) + len(f.failed)
+	t.Logf("IPv6 streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
+	if broken := ty.broken(); float64(n-len(f.failed)-broken) < haMinSurvival*float64(n) {
+		t.Errorf("%d of %d IPv6 streams broke across the failover, want at most %.0f%%", broken+len(f.failed), n, (1-haMinSurvival)*100)
+	}
+	if err := b.lbd.Stop(10 * time.Second); err != nil {
+		t.Errorf("node b: %v", err)
+	}
+	if err := b.ka.Stop(10 * time.Second); err != nil { // node a's was killed
+		t.Errorf("node b: %v", err)
+	}
+}
+
 func testFailover(t *testing.T, dr bool) {
 	e := newHAEnv(t, dr)
 	a, b := e.nodes[0], e.nodes[1]
@@ -93,15 +160,7 @@ func testFailover(t *testing.T, dr bool) {
 	}
 
 	// Failover: the master's machine dies.
-	killed := time.Now()
-	if err := a.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	a.ka.Kill()
-	if _, err := e.waitARP(b, 15*time.Second); err != nil {
-		t.Fatalf("failover: %v", err)
-	}
-	takeover := time.Since(killed)
+	killed, takeover := e.killNode(t, a, b)
 	t.Logf("failover: node b alone answers ARP for the VIP %v after node a was killed", takeover.Round(time.Millisecond))
 	if takeover > haTakeover {
 		t.Errorf("failover took %v, want at most %v", takeover.Round(time.Millisecond), haTakeover)

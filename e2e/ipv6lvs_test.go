@@ -119,33 +119,24 @@ func testIPv6LVS(t *testing.T, tunnel bool) {
 	e.stop(t)
 }
 
-// buildV6LVS builds the IPv6 LVS topology on two servers: the client
-// behind a router that routes vip to lbd, lbd and the servers on one
-// segment; each server holds vip on lo (DR) or has a decapsulator holding
-// it (tunnel). It returns the topology and a function that runs a command
-// in a namespace or fails the test.
-func (e *lbEnv) buildV6LVS(t *testing.T, vip string, tunnel bool) (*topo.DR, func(ns string, args ...string)) {
+// buildV6LVS builds the IPv6 LVS topology on two servers (v6Setup.lvs):
+// each server routes through the router and holds vip on lo (DR) or has
+// a decapsulator holding it (tunnel). It returns the topology and the
+// setup, for the caller's own commands.
+func (e *lbEnv) buildV6LVS(t *testing.T, vip string, tunnel bool) (*topo.DR, v6Setup) {
 	t.Helper()
 	l, err := topo.BuildDR(e.topo, 2)
 	if err != nil {
 		t.Fatalf("build topology: %v", err)
 	}
 	e.client, e.servers, e.lbNS = l.Client, l.Servers, l.LBNS
-	do, v6 := nsCommands(t, e.topo)
-	v6(l.Client.NS, l.Client.If, v6LVSClient+"/64")
-	do(l.Client.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterCli)
-	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.conf.all.forwarding=1")
-	v6(rt, l.Router.ClientIf, v6LVSRouterCli+"/64")
-	v6(rt, l.Router.LBIf, v6LVSRouterSeg+"/64")
-	do(rt, "ip", "-6", "route", "add", vip+"/128", "via", v6LVSLB)
-	do(l.SwitchNS, "ip", "link", "set", l.Bridge, "type", "bridge", "mcast_snooping", "0")
-	for i, h := range l.Servers {
-		v6(h.NS, h.If, v6LVSServer(i)+"/64")
-		do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+	six := v6Setup{t, e.topo}
+	six.lvs(l, vip)
+	for _, h := range l.Servers {
+		six.do(h.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
 		if !tunnel {
-			do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
-			do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
+			six.do(h.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+			six.do(h.NS, "ip", "-6", "addr", "add", vip+"/128", "dev", "lo", "nodad")
 			continue
 		}
 		d, err := harness.StartDecap(e.topo, h, e.nshelper, vip, 10*time.Second)
@@ -154,5 +145,5 @@ func (e *lbEnv) buildV6LVS(t *testing.T, vip string, tunnel bool) (*topo.DR, fun
 		}
 		e.decaps = append(e.decaps, d)
 	}
-	return l, do
+	return l, six
 }

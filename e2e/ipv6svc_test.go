@@ -21,25 +21,6 @@ const (
 
 func v6Server(i int) string { return "fd00:1::1" + string(rune('1'+i)) }
 
-// nsCommands returns do, which runs a command in a namespace or fails the
-// test, and v6, which gives an interface an IPv6 address usable at once
-// (IPv6 on, no duplicate address detection).
-func nsCommands(t *testing.T, tp *topo.Topo) (do func(ns string, args ...string), v6 func(ns, ifc, addr string)) {
-	do = func(ns string, args ...string) {
-		t.Helper()
-		if out, err := tp.Exec(ns, args...); err != nil {
-			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
-		}
-	}
-	v6 = func(ns, ifc, addr string) {
-		t.Helper()
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".disable_ipv6=0")
-		do(ns, "sysctl", "-q", "-w", "net.ipv6.conf."+ifc+".accept_dad=0")
-		do(ns, "ip", "-6", "addr", "add", addr, "dev", ifc, "nodad")
-	}
-	return do, v6
-}
-
 // withIPv6 gives the NAT topology IPv6: the client on lbd's wan link, the
 // servers on its lan link with lbd as their default router, and the LB
 // namespace's kernel a management link to the servers' bridge (health
@@ -47,7 +28,8 @@ func nsCommands(t *testing.T, tp *topo.Topo) (do func(ns string, args ...string)
 // the addresses are usable at once.
 func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 	t.Helper()
-	do, v6 := nsCommands(t, tp)
+	six := v6Setup{t, tp}
+	do, v6 := six.do, six.addr
 	v6(nat.Client.NS, nat.Client.If, v6Client+"/64")
 	for i, h := range nat.Servers {
 		v6(h.NS, h.If, v6Server(i)+"/64")

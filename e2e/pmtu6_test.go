@@ -64,6 +64,12 @@ func farClient6(t *testing.T, tp *topo.Topo, nat *topo.NAT) (ns, routerIf string
 	return ns, routerIf
 }
 
+// startStreamServers6 is startStreamServers on IPv6.
+func startStreamServers6(t *testing.T, port int, namespaces ...string) {
+	t.Helper()
+	serveTCP(t, "stream server", "tcp6", port, serveStream, namespaces...)
+}
+
 // stream6 downloads s from addr in ns over IPv6.
 func stream6(ctx context.Context, ns, addr string, s streamSpec) streamResult {
 	c, r := dialStream(ctx, ns, addr, s, 5*time.Second)

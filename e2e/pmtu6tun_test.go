@@ -24,9 +24,9 @@ import (
 // holding the connection.
 func TestPMTU6TUN(t *testing.T) {
 	e, dir := newEnv(t)
-	l, do := e.buildV6LVS(t, v6VIPTUN, true)
+	l, six := e.buildV6LVS(t, v6VIPTUN, true)
 	rt := l.Router.NS
-	do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
+	six.do(rt, "sysctl", "-q", "-w", "net.ipv6.icmp.ratelimit=0") // every Packet Too Big counts
 	var servers []string
 	for _, h := range l.Servers {
 		servers = append(servers, h.NS)
@@ -86,13 +86,13 @@ func TestPMTU6TUN(t *testing.T) {
 		}
 	})
 	t.Run("download", func(t *testing.T) {
-		do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", strconv.Itoa(smallMTU))
-		defer do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", "1500")
+		six.do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", strconv.Itoa(smallMTU))
+		defer six.do(rt, "ip", "link", "set", "dev", l.Router.ClientIf, "mtu", "1500")
 		_, before := counters()
 		big := streamSpec{total: pmtuBytes, chunk: 64 << 10, stall: 10 * time.Second}
 		for i := range pmtuRounds {
 			for _, ns := range servers {
-				do(ns, "ip", "-6", "route", "flush", "cache")
+				six.do(ns, "ip", "-6", "route", "flush", "cache")
 			}
 			t0 := time.Now()
 			if r := stream6(e.ctx, l.Client.NS, addr, big); r.kind != "" {

@@ -3,7 +3,6 @@ package e2e
 import (
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -54,16 +53,7 @@ func TestRestartedBackupPullsTable(t *testing.T) {
 		t.Errorf("restarted node b says %q of its start, want the whole table pulled from its sync peer", handover)
 	}
 
-	killed := time.Now()
-	if err := a.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
-	a.ka.Kill()
-	takeover, err := e.waitARP(b, 15*time.Second)
-	if err != nil {
-		t.Fatalf("failover: %v", err)
-	}
-	takeover = time.Since(killed)
+	killed, takeover := e.killNode(t, a, b)
 	t.Logf("failover to the restarted node b: %v", takeover.Round(time.Millisecond))
 	e.keepStreaming(t, fleet, "after failover to the restarted backup", killed, takeover)
 	t.Logf("node b's drops after the failover: %s", e.drops(b))

@@ -36,38 +36,54 @@ const (
 	restartLocal = "198.51.100.60"
 )
 
+// restartGroups are the IPv4 restart tests' streams.
+var restartGroups = []streamGroup{{"nat", natStreamPort, restartNAT}, {"dr", drStreamPort, restartDR}, {"fullnat", fnatStreamPort, restartFNAT}}
+
+// streamGroup is one service's share of restartUnderLoad's streams: n
+// streams to e.vip:port, named method in the logs.
+type streamGroup struct {
+	method string
+	port   int
+	n      int
+}
+
 // TestUpgradeKeepsConnections: lbctl upgrade under load. First an upgrade
 // to a binary that fails -check, which lbd must refuse and survive.
 func TestUpgradeKeepsConnections(t *testing.T) {
 	e, cfg := startRestartEnv(t, "")
 	e.refusedUpgrade(t)
-	e.restartUnderLoad(t, cfg, func() {
-		lbdPath, _, _ := binaries(t)
-		before, err := os.Stat(cfg.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
-		defer cancel()
-		out, err := exec.CommandContext(ctx, e.lbctl, "--socket", cfg.Socket, "upgrade", "--binary", lbdPath).CombinedOutput()
-		if err != nil {
-			t.Fatalf("lbctl upgrade: %v: %s", err, out)
-		}
-		t.Logf("lbctl upgrade:\n%s", strings.TrimSpace(string(out)))
-		if !strings.Contains(string(out), "lbd upgraded") {
-			t.Errorf("lbctl upgrade did not report the new lbd: %s", out)
-		}
-		select {
-		case <-e.lbd.Proc.Done():
-			t.Fatalf("lbd's process exited (%v): the new binary did not run in its place", e.lbd.Proc.Err())
-		default: // the same pid runs the new lbd
-		}
-		// The new lbd serves the socket the old one listened on (its
-		// file is the same): a client never found it missing.
-		if after, err := os.Stat(cfg.Socket); err != nil || !os.SameFile(before, after) {
-			t.Errorf("the control socket after the upgrade is not the one lbd listened on before (%v)", err)
-		}
-	})
+	e.restartUnderLoad(t, restartGroups, func() { e.upgrade(t, cfg) })
+}
+
+// upgrade runs lbctl upgrade to the same binary and checks that the new
+// lbd runs in the old one's process, on the same control socket.
+func (e *lbEnv) upgrade(t *testing.T, cfg harness.Config) {
+	t.Helper()
+	lbdPath, _, _ := binaries(t)
+	before, err := os.Stat(cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, e.lbctl, "--socket", cfg.Socket, "upgrade", "--binary", lbdPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lbctl upgrade: %v: %s", err, out)
+	}
+	t.Logf("lbctl upgrade:\n%s", strings.TrimSpace(string(out)))
+	if !strings.Contains(string(out), "lbd upgraded") {
+		t.Errorf("lbctl upgrade did not report the new lbd: %s", out)
+	}
+	select {
+	case <-e.lbd.Proc.Done():
+		t.Fatalf("lbd's process exited (%v): the new binary did not run in its place", e.lbd.Proc.Err())
+	default: // the same pid runs the new lbd
+	}
+	// The new lbd serves the socket the old one listened on (its
+	// file is the same): a client never found it missing.
+	if after, err := os.Stat(cfg.Socket); err != nil || !os.SameFile(before, after) {
+		t.Errorf("the control socket after the upgrade is not the one lbd listened on before (%v)", err)
+	}
 }
 
 // TestRestartWithStateFileKeepsConnections: SIGTERM, then a new lbd,
@@ -85,7 +101,7 @@ func TestRestartWithStateFileKeepsConnections(t *testing.T) {
 	if _, err := os.Stat(state); !os.IsNotExist(err) {
 		t.Errorf("the corrupt state file is still there (%v)", err)
 	}
-	e.restartUnderLoad(t, cfg, func() {
+	e.restartUnderLoad(t, restartGroups, func() {
 		if err := e.lbd.Stop(20 * time.Second); err != nil {
 			t.Fatalf("stopping the first lbd: %v", err)
 		}
@@ -159,36 +175,37 @@ func (e *lbEnv) list(t *testing.T) api.Response {
 	return resp
 }
 
-// restartUnderLoad establishes the streams, lets them run, calls restart
-// (which must leave a new lbd answering), and checks the streams, the
-// counters and the balance of new connections.
-func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func()) {
+// restartUnderLoad establishes the streams of groups, lets them run,
+// calls restart (which must leave a new lbd answering), and checks the
+// streams, the counters and the balance of new connections (to the first
+// group's service, which must be round robin over two servers).
+func (e *lbEnv) restartUnderLoad(t *testing.T, groups []streamGroup, restart func()) {
 	t.Helper()
-	natAddr := net.JoinHostPort(e.vip, fmt.Sprint(natStreamPort))
-	drAddr := net.JoinHostPort(e.vip, fmt.Sprint(drStreamPort))
-	fnatAddr := net.JoinHostPort(e.vip, fmt.Sprint(fnatStreamPort))
-	e.warmStreams(t, natAddr)
-	e.warmStreams(t, drAddr)
-	e.warmStreams(t, fnatAddr)
+	addr := func(g streamGroup) string { return net.JoinHostPort(e.vip, fmt.Sprint(g.port)) }
+	results := map[string]*tally{}
+	total := 0
+	for _, g := range groups {
+		e.warmStreams(t, addr(g))
+		results[g.method] = &tally{}
+		total += g.n
+	}
 
 	// About 30 s per stream: a chunk every 200 ms. The stall limit bounds
 	// the restart's gap and TCP's retransmission backoff after it.
 	spec := streamSpec{total: 150 << 10, chunk: 1 << 10, interval: 200 * time.Millisecond, stall: 25 * time.Second}
-	results := map[string]*tally{"nat": {}, "dr": {}, "fullnat": {}}
 	var silenceMu sync.Mutex
 	var longest silence // the longest silence of any stream
 	var longestWho string
 	var wg, dials sync.WaitGroup
 	var dialFailed []string
 	var dialMu sync.Mutex
-	for i := range restartNAT + restartDR + restartFNAT {
-		method, addr := "nat", natAddr
-		switch {
-		case i >= restartNAT+restartDR:
-			method, addr = "fullnat", fnatAddr
-		case i >= restartNAT:
-			method, addr = "dr", drAddr
+	for i := range total {
+		g, k := groups[0], i
+		for j := 0; k >= groups[j].n; j++ {
+			k -= groups[j].n
+			g = groups[j+1]
 		}
+		method, addr := g.method, addr(g)
 		dials.Go(func() {
 			c, r := dialStream(e.ctx, e.client.NS, addr, spec, 10*time.Second)
 			if c == nil {
@@ -229,11 +246,11 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 	// "upgrade: 312 of 312 connections and templates installed (...)"
 	var installed, handed int
 	_, report, _ := strings.Cut(after.Info.Handover, ": ")
-	if _, err := fmt.Sscanf(report, "%d of %d", &installed, &handed); err != nil || installed < restartNAT+restartDR+restartFNAT {
+	if _, err := fmt.Sscanf(report, "%d of %d", &installed, &handed); err != nil || installed < total {
 		t.Errorf("the new lbd installed %d handed-over connections, want at least the %d streams' (handover: %q)",
-			installed, restartNAT+restartDR+restartFNAT, after.Info.Handover)
+			installed, total, after.Info.Handover)
 	}
-	e.countersCarried(t, before, after)
+	e.countersCarried(t, groups, before, after)
 
 	streamsDone := make(chan struct{})
 	go func() { wg.Wait(); close(streamsDone) }()
@@ -245,9 +262,11 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 	body := e.scrape(t)
 	t.Logf("new lbd drops: %s", nonZero(dropsByReason(body)))
 	broken := 0
-	for _, m := range []string{"nat", "dr", "fullnat"} {
-		t.Logf("%s streams: %s", m, results[m].summary())
-		broken += results[m].broken()
+	var perGroup []string
+	for _, g := range groups {
+		t.Logf("%s streams: %s", g.method, results[g.method].summary())
+		broken += results[g.method].broken()
+		perGroup = append(perGroup, fmt.Sprintf("%s %d", g.method, results[g.method].broken()))
 	}
 	// TCP doubles its retransmission timeout with each loss: the first
 	// retransmission through can come up to one gap after the gap.
@@ -261,18 +280,18 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, cfg harness.Config, restart func(
 			longestWho, longest.d.Round(time.Millisecond), longest.from.Sub(t0).Round(time.Millisecond), gap.Round(time.Millisecond), allowed)
 	}
 	if broken != 0 {
-		t.Errorf("%d of %d established streams broke across the restart (VS/NAT %d, VS/DR %d, VS/FullNAT with SYN proxy %d)",
-			broken, restartNAT+restartDR+restartFNAT, results["nat"].broken(), results["dr"].broken(), results["fullnat"].broken())
+		t.Errorf("%d of %d established streams broke across the restart (%s)", broken, total, strings.Join(perGroup, ", "))
 	}
-	e.newConnsBalance(t, natAddr)
+	e.newConnsBalance(t, groups[0].port)
 	e.stop(t)
 }
 
 // countersCarried: every real server's counters after the restart are
 // at least what they were before it (they go on, not from zero).
-func (e *lbEnv) countersCarried(t *testing.T, before, after api.Response) {
+func (e *lbEnv) countersCarried(t *testing.T, groups []streamGroup, before, after api.Response) {
 	t.Helper()
-	for _, port := range []int{natStreamPort, drStreamPort, fnatStreamPort} {
+	for _, g := range groups {
+		port := g.port
 		b, a := findSvc(before, "tcp", e.vip, port), findSvc(after, "tcp", e.vip, port)
 		if b == nil || a == nil {
 			t.Fatalf("service %d missing from a listing", port)
@@ -289,10 +308,11 @@ func (e *lbEnv) countersCarried(t *testing.T, before, after api.Response) {
 	}
 }
 
-// newConnsBalance: 40 new connections after the restart reach both
-// servers, 20 each (round robin per lcore), and all succeed.
-func (e *lbEnv) newConnsBalance(t *testing.T, addr string) {
+// newConnsBalance: 40 new connections after the restart to e.vip:port
+// reach both servers, 20 each (round robin per lcore), and all succeed.
+func (e *lbEnv) newConnsBalance(t *testing.T, port int) {
 	t.Helper()
+	addr := net.JoinHostPort(e.vip, fmt.Sprint(port))
 	const n = 40
 	before := e.list(t)
 	small := streamSpec{total: 1000, chunk: 1000, stall: 5 * time.Second}
@@ -313,7 +333,7 @@ func (e *lbEnv) newConnsBalance(t *testing.T, addr string) {
 	var got []uint64
 	e.pollStats(t, func(after api.Response) []string {
 		got = got[:0]
-		b, a := findSvc(before, "tcp", e.vip, natStreamPort), findSvc(after, "tcp", e.vip, natStreamPort)
+		b, a := findSvc(before, "tcp", e.vip, port), findSvc(after, "tcp", e.vip, port)
 		var problems []string
 		for i := range b.Servers {
 			d := a.Servers[i].Stats.Conns - b.Servers[i].Stats.Conns

@@ -40,27 +40,20 @@ func startStreamServers(t *testing.T, port int, namespaces ...string) {
 	startTCPServers(t, "stream server", port, serveStream, namespaces...)
 }
 
-// startStreamServers6 is startStreamServers on IPv6.
-func startStreamServers6(t *testing.T, port int, namespaces ...string) {
-	t.Helper()
-	listenTCP(t, "stream server", "tcp6", fmt.Sprintf("[::]:%d", port), serveStream, namespaces...)
-}
-
 // startTCPServers listens on port in each namespace and runs serve on
 // every connection accepted, until the test ends.
 func startTCPServers(t *testing.T, what string, port int, serve func(net.Conn), namespaces ...string) {
 	t.Helper()
-	listenTCP(t, what, "tcp4", fmt.Sprintf(":%d", port), serve, namespaces...)
+	serveTCP(t, what, "tcp4", port, serve, namespaces...)
 }
 
-// listenTCP listens on network and address in each namespace and runs
-// serve on every connection accepted, until the test ends.
-func listenTCP(t *testing.T, what, network, address string, serve func(net.Conn), namespaces ...string) {
+// serveTCP is startTCPServers on network ("tcp4" or "tcp6").
+func serveTCP(t *testing.T, what, network string, port int, serve func(net.Conn), namespaces ...string) {
 	t.Helper()
 	for _, ns := range namespaces {
 		var ln net.Listener
 		if err := topo.InNS(ns, func() (err error) {
-			ln, err = net.Listen(network, address)
+			ln, err = net.Listen(network, fmt.Sprintf(":%d", port))
 			return err
 		}); err != nil {
 			t.Fatalf("%s in %s: %v", what, ns, err)
@@ -197,13 +190,22 @@ func (r streamResult) String() string {
 	return fmt.Sprintf("%s %s after %d bytes: %v", r.local, r.kind, r.got, r.err)
 }
 
-// dialStream connects from ns to addr (IPv4 or IPv6) and sends the request; the stream
+// tcpNetwork is the network to dial addr ("host:port") on: "tcp6" for
+// an IPv6 host ("[2001:db8::1]:80"), else "tcp4".
+func tcpNetwork(addr string) string {
+	if strings.HasPrefix(addr, "[") {
+		return "tcp6"
+	}
+	return "tcp4"
+}
+
+// dialStream connects from ns to addr and sends the request; the stream
 // is then read by readStream.
 func dialStream(ctx context.Context, ns, addr string, s streamSpec, timeout time.Duration) (net.Conn, streamResult) {
 	var c net.Conn
 	err := topo.InNS(ns, func() error {
 		var err error
-		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, "tcp", addr)
+		c, err = (&net.Dialer{Timeout: timeout}).DialContext(ctx, tcpNetwork(addr), addr)
 		return err
 	})
 	if err != nil {

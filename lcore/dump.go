@@ -38,12 +38,18 @@ type ConnInfo struct {
 	Ext    conn.Ext
 }
 
-// SyncConn is the connection as a sync record.
+// SyncConn is the connection as a sync record. An IPv6 template has no
+// record (its key holds folds: the next lbd, or a peer, rebuilds it from
+// its connections); the caller leaves it out.
 func (c *ConnInfo) SyncConn() SyncConn {
-	return SyncConn{
+	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
 	}
+	if c.IPv6 {
+		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6})
+	}
+	return r
 }
 
 // ConnFilter selects connections to list; zero fields match everything.
@@ -125,6 +131,7 @@ func (w *Worker) runDump() {
 				}
 				if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT { // NAT64: an IPv4 server
 					ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
+					ci.HasExt, ci.Ext = true, *x
 				}
 				r.add(ci)
 			}

@@ -12,8 +12,7 @@ import (
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
 // persistence templates see in place of IPv4 addresses. FullNAT servers
 // of an IPv6 service are IPv4 ones: NAT64 (nat64.go). Not for IPv6 yet:
-// the SYN proxy, the FTP helper, connection sync, ICMPv6 errors and
-// fragments (configuration refuses the first two).
+// the SYN proxy and the FTP helper (configuration refuses them).
 
 // forward6 is forward for an IPv6 TCP or UDP packet.
 func (w *Worker) forward6(d *desc) exit {
@@ -40,6 +39,10 @@ func (w *Worker) forward6(d *desc) exit {
 		w.learnClient6(d, &src)
 	}
 	c := w.table.Get(id)
+	if c.Flags&flagSynced != 0 && dir == conn.Original {
+		c.Flags &^= flagSynced // installed by sync: learn the client as a new connection does
+		w.learnClient6(d, &src)
+	}
 	if w.snap.DestExpired(c.Dest) {
 		w.expireEntry(id, c)
 		w.table.Delete(id)
@@ -50,6 +53,7 @@ func (w *Worker) forward6(d *desc) exit {
 	if ip.HopLimit() <= 1 {
 		return w.timeExceeded6(d)
 	}
+	changed := false
 	if k.proto == hdr.ProtoTCP {
 		if next := conn.NextTCPState(c.State, dir, d.flags, c.Fwd.OneWay()); next != c.State {
 			w.countState(c.Dest, c.State, false)
@@ -58,9 +62,13 @@ func (w *Worker) forward6(d *desc) exit {
 				w.cnt.dest[c.Dest][DestEstablished]++
 			}
 			c.State = next
+			changed = true
 		}
 	}
 	w.table.Touch(c, dir, w.now, &w.snap.Timeouts)
+	if w.snap.Sync.On {
+		w.syncAfterPacket(c, id, dir, changed)
+	}
 	ds := &w.cnt.dest[c.Dest]
 	if dir == conn.Original {
 		ds[DestInPkts]++

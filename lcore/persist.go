@@ -46,7 +46,7 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 				t.persistent[uint32(v&templateDest)-1].Add(-1)
 				t.persistent[id].Add(1)
 				s.expires.Store(now + svc.Persistence)
-				if w.snap.Sync.On {
+				if w.snap.Sync.On && !svc.Key.IsIPv6() { // an IPv6 template is rebuilt from its connections
 					w.syncTemplate(slot)
 				}
 				return chosen, uint32(slot) + 1
@@ -68,7 +68,7 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 		id := svc.Dests[chosen].ID
 		if t.claim(free, key, empty, sub|uint64(id+1), now+svc.Persistence) {
 			w.cnt.own[Templates]++
-			if w.snap.Sync.On {
+			if w.snap.Sync.On && !svc.Key.IsIPv6() { // an IPv6 template is rebuilt from its connections
 				w.syncTemplate(free)
 			}
 			return chosen, uint32(free) + 1

@@ -41,6 +41,14 @@ type SyncConn struct {
 	// records travel in the longer extended layout.
 	HasExt bool
 	Ext    conn.Ext
+
+	// IPv6: an IPv6 connection (never a template), whose addresses are
+	// Six: ClientIP and VIP are then 0, as the entry's folds of them are
+	// keyed per process and never leave it (the receiver folds the
+	// addresses again with its own key). RIP is a NAT64 connection's
+	// IPv4 server (Six.RIP then zero; its local endpoint in Ext), else 0.
+	IPv6 bool
+	Six  conn.Addrs6
 }
 
 // ExtFlagsMask is the conn.Ext.Flags bits a record may carry.

@@ -1,9 +1,12 @@
 package lcore
 
 import (
+	"errors"
+
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // The receiving side of connection sync: a batch of records from a peer
@@ -30,8 +33,12 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
+		case r.Template && r.IPv6:
+			b.Invalid++ // an IPv6 template is rebuilt from its connections
 		case r.Template:
 			w.installTemplate(b, r)
+		case r.IPv6:
+			w.installConn6(b, r)
 		default:
 			w.installConn(b, r)
 		}
@@ -87,84 +94,127 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		b.Invalid++ // a NAT connection's extension keys its replies to the client
 		return
 	}
-	timeouts := &w.snap.Timeouts
 	if id, dir, found := w.table.Lookup(r.Proto, r.ClientIP, r.ClientPort, r.VIP, r.VPort); found {
 		c := w.table.Get(id)
-		if dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort {
-			if r.HasExt && !w.updateSyncedExt(id, &r.Ext) {
-				b.Conflict++
-				return
-			}
-			if c.State != r.State {
-				w.countState(c.Dest, c.State, false)
-				w.countState(c.Dest, r.State, true)
-				c.State = r.State
-			}
-			w.table.Touch(c, conn.Reply, w.now, timeouts)
-			c.SyncedAt = w.syncClock()
-			b.Installed++
+		if !w.syncedExisting(b, r, id, dir, c, dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort) {
 			return
 		}
-		// A finished connection gives its keys to the new one, as a SYN
-		// does (forward); a live one keeps them.
-		if dir != conn.Original || !(c.State == conn.StateTimeWait || c.State == conn.StateClose ||
-			c.State == conn.StateFinWait && c.Fwd.OneWay()) {
-			b.Conflict++
-			return
-		}
-		w.expireEntry(id, c)
-		w.table.Delete(id)
 	}
 	d := &w.snap.Services[si].Dests[idx]
-	c := conn.Conn{
-		ClientIP: r.ClientIP, ClientPort: r.ClientPort, VIP: r.VIP, VPort: r.VPort,
-		RIP: d.Addr, RPort: d.Port, Proto: r.Proto, State: r.State,
-		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si),
-	}
-	c.Flags = flagSynced
-	if d.Fwd.OneWay() {
-		c.Flags |= conn.FlagOneWay
-	}
+	c := syncedEntry(r, d, si)
+	c.ClientIP, c.VIP, c.RIP = r.ClientIP, r.VIP, d.Addr
 	var id uint32
 	var err error
 	switch {
 	case fullNAT:
-		p := w.lpools[r.Ext.LIP]
-		if p == nil || !p.reserve(r.Ext.LPort) {
-			b.LocalPort++
-			return
-		}
-		if id, err = w.table.InsertExt(&c, &r.Ext); err != nil {
-			p.put(r.Ext.LPort)
-		}
+		id, err = w.insertReserved(b, r, func() (uint32, error) { return w.table.InsertExt(&c, &r.Ext) })
 	case r.HasExt:
 		c.Flags |= flagSeqAdj
 		id, err = w.table.InsertExt(&c, &r.Ext)
 	default:
 		id, err = w.table.Insert(&c)
 	}
-	switch err {
-	case nil:
-	case conn.ErrFull:
-		b.TableFull++
-		return
-	case conn.ErrNoExt: // no service here has local addresses or a SYN proxy
-		b.FullNAT++
-		return
-	default: // its reply key belongs to another connection
-		b.Conflict++
+	if !syncedInserted(b, err) {
 		return
 	}
-	e := w.table.Get(id)
-	// Confirmed (the master saw the flow answered) and seen now: not
-	// embryonic nor idle to the table's defense.
-	w.table.Touch(e, conn.Reply, w.now, timeouts)
-	e.SyncedAt = w.syncClock()
-	w.countState(d.ID, e.State, true)
+	e := w.syncedInstalled(b, id, d.ID)
 	if svc := &w.snap.Services[si]; svc.Persistence > 0 {
 		e.Template = w.pinSyncedTemplate(svc, r)
 	}
+}
+
+// syncedExisting deals with the entry a record's original key found:
+// the same connection (same): brought up to the record's state, ext and
+// timeout, and false (done); a finished one: removed, and true (install
+// the record); a live one for another server: kept, false.
+func (w *Worker) syncedExisting(b *SyncBatch, r *SyncConn, id uint32, dir conn.Dir, c *conn.Conn, same bool) bool {
+	if same {
+		if r.HasExt && !w.updateSyncedExt(id, &r.Ext) {
+			b.Conflict++
+			return false
+		}
+		if c.State != r.State {
+			w.countState(c.Dest, c.State, false)
+			w.countState(c.Dest, r.State, true)
+			c.State = r.State
+		}
+		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
+		c.SyncedAt = w.syncClock()
+		b.Installed++
+		return false
+	}
+	// A finished connection gives its keys to the new one, as a SYN
+	// does (forward); a live one keeps them.
+	if dir != conn.Original || !(c.State == conn.StateTimeWait || c.State == conn.StateClose ||
+		c.State == conn.StateFinWait && c.Fwd.OneWay()) {
+		b.Conflict++
+		return false
+	}
+	w.expireEntry(id, c)
+	w.table.Delete(id)
+	return true
+}
+
+// syncedEntry is the entry a record makes with real server d of service
+// si here, but for its addresses.
+func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
+	c := conn.Conn{
+		ClientPort: r.ClientPort, VPort: r.VPort, RPort: d.Port, Proto: r.Proto, State: r.State,
+		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si), Flags: flagSynced,
+	}
+	if d.Fwd.OneWay() {
+		c.Flags |= conn.FlagOneWay
+	}
+	return c
+}
+
+// insertReserved reserves a FullNAT (or NAT64) record's local port in
+// this worker's pool, then inserts; the port goes back if the insert
+// fails.
+func (w *Worker) insertReserved(b *SyncBatch, r *SyncConn, insert func() (uint32, error)) (uint32, error) {
+	p := w.lpools[r.Ext.LIP]
+	if p == nil || !p.reserve(r.Ext.LPort) {
+		b.LocalPort++
+		return 0, errCounted
+	}
+	id, err := insert()
+	if err != nil {
+		p.put(r.Ext.LPort)
+	}
+	return id, err
+}
+
+// errCounted: the record was refused and counted already.
+var errCounted = errors.New("counted")
+
+// syncedInserted counts why an insert failed; true when it did not.
+func syncedInserted(b *SyncBatch, err error) bool {
+	switch err {
+	case nil:
+		return true
+	case errCounted:
+	case conn.ErrFull:
+		b.TableFull++
+	case conn.ErrNoExt: // no service here has local addresses or a SYN proxy
+		b.FullNAT++
+	case conn.ErrNoSix: // no IPv6 service here (ever)
+		b.NoService++
+	default: // its reply key belongs to another connection
+		b.Conflict++
+	}
+	return false
+}
+
+// syncedInstalled finishes a synced entry made for real server dest.
+func (w *Worker) syncedInstalled(b *SyncBatch, id, dest uint32) *conn.Conn {
+	e := w.table.Get(id)
+	// Confirmed (the master saw the flow answered) and seen now: not
+	// embryonic nor idle to the table's defense.
+	w.table.Touch(e, conn.Reply, w.now, &w.snap.Timeouts)
+	e.SyncedAt = w.syncClock()
+	w.countState(dest, e.State, true)
 	b.Installed++
+	return e
 }
 
 // updateSyncedExt brings an existing connection's extension up to a
@@ -204,8 +254,22 @@ func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
 		b.NoService++ // no persistent service here
 		return
 	}
-	t, id := w.tmpl, svc.Dests[idx].ID
-	key, sub := templateKey(r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto)
+	slot := w.armTemplate(svc, r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto, svc.Dests[idx].ID)
+	if slot < 0 {
+		b.TableFull++
+		return
+	}
+	w.tmpl.unpin(slot) // no connection here uses it yet
+	b.Installed++
+}
+
+// armTemplate makes or re-points the template of client network cnet
+// (an address, or an IPv6 network's fold) to real server id, for this
+// snapshot's persistence time, and returns its slot pinned, or -1 when
+// the table has no room.
+func (w *Worker) armTemplate(svc *Service, cnet, vip uint32, vport uint16, proto uint8, id uint32) int {
+	t := w.tmpl
+	key, sub := templateKey(cnet, vip, vport, proto)
 	now := w.now + w.tmplOff
 	expires := now + svc.Persistence
 	for attempt := 0; attempt < 8; attempt++ { // retried only when another worker got in between
@@ -224,9 +288,7 @@ func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
 				t.persistent[id].Add(1)
 			}
 			s.expires.Store(expires)
-			t.unpin(slot)
-			b.Installed++
-			return
+			return slot
 		}
 		if free < 0 {
 			if t.reclaim(key, now) {
@@ -235,10 +297,8 @@ func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
 			break
 		}
 		if t.claim(free, key, empty, sub|uint64(id+1), expires) {
-			t.unpin(free) // no connection here uses it yet
-			b.Installed++
-			return
+			return free
 		}
 	}
-	b.TableFull++
+	return -1
 }

@@ -72,9 +72,28 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 			r.HasExt, r.Ext = true, *x
 		}
 	}
+	if a := w.table.Addrs6(id); a != nil {
+		// The folds stay here; the peer's template is rebuilt from the
+		// connection (a template's key is a fold, not an address).
+		syncConn6(&r, a)
+		w.pushSync(r)
+		return
+	}
 	w.pushSync(r)
 	if c.Template != 0 { // the peer's copy of its template lives on with it
 		w.syncTemplate(int(c.Template - 1))
+	}
+}
+
+// syncConn6 makes r, filled from an IPv6 entry, an IPv6 record: the
+// addresses instead of their folds, and a NAT64 connection's IPv4 server.
+func syncConn6(r *SyncConn, a *conn.Addrs6) {
+	r.IPv6, r.Six = true, *a
+	r.ClientIP, r.VIP = 0, 0
+	if r.Fwd == fwd.FullNAT {
+		r.Six.RIP = hdr.Addr6{}
+	} else {
+		r.RIP = 0
 	}
 }
 

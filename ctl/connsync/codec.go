@@ -49,6 +49,19 @@ import (
 // A master sends them in messages of their own, so that a peer that
 // knows only kind 1 still takes the plain records and drops these (its
 // FullNAT clients reconnect after a failover, as before).
+//
+// Kind 5 carries IPv6 connections (never templates: an IPv6 template's
+// key is a fold, rebuilt by the receiver from the connections) in 96-byte
+// records, the full addresses and never the sender's folds of them:
+//
+//	| client (128) | VIP (128) | RIP (128; 0 for NAT64) |
+//	| IPv4 RIP (32): NAT64's server, else 0 |
+//	| client port | VPort | RPort | proto | state | fwd | reserved (8+16) |
+//	| the extension as kind 4's (32 bytes): NAT64's local address and
+//	  port, flags, ISNs and deltas; all 0 for NAT66, DR and TUN |
+//
+// They too go in messages of their own: an older peer drops kind 5 for
+// its kind and keeps the rest.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -57,7 +70,10 @@ const (
 	RecordLen = 24
 	// ExtRecordLen is an extended record's length (kind 4).
 	ExtRecordLen = RecordLen + 32
-	MACLen       = sha256.Size
+	// Record6Len is an IPv6 record's length (kind 5).
+	Record6Len = 3*16 + 4 + 12 + extLen
+	extLen     = 32
+	MACLen     = sha256.Size
 
 	// MinMessageLen is a message without records.
 	MinMessageLen = HeaderLen + MACLen
@@ -95,6 +111,9 @@ const (
 	KindBulkRequest Kind = 2 // a peer asks the masters for their whole table
 	KindBulkEnd     Kind = 3 // a master finished sending its table to Ref
 	KindExtRecords  Kind = 4 // connection records with their extension (FullNAT, SYN proxy)
+	KindRecords6    Kind = 5 // IPv6 connection records
+
+	lastKind = KindRecords6
 )
 
 // String names the kind for logs.
@@ -108,6 +127,8 @@ func (k Kind) String() string {
 		return "bulk-end"
 	case KindExtRecords:
 		return "ext-records"
+	case KindRecords6:
+		return "ipv6-records"
 	}
 	return "unknown"
 }
@@ -144,18 +165,39 @@ func RecordsFit(payload int) int {
 }
 
 // ExtRecordsFit is how many extended records fit a datagram of payload bytes.
-func ExtRecordsFit(payload int) int {
-	n := (min(payload, MaxMessageLen) - MinMessageLen) / ExtRecordLen
+func ExtRecordsFit(payload int) int { return KindFit(KindExtRecords, payload) }
+
+// KindFit is how many records of a message of kind k fit a datagram of
+// payload bytes.
+func KindFit(k Kind, payload int) int {
+	n := (min(payload, MaxMessageLen) - MinMessageLen) / recordLen(k)
 	return max(n, 0)
 }
 
 // recordLen is the length of a record in a message of kind k.
 func recordLen(k Kind) int {
-	if k == KindExtRecords {
+	switch k {
+	case KindExtRecords:
 		return ExtRecordLen
+	case KindRecords6:
+		return Record6Len
 	}
 	return RecordLen
 }
+
+// RecordKind is the kind of message that carries r.
+func RecordKind(r *lcore.SyncConn) Kind {
+	switch {
+	case r.IPv6:
+		return KindRecords6
+	case r.HasExt:
+		return KindExtRecords
+	}
+	return KindRecords
+}
+
+// hasRecords reports whether messages of kind k carry records.
+func hasRecords(k Kind) bool { return k == KindRecords || k == KindExtRecords || k == KindRecords6 }
 
 // Append appends the message h with recs, MAC included, to dst.
 func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
@@ -171,9 +213,13 @@ func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 	binary.BigEndian.PutUint64(b[offRef:], h.Ref)
 	dst = append(dst, b[:]...)
 	for i := range recs {
-		dst = appendRecord(dst, &recs[i])
-		if h.Kind == KindExtRecords {
-			dst = appendExt(dst, &recs[i].Ext)
+		switch h.Kind {
+		case KindRecords6:
+			dst = appendRecord6(dst, &recs[i])
+		case KindExtRecords:
+			dst = appendExt(appendRecord(dst, &recs[i]), &recs[i].Ext)
+		default:
+			dst = appendRecord(dst, &recs[i])
 		}
 	}
 	c.mac.Reset()
@@ -230,9 +276,9 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		return h, recs, ReasonLength
 	}
 	switch {
-	case h.Kind < KindRecords || h.Kind > KindExtRecords:
+	case h.Kind < KindRecords || h.Kind > lastKind:
 		return h, recs, ReasonKind
-	case h.Kind != KindRecords && h.Kind != KindExtRecords && count != 0:
+	case !hasRecords(h.Kind) && count != 0:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
 		return h, recs, ReasonMalformed
@@ -254,9 +300,12 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	for off := HeaderLen; off < len(body); off += rlen {
 		var r lcore.SyncConn
 		var ok bool
-		if h.Kind == KindExtRecords {
+		switch h.Kind {
+		case KindRecords6:
+			r, ok = decodeRecord6(body[off : off+rlen])
+		case KindExtRecords:
 			r, ok = decodeExtRecord(body[off : off+rlen])
-		} else {
+		default:
 			r, ok = decodeRecord(body[off : off+rlen])
 		}
 		if !ok {
@@ -300,7 +349,15 @@ func decodeExtRecord(b []byte) (lcore.SyncConn, bool) {
 	r, ok := decodeRecordAny(b[:RecordLen])
 	x := b[RecordLen:]
 	r.HasExt = true
-	r.Ext = conn.Ext{
+	r.Ext = decodeExt(x)
+	ok = ok && !r.Template && (r.Fwd == fwd.NAT || r.Fwd == fwd.FullNAT) &&
+		r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0 &&
+		(r.Fwd == fwd.FullNAT || r.Proto == hdr.ProtoTCP && r.Ext.LIP == r.ClientIP && r.Ext.LPort == r.ClientPort)
+	return r, ok
+}
+
+func decodeExt(x []byte) conn.Ext {
+	return conn.Ext{
 		LIP:       binary.BigEndian.Uint32(x[0:]),
 		LPort:     binary.BigEndian.Uint16(x[4:]),
 		Flags:     binary.BigEndian.Uint16(x[6:]),
@@ -311,8 +368,52 @@ func decodeExtRecord(b []byte) (lcore.SyncConn, bool) {
 		TSOff:     binary.BigEndian.Uint32(x[24:]),
 		TSPeer:    binary.BigEndian.Uint32(x[28:]),
 	}
-	ok = ok && !r.Template && (r.Fwd == fwd.NAT || r.Fwd == fwd.FullNAT) &&
-		r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0 &&
-		(r.Fwd == fwd.FullNAT || r.Proto == hdr.ProtoTCP && r.Ext.LIP == r.ClientIP && r.Ext.LPort == r.ClientPort)
-	return r, ok
+}
+
+// appendRecord6 appends an IPv6 connection in the kind 5 layout. A
+// NAT64 connection's extension follows; the others have 32 zero bytes.
+func appendRecord6(dst []byte, r *lcore.SyncConn) []byte {
+	dst = append(dst, r.Six.Client[:]...)
+	dst = append(dst, r.Six.VIP[:]...)
+	dst = append(dst, r.Six.RIP[:]...)
+	dst = binary.BigEndian.AppendUint32(dst, r.RIP)
+	dst = binary.BigEndian.AppendUint16(dst, r.ClientPort)
+	dst = binary.BigEndian.AppendUint16(dst, r.VPort)
+	dst = binary.BigEndian.AppendUint16(dst, r.RPort)
+	dst = append(dst, r.Proto, byte(r.State), byte(r.Fwd), 0, 0, 0)
+	var x conn.Ext
+	if r.HasExt {
+		x = r.Ext
+	}
+	return appendExt(dst, &x)
+}
+
+// decodeRecord6 reads an IPv6 record and reports whether it is a possible
+// connection: TCP or UDP, a known state, addresses given (the client's,
+// the VIP's, and the server's of its family), NAT64 (an IPv4 server,
+// method fullnat) with its local endpoint and NAT66, DR and TUN without,
+// reserved bytes 0. What it accepts encodes back to the same bytes.
+func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
+	r := lcore.SyncConn{IPv6: true}
+	copy(r.Six.Client[:], b[0:16])
+	copy(r.Six.VIP[:], b[16:32])
+	copy(r.Six.RIP[:], b[32:48])
+	r.RIP = binary.BigEndian.Uint32(b[48:])
+	r.ClientPort = binary.BigEndian.Uint16(b[52:])
+	r.VPort = binary.BigEndian.Uint16(b[54:])
+	r.RPort = binary.BigEndian.Uint16(b[56:])
+	r.Proto, r.State, r.Fwd = b[58], conn.State(b[59]), fwd.Method(b[60])
+	x := b[64:Record6Len]
+	nat64 := r.Fwd == fwd.FullNAT
+	if nat64 {
+		r.HasExt, r.Ext = true, decodeExt(x)
+	}
+	ok := (r.Proto == hdr.ProtoTCP || r.Proto == hdr.ProtoUDP) && r.State < conn.NumStates && r.Fwd <= fwd.FullNAT &&
+		b[61] == 0 && b[62] == 0 && b[63] == 0 &&
+		!r.Six.Client.IsUnspecified() && !r.Six.VIP.IsUnspecified() && r.ClientPort != 0
+	if nat64 {
+		return r, ok && r.Six.RIP.IsUnspecified() && r.RIP != 0 &&
+			r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0
+	}
+	return r, ok && !r.Six.RIP.IsUnspecified() && r.RIP == 0 && string(x) == string(make([]byte, extLen))
 }

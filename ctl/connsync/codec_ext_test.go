@@ -44,15 +44,7 @@ func TestExtRoundTrip(t *testing.T) {
 	if binary.BigEndian.Uint32(x) != 0x0a000132 || binary.BigEndian.Uint16(x[4:]) != 2049 || binary.BigEndian.Uint32(x[20:]) != 0x80000001 {
 		t.Errorf("extension % x", x[:24])
 	}
-	got, out, r := c.Decode(msg, nil)
-	if r != ReasonNone || got != h || len(out) != len(recs) {
-		t.Fatalf("decode: %v %+v, %d records", r, got, len(out))
-	}
-	for i := range recs {
-		if out[i] != recs[i] {
-			t.Errorf("record %d: %+v, want %+v", i, out[i], recs[i])
-		}
-	}
+	checkDecodesTo(t, c, msg, h, recs)
 	if one, ok := DecodeExtRecord(AppendExtRecord(nil, recs[2])); !ok || one != recs[2] {
 		t.Errorf("AppendExtRecord/DecodeExtRecord: %+v %t", one, ok)
 	}
@@ -87,23 +79,40 @@ func TestExtRefused(t *testing.T) {
 			t.Errorf("%s: %v, %d records; want dropped for its record", name, r, len(out))
 		}
 	}
-	// A plain message's length is no extended one's.
-	msg := c.Append(nil, Header{Kind: KindRecords, Boot: 1, Seq: 1}, sampleRecords()[:2])
-	msg[offKind] = byte(KindExtRecords)
-	if _, _, r := c.Decode(msg, nil); r != ReasonLength {
-		t.Errorf("kind 4 with 24-byte records: %v, want length", r)
+	checkPlainLength(t, c, KindExtRecords)
+}
+
+// checkDecodesTo: msg decodes to h and recs.
+func checkDecodesTo(t *testing.T, c *Codec, msg []byte, h Header, recs []lcore.SyncConn) {
+	t.Helper()
+	got, out, r := c.Decode(msg, nil)
+	if r != ReasonNone || got != h || len(out) != len(recs) {
+		t.Fatalf("decode: %v %+v, %d records", r, got, len(out))
+	}
+	for i := range recs {
+		if out[i] != recs[i] {
+			t.Errorf("record %d: %+v, want %+v", i, out[i], recs[i])
+		}
 	}
 }
 
-// TestPartitionExt: the extended records go last, each part in order.
-func TestPartitionExt(t *testing.T) {
-	plain, ext := sampleRecords(), sampleExtRecords()
-	recs := []lcore.SyncConn{ext[0], plain[0], plain[1], ext[1], plain[2], ext[2]}
-	n := partitionExt(recs)
-	want := append(append([]lcore.SyncConn(nil), plain...), ext...)
-	if n != 3 {
-		t.Fatalf("%d plain, want 3", n)
+// checkPlainLength: a plain message's length is no message of kind k's.
+func checkPlainLength(t *testing.T, c *Codec, k Kind) {
+	t.Helper()
+	msg := c.Append(nil, Header{Kind: KindRecords, Boot: 1, Seq: 1}, sampleRecords()[:2])
+	msg[offKind] = byte(k)
+	if _, _, r := c.Decode(msg, nil); r != ReasonLength {
+		t.Errorf("kind %d with 24-byte records: %v, want length", k, r)
 	}
+}
+
+// TestGroupByKind: the extended records go after the plain ones and the
+// IPv6 ones last, each group in order.
+func TestGroupByKind(t *testing.T) {
+	plain, ext, six := sampleRecords(), sampleExtRecords(), sampleRecords6()
+	recs := []lcore.SyncConn{six[0], ext[0], plain[0], plain[1], ext[1], six[1], plain[2], ext[2], six[2]}
+	groupByKind(recs)
+	want := append(append(append([]lcore.SyncConn(nil), plain...), ext...), six...)
 	for i := range want {
 		if recs[i] != want[i] {
 			t.Fatalf("record %d: %+v, want %+v", i, recs[i], want[i])

@@ -138,8 +138,8 @@ type running struct {
 	conn      *net.UDPConn
 	transport Transport
 	dests     []netip.AddrPort
-	perMsg    int // records per datagram
-	perMsgExt int // extended records per datagram
+	perMsg    int               // records per datagram
+	fit       [lastKind + 1]int // records of each kind per datagram
 	queue     chan inbound
 	bulk      chan bulkRequest
 	wg        sync.WaitGroup
@@ -289,12 +289,15 @@ func (d *Daemon) open(t Transport) error {
 	if err != nil {
 		return err
 	}
-	perMsg, perMsgExt := RecordsFit(payload), ExtRecordsFit(payload)
-	if perMsgExt == 0 {
+	var fit [lastKind + 1]int
+	for k := range fit {
+		fit[k] = KindFit(Kind(k), payload)
+	}
+	if fit[KindRecords6] == 0 { // the longest record
 		conn.Close()
 		return fmt.Errorf("mcast interface %s: its MTU is too small for a sync record", t.Interface)
 	}
-	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: perMsg, perMsgExt: perMsgExt,
+	r := &running{conn: conn, transport: t, dests: t.destinations(), perMsg: fit[KindRecords], fit: fit,
 		queue: make(chan inbound, d.opt.QueueLen), bulk: make(chan bulkRequest, 4), closed: make(chan struct{})}
 	for _, a := range r.dests {
 		d.peers.get(a.Addr(), true)

@@ -23,6 +23,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(c.Append(nil, Header{Kind: KindRecords, Boot: 1, Seq: 1}, make([]lcore.SyncConn, MaxRecords)), true)
 	f.Add(c.Append(nil, Header{Kind: KindExtRecords, SyncID: 1, Boot: 10, Seq: 6}, sampleExtRecords()), false)
 	f.Add(c.Append(nil, Header{Kind: KindExtRecords, Boot: 10, Seq: 7}, sampleExtRecords()[:1]), true)
+	f.Add(c.Append(nil, Header{Kind: KindRecords6, SyncID: 1, Boot: 10, Seq: 8}, sampleRecords6()), false)
+	f.Add(c.Append(nil, Header{Kind: KindRecords6, Boot: 10, Seq: 9}, sampleRecords6()[2:]), true)
+	f.Add(c.Append(nil, Header{Kind: KindRecords6, Boot: 10, Seq: 9}, sampleRecords6())[:HeaderLen+Record6Len-1], true)
 	flipped := append([]byte(nil), valid...)
 	flipped[HeaderLen] ^= 0xff
 	f.Add(flipped, false)

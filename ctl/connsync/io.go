@@ -59,7 +59,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		return
 	}
 	switch h.Kind {
-	case KindRecords, KindExtRecords:
+	case KindRecords, KindExtRecords, KindRecords6:
 		if d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)}) {
 			p.received.Add(1)
 			p.records.Add(uint64(len(recs)))
@@ -136,20 +136,19 @@ func (d *Daemon) pull(r *running, stop, done chan struct{}) {
 }
 
 // sendRecords sends recs in full datagrams to dests, the connections
-// with an extension in extended-record messages of their own (recs is
-// reordered); pace > 0 sleeps that long after every bulkBurst datagrams.
+// with an extension and the IPv6 ones in messages of their own kinds
+// (recs is reordered); pace > 0 sleeps that long after every bulkBurst
+// datagrams.
 func (d *Daemon) sendRecords(r *running, recs []lcore.SyncConn, dests []netip.AddrPort, pace time.Duration) {
-	plain := partitionExt(recs)
-	ext := recs[plain:]
-	recs = recs[:plain]
-	for i := 0; len(recs) > 0 || len(ext) > 0; i++ {
-		kind, per, batch := KindRecords, r.perMsg, &recs
-		if len(recs) == 0 {
-			kind, per, batch = KindExtRecords, r.perMsgExt, &ext
+	groupByKind(recs)
+	for i := 0; len(recs) > 0; i++ {
+		kind := RecordKind(&recs[0])
+		n := 1
+		for n < len(recs) && n < r.fit[kind] && RecordKind(&recs[n]) == kind {
+			n++
 		}
-		n := min(len(*batch), per)
-		d.send(r, Header{Kind: kind, SyncID: d.modes.Load().masterID}, (*batch)[:n], dests)
-		*batch = (*batch)[n:]
+		d.send(r, Header{Kind: kind, SyncID: d.modes.Load().masterID}, recs[:n], dests)
+		recs = recs[n:]
 		if pace > 0 && i%bulkBurst == bulkBurst-1 {
 			select {
 			case <-r.closed:
@@ -260,20 +259,26 @@ func (d *Daemon) requestBulk(ctx context.Context, r *running, syncID uint8) erro
 	}
 }
 
-// partitionExt moves the records with an extension to the end of recs,
-// each part in its order (a template stays before its connections), and
-// returns how many have none.
-func partitionExt(recs []lcore.SyncConn) int {
-	var ext []lcore.SyncConn
+// groupByKind orders recs by the kind of message that carries them
+// (plain, extended, IPv6), each group in its order (a template stays
+// before its connections).
+func groupByKind(recs []lcore.SyncConn) {
+	var rest []lcore.SyncConn
 	n := 0
 	for i := range recs {
-		if recs[i].HasExt {
-			ext = append(ext, recs[i])
+		if RecordKind(&recs[i]) != KindRecords {
+			rest = append(rest, recs[i])
 			continue
 		}
 		recs[n] = recs[i]
 		n++
 	}
-	copy(recs[n:], ext)
-	return n
+	for _, k := range []Kind{KindExtRecords, KindRecords6} {
+		for i := range rest {
+			if RecordKind(&rest[i]) == k {
+				recs[n] = rest[i]
+				n++
+			}
+		}
+	}
 }

@@ -31,3 +31,16 @@ func DecodeExtRecord(b []byte) (lcore.SyncConn, bool) {
 	}
 	return decodeExtRecord(b[:ExtRecordLen])
 }
+
+// AppendRecord6 appends r, an IPv6 connection, in the IPv6 record layout
+// (Record6Len bytes).
+func AppendRecord6(dst []byte, r lcore.SyncConn) []byte { return appendRecord6(dst, &r) }
+
+// DecodeRecord6 reads one IPv6 record (the first Record6Len bytes of b)
+// and reports whether it is a possible connection.
+func DecodeRecord6(b []byte) (lcore.SyncConn, bool) {
+	if len(b) < Record6Len {
+		return lcore.SyncConn{}, false
+	}
+	return decodeRecord6(b[:Record6Len])
+}

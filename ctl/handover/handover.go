@@ -19,14 +19,22 @@
 //	| version 2: extended records of 56 bytes (FullNAT and SYN-proxied
 //	  connections, connection sync's kind 4)
 //	| counters of 96 bytes | neighbours of 12 bytes
+//	| version 3: IPv6 records (32) | IPv6 counters (32) | IPv6 neighbours (32)
+//	| version 3: IPv6 records of 96 bytes (connection sync's kind 5: the
+//	  full addresses, which the next lbd folds with its own key)
+//	| version 3: IPv6 counters of 124 bytes (proto, 0, VPort, VIP (128),
+//	  RIP (128; 0 for an IPv4 server), IPv4 RIP (32), RPort, 0, then the
+//	  counters and baselines as an IPv4 one's)
+//	| version 3: IPv6 neighbours of 24 bytes (address (128), MAC, port)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
 //
-// A build writes version 2 and reads 1 and 2 (an upgrade from a build
-// that wrote version 1 keeps its connections; a downgrade to one that
-// reads only version 1 starts with an empty table).
+// A build writes version 3 and reads 1, 2 and 3 (an upgrade from a build
+// that wrote an older version keeps the connections that version
+// carries; a downgrade to a build that does not read version 3 starts
+// with an empty table).
 package handover
 
 import (
@@ -44,14 +52,17 @@ import (
 const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
-	// version 1 and refuses any other.
-	Version = 2
+	// the versions before it (from 1) and refuses any other.
+	Version = 3
 
-	RecordLen    = connsync.RecordLen
-	ExtRecordLen = connsync.ExtRecordLen
-	keyLen       = lcore.SteeringKeyLen
-	CountersLen  = 96
-	NeighbourLen = 12
+	RecordLen     = connsync.RecordLen
+	ExtRecordLen  = connsync.ExtRecordLen
+	keyLen        = lcore.SteeringKeyLen
+	CountersLen   = 96
+	NeighbourLen  = 12
+	Record6Len    = connsync.Record6Len
+	Counters6Len  = 124
+	Neighbour6Len = 24
 
 	fixedLen = 8 + 2 + 2 + 8 + 4 + 2 + 4 + 4 + 4
 	sumLen   = sha256.Size
@@ -76,7 +87,7 @@ type State struct {
 	// keepalived's notify script last started them).
 	SyncDaemons []SyncDaemon
 	// Records are the connections and templates; those with HasExt are
-	// written as extended records.
+	// written as extended records, the IPv6 ones as IPv6 records.
 	Records []lcore.SyncConn
 	// SteeringKey is the writer's steering key (nil from a version 1
 	// writer): a FullNAT connection's local port was chosen for its owner
@@ -84,6 +95,7 @@ type State struct {
 	SteeringKey []byte
 	Counters    []DestCounters
 	Neighbours  []Neighbour
+	Neighbours6 []Neighbour6
 }
 
 // DestCounters are one (service, real server) pair's counters as the
@@ -93,8 +105,10 @@ type DestCounters struct {
 	Proto uint8
 	VIP   uint32
 	VPort uint16
-	RIP   uint32
+	RIP   uint32 // an IPv4 server's (an IPv6 service's NAT64 one too)
 	RPort uint16
+	// VIP6, RIP6: an IPv6 service's VIP (VIP then 0) and IPv6 server.
+	VIP6, RIP6 hdr.Addr6
 	// Conns, InPkts, OutPkts, InBytes, OutBytes.
 	Counters, Base [5]uint64
 }
@@ -109,6 +123,13 @@ type SyncDaemon struct {
 // Neighbour is one resolved next hop.
 type Neighbour struct {
 	IP   uint32
+	MAC  hdr.MAC
+	Port uint16
+}
+
+// Neighbour6 is one resolved IPv6 next hop.
+type Neighbour6 struct {
+	IP   hdr.Addr6
 	MAC  hdr.MAC
 	Port uint16
 }
@@ -148,42 +169,67 @@ func Encode(b []byte, s State) []byte {
 	var key [keyLen]byte
 	copy(key[:], s.SteeringKey)
 	b = append(b, key[:]...)
-	ext := 0
+	var kinds [3]int // plain, extended, IPv6 records
 	for i := range s.Records {
-		if s.Records[i].HasExt {
-			ext++
+		kinds[recordKind(&s.Records[i])]++
+	}
+	six := 0
+	for i := range s.Counters {
+		if s.Counters[i].isIPv6() {
+			six++
 		}
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Records)-ext))
-	b = binary.BigEndian.AppendUint32(b, uint32(ext))
-	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Counters)))
+	b = binary.BigEndian.AppendUint32(b, uint32(kinds[0]))
+	b = binary.BigEndian.AppendUint32(b, uint32(kinds[1]))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Counters)-six))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours)))
-	for _, r := range s.Records {
-		if !r.HasExt {
-			b = connsync.AppendRecord(b, r)
-		}
-	}
-	for _, r := range s.Records {
-		if r.HasExt {
-			b = connsync.AppendExtRecord(b, r)
+	b = binary.BigEndian.AppendUint32(b, uint32(kinds[2]))
+	b = binary.BigEndian.AppendUint32(b, uint32(six))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours6)))
+	for k, appendRec := range []func([]byte, lcore.SyncConn) []byte{connsync.AppendRecord, connsync.AppendExtRecord} {
+		for i := range s.Records {
+			if recordKind(&s.Records[i]) == k {
+				b = appendRec(b, s.Records[i])
+			}
 		}
 	}
 	for _, c := range s.Counters {
+		if c.isIPv6() {
+			continue
+		}
 		b = append(b, c.Proto, 0)
 		b = binary.BigEndian.AppendUint16(b, c.VPort)
 		b = binary.BigEndian.AppendUint32(b, c.VIP)
 		b = binary.BigEndian.AppendUint32(b, c.RIP)
 		b = binary.BigEndian.AppendUint16(b, c.RPort)
 		b = binary.BigEndian.AppendUint16(b, 0)
-		for _, v := range c.Counters {
-			b = binary.BigEndian.AppendUint64(b, v)
-		}
-		for _, v := range c.Base {
-			b = binary.BigEndian.AppendUint64(b, v)
-		}
+		b = appendCounters(b, c)
 	}
 	for _, n := range s.Neighbours {
 		b = binary.BigEndian.AppendUint32(b, n.IP)
+		b = append(b, n.MAC[:]...)
+		b = binary.BigEndian.AppendUint16(b, n.Port)
+	}
+	for i := range s.Records {
+		if recordKind(&s.Records[i]) == 2 {
+			b = connsync.AppendRecord6(b, s.Records[i])
+		}
+	}
+	for _, c := range s.Counters {
+		if !c.isIPv6() {
+			continue
+		}
+		b = append(b, c.Proto, 0)
+		b = binary.BigEndian.AppendUint16(b, c.VPort)
+		b = append(b, c.VIP6[:]...)
+		b = append(b, c.RIP6[:]...)
+		b = binary.BigEndian.AppendUint32(b, c.RIP)
+		b = binary.BigEndian.AppendUint16(b, c.RPort)
+		b = binary.BigEndian.AppendUint16(b, 0)
+		b = appendCounters(b, c)
+	}
+	for _, n := range s.Neighbours6 {
+		b = append(b, n.IP[:]...)
 		b = append(b, n.MAC[:]...)
 		b = binary.BigEndian.AppendUint16(b, n.Port)
 	}
@@ -206,8 +252,8 @@ func Decode(b []byte) (State, error) {
 		return s, errors.New("not a handover (wrong magic)")
 	}
 	version := binary.BigEndian.Uint16(b[8:])
-	if version != 1 && version != Version {
-		return s, fmt.Errorf("handover version %d; this lbd reads versions 1 and %d", version, Version)
+	if version < 1 || version > Version {
+		return s, fmt.Errorf("handover version %d; this lbd reads versions 1 to %d", version, Version)
 	}
 	body, sum := b[:len(b)-sumLen], b[len(b)-sumLen:]
 	if want := sha256.Sum256(body); string(want[:]) != string(sum) {
@@ -250,53 +296,52 @@ func Decode(b []byte) (State, error) {
 		s.SyncDaemons = append(s.SyncDaemons, d)
 		p = p[3+int(p[2]):]
 	}
-	var nr, nx, nc, nn uint32 // records, extended records, counters, neighbours
-	if version >= 2 {
-		if len(p) < keyLen+16 {
+	// records, extended records, counters, neighbours; from version 3
+	// IPv6 records, counters and neighbours
+	var nr, nx, nc, nn, n6, nc6, nn6 uint32
+	counts := []*uint32{&nr, &nc, &nn}
+	switch version {
+	case 3:
+		counts = []*uint32{&nr, &nx, &nc, &nn, &n6, &nc6, &nn6}
+		fallthrough
+	case 2:
+		if len(p) < keyLen {
 			return s, errors.New("truncated header")
 		}
 		if key := p[:keyLen]; string(key) != string(make([]byte, keyLen)) {
 			s.SteeringKey = append([]byte(nil), key...)
 		}
 		p = p[keyLen:]
-		nr, nx, nc, nn = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint32(p[12:])
-		p = p[16:]
-	} else {
-		if len(p) < 12 {
-			return s, errors.New("truncated header")
+		if version == 2 {
+			counts = []*uint32{&nr, &nx, &nc, &nn}
 		}
-		nr, nc, nn = binary.BigEndian.Uint32(p), binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:])
-		p = p[12:]
 	}
-	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen; want != uint64(len(p)) {
-		return s, fmt.Errorf("%d records, %d extended records, %d counters and %d neighbours need %d bytes, the handover has %d",
-			nr, nx, nc, nn, want, len(p))
+	if len(p) < 4*len(counts) {
+		return s, errors.New("truncated header")
 	}
-	s.Records = make([]lcore.SyncConn, nr+nx)
-	for i := range s.Records {
-		var r lcore.SyncConn
-		var ok bool
-		if i < int(nr) {
-			r, ok = connsync.DecodeRecord(p)
-			p = p[RecordLen:]
-		} else {
-			r, ok = connsync.DecodeExtRecord(p)
-			p = p[ExtRecordLen:]
-		}
-		if !ok {
-			return State{}, fmt.Errorf("record %d: not a possible connection or template", i)
-		}
-		s.Records[i] = r
+	for i, n := range counts {
+		*n = binary.BigEndian.Uint32(p[4*i:])
 	}
-	s.Counters = make([]DestCounters, nc)
+	p = p[4*len(counts):]
+	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen +
+		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len; want != uint64(len(p)) {
+		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters "+
+			"and %d IPv6 neighbours need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, want, len(p))
+	}
+	s.Records = make([]lcore.SyncConn, 0, nr+nx+n6)
+	var err error
+	if p, err = s.decodeRecords(p, nr, RecordLen, connsync.DecodeRecord); err != nil {
+		return State{}, err
+	}
+	if p, err = s.decodeRecords(p, nx, ExtRecordLen, connsync.DecodeExtRecord); err != nil {
+		return State{}, err
+	}
+	s.Counters = make([]DestCounters, nc, nc+nc6)
 	for i := range s.Counters {
 		c := &s.Counters[i]
 		c.Proto, c.VPort = p[0], binary.BigEndian.Uint16(p[2:])
 		c.VIP, c.RIP, c.RPort = binary.BigEndian.Uint32(p[4:]), binary.BigEndian.Uint32(p[8:]), binary.BigEndian.Uint16(p[12:])
-		for j := range c.Counters {
-			c.Counters[j] = binary.BigEndian.Uint64(p[16+8*j:])
-			c.Base[j] = binary.BigEndian.Uint64(p[56+8*j:])
-		}
+		decodeCounters(c, p[16:])
 		p = p[CountersLen:]
 	}
 	s.Neighbours = make([]Neighbour, nn)
@@ -307,7 +352,77 @@ func Decode(b []byte) (State, error) {
 		n.Port = binary.BigEndian.Uint16(p[10:])
 		p = p[NeighbourLen:]
 	}
+	if p, err = s.decodeRecords(p, n6, Record6Len, connsync.DecodeRecord6); err != nil {
+		return State{}, err
+	}
+	for range nc6 {
+		c := DestCounters{Proto: p[0], VPort: binary.BigEndian.Uint16(p[2:])}
+		copy(c.VIP6[:], p[4:20])
+		copy(c.RIP6[:], p[20:36])
+		c.RIP, c.RPort = binary.BigEndian.Uint32(p[36:]), binary.BigEndian.Uint16(p[40:])
+		if !c.isIPv6() {
+			return State{}, errors.New("IPv6 counters without an IPv6 VIP")
+		}
+		decodeCounters(&c, p[44:])
+		s.Counters = append(s.Counters, c)
+		p = p[Counters6Len:]
+	}
+	if nn6 > 0 {
+		s.Neighbours6 = make([]Neighbour6, nn6)
+	}
+	for i := range s.Neighbours6 {
+		n := &s.Neighbours6[i]
+		copy(n.IP[:], p[0:16])
+		copy(n.MAC[:], p[16:22])
+		n.Port = binary.BigEndian.Uint16(p[22:])
+		p = p[Neighbour6Len:]
+	}
 	return s, nil
+}
+
+// decodeRecords appends n records of length rlen, read by decode, from p
+// and returns the rest of p.
+func (s *State) decodeRecords(p []byte, n uint32, rlen int, decode func([]byte) (lcore.SyncConn, bool)) ([]byte, error) {
+	for range n {
+		r, ok := decode(p)
+		if !ok {
+			return nil, fmt.Errorf("record %d: not a possible connection or template", len(s.Records))
+		}
+		s.Records = append(s.Records, r)
+		p = p[rlen:]
+	}
+	return p, nil
+}
+
+// recordKind is the section a record is written in: 0 plain, 1
+// extended, 2 IPv6.
+func recordKind(r *lcore.SyncConn) int {
+	switch {
+	case r.IPv6:
+		return 2
+	case r.HasExt:
+		return 1
+	}
+	return 0
+}
+
+func (c *DestCounters) isIPv6() bool { return !c.VIP6.IsUnspecified() }
+
+func appendCounters(b []byte, c DestCounters) []byte {
+	for _, v := range c.Counters {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	for _, v := range c.Base {
+		b = binary.BigEndian.AppendUint64(b, v)
+	}
+	return b
+}
+
+func decodeCounters(c *DestCounters, p []byte) {
+	for j := range c.Counters {
+		c.Counters[j] = binary.BigEndian.Uint64(p[8*j:])
+		c.Base[j] = binary.BigEndian.Uint64(p[40+8*j:])
+	}
 }
 
 // Check refuses a handover that is not for this lbd now: written for

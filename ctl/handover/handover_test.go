@@ -3,6 +3,7 @@ package handover
 import (
 	"crypto/sha256"
 	"encoding/binary"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -172,11 +173,21 @@ func TestFileAndMemfd(t *testing.T) {
 	}
 }
 
-// encodeV1 turns a version 2 encoding without extended records into the
-// version 1 encoding of the same state (no steering key, no extended
-// record count), as an lbd before version 2 wrote it.
-func encodeV1(b []byte) []byte {
+// encodeV2 turns a version 3 encoding without IPv6 records, counters
+// or neighbours into the version 2 encoding of the same state (no IPv6
+// counts), as an lbd before version 3 wrote it.
+func encodeV2(b []byte) []byte {
 	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v2 := append([]byte(nil), b[:p+16]...) // up to the four counts of version 2
+	binary.BigEndian.PutUint16(v2[8:], 2)
+	v2 = append(v2, b[p+28:]...) // the records and the rest
+	sum := sha256.Sum256(v2)
+	return append(v2, sum[:]...)
+}
+
+// countsOffset is where a version 2 or 3 encoding's counts start.
+func countsOffset(b []byte) int {
 	pathLen := int(binary.BigEndian.Uint16(b[24:]))
 	p := 26 + pathLen
 	nd := int(b[p])
@@ -184,10 +195,20 @@ func encodeV1(b []byte) []byte {
 	for range nd {
 		p += 3 + int(b[p+2])
 	}
-	v1 := append([]byte(nil), b[:p]...)
+	return p + keyLen
+}
+
+// encodeV1 turns a version 3 encoding without extended or IPv6 records
+// into the version 1 encoding of the same state (no steering key, no
+// extended record count), as an lbd before version 2 wrote it.
+func encodeV1(b []byte) []byte {
+	b = encodeV2(b)
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v1 := append([]byte(nil), b[:p-keyLen]...)
 	binary.BigEndian.PutUint16(v1[8:], 1)
-	v1 = append(v1, b[p+keyLen:p+keyLen+4]...) // records
-	v1 = append(v1, b[p+keyLen+8:]...)         // counters, neighbours and the rest
+	v1 = append(v1, b[p:p+4]...) // records
+	v1 = append(v1, b[p+8:]...)  // counters, neighbours and the rest
 	sum := sha256.Sum256(v1)
 	return append(v1, sum[:]...)
 }
@@ -197,13 +218,67 @@ func TestDecodeVersion1(t *testing.T) {
 	want := sample()
 	want.Records = want.Records[:3]
 	want.SteeringKey = nil
-	got, err := Decode(encodeV1(Encode(nil, want)))
+	checkDecodes(t, encodeV1(Encode(nil, want)), 1, want)
+}
+
+// checkDecodes decodes b, which must be of version v, into want.
+func checkDecodes(t *testing.T, b []byte, v uint16, want State) {
+	t.Helper()
+	if got := binary.BigEndian.Uint16(b[8:]); got != v {
+		t.Fatalf("version %d, want %d", got, v)
+	}
+	got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got.Written = want.Written
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+}
+
+// TestDecodeVersion2: a handover from an lbd that wrote version 2 (the
+// steering key and extended records, no IPv6) is read whole.
+func TestDecodeVersion2(t *testing.T) {
+	want := sample()
+	checkDecodes(t, encodeV2(Encode(nil, want)), 2, want)
+}
+
+// sample6 is sample with IPv6 connections (NAT66 and NAT64), an IPv6
+// service's counters (an IPv6 server's and a NAT64 one's) and an IPv6
+// neighbour: what version 3 adds.
+func sample6() State {
+	s := sample()
+	client, vip := hdr.Addr6From(netip.MustParseAddr("2001:db8:1::7")), hdr.Addr6From(netip.MustParseAddr("2001:db8:1::100"))
+	rip := hdr.Addr6From(netip.MustParseAddr("fd00:1::11"))
+	s.Records = append(s.Records,
+		lcore.SyncConn{ClientPort: 40000, VPort: 80, RPort: 8080, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT,
+			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: rip}},
+		lcore.SyncConn{RIP: 0x0a000002, ClientPort: 40001, VPort: 8080, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished,
+			Fwd: fwd.FullNAT, HasExt: true, Ext: conn.Ext{LIP: 0x0a000032, LPort: 4444},
+			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip}})
+	s.Counters = append(s.Counters,
+		DestCounters{Proto: hdr.ProtoTCP, VIP6: vip, VPort: 80, RIP6: rip, RPort: 8080, Counters: [5]uint64{5, 6, 7, 8, 9}, Base: [5]uint64{1}},
+		DestCounters{Proto: hdr.ProtoTCP, VIP6: vip, VPort: 8080, RIP: 0x0a000002, RPort: 80, Counters: [5]uint64{1, 1, 1, 1, 1}})
+	s.Neighbours6 = []Neighbour6{{IP: rip, MAC: hdr.MAC{2, 0, 0, 0, 0, 0x11}, Port: 1}}
+	return s
+}
+
+// TestRoundTrip6: version 3 carries IPv6 connections with their
+// addresses, IPv6 services' counters and IPv6 neighbours. The records
+// come back grouped as written (plain, extended, IPv6).
+func TestRoundTrip6(t *testing.T) {
+	want := sample6()
+	b := Encode(nil, want)
+	checkDecodes(t, b, 3, want)
+	// A damaged IPv6 record refuses the whole handover.
+	bad := b[:len(b)-sumLen]
+	off := len(bad) - 2*Counters6Len - Neighbour6Len - Record6Len // the NAT64 record
+	bad = append([]byte(nil), bad...)
+	clear(bad[off+48 : off+52]) // its IPv4 server
+	sum := sha256.Sum256(bad)
+	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record 5") {
+		t.Errorf("a NAT64 record without its server: %v", err)
 	}
 }
 
@@ -214,17 +289,19 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(nil, State{}))
 	f.Add([]byte(magic))
 	f.Add(encodeV1(Encode(nil, sample())))
+	f.Add(encodeV2(Encode(nil, sample())))
+	f.Add(Encode(nil, sample6()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(b)
 		if err != nil {
 			return
 		}
 		again := Encode(nil, s)
-		if binary.BigEndian.Uint16(b[8:]) == 1 { // read, never written: it must mean the same
+		if binary.BigEndian.Uint16(b[8:]) < Version { // read, never written: it must mean the same
 			back, err := Decode(again)
 			back.Written = s.Written
 			if err != nil || !reflect.DeepEqual(back, s) {
-				t.Fatalf("a version 1 handover re-encoded reads as %+v, %v", back, err)
+				t.Fatalf("an older version's handover re-encoded reads as %+v, %v", back, err)
 			}
 			return
 		}

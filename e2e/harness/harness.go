@@ -185,6 +185,9 @@ func (c Config) YAML() string {
 		if p.Gateway != "" {
 			w("    gateway: %s", p.Gateway)
 		}
+		if p.Gateway6 != "" {
+			w("    gateway6: %s", p.Gateway6)
+		}
 		if p.Role != "" {
 			w("    role: %s", p.Role)
 		}

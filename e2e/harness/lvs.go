@@ -24,6 +24,7 @@ type Port struct {
 	Address  string // "198.51.100.1/24"
 	Address6 string // "2001:db8::1/64"; "" for none
 	Gateway  string // "" for none
+	Gateway6 string // the IPv6 next hop off the port's links; "" for none
 	Role     string // "client", "server" or "both"; "" leaves lbd's default (both)
 	// Floating are addresses this port answers ARP for only while lbd
 	// is the master of an active/backup pair ("198.51.100.1").

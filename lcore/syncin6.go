@@ -1,0 +1,72 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+)
+
+// IPv6 connections from sync or a handover. A record carries the full
+// addresses, never the sender's folds (conn.Fold6 is keyed per process):
+// the entry is made with this process's folds of them (Insert6,
+// Insert6Ext), as a connection scheduled here would be. A NAT64 record
+// (an IPv4 server, from a local address and port) reserves its local
+// port as a FullNAT one does. Persistence templates of IPv6 services
+// are keyed by folds too, so none travels: each synced connection of a
+// persistent service makes or re-points its client network's template
+// here and holds it, as the connection's template on the sender.
+
+// installConn6 makes or updates one synced IPv6 connection.
+func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
+	si, ok := w.snap.service6(&r.Six.VIP, r.VPort, r.Proto)
+	if !ok {
+		b.NoService++
+		return
+	}
+	svc := &w.snap.Services[si]
+	idx := -1
+	for i := range svc.Dests {
+		d := &svc.Dests[i]
+		if d.Port == r.RPort && (d.Fwd == fwd.FullNAT && d.Addr == r.RIP || d.Fwd != fwd.FullNAT && d.Addr6 == r.Six.RIP) {
+			idx = i
+			break
+		}
+	}
+	if idx < 0 {
+		b.NoDest++
+		return
+	}
+	d := &svc.Dests[idx]
+	nat64 := d.Fwd == fwd.FullNAT
+	if nat64 != (r.Fwd == fwd.FullNAT) || nat64 != r.HasExt {
+		b.FullNAT++ // a NAT64 server here and not there, or the reverse
+		return
+	}
+	a := conn.Addrs6{Client: r.Six.Client, VIP: r.Six.VIP, RIP: d.Addr6}
+	if id, dir, found := w.table.Lookup6(r.Proto, &a.Client, r.ClientPort, &a.VIP, r.VPort); found {
+		c := w.table.Get(id)
+		same := dir == conn.Original && c.RPort == r.RPort &&
+			(nat64 && c.Fwd == fwd.FullNAT && c.RIP == r.RIP || !nat64 && c.Fwd != fwd.FullNAT && w.table.Addrs6(id).RIP == a.RIP)
+		if !w.syncedExisting(b, r, id, dir, c, same) {
+			return
+		}
+	}
+	c := syncedEntry(r, d, si)
+	var id uint32
+	var err error
+	if nat64 {
+		c.RIP = d.Addr
+		id, err = w.insertReserved(b, r, func() (uint32, error) { return w.table.Insert6Ext(&c, &a, &r.Ext) })
+	} else {
+		id, err = w.table.Insert6(&c, &a)
+	}
+	if !syncedInserted(b, err) {
+		return
+	}
+	e := w.syncedInstalled(b, id, d.ID)
+	if svc.Persistence > 0 {
+		network := masked6(&a.Client, &svc.PersistMask6)
+		if slot := w.armTemplate(svc, conn.Fold6(&network)&svc.PersistMask, conn.Fold6(&a.VIP), r.VPort, r.Proto, d.ID); slot >= 0 {
+			e.Template = uint32(slot) + 1
+		}
+	}
+}
