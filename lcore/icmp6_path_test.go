@@ -203,7 +203,8 @@ func TestTimeExceeded6(t *testing.T) {
 	}
 }
 
-// TestICMPv6ErrorPathDoesNotAllocate guards the translated errors' path.
+// TestICMPv6ErrorPathDoesNotAllocate guards the translated errors' path,
+// NAT66's and NAT64's both ways.
 func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 	r := rigSvc6(t)
 	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 41000, vip6, 53, 100))
@@ -218,6 +219,34 @@ func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 	}
 	if r.w.cnt.own[ICMPErrors] < 100 {
 		t.Fatalf("%d errors delivered (drops %v)", r.w.cnt.own[ICMPErrors], dropsOf(r.w))
+	}
+
+	// NAT64, both ways: a server side's ICMPv4 error becomes ICMPv6, a
+	// client side's ICMPv6 error ICMPv4.
+	_, toServer := nat64Conn(t, r, 40000, 1400)
+	lport := hdr.TCP(hdr.IPv4(toServer[14:]).Payload()).SrcPort()
+	errors := r.w.cnt.own[ICMPErrors]
+	allocs = r.allocsPerBurst(1, 0, func(int) []byte {
+		return icmp4Error(router4, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 1300, toServer, 0)
+	})
+	if allocs != 0 {
+		t.Fatalf("the NAT64 ICMPv4 error path allocates %.1f times per burst", allocs)
+	}
+	reply := tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, string(make([]byte, 1300)))
+	r.inject(1, reply)
+	r.w.poll()
+	toClient := r.sent(0)
+	if len(toClient) != 1 {
+		t.Fatalf("the reply was not translated (drops %v)", dropsOf(r.w))
+	}
+	allocs = r.allocsPerBurst(0, 1, func(int) []byte {
+		return fromClient(icmp6Error(routerAddr6, vip6, hdr.ICMPv6PacketTooBig, 0, 1280, toClient[0], 1280-48))
+	})
+	if allocs != 0 {
+		t.Fatalf("the NAT64 ICMPv6 error path allocates %.1f times per burst", allocs)
+	}
+	if n := r.w.cnt.own[ICMPErrors] - errors; n < 150 {
+		t.Fatalf("%d NAT64 errors delivered (drops %v)", n, dropsOf(r.w))
 	}
 }
 
