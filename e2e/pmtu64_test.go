@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -88,6 +89,95 @@ func TestICMP64PortUnreachable(t *testing.T) {
 	t.Logf("lbd: icmp_errors %.0f; drops: %s", counterSum(body, "icmp_errors"), nonZero(dropsByReason(body)))
 	if refused < 3 {
 		t.Errorf("%d of the datagrams to %s were refused, want 3: the servers' port unreachable did not reach the client", refused, addr)
+	}
+	e.stopLBD(t)
+}
+
+// The far IPv4 server of TestPMTU64Upload, an address of the servers'
+// subnet that rs1 answers ARP for, and rs1's narrow link to it.
+const (
+	farServer4 = "198.51.100.50"
+	farLink4   = "203.0.113." // .1 rs1, .2 the far server
+)
+
+// farServer4NS turns the NAT topology's first real server into an IPv4
+// router for a far server namespace (proxy ARP for farServer4 on the
+// servers' link) and returns that namespace and the router's interface
+// towards it.
+func farServer4NS(t *testing.T, tp *topo.Topo, nat *topo.NAT) (ns, routerIf string) {
+	t.Helper()
+	do, _ := nsCommands(t, tp)
+	var err error
+	if ns, err = tp.AddNS("far4"); err != nil {
+		t.Fatal(err)
+	}
+	r := nat.Servers[0]
+	routerIf, farIf := tp.IfName("gr"), tp.IfName("gf")
+	if err := tp.Veth(r.NS, routerIf, ns, farIf); err != nil {
+		t.Fatal(err)
+	}
+	do(r.NS, "ip", "addr", "add", farLink4+"1/30", "dev", routerIf)
+	do(r.NS, "ip", "link", "set", routerIf, "up")
+	do(ns, "ip", "addr", "add", farLink4+"2/30", "dev", farIf)
+	do(ns, "ip", "addr", "add", farServer4+"/32", "dev", farIf)
+	do(ns, "ip", "link", "set", farIf, "up")
+	do(ns, "ip", "link", "set", "lo", "up")
+	do(ns, "ip", "route", "add", "default", "via", farLink4+"1", "src", farServer4)
+	do(r.NS, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1")
+	do(r.NS, "sysctl", "-q", "-w", "net.ipv4.conf."+r.If+".proxy_arp=1")
+	do(r.NS, "sysctl", "-q", "-w", "net.ipv4.icmp_ratelimit=0") // every "fragmentation needed" counts
+	do(r.NS, "ip", "route", "add", farServer4+"/32", "via", farLink4+"2", "dev", routerIf)
+	return ns, routerIf
+}
+
+// TestPMTU64Upload: 1 MiB uploads from the IPv6 client over NAT64 on two
+// lcores to an IPv4 server behind an IPv4 router (rs1) whose link to it
+// has MTU 1280 (farServer4NS). The client's full-sized segments leave lbd
+// as 1480-byte IPv4 packets with DF; the router refuses them with
+// "fragmentation needed" (1280) to the local address, which lbd must turn
+// into an ICMPv6 Packet Too Big (1300) from the VIP to the client quoting
+// the client's segment, or the client resends the same segment until the
+// upload stalls. The client forgets its learnt path MTU before each.
+func TestPMTU64Upload(t *testing.T) {
+	var farNS, routerIf string
+	e := startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6(t, tp, nat)
+			farNS, routerIf = farServer4NS(t, tp, nat)
+		},
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1}
+			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+			c.Services = append(c.Services, harness.Service{VIP: v6VIP, Port: pmtuPort, Scheduler: "rr", LocalAddresses: []string{lip64Addr},
+				Servers: []harness.Server{{Address: farServer4, Port: pmtuPort, Weight: 1, Forward: "fullnat"}}})
+		},
+	})
+	startStreamServers(t, pmtuPort, farNS)
+	addr := net.JoinHostPort(v6VIP, strconv.Itoa(pmtuPort))
+	client := e.nat.Client.NS
+	warmStreams6(t, e.ctx, client, addr)
+	if _, err := e.topo.Exec(e.nat.Servers[0].NS, "ip", "link", "set", "dev", routerIf, "mtu", strconv.Itoa(smallMTU)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		if _, err := e.topo.Exec(client, "ip", "-6", "route", "flush", "cache"); err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		if r := upload(e.ctx, client, addr, pmtuBytes, 10*time.Second); r.kind != "" {
+			t.Errorf("upload %d of 1 MiB through a %d-byte IPv4 link to the server: %v", i+1, smallMTU, r)
+			break
+		} else {
+			t.Logf("upload %d: %d bytes in %v", i+1, r.got, time.Since(t0).Round(time.Millisecond))
+		}
+	}
+	out, _ := e.topo.Exec(client, "ip", "-6", "route", "get", v6VIP)
+	body := e.scrapeMetrics(t)
+	t.Logf("lbd: icmp_errors %.0f; drops: %s; the client's route to the VIP: %s",
+		counterSum(body, "icmp_errors"), nonZero(dropsByReason(body)), strings.TrimSpace(out))
+	// The router's 1280 reached the client as 1280 + 20 (IPv6's longer header).
+	if want := "mtu " + strconv.Itoa(smallMTU+20); !strings.Contains(out, want) {
+		t.Errorf("the client's route to the VIP has no %q: lbd did not pass the router's MTU on", want)
 	}
 	e.stopLBD(t)
 }

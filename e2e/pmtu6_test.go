@@ -98,19 +98,7 @@ func TestPMTU6NAT66(t *testing.T) {
 func farDownloads(t *testing.T, e *natEnv, farNS, routerIf string, servers []string, family string) {
 	t.Helper()
 	addr := net.JoinHostPort(v6VIP, strconv.Itoa(pmtuPort))
-	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
-	ok := 0
-	for i := 0; i < 10 && ok < 2; i++ {
-		if r := stream6(e.ctx, farNS, addr, small); r.kind == "" {
-			ok++
-		} else {
-			ok = 0
-			t.Logf("warm-up %d failed (allowed): %v", i, r)
-		}
-	}
-	if ok < 2 {
-		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
-	}
+	warmStreams6(t, e.ctx, farNS, addr)
 	if _, err := e.topo.Exec(e.nat.Client.NS, "ip", "link", "set", "dev", routerIf, "mtu", strconv.Itoa(smallMTU)); err != nil {
 		t.Fatal(err)
 	}
@@ -158,4 +146,23 @@ func startFarClient6(t *testing.T, addService func(*harness.Config)) (e *natEnv,
 		servers = append(servers, h.NS)
 	}
 	return e, farNS, routerIf, servers
+}
+
+// warmStreams6 makes small transfers from addr to ns until two in a row
+// succeed (the neighbours resolved everywhere), at most ten.
+func warmStreams6(t *testing.T, ctx context.Context, ns, addr string) {
+	t.Helper()
+	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
+	ok := 0
+	for i := 0; i < 10 && ok < 2; i++ {
+		if r := stream6(ctx, ns, addr, small); r.kind == "" {
+			ok++
+		} else {
+			ok = 0
+			t.Logf("warm-up %d failed (allowed): %v", i, r)
+		}
+	}
+	if ok < 2 {
+		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
+	}
 }
