@@ -6,7 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // router4 is an IPv4 router between lbd and the NAT64 servers.
@@ -375,5 +377,60 @@ func TestICMPMapping64(t *testing.T) {
 		if t4 != tc.t4 || c4 != tc.c4 || w4 != tc.w4 || why != tc.why {
 			t.Errorf("ICMPv6 %d/%d %d: %d/%d %#x %s", tc.typ, tc.code, tc.word, t4, c4, w4, why.Name())
 		}
+	}
+}
+
+// TestICMPErrors64ReachTheOwner: on two workers, a NAT64 connection's
+// errors reach the worker that owns it whichever queue they arrive on:
+// the server side's ICMPv4 error steered by the quoted LIP:lport (a port
+// the owner hands out), the client side's ICMPv6 error by the quoted
+// client endpoint.
+func TestICMPErrors64ReachTheOwner(t *testing.T) {
+	r := newMultiRig(t, false)
+	ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
+	m64 := Mask6(64)
+	ports[0].Addr6, ports[0].Mask6, ports[0].Net6 = wanAddr6, m64, masked6(&wanAddr6, &m64)
+	ports[1].Addr6, ports[1].Mask6, ports[1].Net6 = lanAddr6, m64, masked6(&lanAddr6, &m64)
+	svc := service2(ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}, sched.Dest{ID: 0, Addr: rs1, Port: 53, Weight: 1, Fwd: fwd.FullNAT})
+	svc.PersistMask, svc.LocalAddrs = ^uint32(0), []uint32{lip64}
+	old := r.w[0].snap
+	next := NewSnapshot(old.Gen+1, ports, []Service{svc}, old.Neigh, old.Timeouts)
+	next.Neigh6 = map[hdr.Addr6]hdr.MAC{clientAddr6: clientMAC}
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+		w.runCommands(0)
+	}
+	const n = 16
+	for i := 0; i < n; i++ {
+		port := uint16(43000 + i)
+		owner := Owner6(&clientAddr6, port, 2)
+		r.inject(0, owner, udp6Frame(clientMAC, wanMAC, clientAddr6, port, vip6, 5300, 10))
+		r.pollBoth()
+		out := r.sentAll(1)
+		if len(out) != 1 {
+			t.Fatalf("query %d not translated", i)
+		}
+		other := 1 - owner
+		r.inject(1, other, icmp4Error(rs1, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodePortUnreachable, 0, out[0], 0))
+		reply := l4Frame6(wanMAC, clientMAC, hdr.ProtoUDP, vip6, 5300, clientAddr6, port, 0, "answer")
+		r.inject(0, other, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
+		r.pollBoth()
+		toClient, toServer := r.sentAll(0), r.sentAll(1)
+		if len(toClient) != 1 || len(toServer) != 1 {
+			t.Fatalf("port %d: errors delivered %d to the client, %d to the server", port, len(toClient), len(toServer))
+		}
+		checkICMPv6(t, toClient[0])
+		checkICMPv4(t, toServer[0])
+	}
+	var errs, handed uint64
+	for _, w := range r.w {
+		errs += w.cnt.own[ICMPErrors]
+		handed += w.cnt.own[HandedOff]
+		if w.cnt.own[DropNoConn] != 0 {
+			t.Fatalf("worker %d: no_conn %d", w.cfg.ID, w.cnt.own[DropNoConn])
+		}
+	}
+	if errs != 2*n || handed < 2*n {
+		t.Fatalf("errors delivered %d, handed off %d; want %d each at least", errs, handed, 2*n)
 	}
 }
