@@ -387,19 +387,9 @@ func TestICMPMapping64(t *testing.T) {
 // client endpoint.
 func TestICMPErrors64ReachTheOwner(t *testing.T) {
 	r := newMultiRig(t, false)
-	ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
-	m64 := Mask6(64)
-	ports[0].Addr6, ports[0].Mask6, ports[0].Net6 = wanAddr6, m64, masked6(&wanAddr6, &m64)
-	ports[1].Addr6, ports[1].Mask6, ports[1].Net6 = lanAddr6, m64, masked6(&lanAddr6, &m64)
 	svc := service2(ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}, sched.Dest{ID: 0, Addr: rs1, Port: 53, Weight: 1, Fwd: fwd.FullNAT})
 	svc.PersistMask, svc.LocalAddrs = ^uint32(0), []uint32{lip64}
-	old := r.w[0].snap
-	next := NewSnapshot(old.Gen+1, ports, []Service{svc}, old.Neigh, old.Timeouts)
-	next.Neigh6 = map[hdr.Addr6]hdr.MAC{clientAddr6: clientMAC}
-	for _, w := range r.w {
-		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
-		w.runCommands(0)
-	}
+	r.apply6(svc)
 	const n = 16
 	for i := 0; i < n; i++ {
 		port := uint16(43000 + i)
@@ -411,26 +401,12 @@ func TestICMPErrors64ReachTheOwner(t *testing.T) {
 			t.Fatalf("query %d not translated", i)
 		}
 		other := 1 - owner
-		r.inject(1, other, icmp4Error(rs1, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodePortUnreachable, 0, out[0], 0))
 		reply := l4Frame6(wanMAC, clientMAC, hdr.ProtoUDP, vip6, 5300, clientAddr6, port, 0, "answer")
-		r.inject(0, other, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
-		r.pollBoth()
-		toClient, toServer := r.sentAll(0), r.sentAll(1)
-		if len(toClient) != 1 || len(toServer) != 1 {
-			t.Fatalf("port %d: errors delivered %d to the client, %d to the server", port, len(toClient), len(toServer))
-		}
-		checkICMPv6(t, toClient[0])
-		checkICMPv4(t, toServer[0])
+		toClient, toServer := r.deliverErrors(t, other,
+			icmp4Error(rs1, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodePortUnreachable, 0, out[0], 0),
+			fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
+		checkICMPv6(t, toClient)
+		checkICMPv4(t, toServer)
 	}
-	var errs, handed uint64
-	for _, w := range r.w {
-		errs += w.cnt.own[ICMPErrors]
-		handed += w.cnt.own[HandedOff]
-		if w.cnt.own[DropNoConn] != 0 {
-			t.Fatalf("worker %d: no_conn %d", w.cfg.ID, w.cnt.own[DropNoConn])
-		}
-	}
-	if errs != 2*n || handed < 2*n {
-		t.Fatalf("errors delivered %d, handed off %d; want %d each at least", errs, handed, 2*n)
-	}
+	r.checkHandedErrors(t, 2*n)
 }
