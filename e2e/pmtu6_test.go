@@ -84,48 +84,34 @@ func stream6(ctx context.Context, ns, addr string, s streamSpec) streamResult {
 // download needs the router's Packet Too Big delivered through lbd: the
 // servers forget their learnt path MTUs before each.
 func TestPMTU6NAT66(t *testing.T) {
-	var farNS, routerIf string
-	e := startNATWith(t, natOptions{
-		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
-			withIPv6(t, tp, nat)
-			farNS, routerIf = farClient6(t, tp, nat)
-		},
-		configure: func(c *harness.Config) {
-			c.Workers = []int{0, 1}
-			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
-			svc := harness.Service{VIP: v6VIP, Port: pmtuPort, Scheduler: "rr"}
-			for i := range 2 {
-				svc.Servers = append(svc.Servers, harness.Server{Address: v6Server(i), Port: pmtuPort, Weight: 1})
-			}
-			c.Services = append(c.Services, svc)
-		},
-	})
-	var servers []string
-	for _, h := range e.nat.Servers {
-		servers = append(servers, h.NS)
-	}
-	startStreamServers6(t, pmtuPort, servers...)
-	addr := net.JoinHostPort(v6VIP, strconv.Itoa(pmtuPort))
-	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
-	ok := 0
-	for i := 0; i < 10 && ok < 2; i++ {
-		if r := stream6(e.ctx, farNS, addr, small); r.kind == "" {
-			ok++
-		} else {
-			ok = 0
-			t.Logf("warm-up %d failed (allowed): %v", i, r)
+	e, farNS, routerIf, servers := startFarClient6(t, func(c *harness.Config) {
+		svc := harness.Service{VIP: v6VIP, Port: pmtuPort, Scheduler: "rr"}
+		for i := range 2 {
+			svc.Servers = append(svc.Servers, harness.Server{Address: v6Server(i), Port: pmtuPort, Weight: 1})
 		}
-	}
-	if ok < 2 {
-		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
-	}
+		c.Services = append(c.Services, svc)
+	})
+	startStreamServers6(t, pmtuPort, servers...)
+	farDownloads(t, e, farNS, routerIf, servers, "-6")
+	e.stopLBD(t)
+}
+
+// farDownloads makes small transfers from the VIP's pmtuPort to the far
+// client until two in a row succeed, narrows the router's link to it to
+// smallMTU, then downloads 1 MiB pmtuRounds times, the servers forgetting
+// the path MTUs they learnt (family: "-6" or "-4") before each; lbd must
+// have delivered ICMP errors.
+func farDownloads(t *testing.T, e *natEnv, farNS, routerIf string, servers []string, family string) {
+	t.Helper()
+	addr := net.JoinHostPort(v6VIP, strconv.Itoa(pmtuPort))
+	warmStreams6(t, e.ctx, farNS, addr)
 	if _, err := e.topo.Exec(e.nat.Client.NS, "ip", "link", "set", "dev", routerIf, "mtu", strconv.Itoa(smallMTU)); err != nil {
 		t.Fatal(err)
 	}
 	big := streamSpec{total: pmtuBytes, chunk: 64 << 10, stall: 10 * time.Second}
 	for i := range pmtuRounds {
 		for _, ns := range servers {
-			if _, err := e.topo.Exec(ns, "ip", "-6", "route", "flush", "cache"); err != nil {
+			if _, err := e.topo.Exec(ns, "ip", family, "route", "flush", "cache"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -141,7 +127,48 @@ func TestPMTU6NAT66(t *testing.T) {
 	delivered := counterSum(body, "icmp_errors")
 	t.Logf("lbd: icmp_errors %.0f; drops: %s", delivered, nonZero(dropsByReason(body)))
 	if delivered == 0 {
-		t.Error("lbd delivered no ICMPv6 error: the path MTU was not discovered through it")
+		t.Error("lbd delivered no ICMP error: the path MTU was not discovered through it")
 	}
-	e.stopLBD(t)
+}
+
+// startFarClient6 starts lbd on two workers over the NAT topology with
+// IPv6 and a far client behind the client namespace (farClient6), the
+// services addService adds; it returns the far client's namespace, the
+// router's interface towards it, and the servers' namespaces.
+func startFarClient6(t *testing.T, addService func(*harness.Config)) (e *natEnv, farNS, routerIf string, servers []string) {
+	t.Helper()
+	e = startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6(t, tp, nat)
+			farNS, routerIf = farClient6(t, tp, nat)
+		},
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1}
+			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+			addService(c)
+		},
+	})
+	for _, h := range e.nat.Servers {
+		servers = append(servers, h.NS)
+	}
+	return e, farNS, routerIf, servers
+}
+
+// warmStreams6 makes small transfers from addr to ns until two in a row
+// succeed (the neighbours resolved everywhere), at most ten.
+func warmStreams6(t *testing.T, ctx context.Context, ns, addr string) {
+	t.Helper()
+	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
+	ok := 0
+	for i := 0; i < 10 && ok < 2; i++ {
+		if r := stream6(ctx, ns, addr, small); r.kind == "" {
+			ok++
+		} else {
+			ok = 0
+			t.Logf("warm-up %d failed (allowed): %v", i, r)
+		}
+	}
+	if ok < 2 {
+		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
+	}
 }

@@ -46,19 +46,7 @@ func TestPMTU6TUN(t *testing.T) {
 	e.startLBD(t, cfg, dir)
 
 	addr := net.JoinHostPort(v6VIPTUN, strconv.Itoa(pmtuPort))
-	small := streamSpec{total: 1000, chunk: 1000, stall: 3 * time.Second}
-	ok := 0
-	for i := 0; i < 10 && ok < 2; i++ {
-		if r := stream6(e.ctx, l.Client.NS, addr, small); r.kind == "" {
-			ok++
-		} else {
-			ok = 0
-			t.Logf("warm-up %d failed (allowed): %v", i, r)
-		}
-	}
-	if ok < 2 {
-		t.Fatalf("warm-up: no two successive transfers from %s succeeded", addr)
-	}
+	warmStreams6(t, e.ctx, l.Client.NS, addr)
 	counters := func() (tooBig, delivered float64) {
 		body := e.scrape(t)
 		tooBig, delivered = counterSum(body, "icmpv6_too_big"), counterSum(body, "icmp_errors")

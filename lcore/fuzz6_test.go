@@ -9,8 +9,8 @@ import (
 // FuzzHandle6 is FuzzHandle on a worker with IPv6 services (NAT66, DR,
 // TUN, NAT64), seeded with what reaches IPv6's edges: fragments, ICMPv6
 // errors about NAT66 and IPv6-in-IPv6 packets, packets too big for the
-// tunnel or with their hop limit running out, and NAT64 fragments both
-// ways. Whatever the bytes, no
+// tunnel or with their hop limit running out, and NAT64 fragments and
+// ICMP errors both ways. Whatever the bytes, no
 // panic, and no mbuf kept but the later fragments held for their first.
 func FuzzHandle6(f *testing.F) {
 	tooBig := l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40000, vip6TUN, 80, hdr.TCPFlagSYN, string(make([]byte, 1460)))
@@ -50,6 +50,11 @@ func FuzzHandle6(f *testing.F) {
 	}
 	seeds64 := append(fragment6Frames(udp6Frame(clientMAC, wanMAC, clientAddr6, 5001, vip6, 5300, 3000), 1500, 7),
 		fragmentFrame(bigUDP(rs1MAC, lanMAC, rs1, 53, lip64, lport, 3000, 8), 1472)...)
+	seeds64 = append(seeds64,
+		icmp4Error(router4, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 576,
+			udpFrame(lanMAC, rs1MAC, lip64, lport, rs1, 53, string(make([]byte, 1000)), true), 0),
+		fromClient(icmp6Error(routerAddr6, vip6, hdr.ICMPv6PacketTooBig, 0, 1280,
+			l4Frame6(wanMAC, clientMAC, hdr.ProtoUDP, vip6, 5300, clientAddr6, 5001, 0, string(make([]byte, 1300))), 1280-48)))
 	for _, seed := range seeds64 {
 		f.Add(seed, false)
 		f.Add(seed, true)

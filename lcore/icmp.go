@@ -38,6 +38,11 @@ func (w *Worker) icmpError(d *desc) exit {
 	if e, expired := w.ttlExpired(d); expired {
 		return e
 	}
+	if c.IsIPv6() {
+		// NAT64: about a packet lbd sent its IPv4 server (the entry's
+		// reply key is the only one an IPv4 lookup finds).
+		return w.icmpError64(d, c, id)
+	}
 	w.cnt.own[ICMPErrors]++
 	if c.Fwd == fwd.FullNAT {
 		return w.icmpErrorFullNAT(d, c, id, dir)

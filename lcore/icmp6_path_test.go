@@ -203,7 +203,8 @@ func TestTimeExceeded6(t *testing.T) {
 	}
 }
 
-// TestICMPv6ErrorPathDoesNotAllocate guards the translated errors' path.
+// TestICMPv6ErrorPathDoesNotAllocate guards the translated errors' path,
+// NAT66's and NAT64's both ways.
 func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 	r := rigSvc6(t)
 	r.inject(0, udp6Frame(clientMAC, wanMAC, clientAddr6, 41000, vip6, 53, 100))
@@ -219,6 +220,34 @@ func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 	if r.w.cnt.own[ICMPErrors] < 100 {
 		t.Fatalf("%d errors delivered (drops %v)", r.w.cnt.own[ICMPErrors], dropsOf(r.w))
 	}
+
+	// NAT64, both ways: a server side's ICMPv4 error becomes ICMPv6, a
+	// client side's ICMPv6 error ICMPv4.
+	_, toServer := nat64Conn(t, r, 40000, 1400)
+	lport := hdr.TCP(hdr.IPv4(toServer[14:]).Payload()).SrcPort()
+	errors := r.w.cnt.own[ICMPErrors]
+	allocs = r.allocsPerBurst(1, 0, func(int) []byte {
+		return icmp4Error(router4, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodeFragNeeded, 1300, toServer, 0)
+	})
+	if allocs != 0 {
+		t.Fatalf("the NAT64 ICMPv4 error path allocates %.1f times per burst", allocs)
+	}
+	reply := tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, string(make([]byte, 1300)))
+	r.inject(1, reply)
+	r.w.poll()
+	toClient := r.sent(0)
+	if len(toClient) != 1 {
+		t.Fatalf("the reply was not translated (drops %v)", dropsOf(r.w))
+	}
+	allocs = r.allocsPerBurst(0, 1, func(int) []byte {
+		return fromClient(icmp6Error(routerAddr6, vip6, hdr.ICMPv6PacketTooBig, 0, 1280, toClient[0], 1280-48))
+	})
+	if allocs != 0 {
+		t.Fatalf("the NAT64 ICMPv6 error path allocates %.1f times per burst", allocs)
+	}
+	if n := r.w.cnt.own[ICMPErrors] - errors; n < 150 {
+		t.Fatalf("%d NAT64 errors delivered (drops %v)", n, dropsOf(r.w))
+	}
 }
 
 // TestICMPv6ErrorsReachTheOwner: on two workers, an ICMPv6 error about a
@@ -227,19 +256,9 @@ func TestICMPv6ErrorPathDoesNotAllocate(t *testing.T) {
 // quoted packet's client endpoint, from either side.
 func TestICMPv6ErrorsReachTheOwner(t *testing.T) {
 	r := newMultiRig(t, false)
-	ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
-	m64 := Mask6(64)
-	ports[0].Addr6, ports[0].Mask6, ports[0].Net6 = wanAddr6, m64, masked6(&wanAddr6, &m64)
-	ports[1].Addr6, ports[1].Mask6, ports[1].Net6 = lanAddr6, m64, masked6(&lanAddr6, &m64)
 	svc := service2(ServiceKey{VIP6: vip6, Port: 53, Proto: hdr.ProtoUDP}, sched.Dest{ID: 0, Addr6: rs61, Port: 5353, Weight: 1})
 	svc.PersistMask = ^uint32(0)
-	old := r.w[0].snap
-	next := NewSnapshot(old.Gen+1, ports, []Service{svc}, old.Neigh, old.Timeouts)
-	next.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, clientAddr6: clientMAC}
-	for _, w := range r.w {
-		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
-		w.runCommands(0)
-	}
+	r.apply6(svc)
 	delivered := 0
 	for i := 0; i < 16; i++ {
 		port := uint16(43000 + i)
@@ -251,18 +270,52 @@ func TestICMPv6ErrorsReachTheOwner(t *testing.T) {
 		}
 		other := 1 - owner
 		sent := udp6Frame(lanMAC, rs1MAC, clientAddr6, port, rs61, 5353, 1400)
-		r.inject(1, other, icmp6Error(routerAddr6, clientAddr6, hdr.ICMPv6PacketTooBig, 0, 1280, sent, 0))
 		reply := udp6Frame(wanMAC, clientMAC, vip6, 53, clientAddr6, port, 60)
-		r.inject(0, other, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
-		r.pollBoth()
-		toClient, toServer := r.sentAll(0), r.sentAll(1)
-		if len(toClient) != 1 || len(toServer) != 1 {
-			t.Fatalf("port %d: errors delivered %d to the client, %d to the server", port, len(toClient), len(toServer))
-		}
-		checkICMPv6(t, toClient[0])
-		checkICMPv6(t, toServer[0])
+		toClient, toServer := r.deliverErrors(t, other,
+			icmp6Error(routerAddr6, clientAddr6, hdr.ICMPv6PacketTooBig, 0, 1280, sent, 0),
+			fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, reply, 0)))
+		checkICMPv6(t, toClient)
+		checkICMPv6(t, toServer)
 		delivered += 2
 	}
+	r.checkHandedErrors(t, delivered)
+}
+
+// deliverErrors puts an error from the servers' side on worker other's
+// lan queue and one from the client's side on its wan queue, and returns
+// what the client and the server got: one frame each.
+func (r *multiRig) deliverErrors(t *testing.T, other int, fromServer, fromClient []byte) (toClient, toServer []byte) {
+	t.Helper()
+	r.inject(1, other, fromServer)
+	r.inject(0, other, fromClient)
+	r.pollBoth()
+	c, s := r.sentAll(0), r.sentAll(1)
+	if len(c) != 1 || len(s) != 1 {
+		t.Fatalf("errors delivered %d to the client, %d to the server", len(c), len(s))
+	}
+	return c[0], s[0]
+}
+
+// apply6 gives the rig's ports their IPv6 addresses and both workers svc,
+// with rs61 and the client resolved.
+func (r *multiRig) apply6(svc Service) {
+	ports := append([]PortInfo(nil), r.w[0].snap.Ports...)
+	m64 := Mask6(64)
+	ports[0].Addr6, ports[0].Mask6, ports[0].Net6 = wanAddr6, m64, masked6(&wanAddr6, &m64)
+	ports[1].Addr6, ports[1].Mask6, ports[1].Net6 = lanAddr6, m64, masked6(&lanAddr6, &m64)
+	old := r.w[0].snap
+	next := NewSnapshot(old.Gen+1, ports, []Service{svc}, old.Neigh, old.Timeouts)
+	next.Neigh6 = map[hdr.Addr6]hdr.MAC{rs61: rs1MAC, clientAddr6: clientMAC}
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+		w.runCommands(0)
+	}
+}
+
+// checkHandedErrors checks that the workers delivered n ICMP errors, each
+// handed over from the other worker, and found every connection.
+func (r *multiRig) checkHandedErrors(t *testing.T, n int) {
+	t.Helper()
 	var errs, handed uint64
 	for _, w := range r.w {
 		errs += w.cnt.own[ICMPErrors]
@@ -271,7 +324,7 @@ func TestICMPv6ErrorsReachTheOwner(t *testing.T) {
 			t.Fatalf("worker %d: no_conn %d", w.cfg.ID, w.cnt.own[DropNoConn])
 		}
 	}
-	if errs != uint64(delivered) || handed < uint64(delivered) {
-		t.Fatalf("errors delivered %d, handed off %d; want %d each at least", errs, handed, delivered)
+	if errs != uint64(n) || handed < uint64(n) {
+		t.Fatalf("errors delivered %d, handed off %d; want %d each at least", errs, handed, n)
 	}
 }

@@ -31,7 +31,8 @@ type quote6 struct {
 	outer, ip hdr.IPv6
 	l4        []byte
 	proto     uint8
-	off       int // ip's offset in the ICMPv6 message
+	off       int      // ip's offset in the ICMPv6 message
+	ext       hdr.Ext6 // ip's extension headers, walked: l4's offset, a first fragment's fields
 }
 
 // parseQuote6 locates the packet an ICMPv6 error message quotes; a drop
@@ -59,7 +60,7 @@ func parseQuote6(icmp hdr.ICMP) (q quote6, why Stat) {
 	if len(ip) < x.Off+8 {
 		return q, DropBadICMP
 	}
-	q.ip, q.l4, q.proto = ip, ip[x.Off:], x.Proto
+	q.ip, q.l4, q.proto, q.ext = ip, ip[x.Off:], x.Proto, x
 	return q, 0
 }
 
@@ -227,8 +228,8 @@ func (w *Worker) icmpError6(d *desc) exit {
 	}
 	switch c.Fwd {
 	case fwd.NAT:
-	case fwd.FullNAT:
-		return drop(DropNoConn) // NAT64: errors are not translated to ICMP (nat64.go)
+	case fwd.FullNAT: // NAT64: about a packet lbd sent the client (its original key)
+		return w.icmpError46(d, c, id, q)
 	case fwd.TUN:
 		return w.encapsulate6(d, &a.RIP)
 	default:

@@ -34,7 +34,12 @@ func tcp6Frame(src hdr.Addr6, sport uint16, dst hdr.Addr6, dport uint16, payload
 // icmp6Error is an ICMPv6 error frame from src to dst quoting the IPv6
 // packet of frame (cut to quoteLen bytes when > 0).
 func icmp6Error(src, dst hdr.Addr6, typ, code uint8, word uint32, frame []byte, quoteLen int) []byte {
-	q := frame[14:]
+	return icmp6Frame(rs1MAC, lanMAC, src, dst, 64, errorMsg(typ, code, word, frame[14:], quoteLen))
+}
+
+// errorMsg is an ICMP or ICMPv6 error message (checksum 0) quoting the
+// packet q (cut to quoteLen bytes when > 0).
+func errorMsg(typ, code uint8, word uint32, q []byte, quoteLen int) []byte {
 	if quoteLen > 0 {
 		q = q[:quoteLen]
 	}
@@ -42,7 +47,7 @@ func icmp6Error(src, dst hdr.Addr6, typ, code uint8, word uint32, frame []byte, 
 	msg[0], msg[1] = typ, code
 	binary.BigEndian.PutUint32(msg[4:], word)
 	copy(msg[8:], q)
-	return icmp6Frame(rs1MAC, lanMAC, src, dst, 64, msg)
+	return msg
 }
 
 // TestParseQuote6: the quote of an ICMPv6 error is located when it names

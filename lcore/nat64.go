@@ -18,8 +18,8 @@ import (
 // for the pseudo-header's addresses and the ports, never recomputed,
 // except for an IPv4 UDP datagram sent without one (IPv6 requires it).
 // Fragments are translated one by one (RFC 7915), following their first
-// fragment's connection as any fragment does (frag.go). Not translated:
-// ICMP errors.
+// fragment's connection as any fragment does (frag.go); ICMP errors change
+// family both ways (nat64icmp.go).
 
 // newNAT64 enters a scheduled NAT64 connection with a local address and
 // port of this worker.
