@@ -106,7 +106,7 @@ const (
 // towards it.
 func farServer4NS(t *testing.T, tp *topo.Topo, nat *topo.NAT) (ns, routerIf string) {
 	t.Helper()
-	do, _ := nsCommands(t, tp)
+	do := v6Setup{t, tp}.do
 	var err error
 	if ns, err = tp.AddNS("far4"); err != nil {
 		t.Fatal(err)
