@@ -36,6 +36,10 @@ type ConnInfo struct {
 	// which sync and the handover carry.
 	HasExt bool
 	Ext    conn.Ext
+	// FTP: an FTP control connection, with its helper's sequence
+	// adjustments (sync and the handover carry them).
+	FTP           bool
+	FTPIn, FTPOut SeqShift
 }
 
 // SyncConn is the connection as a sync record. An IPv6 template has no
@@ -45,6 +49,10 @@ func (c *ConnInfo) SyncConn() SyncConn {
 	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
+		FTP: c.FTP && !c.HasExt && !c.IPv6 && !c.Template, FTPIn: c.FTPIn, FTPOut: c.FTPOut,
+	}
+	if !r.FTP {
+		r.FTPIn, r.FTPOut = SeqShift{}, SeqShift{}
 	}
 	if c.IPv6 {
 		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6})
@@ -147,6 +155,11 @@ func (w *Worker) runDump() {
 				ci.HasExt, ci.Ext = true, *x
 				if c.Fwd == fwd.FullNAT {
 					ci.LIP, ci.LPort = x.LIP, x.LPort
+				}
+			}
+			if c.Flags&flagFTP != 0 {
+				if st := w.ftp.get(id); st != nil {
+					ci.FTP, ci.FTPIn, ci.FTPOut = true, st.in.shift(), st.out.shift()
 				}
 			}
 			r.add(ci)

@@ -135,7 +135,11 @@ func (w *Worker) ftpControl(d *desc, c *conn.Conn, id uint32, dir conn.Dir) (exi
 		return drop(why), false
 	}
 	if diff != 0 {
+		before := st.out
 		st.out.shifted(seq, int32(diff))
+		if st.out != before {
+			w.syncShifted(c, id)
+		}
 	}
 	return exit{}, true
 }

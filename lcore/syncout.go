@@ -62,6 +62,11 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 		return
 	}
 	c.SyncedAt = now
+	w.syncConn(c, id)
+}
+
+// syncConn copies connection c (and its template) to the sync ring.
+func (w *Worker) syncConn(c *conn.Conn, id uint32) {
 	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP,
 		ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
@@ -79,10 +84,28 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 		w.pushSync(r)
 		return
 	}
+	if c.Flags&flagFTP != 0 && !r.HasExt {
+		if st := w.ftp.get(id); st != nil {
+			r.FTP, r.FTPIn, r.FTPOut = true, st.in.shift(), st.out.shift()
+		}
+	}
 	w.pushSync(r)
 	if c.Template != 0 { // the peer's copy of its template lives on with it
 		w.syncTemplate(int(c.Template - 1))
 	}
+}
+
+// syncShifted sends an FTP control connection again when a rewritten
+// reply moved its sequence adjustment: a peer holding the old one would
+// number the connection's later bytes wrong after a takeover. A
+// connection not yet synced (still in its handshake) is left to the
+// rules, which send the adjustment with it.
+func (w *Worker) syncShifted(c *conn.Conn, id uint32) {
+	if !w.snap.Sync.On || !syncable(c.State) {
+		return
+	}
+	c.SyncedAt = w.syncClock()
+	w.syncConn(c, id)
 }
 
 // syncConn6 makes r, filled from an IPv6 entry, an IPv6 record: the
