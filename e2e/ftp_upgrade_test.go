@@ -4,12 +4,14 @@ import (
 	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -99,8 +101,11 @@ func (s *ftpSession) cmd(c string) (int, error) {
 }
 
 // retr downloads name in passive mode (PASV: a 227, which the helper
-// rewrites) and returns its SHA-256 and the address the 227 named.
-func (s *ftpSession) retr(name string) (sum, named string, err error) {
+// rewrites) and returns its SHA-256 and the address the 227 named. With
+// mid, the data connection has a small receive buffer (the server waits
+// on the client's window) and mid runs once 64 KiB have arrived, the
+// transfer still under way.
+func (s *ftpSession) retr(name string, mid func()) (sum, named string, err error) {
 	if _, err := io.WriteString(s.c, "PASV\r\n"); err != nil {
 		return "", "", err
 	}
@@ -120,8 +125,16 @@ func (s *ftpSession) retr(name string) (sum, named string, err error) {
 	p2, _ := strconv.Atoi(f[5])
 	named = strings.Join(f[:4], ".")
 	var d net.Conn
+	dialer := net.Dialer{Timeout: 10 * time.Second}
+	if mid != nil {
+		dialer.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			err := c.Control(func(fd uintptr) { serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 8192) })
+			return errors.Join(err, serr)
+		}
+	}
 	if err := topo.InNS(s.ns, func() (err error) {
-		d, err = net.DialTimeout("tcp4", net.JoinHostPort(named, strconv.Itoa(p1<<8|p2)), 10*time.Second)
+		d, err = dialer.Dial("tcp4", net.JoinHostPort(named, strconv.Itoa(p1<<8|p2)))
 		return err
 	}); err != nil {
 		return "", named, fmt.Errorf("data connection to %s: %w", named, err)
@@ -135,6 +148,13 @@ func (s *ftpSession) retr(name string) (sum, named string, err error) {
 	}
 	d.SetReadDeadline(time.Now().Add(60 * time.Second))
 	h := sha256.New()
+	if mid != nil {
+		if _, err := io.CopyN(h, d, 64<<10); err != nil {
+			return "", named, fmt.Errorf("data: %w", err)
+		}
+		mid()
+		d.SetReadDeadline(time.Now().Add(60 * time.Second))
+	}
 	if _, err := io.Copy(h, d); err != nil {
 		return "", named, fmt.Errorf("data: %w", err)
 	}
@@ -148,12 +168,13 @@ func (s *ftpSession) retr(name string) (sum, named string, err error) {
 // with the helper, lbd on two lcores) downloads a file in passive mode,
 // whose 227 the helper rewrites to the VIP, two characters shorter than
 // the server's address: the rest of the control connection is numbered
-// two less on the client's side. lbd is upgraded in place; the same
-// control connection then downloads again, in passive mode: its replies
-// must be numbered as before the upgrade (else the client's TCP never
-// sees them) and its 227 rewritten again (else the client is sent to an
-// address it cannot reach), and the file must be byte for byte the
-// server's.
+// two less on the client's side. It downloads again, and lbd is upgraded
+// in place while that transfer's data connection is under way. The data
+// connection must finish, and the same control connection then
+// downloads a third time: its replies must be numbered as before the
+// upgrade (else the client's TCP never sees them) and its 227 rewritten
+// again (else the client is sent to an address it cannot reach); every
+// file must be byte for byte the server's.
 func TestFTPSurvivesUpgrade(t *testing.T) {
 	if _, err := exec.LookPath("vsftpd"); err != nil {
 		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
@@ -195,9 +216,9 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 	defer s.c.Close()
-	download := func(when string) {
+	download := func(when string, mid func()) {
 		t.Helper()
-		sum, named, err := s.retr("data")
+		sum, named, err := s.retr("data", mid)
 		switch {
 		case err != nil:
 			t.Fatalf("%s: %v (the 227 named %q)", when, err, named)
@@ -207,15 +228,15 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 			t.Fatalf("%s: the download is not the server's file (sha256 %s)", when, sum)
 		}
 	}
-	download("before the upgrade")
-	// Twice: the shift grows (by the second 227) before the handover.
-	download("before the upgrade, again")
-
-	e.upgrade(t, cfg)
-	after := e.list(t)
-	t.Logf("handover: %s", after.Info.Handover)
-
-	download("after the upgrade, on the same control connection")
+	download("before the upgrade", nil)
+	// The second download's data connection spans the upgrade (its 227
+	// grows the shift before the handover); the control connection
+	// waits for its 226 meanwhile.
+	download("across the upgrade", func() {
+		e.upgrade(t, cfg)
+		t.Logf("handover: %s", e.list(t).Info.Handover)
+	})
+	download("after the upgrade, on the same control connection", nil)
 	if code, err := s.cmd("NOOP"); err != nil || code != 200 {
 		t.Errorf("NOOP after the upgrade: %d, %v", code, err)
 	}

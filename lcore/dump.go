@@ -40,6 +40,10 @@ type ConnInfo struct {
 	// adjustments (sync and the handover carry them).
 	FTP           bool
 	FTPIn, FTPOut SeqShift
+	// FTPData: an FTP data connection, of the FTP service on
+	// VIP:ServicePort.
+	FTPData     bool
+	ServicePort uint16
 }
 
 // SyncConn is the connection as a sync record. An IPv6 template has no
@@ -49,10 +53,10 @@ func (c *ConnInfo) SyncConn() SyncConn {
 	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
-		FTP: c.FTP && !c.HasExt && !c.IPv6 && !c.Template, FTPIn: c.FTPIn, FTPOut: c.FTPOut,
 	}
-	if !r.FTP {
-		r.FTPIn, r.FTPOut = SeqShift{}, SeqShift{}
+	if !c.HasExt && !c.IPv6 && !c.Template {
+		r.FTP, r.FTPIn, r.FTPOut = c.FTP, c.FTPIn, c.FTPOut
+		r.FTPData, r.ServicePort = c.FTPData, c.ServicePort
 	}
 	if c.IPv6 {
 		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6})
@@ -157,11 +161,9 @@ func (w *Worker) runDump() {
 					ci.LIP, ci.LPort = x.LIP, x.LPort
 				}
 			}
-			if c.Flags&flagFTP != 0 {
-				if st := w.ftp.get(id); st != nil {
-					ci.FTP, ci.FTPIn, ci.FTPOut = true, st.in.shift(), st.out.shift()
-				}
-			}
+			f := SyncConn{HasExt: ci.HasExt}
+			w.syncFTPFields(&f, c, id)
+			ci.FTP, ci.FTPIn, ci.FTPOut, ci.FTPData, ci.ServicePort = f.FTP, f.FTPIn, f.FTPOut, f.FTPData, f.ServicePort
 			r.add(ci)
 		}
 	})

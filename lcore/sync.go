@@ -57,6 +57,11 @@ type SyncConn struct {
 	// layout.
 	FTP           bool
 	FTPIn, FTPOut SeqShift
+	// FTPData: an FTP data connection the helper expected (VS/NAT TCP),
+	// of the FTP service on VIP:ServicePort (its VPort and RPort are the
+	// data connection's own); it travels in the FTP layout, unshifted.
+	FTPData     bool
+	ServicePort uint16
 }
 
 // ExtFlagsMask is the conn.Ext.Flags bits a record may carry.

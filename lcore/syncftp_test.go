@@ -53,6 +53,22 @@ func masterAfter227(t *testing.T) (*rig, SyncConn, uint32) {
 	return r, rec, 5001 + uint32(len(ftp227))
 }
 
+// ftpHandshake opens a connection from the client's port cport to
+// VIP:port, answered by ftpRS from port, with initial sequence numbers
+// cisn and sisn; every segment must be forwarded.
+func ftpHandshake(t *testing.T, r *rig, cport, port uint16, cisn, sisn uint32) {
+	t.Helper()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, cport, vip, port, hdr.TCPFlagSYN, cisn, 0, nil, ""))
+	r.w.poll()
+	r.inject(1, tcpSeg(rs2MAC, lanMAC, ftpRS, port, clientIP, cport, hdr.TCPFlagSYN|hdr.TCPFlagACK, sisn, cisn+1, nil, ""))
+	r.w.poll()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, cport, vip, port, hdr.TCPFlagACK, cisn+1, sisn+1, nil, ""))
+	r.w.poll()
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 3 {
+		t.Fatalf("handshake from port %d: %d frames forwarded, want 3", cport, n)
+	}
+}
+
 // TestSyncFTPSendsTheShift: an FTP control connection travels with its
 // helper state when it becomes established (no shift yet) and again when
 // a rewritten 227 moves its server's numbering; the dump (bulk sync, the
@@ -61,14 +77,7 @@ func TestSyncFTPSendsTheShift(t *testing.T) {
 	r := ftpServiceRig(t, vip, ftpRS)
 	w := r.w
 	withSync(r, SyncParams{On: true, Threshold: 3, Period: 50})
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagSYN, 100, 0, nil, ""))
-	w.poll()
-	r.inject(1, tcpSeg(rs2MAC, lanMAC, ftpRS, 21, clientIP, 40100, hdr.TCPFlagSYN|hdr.TCPFlagACK, 5000, 101, nil, ""))
-	w.poll()
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vip, 21, hdr.TCPFlagACK, 101, 5001, nil, ""))
-	w.poll()
-	r.sent(0)
-	r.sent(1)
+	ftpHandshake(t, r, 40100, 21, 100, 5000)
 	recs := syncedRecords(w)
 	if len(recs) != 1 || !recs[0].FTP || recs[0].FTPIn != (SeqShift{}) || recs[0].FTPOut != (SeqShift{}) {
 		t.Fatalf("established: %+v, want the control connection unshifted", recs)
@@ -199,5 +208,57 @@ func TestSyncedFTPRefusals(t *testing.T) {
 	id, _, ok := plain.w.table.Lookup(hdr.ProtoTCP, clientIP, 40100, vip, 80)
 	if !ok || plain.w.table.Get(id).Flags&flagFTP != 0 {
 		t.Fatalf("no helper here: entry %t flagged", ok)
+	}
+}
+
+// TestSyncedFTPDataConnectionForwards: a data connection the helper
+// expected travels with its FTP service's port (its own is not a
+// service's), and a backup, or the next lbd, forwards the rest of the
+// transfer both ways to the same server port.
+func TestSyncedFTPDataConnectionForwards(t *testing.T) {
+	r, _, _ := masterAfter227(t) // expects client -> VIP:50000
+	w := r.w
+	ftpHandshake(t, r, 40200, 50000, 7000, 9000)
+	recs := syncedRecords(w)
+	if len(recs) != 1 || !recs[0].FTPData || recs[0].FTP || recs[0].ServicePort != 21 || recs[0].VPort != 50000 ||
+		recs[0].RPort != 50000 || recs[0].RIP != ftpRS {
+		t.Fatalf("data connection's records %+v", recs)
+	}
+	rec := recs[0]
+	req := &DumpRequest{Out: make([]ConnInfo, 0, 8)}
+	w.Commands().Push(Command{Kind: CmdDump, Dump: req})
+	for i := 0; i < 10 && !req.Done(); i++ {
+		w.runCommands(0)
+	}
+	for i := range req.Out {
+		if req.Out[i].VPort == 50000 && req.Out[i].SyncConn() != rec {
+			t.Fatalf("dumped %+v, want %+v", req.Out[i].SyncConn(), rec)
+		}
+	}
+
+	b := ftpServiceRig(t, vip, ftpRS)
+	if got := install(t, b.w, rec); got.Installed != 1 {
+		t.Fatalf("install: %+v", got)
+	}
+	b.inject(1, tcpSeg(rs2MAC, lanMAC, ftpRS, 50000, clientIP, 40200, hdr.TCPFlagACK|hdr.TCPFlagPSH, 9001, 7001, nil, "file bytes"))
+	b.w.poll()
+	if ip, tcp := oneTCP(t, b, 0); ip.Src() != vip || tcp.SrcPort() != 50000 || string(tcp.Payload()) != "file bytes" {
+		t.Fatalf("data reached the client from %x:%d: %q", ip.Src(), tcp.SrcPort(), tcp.Payload())
+	}
+	b.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40200, vip, 50000, hdr.TCPFlagACK, 7001, 9011, nil, ""))
+	b.w.poll()
+	if ip, tcp := oneTCP(t, b, 1); ip.Dst() != ftpRS || tcp.DstPort() != 50000 {
+		t.Fatalf("the client's ack went to %x:%d", ip.Dst(), tcp.DstPort())
+	}
+	// Without the helper on the service here, or with no FTP service on
+	// its port, it is refused as before.
+	plain := newRig(t, defaultNeigh())
+	if got := install(t, plain.w, rec); got.Installed != 0 || got.NoService+got.NoDest != 1 {
+		t.Fatalf("no FTP service here: %+v", got)
+	}
+	bad := rec
+	bad.ServicePort = 0
+	if got := install(t, b.w, bad); got.Invalid != 1 {
+		t.Fatalf("a data connection without its service: %+v", got)
 	}
 }

@@ -33,9 +33,9 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
-		case r.FTP && (r.Template || r.IPv6 || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP ||
-			!r.FTPIn.Possible() || !r.FTPOut.Possible()):
-			b.Invalid++ // only a VS/NAT TCP control connection has an FTP helper's state
+		case (r.FTP || r.FTPData) && (r.Template || r.IPv6 || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
+			r.FTP && (r.FTPData || !r.FTPIn.Possible() || !r.FTPOut.Possible()) || r.FTPData != (r.ServicePort != 0):
+			b.Invalid++ // only VS/NAT TCP connections have an FTP helper's state
 		case r.Template && r.IPv6:
 			b.Invalid++ // an IPv6 template is rebuilt from its connections
 		case r.Template:
@@ -65,14 +65,22 @@ func validSyncState(r *SyncConn) bool {
 
 // syncedDest finds a record's service and real server in this snapshot,
 // or counts why not.
+// An FTP data connection's is its FTP service's, whose real server has
+// the data connection's address on another port.
 func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bool) {
-	si, ok = w.snap.service(r.VIP, r.VPort, r.Proto)
+	vport := r.VPort
+	if r.FTPData {
+		vport = r.ServicePort
+	}
+	si, ok = w.snap.service(r.VIP, vport, r.Proto)
 	if !ok {
 		b.NoService++
 		return 0, 0, false
 	}
-	for i, d := range w.snap.Services[si].Dests {
-		if d.Addr == r.RIP && d.Port == r.RPort {
+	svc := &w.snap.Services[si]
+	anyPort := r.FTPData && svc.Helper == HelperFTP
+	for i, d := range svc.Dests {
+		if d.Addr == r.RIP && (d.Port == r.RPort || anyPort) {
 			return si, i, true
 		}
 	}
@@ -132,7 +140,7 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		w.syncedFTP(id, w.table.Get(id), r) // room checked above
 	}
 	e := w.syncedInstalled(b, id, d.ID)
-	if svc := &w.snap.Services[si]; svc.Persistence > 0 {
+	if svc := &w.snap.Services[si]; svc.Persistence > 0 && !r.FTPData { // the helper's data connections hold no template
 		e.Template = w.pinSyncedTemplate(svc, r)
 	}
 }
@@ -180,6 +188,10 @@ func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 	c := conn.Conn{
 		ClientPort: r.ClientPort, VPort: r.VPort, RPort: d.Port, Proto: r.Proto, State: r.State,
 		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si), Flags: flagSynced,
+	}
+	if r.FTPData { // its server's port is the data connection's
+		c.RPort = r.RPort
+		c.Flags |= flagFTPData
 	}
 	if d.Fwd.OneWay() {
 		c.Flags |= conn.FlagOneWay

@@ -84,14 +84,26 @@ func (w *Worker) syncConn(c *conn.Conn, id uint32) {
 		w.pushSync(r)
 		return
 	}
-	if c.Flags&flagFTP != 0 && !r.HasExt {
-		if st := w.ftp.get(id); st != nil {
-			r.FTP, r.FTPIn, r.FTPOut = true, st.in.shift(), st.out.shift()
-		}
-	}
+	w.syncFTPFields(&r, c, id)
 	w.pushSync(r)
 	if c.Template != 0 { // the peer's copy of its template lives on with it
 		w.syncTemplate(int(c.Template - 1))
+	}
+}
+
+// syncFTPFields gives r, made from entry c (IPv4, id), the FTP helper's
+// part: a control connection's state, a data connection's service.
+func (w *Worker) syncFTPFields(r *SyncConn, c *conn.Conn, id uint32) {
+	switch {
+	case r.HasExt:
+	case c.Flags&flagFTP != 0:
+		if st := w.ftp.get(id); st != nil {
+			r.FTP, r.FTPIn, r.FTPOut = true, st.in.shift(), st.out.shift()
+		}
+	case c.Flags&flagFTPData != 0:
+		if p := w.ftpServicePort(c); p != 0 {
+			r.FTPData, r.ServicePort = true, p
+		}
 	}
 }
 

@@ -63,17 +63,21 @@ import (
 // They too go in messages of their own: an older peer drops kind 5 for
 // its kind and keeps the rest.
 //
-// Kind 6 carries VS/NAT FTP control connections (TCP, never templates nor
-// with an extension) with their helper's state, in 48-byte records: a
-// record, then the sequence adjustment of the client's stream and of the
-// server's (the one a rewritten 227 reply moves), each
+// Kind 6 carries the FTP helper's VS/NAT connections (TCP, never
+// templates nor with an extension) in 48-byte records: a record, then
+// the sequence adjustment of the client's stream and of the server's
+// (the one a rewritten 227 reply moves), each
 //
 //	| init: seq of the last segment resized (32) |
 //	| delta: shift from it on (32, signed) | prev: shift before it (32, signed) |
 //
-// a stream never shifted all 0. A master sends a control connection
-// again when a rewrite changes its adjustment. An older peer drops kind
-// 6 for its kind: its FTP control connections break at a takeover.
+// a stream never shifted all 0. A control connection's record has flags
+// 0; a data connection's (one the helper expected) has flag bit 1 and,
+// in the record's reserved 16 bits, the port of its FTP service (its
+// VPort and RPort are its own), and both streams 0. A master sends a
+// control connection again when a rewrite changes its adjustment. An
+// older peer drops kind 6 for its kind: those connections break at a
+// takeover.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -116,6 +120,7 @@ const (
 	offRef     = 32
 
 	flagTemplate = 1
+	flagFTPData  = 2 // kind 6 only
 )
 
 // Kind is what a message carries.
@@ -210,7 +215,7 @@ func RecordKind(r *lcore.SyncConn) Kind {
 	switch {
 	case r.IPv6:
 		return KindRecords6
-	case r.FTP:
+	case r.FTP || r.FTPData:
 		return KindFTP
 	case r.HasExt:
 		return KindExtRecords
@@ -398,8 +403,14 @@ func decodeExt(x []byte) conn.Ext {
 	}
 }
 
-// appendFTP appends an FTP control connection's sequence adjustments.
+// appendFTP appends what kind 6 adds to r's record, just appended to
+// dst: a data connection's flag and service port, the sequence
+// adjustments.
 func appendFTP(dst []byte, r *lcore.SyncConn) []byte {
+	if rec := dst[len(dst)-RecordLen:]; r.FTPData {
+		rec[21] |= flagFTPData
+		binary.BigEndian.PutUint16(rec[22:], r.ServicePort)
+	}
 	for _, s := range [2]*lcore.SeqShift{&r.FTPIn, &r.FTPOut} {
 		dst = binary.BigEndian.AppendUint32(dst, s.Init)
 		dst = binary.BigEndian.AppendUint32(dst, uint32(s.Delta))
@@ -408,12 +419,19 @@ func appendFTP(dst []byte, r *lcore.SyncConn) []byte {
 	return dst
 }
 
-// decodeFTPRecord reads an FTP control connection's record: a VS/NAT TCP
-// connection (not a template) and the adjustments of its two streams,
-// each possible (one never shifted is all 0).
+// decodeFTPRecord reads an FTP record: a VS/NAT TCP connection (not a
+// template) and the adjustments of its two streams, each possible (one
+// never shifted is all 0); a data connection with its service's port
+// and nothing shifted.
 func decodeFTPRecord(b []byte) (lcore.SyncConn, bool) {
-	r, ok := decodeRecordAny(b[:RecordLen])
-	r.FTP = true
+	var rec [RecordLen]byte
+	copy(rec[:], b)
+	data, port := rec[21]&flagFTPData != 0, binary.BigEndian.Uint16(rec[22:])
+	rec[21] &^= flagFTPData
+	rec[22], rec[23] = 0, 0
+	r, ok := decodeRecordAny(rec[:])
+	r.FTP, r.FTPData, r.ServicePort = !data, data, port
+	ok = ok && data == (port != 0)
 	for i, s := range [2]*lcore.SeqShift{&r.FTPIn, &r.FTPOut} {
 		x := b[RecordLen+i*shiftLen:]
 		*s = lcore.SeqShift{
@@ -423,7 +441,8 @@ func decodeFTPRecord(b []byte) (lcore.SyncConn, bool) {
 		}
 		ok = ok && s.Possible()
 	}
-	return r, ok && !r.Template && r.Fwd == fwd.NAT && r.Proto == hdr.ProtoTCP
+	unshifted := r.FTPIn == lcore.SeqShift{} && r.FTPOut == lcore.SeqShift{}
+	return r, ok && !r.Template && r.Fwd == fwd.NAT && r.Proto == hdr.ProtoTCP && (!data || unshifted)
 }
 
 // appendRecord6 appends an IPv6 connection in the kind 5 layout. A

@@ -11,7 +11,8 @@ import (
 )
 
 // sampleFTPRecords: a control connection whose 227 replies were rewritten
-// (the server's stream shifted twice, once back), one never shifted.
+// (the server's stream shifted twice, once back), one never shifted, a
+// data connection of the FTP service on port 21.
 func sampleFTPRecords() []lcore.SyncConn {
 	return []lcore.SyncConn{
 		{ClientIP: 0xc6336401, VIP: 0xcb007101, RIP: 0x0a000102, ClientPort: 40000, VPort: 21, RPort: 21,
@@ -19,6 +20,8 @@ func sampleFTPRecords() []lcore.SyncConn {
 			FTPOut: lcore.SeqShift{Init: 0xfffffff0, Delta: -3, Prev: 4}},
 		{ClientIP: 0xc6336402, VIP: 0xcb007101, RIP: 0x0a000103, ClientPort: 40001, VPort: 21, RPort: 2121,
 			Proto: hdr.ProtoTCP, State: conn.StateCloseWait, Fwd: fwd.NAT, FTP: true},
+		{ClientIP: 0xc6336401, VIP: 0xcb007101, RIP: 0x0a000102, ClientPort: 40002, VPort: 50000, RPort: 50000,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTPData: true, ServicePort: 21},
 	}
 }
 
@@ -43,6 +46,9 @@ func TestFTPRoundTrip(t *testing.T) {
 	checkDecodesTo(t, c, msg, h, recs)
 	if one, ok := DecodeFTPRecord(AppendFTPRecord(nil, recs[0])); !ok || one != recs[0] {
 		t.Errorf("AppendFTPRecord/DecodeFTPRecord: %+v %t", one, ok)
+	}
+	if d := msg[HeaderLen+2*FTPRecordLen:]; d[21] != 2 || binary.BigEndian.Uint16(d[22:]) != 21 {
+		t.Errorf("data connection's flags and service port % x", d[20:24])
 	}
 	if _, ok := DecodeFTPRecord(AppendFTPRecord(nil, recs[0])[:FTPRecordLen-1]); ok {
 		t.Error("a short FTP record decoded")
@@ -77,11 +83,21 @@ func TestFTPRefused(t *testing.T) {
 		"no client":         mod(func(r *lcore.SyncConn) { r.ClientIP = 0 }),
 		"unshifted in init": mod(func(r *lcore.SyncConn) { r.FTPIn.Init = 1 }),
 		"unshifted out":     mod(func(r *lcore.SyncConn) { r.FTPOut.Init = 7 }),
+		"data, no service":  mod(func(r *lcore.SyncConn) { r.FTP, r.FTPData = false, true }),
+		"shifted data": mod(func(r *lcore.SyncConn) {
+			r.FTP, r.FTPData, r.ServicePort, r.FTPOut = false, true, 21, lcore.SeqShift{Init: 1, Delta: 2}
+		}),
 	} {
 		msg := c.Append(nil, Header{Kind: KindFTP, Boot: 1, Seq: 1}, recs)
 		if _, out, r := c.Decode(msg, nil); r != ReasonRecord || len(out) != 0 {
 			t.Errorf("%s: %v, %d records; want dropped for its record", name, r, len(out))
 		}
+	}
+	// A control connection's record with a service port.
+	rec := AppendFTPRecord(nil, sampleFTPRecords()[0])
+	rec[23] = 21
+	if _, ok := DecodeFTPRecord(rec); ok {
+		t.Error("a control connection with a service port decoded")
 	}
 	checkPlainLength(t, c, KindFTP)
 	msg := c.Append(nil, Header{Kind: KindFTP, Boot: 1, Seq: 1}, sampleFTPRecords())

@@ -27,8 +27,9 @@
 //	  counters and baselines as an IPv4 one's)
 //	| version 3: IPv6 neighbours of 24 bytes (address (128), MAC, port)
 //	| version 4: FTP records (32)
-//	| version 4: FTP records of 48 bytes (VS/NAT FTP control connections
-//	  with their helper's sequence adjustments, connection sync's kind 6)
+//	| version 4: FTP records of 48 bytes (the FTP helper's VS/NAT control
+//	  connections with their sequence adjustments and data connections
+//	  with their service, connection sync's kind 6)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
@@ -409,7 +410,7 @@ func recordKind(r *lcore.SyncConn) int {
 	switch {
 	case r.IPv6:
 		return 2
-	case r.FTP:
+	case r.FTP || r.FTPData:
 		return 3
 	case r.HasExt:
 		return 1

@@ -303,14 +303,17 @@ func TestDecodeVersion3(t *testing.T) {
 	checkDecodes(t, encodeV3(Encode(nil, want)), 3, want)
 }
 
-// sampleFTP is sample6 with FTP control connections: one whose server's
-// stream a rewritten 227 shifted, one never shifted. What version 4 adds.
+// sampleFTP is sample6 with the FTP helper's connections: a control
+// connection whose server's stream a rewritten 227 shifted, a data
+// connection, a control connection never shifted. What version 4 adds.
 func sampleFTP() State {
 	s := sample6()
 	s.Records = append(s.Records,
 		lcore.SyncConn{ClientIP: 0xc0000205, ClientPort: 40002, VIP: 0xc6336401, VPort: 21, RIP: 0x0a000002, RPort: 21,
 			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTP: true,
 			FTPOut: lcore.SeqShift{Init: 0x80000000, Delta: 5, Prev: -2}},
+		lcore.SyncConn{ClientIP: 0xc0000205, ClientPort: 40004, VIP: 0xc6336401, VPort: 50000, RIP: 0x0a000002, RPort: 50000,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTPData: true, ServicePort: 21},
 		lcore.SyncConn{ClientIP: 0xc0000206, ClientPort: 40003, VIP: 0xc6336401, VPort: 21, RIP: 0x0a000003, RPort: 21,
 			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTP: true})
 	return s
@@ -327,7 +330,7 @@ func TestRoundTripFTP(t *testing.T) {
 	off := len(bad) - FTPRecordLen // the unshifted one
 	bad[off+RecordLen+3] = 1       // its client stream's init, never shifted
 	sum := sha256.Sum256(bad)
-	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record 7") {
+	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record 8") {
 		t.Errorf("an FTP record with an impossible adjustment: %v", err)
 	}
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
