@@ -255,3 +255,72 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 	}
 	e.stop(t)
 }
+
+// TestFailoverFTP: the VS/NAT director pair with an FTP service (the
+// helper) on vsftpd servers. One control connection downloads in passive
+// mode (its 227 rewritten two characters shorter), then again, and the
+// master dies (kill -9 of its lbd and keepalived) while that transfer's
+// data connection is under way: the backup, which holds the control
+// connection's shift and the data connection from sync, takes over, the
+// transfer finishes, and the same control connection downloads a third
+// time through the new master, every file byte for byte its server's,
+// all from the same server.
+func TestFailoverFTP(t *testing.T) {
+	e := newHAEnvWith(t, false, false, true)
+	a, b := e.nodes[0], e.nodes[1]
+	e.checkMaster(t, "at start", a)
+	vip := e.ha.VIP.String()
+	var s *ftpSession
+	var err error
+	for i := 0; ; i++ {
+		if s, err = dialFTP(e.ha.Client.NS, vip); err == nil {
+			break
+		}
+		if i == 4 {
+			t.Fatalf("no control connection: %v", err)
+		}
+		t.Logf("control connection %d failed (allowed while ARP resolves): %v", i, err)
+		time.Sleep(time.Second)
+	}
+	defer s.c.Close()
+	server := ""
+	download := func(when string, mid func()) {
+		t.Helper()
+		sum, named, err := s.retr("data", mid)
+		switch {
+		case err != nil:
+			t.Fatalf("%s: %v (the 227 named %q)", when, err, named)
+		case named != vip:
+			t.Fatalf("%s: the 227 named %s, not the VIP", when, named)
+		case e.ftp[sum] == "":
+			t.Fatalf("%s: the download is neither server's file (sha256 %s)", when, sum)
+		case server != "" && e.ftp[sum] != server:
+			t.Fatalf("%s: the file of %s, the control connection's server is %s", when, e.ftp[sum], server)
+		}
+		server = e.ftp[sum]
+	}
+	download("before the failover", nil)
+	// The backup holds the control connection (and the first data
+	// connection) before the second transfer starts.
+	if have, err := e.waitConnections(b, 2, 10*time.Second); err != nil {
+		t.Fatalf("node b holds %d connection entries, want the control and the data connection (%v)", have, err)
+	}
+	download("across the failover", func() {
+		// Let the second 227's shift and the data connection reach the
+		// backup (sync drains every 5 ms) before the master dies.
+		time.Sleep(500 * time.Millisecond)
+		_, takeover := e.killNode(t, a, b)
+		t.Logf("failover: node b alone answers ARP for the VIP %v after node a was killed", takeover.Round(time.Millisecond))
+	})
+	download("after the failover, on the same control connection", nil)
+	if code, err := s.cmd("NOOP"); err != nil || code != 200 {
+		t.Errorf("NOOP after the failover: %d, %v", code, err)
+	}
+	t.Logf("node b's drops after failover: %s", e.drops(b))
+	if err := b.lbd.Stop(10 * time.Second); err != nil {
+		t.Errorf("node b: %v", err)
+	}
+	if err := b.ka.Stop(10 * time.Second); err != nil {
+		t.Errorf("node b: %v", err)
+	}
+}
