@@ -64,9 +64,9 @@ func validSyncState(r *SyncConn) bool {
 }
 
 // syncedDest finds a record's service and real server in this snapshot,
-// or counts why not.
-// An FTP data connection's is its FTP service's, whose real server has
-// the data connection's address on another port.
+// or counts why not. An FTP data connection's service is its FTP
+// service (on ServicePort), whose real server has the data connection's
+// address, on another port.
 func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bool) {
 	vport := r.VPort
 	if r.FTPData {
