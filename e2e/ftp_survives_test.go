@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -176,70 +175,27 @@ func (s *ftpSession) retr(name string, mid func()) (sum, named string, err error
 // again (else the client is sent to an address it cannot reach); every
 // file must be byte for byte the server's.
 func TestFTPSurvivesUpgrade(t *testing.T) {
-	if _, err := exec.LookPath("vsftpd"); err != nil {
-		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
-	}
-	e, dir := newEnv(t)
-	nat, err := topo.BuildNAT(e.topo, 1)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, nat.VIP.String()
+	e, dir, nat, sums, cfg := ftpNATEnv(t, 1)
 	rs := nat.Servers[0]
 	if len(rs.Addr.Addr().String()) == len(e.vip) {
 		t.Fatalf("the server's address %s is as long as the VIP's %s: the 227 rewrite would shift nothing", rs.Addr.Addr(), e.vip)
-	}
-	want := startVsftpd(t, e.topo, rs, dir)
-	cfg := harness.NATConfig(nat, e.topo.Suffix(), dir)
-	cfg.Workers = []int{0, 1}
-	cfg.Ports = []harness.Port{
-		harness.AFPacketPort(0, "wan", cfg.WANIf, cfg.WANAddr, "", "client"),
-		harness.AFPacketPort(1, "lan", cfg.LANIf, cfg.LANAddr, "", "server"),
-	}
-	for i := range cfg.Ports {
-		cfg.Ports[i].Device += ",qpairs=2"
 	}
 	cfg.Services = []harness.Service{{VIP: e.vip, Port: 21, Scheduler: "rr", Helper: "ftp",
 		Servers: []harness.Server{{Address: rs.Addr.Addr().String(), Port: 21, Weight: 1}}}}
 	e.startLBD(t, cfg, dir)
 
-	// Warm-up (ARP on both sides): a session of its own, retried.
-	var s *ftpSession
-	for i := 0; ; i++ {
-		if s, err = dialFTP(nat.Client.NS, e.vip); err == nil {
-			break
-		}
-		if i == 4 {
-			t.Fatalf("no control connection: %v", err)
-		}
-		t.Logf("control connection %d failed (allowed while ARP resolves): %v", i, err)
-		time.Sleep(time.Second)
-	}
-	defer s.c.Close()
-	download := func(when string, mid func()) {
-		t.Helper()
-		sum, named, err := s.retr("data", mid)
-		switch {
-		case err != nil:
-			t.Fatalf("%s: %v (the 227 named %q)", when, err, named)
-		case named != e.vip:
-			t.Fatalf("%s: the 227 named %s, not the VIP", when, named)
-		case sum != want:
-			t.Fatalf("%s: the download is not the server's file (sha256 %s)", when, sum)
-		}
-	}
-	download("before the upgrade", nil)
+	c := newFTPCheck(t, nat.Client.NS, e.vip, sums)
+	defer c.s.c.Close()
+	c.download("before the upgrade", nil)
 	// The second download's data connection spans the upgrade (its 227
 	// grows the shift before the handover); the control connection
 	// waits for its 226 meanwhile.
-	download("across the upgrade", func() {
+	c.download("across the upgrade", func() {
 		e.upgrade(t, cfg)
 		t.Logf("handover: %s", e.list(t).Info.Handover)
 	})
-	download("after the upgrade, on the same control connection", nil)
-	if code, err := s.cmd("NOOP"); err != nil || code != 200 {
-		t.Errorf("NOOP after the upgrade: %d, %v", code, err)
-	}
+	c.download("after the upgrade, on the same control connection", nil)
+	c.noop("after the upgrade")
 	body := e.scrape(t)
 	if v := lcoreSum(body, "dplb_lcore_events_total", "counter", "ftp_rewritten"); v < 1 {
 		t.Errorf("the new lbd rewrote %v 227s, want the one after the upgrade", v)
@@ -249,11 +205,65 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 			t.Errorf("%v segments dropped as %s", v, why)
 		}
 	}
-	io.WriteString(s.c, "QUIT\r\n")
-	if _, err := s.reply(221); err != nil {
+	io.WriteString(c.s.c, "QUIT\r\n")
+	if _, err := c.s.reply(221); err != nil {
 		t.Errorf("QUIT: %v", err)
 	}
 	e.stop(t)
+}
+
+// ftpCheck is one control connection whose downloads of "data" must each
+// be named by the VIP in their 227 and be byte for byte one server's
+// file, always the same server's.
+type ftpCheck struct {
+	t      *testing.T
+	s      *ftpSession
+	vip    string
+	sums   map[string]string // SHA-256 to server
+	server string
+}
+
+// newFTPCheck opens the control connection from namespace ns, retried
+// while ARP resolves.
+func newFTPCheck(t *testing.T, ns, vip string, sums map[string]string) *ftpCheck {
+	t.Helper()
+	for i := 0; ; i++ {
+		s, err := dialFTP(ns, vip)
+		if err == nil {
+			return &ftpCheck{t: t, s: s, vip: vip, sums: sums}
+		}
+		if i == 4 {
+			t.Fatalf("no control connection: %v", err)
+		}
+		t.Logf("control connection %d failed (allowed while ARP resolves): %v", i, err)
+		time.Sleep(time.Second)
+	}
+}
+
+// download downloads "data" (running mid during the transfer, see retr)
+// and checks it.
+func (c *ftpCheck) download(when string, mid func()) {
+	c.t.Helper()
+	sum, named, err := c.s.retr("data", mid)
+	switch {
+	case err != nil:
+		c.t.Fatalf("%s: %v (the 227 named %q)", when, err, named)
+	case named != c.vip:
+		c.t.Fatalf("%s: the 227 named %s, not the VIP", when, named)
+	case c.sums[sum] == "":
+		c.t.Fatalf("%s: the download is no server's file (sha256 %s)", when, sum)
+	case c.server != "" && c.sums[sum] != c.server:
+		c.t.Fatalf("%s: the file of %s, the control connection's server is %s", when, c.sums[sum], c.server)
+	}
+	c.server = c.sums[sum]
+}
+
+// noop checks that the control connection still answers.
+func (c *ftpCheck) noop(when string) {
+	c.t.Helper()
+	if code, err := c.s.cmd("NOOP"); err != nil || code != 200 {
+		c.t.Errorf("NOOP %s: %d, %v", when, code, err)
+	}
 }
 
 // TestFailoverFTP: the VS/NAT director pair with an FTP service (the
@@ -269,53 +279,23 @@ func TestFailoverFTP(t *testing.T) {
 	e := newHAEnvWith(t, false, false, true)
 	a, b := e.nodes[0], e.nodes[1]
 	e.checkMaster(t, "at start", a)
-	vip := e.ha.VIP.String()
-	var s *ftpSession
-	var err error
-	for i := 0; ; i++ {
-		if s, err = dialFTP(e.ha.Client.NS, vip); err == nil {
-			break
-		}
-		if i == 4 {
-			t.Fatalf("no control connection: %v", err)
-		}
-		t.Logf("control connection %d failed (allowed while ARP resolves): %v", i, err)
-		time.Sleep(time.Second)
-	}
-	defer s.c.Close()
-	server := ""
-	download := func(when string, mid func()) {
-		t.Helper()
-		sum, named, err := s.retr("data", mid)
-		switch {
-		case err != nil:
-			t.Fatalf("%s: %v (the 227 named %q)", when, err, named)
-		case named != vip:
-			t.Fatalf("%s: the 227 named %s, not the VIP", when, named)
-		case e.ftp[sum] == "":
-			t.Fatalf("%s: the download is neither server's file (sha256 %s)", when, sum)
-		case server != "" && e.ftp[sum] != server:
-			t.Fatalf("%s: the file of %s, the control connection's server is %s", when, e.ftp[sum], server)
-		}
-		server = e.ftp[sum]
-	}
-	download("before the failover", nil)
+	c := newFTPCheck(t, e.ha.Client.NS, e.ha.VIP.String(), e.ftp)
+	defer c.s.c.Close()
+	c.download("before the failover", nil)
 	// The backup holds the control connection (and the first data
 	// connection) before the second transfer starts.
 	if have, err := e.waitConnections(b, 2, 10*time.Second); err != nil {
 		t.Fatalf("node b holds %d connection entries, want the control and the data connection (%v)", have, err)
 	}
-	download("across the failover", func() {
+	c.download("across the failover", func() {
 		// Let the second 227's shift and the data connection reach the
 		// backup (sync drains every 5 ms) before the master dies.
 		time.Sleep(500 * time.Millisecond)
 		_, takeover := e.killNode(t, a, b)
 		t.Logf("failover: node b alone answers ARP for the VIP %v after node a was killed", takeover.Round(time.Millisecond))
 	})
-	download("after the failover, on the same control connection", nil)
-	if code, err := s.cmd("NOOP"); err != nil || code != 200 {
-		t.Errorf("NOOP after the failover: %d, %v", code, err)
-	}
+	c.download("after the failover, on the same control connection", nil)
+	c.noop("after the failover")
 	t.Logf("node b's drops after failover: %s", e.drops(b))
 	if err := b.lbd.Stop(10 * time.Second); err != nil {
 		t.Errorf("node b: %v", err)
