@@ -138,18 +138,17 @@ func (e *lbEnv) fetch(t *testing.T, dir, src string, flags []string) (string, er
 	return hex.EncodeToString(sum[:]), nil
 }
 
-// TestFTPThroughNAT: vsftpd on two real servers behind VS/NAT with the
-// FTP helper (persistence on, two lcores); curl downloads a 1 MiB file in
-// passive (PASV and EPSV) and active (PORT and EPRT) mode, from two client
-// addresses, two downloads of each mode from each at once, twice; every
-// download must be byte for byte one server's file, and each client
-// address keeps its server (persistence).
-func TestFTPThroughNAT(t *testing.T) {
+// ftpNATEnv builds VS/NAT's topology with n real servers running vsftpd
+// (their files' SHA-256 to their names) and lbd's configuration on two
+// lcores, two queues a port, without services; the caller adds them
+// and starts lbd.
+func ftpNATEnv(t *testing.T, n int) (*lbEnv, string, *topo.NAT, map[string]string, harness.Config) {
+	t.Helper()
 	if _, err := exec.LookPath("vsftpd"); err != nil {
 		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
 	}
 	e, dir := newEnv(t)
-	nat, err := topo.BuildNAT(e.topo, 2)
+	nat, err := topo.BuildNAT(e.topo, n)
 	if err != nil {
 		t.Fatalf("build topology: %v", err)
 	}
@@ -167,6 +166,17 @@ func TestFTPThroughNAT(t *testing.T) {
 	for i := range cfg.Ports {
 		cfg.Ports[i].Device += ",qpairs=2"
 	}
+	return e, dir, nat, sums, cfg
+}
+
+// TestFTPThroughNAT: vsftpd on two real servers behind VS/NAT with the
+// FTP helper (persistence on, two lcores); curl downloads a 1 MiB file in
+// passive (PASV and EPSV) and active (PORT and EPRT) mode, from two client
+// addresses, two downloads of each mode from each at once, twice; every
+// download must be byte for byte one server's file, and each client
+// address keeps its server (persistence).
+func TestFTPThroughNAT(t *testing.T) {
+	e, dir, nat, sums, cfg := ftpNATEnv(t, 2)
 	svc := harness.Service{VIP: e.vip, Port: 21, Scheduler: "rr", Persistence: "300s", Helper: "ftp"}
 	for _, h := range nat.Servers {
 		svc.Servers = append(svc.Servers, harness.Server{Address: h.Addr.Addr().String(), Port: 21, Weight: 1})

@@ -53,8 +53,9 @@ type haEnv struct {
 	vip                    *arpProbe // who answers for the VIP
 	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
 	vipHTTP, vipEcho       string
-	vipFNAT                string // VS/NAT pair: the FullNAT echo service
-	six                    bool   // VS/DR pair: IPv6 too, an echo service on haVIP6
+	vipFNAT                string            // VS/NAT pair: the FullNAT echo service
+	six                    bool              // VS/DR pair: IPv6 too, an echo service on haVIP6
+	ftp                    map[string]string // VS/NAT pair: vsftpd on the servers (their files' SHA-256 to their names), an FTP service on VIP:21
 }
 
 // newHAEnv builds the VS/DR (dr) or VS/NAT pair with two real servers,
@@ -62,12 +63,14 @@ type haEnv struct {
 // (priority 150) is master: it alone answers ARP for the VIP.
 func newHAEnv(t *testing.T, dr bool) *haEnv {
 	t.Helper()
-	return newHAEnvWith(t, dr, false)
+	return newHAEnvWith(t, dr, false, false)
 }
 
 // newHAEnvWith is newHAEnv, with six (VS/DR only) IPv6 on the client's
-// link, the router and the segment, and an IPv6 echo service on haVIP6.
-func newHAEnvWith(t *testing.T, dr, six bool) *haEnv {
+// link, the router and the segment, and an IPv6 echo service on haVIP6;
+// with ftp (VS/NAT only) vsftpd on the real servers and an FTP service
+// with the helper on VIP:21.
+func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	if _, err := exec.LookPath("keepalived"); err != nil {
@@ -114,6 +117,15 @@ func newHAEnvWith(t *testing.T, dr, six bool) *haEnv {
 		rsNS = append(rsNS, s.NS)
 	}
 	startEchoServers(t, haEchoPort, rsNS...)
+	if ftp {
+		if _, err := exec.LookPath("vsftpd"); err != nil {
+			t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
+		}
+		e.ftp = map[string]string{}
+		for _, s := range h.Servers {
+			e.ftp[startVsftpd(t, tp, s, dir)] = s.Name
+		}
+	}
 	if six {
 		e.withIPv6(t)
 		startEchoServers6(t, haEchoPort, rsNS...)
@@ -180,6 +192,11 @@ func (e *haEnv) config(n *haNode) harness.Config {
 		fnat := svc(haFNATPort, haEchoPort, "fullnat")
 		fnat.LocalAddresses, fnat.SynProxy = []string{haLocal}, true
 		services = []harness.Service{svc(haHTTPPort, 8080, "nat"), svc(haEchoPort, haEchoPort, "nat"), fnat}
+		if e.ftp != nil {
+			ftp := svc(21, 21, "nat")
+			ftp.Helper = "ftp"
+			services = append(services, ftp)
+		}
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
 	c.Services = services

@@ -60,7 +60,7 @@ const haStreams6 = 100
 // unsolicited NA moves the IPv6 VIP in the router's neighbour cache and
 // the streams go on through it.
 func TestFailoverDR6(t *testing.T) {
-	e := newHAEnvWith(t, true, true)
+	e := newHAEnvWith(t, true, true, false)
 	a, b := e.nodes[0], e.nodes[1]
 	addr := net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort))
 	f := startEchoFleet(e.ctx, e.ha.Client.NS, addr, haStreams6, haChunk, haInterval, haStreamDead)

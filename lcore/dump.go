@@ -36,6 +36,14 @@ type ConnInfo struct {
 	// which sync and the handover carry.
 	HasExt bool
 	Ext    conn.Ext
+	// FTP: an FTP control connection, with its helper's sequence
+	// adjustments (sync and the handover carry them).
+	FTP           bool
+	FTPIn, FTPOut SeqShift
+	// FTPData: an FTP data connection, of the FTP service on
+	// VIP:ServicePort.
+	FTPData     bool
+	ServicePort uint16
 }
 
 // SyncConn is the connection as a sync record. An IPv6 template has no
@@ -45,6 +53,10 @@ func (c *ConnInfo) SyncConn() SyncConn {
 	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
+	}
+	if !c.HasExt && !c.IPv6 && !c.Template {
+		r.FTP, r.FTPIn, r.FTPOut = c.FTP, c.FTPIn, c.FTPOut
+		r.FTPData, r.ServicePort = c.FTPData, c.ServicePort
 	}
 	if c.IPv6 {
 		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6})
@@ -149,6 +161,9 @@ func (w *Worker) runDump() {
 					ci.LIP, ci.LPort = x.LIP, x.LPort
 				}
 			}
+			f := SyncConn{HasExt: ci.HasExt}
+			w.syncFTPFields(&f, c, id)
+			ci.FTP, ci.FTPIn, ci.FTPOut, ci.FTPData, ci.ServicePort = f.FTP, f.FTPIn, f.FTPOut, f.FTPData, f.ServicePort
 			r.add(ci)
 		}
 	})

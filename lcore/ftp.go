@@ -42,6 +42,11 @@ import (
 // ftpTable.
 const flagFTP uint8 = 1 << 5
 
+// flagFTPData marks a data connection the helper expected: sync and the
+// handover name its FTP service (ftpServicePort), whose port is not its
+// own.
+const flagFTPData uint8 = 1 << 4
+
 // HelperFTP is Service.Helper for IPVS's FTP helper.
 const HelperFTP = 1
 
@@ -135,7 +140,11 @@ func (w *Worker) ftpControl(d *desc, c *conn.Conn, id uint32, dir conn.Dir) (exi
 		return drop(why), false
 	}
 	if diff != 0 {
+		before := st.out
 		st.out.shifted(seq, int32(diff))
+		if st.out != before {
+			w.syncShifted(c, id)
+		}
 	}
 	return exit{}, true
 }
@@ -233,7 +242,7 @@ func (w *Worker) ftpData(d *desc) (uint32, conn.Dir, Stat, bool) {
 	}
 	svc := &w.snap.Services[si]
 	c := conn.Conn{VIP: x.vip, RIP: x.rip, Proto: hdr.ProtoTCP, State: conn.StateNone,
-		Dest: x.dest, Service: uint32(si)}
+		Dest: x.dest, Service: uint32(si), Flags: flagFTPData}
 	for i := range svc.Dests {
 		if svc.Dests[i].ID == x.dest {
 			c.Fwd = svc.Dests[i].Fwd
@@ -256,6 +265,20 @@ func (w *Worker) ftpData(d *desc) (uint32, conn.Dir, Stat, bool) {
 	w.cnt.dest[x.dest][DestConns]++
 	w.countState(x.dest, c.State, true)
 	return id, dir, 0, true
+}
+
+// ftpServicePort is the port of the FTP service whose helper expected
+// data connection c (its server's service on its VIP), or 0 when this
+// snapshot has none (the connection then travels as a plain one, which a
+// peer refuses: no service has its port).
+func (w *Worker) ftpServicePort(c *conn.Conn) uint16 {
+	for i := range w.snap.Services {
+		s := &w.snap.Services[i]
+		if s.Key.VIP == c.VIP && s.Key.Proto == hdr.ProtoTCP && s.Helper == HelperFTP && s.destIndex(c.Dest) >= 0 {
+			return s.Key.Port
+		}
+	}
+	return 0
 }
 
 // rewriteHostPort replaces the payload bytes [start, end) (an FTP

@@ -17,6 +17,22 @@ func ftpRig(t testing.TB) *rig { return ftpRigWith(t, vip, rs2) }
 // ftpRigWith is ftpRig with the FTP service on VIP v and real server rs
 // (with rs2's MAC).
 func ftpRigWith(t testing.TB, v, rs uint32) *rig {
+	r := ftpServiceRig(t, v, rs)
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagSYN, 100, 0, nil, ""))
+	r.w.poll()
+	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs, 21, clientIP, 40100, hdr.TCPFlagSYN|hdr.TCPFlagACK, 5000, 101, nil, ""))
+	r.w.poll()
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagACK, 101, 5001, nil, ""))
+	r.w.poll()
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 3 {
+		t.Fatalf("handshake: %d frames forwarded, want 3", n)
+	}
+	return r
+}
+
+// ftpServiceRig is the single-worker rig with the FTP helper on VIP v:21
+// (real server rs:21, with rs2's MAC) and no connection yet.
+func ftpServiceRig(t testing.TB, v, rs uint32) *rig {
 	neigh := defaultNeigh()
 	neigh[rs] = rs2MAC
 	r := newRig(t, neigh)
@@ -32,15 +48,6 @@ func ftpRigWith(t testing.TB, v, rs uint32) *rig {
 	next := NewSnapshot(2, r.w.snap.Ports, svcs, r.w.snap.Neigh, r.w.snap.Timeouts)
 	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
 	r.w.runCommands(0)
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagSYN, 100, 0, nil, ""))
-	r.w.poll()
-	r.inject(1, tcpSeg(rs2MAC, lanMAC, rs, 21, clientIP, 40100, hdr.TCPFlagSYN|hdr.TCPFlagACK, 5000, 101, nil, ""))
-	r.w.poll()
-	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, v, 21, hdr.TCPFlagACK, 101, 5001, nil, ""))
-	r.w.poll()
-	if n := len(r.sent(0)) + len(r.sent(1)); n != 3 {
-		t.Fatalf("handshake: %d frames forwarded, want 3", n)
-	}
 	return r
 }
 

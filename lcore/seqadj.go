@@ -23,6 +23,21 @@ type streamSeq struct {
 	prev  int32  // shift of the bytes before it
 }
 
+// SeqShift is a streamSeq as connection sync and the handover carry it.
+type SeqShift struct {
+	Init        uint32
+	Delta, Prev int32
+}
+
+func (s *streamSeq) shift() SeqShift { return SeqShift{Init: s.init, Delta: s.delta, Prev: s.prev} }
+
+func (s SeqShift) stream() streamSeq { return streamSeq{init: s.Init, delta: s.Delta, prev: s.Prev} }
+
+// Possible reports whether s could be a stream's: one never shifted has
+// its Init 0 too (a shift is never 0, so Delta and Prev are never both 0
+// after one).
+func (s SeqShift) Possible() bool { return s.Delta != 0 || s.Prev != 0 || s.Init == 0 }
+
 // after reports whether a comes after b in sequence space (RFC 1982).
 func seqAfter(a, b uint32) bool { return int32(a-b) > 0 }
 

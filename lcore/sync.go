@@ -49,6 +49,19 @@ type SyncConn struct {
 	// IPv4 server (Six.RIP then zero; its local endpoint in Ext), else 0.
 	IPv6 bool
 	Six  conn.Addrs6
+
+	// FTP: a VS/NAT FTP control connection (ftp.go), with the helper's
+	// state: the sequence adjustment of the client's stream (FTPIn) and
+	// of the server's (FTPOut, moved by rewritten 227 replies). Never
+	// with HasExt, IPv6 or Template; such records travel in their own
+	// layout.
+	FTP           bool
+	FTPIn, FTPOut SeqShift
+	// FTPData: an FTP data connection the helper expected (VS/NAT TCP),
+	// of the FTP service on VIP:ServicePort (its VPort and RPort are the
+	// data connection's own); it travels in the FTP layout, unshifted.
+	FTPData     bool
+	ServicePort uint16
 }
 
 // ExtFlagsMask is the conn.Ext.Flags bits a record may carry.

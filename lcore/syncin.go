@@ -33,6 +33,9 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
+		case (r.FTP || r.FTPData) && (r.Template || r.IPv6 || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
+			r.FTP && (r.FTPData || !r.FTPIn.Possible() || !r.FTPOut.Possible()) || r.FTPData != (r.ServicePort != 0):
+			b.Invalid++ // only VS/NAT TCP connections have an FTP helper's state
 		case r.Template && r.IPv6:
 			b.Invalid++ // an IPv6 template is rebuilt from its connections
 		case r.Template:
@@ -61,15 +64,23 @@ func validSyncState(r *SyncConn) bool {
 }
 
 // syncedDest finds a record's service and real server in this snapshot,
-// or counts why not.
+// or counts why not. An FTP data connection's service is its FTP
+// service (on ServicePort), whose real server has the data connection's
+// address, on another port.
 func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bool) {
-	si, ok = w.snap.service(r.VIP, r.VPort, r.Proto)
+	vport := r.VPort
+	if r.FTPData {
+		vport = r.ServicePort
+	}
+	si, ok = w.snap.service(r.VIP, vport, r.Proto)
 	if !ok {
 		b.NoService++
 		return 0, 0, false
 	}
-	for i, d := range w.snap.Services[si].Dests {
-		if d.Addr == r.RIP && d.Port == r.RPort {
+	svc := &w.snap.Services[si]
+	anyPort := r.FTPData && svc.Helper == HelperFTP
+	for i, d := range svc.Dests {
+		if d.Addr == r.RIP && (d.Port == r.RPort || anyPort) {
 			return si, i, true
 		}
 	}
@@ -94,13 +105,21 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		b.Invalid++ // a NAT connection's extension keys its replies to the client
 		return
 	}
+	d := &w.snap.Services[si].Dests[idx]
+	// An FTP control connection's helper state comes along when the
+	// service here has the helper too (else it goes on untranslated, as
+	// a connection of a service without it).
+	ftp := r.FTP && w.snap.Services[si].Helper == HelperFTP && d.Fwd == fwd.NAT && w.ftp != nil
 	if id, dir, found := w.table.Lookup(r.Proto, r.ClientIP, r.ClientPort, r.VIP, r.VPort); found {
 		c := w.table.Get(id)
-		if !w.syncedExisting(b, r, id, dir, c, dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort) {
+		if !w.syncedExisting(b, r, id, dir, c, dir == conn.Original && c.RIP == r.RIP && c.RPort == r.RPort, ftp) {
 			return
 		}
 	}
-	d := &w.snap.Services[si].Dests[idx]
+	if ftp && w.ftp.full() {
+		b.TableFull++ // as a new control connection is refused (ftp_table_full)
+		return
+	}
 	c := syncedEntry(r, d, si)
 	c.ClientIP, c.VIP, c.RIP = r.ClientIP, r.VIP, d.Addr
 	var id uint32
@@ -117,20 +136,28 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 	if !syncedInserted(b, err) {
 		return
 	}
+	if ftp {
+		w.syncedFTP(id, w.table.Get(id), r) // room checked above
+	}
 	e := w.syncedInstalled(b, id, d.ID)
-	if svc := &w.snap.Services[si]; svc.Persistence > 0 {
+	if svc := &w.snap.Services[si]; svc.Persistence > 0 && !r.FTPData { // the helper's data connections hold no template
 		e.Template = w.pinSyncedTemplate(svc, r)
 	}
 }
 
 // syncedExisting deals with the entry a record's original key found:
 // the same connection (same): brought up to the record's state, ext and
-// timeout, and false (done); a finished one: removed, and true (install
-// the record); a live one for another server: kept, false.
-func (w *Worker) syncedExisting(b *SyncBatch, r *SyncConn, id uint32, dir conn.Dir, c *conn.Conn, same bool) bool {
+// timeout (and ftp: its FTP helper's state), and false (done); a
+// finished one: removed, and true (install the record); a live one for
+// another server: kept, false.
+func (w *Worker) syncedExisting(b *SyncBatch, r *SyncConn, id uint32, dir conn.Dir, c *conn.Conn, same, ftp bool) bool {
 	if same {
 		if r.HasExt && !w.updateSyncedExt(id, &r.Ext) {
 			b.Conflict++
+			return false
+		}
+		if ftp && !w.syncedFTP(id, c, r) {
+			b.TableFull++
 			return false
 		}
 		if c.State != r.State {
@@ -161,6 +188,10 @@ func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 	c := conn.Conn{
 		ClientPort: r.ClientPort, VPort: r.VPort, RPort: d.Port, Proto: r.Proto, State: r.State,
 		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si), Flags: flagSynced,
+	}
+	if r.FTPData { // its server's port is the data connection's
+		c.RPort = r.RPort
+		c.Flags |= flagFTPData
 	}
 	if d.Fwd.OneWay() {
 		c.Flags |= conn.FlagOneWay
@@ -215,6 +246,22 @@ func (w *Worker) syncedInstalled(b *SyncBatch, id, dest uint32) *conn.Conn {
 	w.countState(dest, e.State, true)
 	b.Installed++
 	return e
+}
+
+// syncedFTP gives connection id (entry c) record r's FTP helper state,
+// making its slot in the worker's table if it has none; false when the
+// table has no room for it.
+func (w *Worker) syncedFTP(id uint32, c *conn.Conn, r *SyncConn) bool {
+	st := w.ftp.get(id)
+	if st == nil {
+		if !w.ftp.add(id) {
+			return false
+		}
+		st = w.ftp.get(id)
+		c.Flags |= flagFTP
+	}
+	st.in, st.out = r.FTPIn.stream(), r.FTPOut.stream()
+	return true
 }
 
 // updateSyncedExt brings an existing connection's extension up to a

@@ -46,7 +46,7 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 		c := w.table.Get(id)
 		same := dir == conn.Original && c.RPort == r.RPort &&
 			(nat64 && c.Fwd == fwd.FullNAT && c.RIP == r.RIP || !nat64 && c.Fwd != fwd.FullNAT && w.table.Addrs6(id).RIP == a.RIP)
-		if !w.syncedExisting(b, r, id, dir, c, same) {
+		if !w.syncedExisting(b, r, id, dir, c, same, false) {
 			return
 		}
 	}

@@ -62,6 +62,11 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 		return
 	}
 	c.SyncedAt = now
+	w.syncConn(c, id)
+}
+
+// syncConn copies connection c (and its template) to the sync ring.
+func (w *Worker) syncConn(c *conn.Conn, id uint32) {
 	r := SyncConn{
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP,
 		ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
@@ -79,10 +84,40 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 		w.pushSync(r)
 		return
 	}
+	w.syncFTPFields(&r, c, id)
 	w.pushSync(r)
 	if c.Template != 0 { // the peer's copy of its template lives on with it
 		w.syncTemplate(int(c.Template - 1))
 	}
+}
+
+// syncFTPFields gives r, made from entry c (IPv4, id), the FTP helper's
+// part: a control connection's state, a data connection's service.
+func (w *Worker) syncFTPFields(r *SyncConn, c *conn.Conn, id uint32) {
+	switch {
+	case r.HasExt:
+	case c.Flags&flagFTP != 0:
+		if st := w.ftp.get(id); st != nil {
+			r.FTP, r.FTPIn, r.FTPOut = true, st.in.shift(), st.out.shift()
+		}
+	case c.Flags&flagFTPData != 0:
+		if p := w.ftpServicePort(c); p != 0 {
+			r.FTPData, r.ServicePort = true, p
+		}
+	}
+}
+
+// syncShifted sends an FTP control connection again when a rewritten
+// reply moved its sequence adjustment: a peer holding the old one would
+// number the connection's later bytes wrong after a takeover. A
+// connection not yet synced (still in its handshake) is left to the
+// rules, which send the adjustment with it.
+func (w *Worker) syncShifted(c *conn.Conn, id uint32) {
+	if !w.snap.Sync.On || !syncable(c.State) {
+		return
+	}
+	c.SyncedAt = w.syncClock()
+	w.syncConn(c, id)
 }
 
 // syncConn6 makes r, filled from an IPv6 entry, an IPv6 record: the

@@ -62,6 +62,22 @@ import (
 //
 // They too go in messages of their own: an older peer drops kind 5 for
 // its kind and keeps the rest.
+//
+// Kind 6 carries the FTP helper's VS/NAT connections (TCP, never
+// templates nor with an extension) in 48-byte records: a record, then
+// the sequence adjustment of the client's stream and of the server's
+// (the one a rewritten 227 reply moves), each
+//
+//	| init: seq of the last segment resized (32) |
+//	| delta: shift from it on (32, signed) | prev: shift before it (32, signed) |
+//
+// a stream never shifted all 0. A control connection's record has flags
+// 0; a data connection's (one the helper expected) has flag bit 1 and,
+// in the record's reserved 16 bits, the port of its FTP service (its
+// VPort and RPort are its own), and both streams 0. A master sends a
+// control connection again when a rewrite changes its adjustment. An
+// older peer drops kind 6 for its kind: those connections break at a
+// takeover.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -73,7 +89,10 @@ const (
 	// Record6Len is an IPv6 record's length (kind 5).
 	Record6Len = 3*16 + 4 + 12 + extLen
 	extLen     = 32
-	MACLen     = sha256.Size
+	// FTPRecordLen is an FTP control connection's record length (kind 6).
+	FTPRecordLen = RecordLen + 2*shiftLen
+	shiftLen     = 12
+	MACLen       = sha256.Size
 
 	// MinMessageLen is a message without records.
 	MinMessageLen = HeaderLen + MACLen
@@ -101,6 +120,7 @@ const (
 	offRef     = 32
 
 	flagTemplate = 1
+	flagFTPData  = 2 // kind 6 only
 )
 
 // Kind is what a message carries.
@@ -112,8 +132,9 @@ const (
 	KindBulkEnd     Kind = 3 // a master finished sending its table to Ref
 	KindExtRecords  Kind = 4 // connection records with their extension (FullNAT, SYN proxy)
 	KindRecords6    Kind = 5 // IPv6 connection records
+	KindFTP         Kind = 6 // FTP control connection records with the helper's sequence adjustments
 
-	lastKind = KindRecords6
+	lastKind = KindFTP
 )
 
 // String names the kind for logs.
@@ -129,6 +150,8 @@ func (k Kind) String() string {
 		return "ext-records"
 	case KindRecords6:
 		return "ipv6-records"
+	case KindFTP:
+		return "ftp-records"
 	}
 	return "unknown"
 }
@@ -181,6 +204,8 @@ func recordLen(k Kind) int {
 		return ExtRecordLen
 	case KindRecords6:
 		return Record6Len
+	case KindFTP:
+		return FTPRecordLen
 	}
 	return RecordLen
 }
@@ -190,6 +215,8 @@ func RecordKind(r *lcore.SyncConn) Kind {
 	switch {
 	case r.IPv6:
 		return KindRecords6
+	case r.FTP || r.FTPData:
+		return KindFTP
 	case r.HasExt:
 		return KindExtRecords
 	}
@@ -197,7 +224,9 @@ func RecordKind(r *lcore.SyncConn) Kind {
 }
 
 // hasRecords reports whether messages of kind k carry records.
-func hasRecords(k Kind) bool { return k == KindRecords || k == KindExtRecords || k == KindRecords6 }
+func hasRecords(k Kind) bool {
+	return k == KindRecords || k == KindExtRecords || k == KindRecords6 || k == KindFTP
+}
 
 // Append appends the message h with recs, MAC included, to dst.
 func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
@@ -216,6 +245,8 @@ func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 		switch h.Kind {
 		case KindRecords6:
 			dst = appendRecord6(dst, &recs[i])
+		case KindFTP:
+			dst = appendFTP(appendRecord(dst, &recs[i]), &recs[i])
 		case KindExtRecords:
 			dst = appendExt(appendRecord(dst, &recs[i]), &recs[i].Ext)
 		default:
@@ -303,6 +334,8 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		switch h.Kind {
 		case KindRecords6:
 			r, ok = decodeRecord6(body[off : off+rlen])
+		case KindFTP:
+			r, ok = decodeFTPRecord(body[off : off+rlen])
 		case KindExtRecords:
 			r, ok = decodeExtRecord(body[off : off+rlen])
 		default:
@@ -368,6 +401,48 @@ func decodeExt(x []byte) conn.Ext {
 		TSOff:     binary.BigEndian.Uint32(x[24:]),
 		TSPeer:    binary.BigEndian.Uint32(x[28:]),
 	}
+}
+
+// appendFTP appends what kind 6 adds to r's record, just appended to
+// dst: a data connection's flag and service port, the sequence
+// adjustments.
+func appendFTP(dst []byte, r *lcore.SyncConn) []byte {
+	if rec := dst[len(dst)-RecordLen:]; r.FTPData {
+		rec[21] |= flagFTPData
+		binary.BigEndian.PutUint16(rec[22:], r.ServicePort)
+	}
+	for _, s := range [2]*lcore.SeqShift{&r.FTPIn, &r.FTPOut} {
+		dst = binary.BigEndian.AppendUint32(dst, s.Init)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(s.Delta))
+		dst = binary.BigEndian.AppendUint32(dst, uint32(s.Prev))
+	}
+	return dst
+}
+
+// decodeFTPRecord reads an FTP record: a VS/NAT TCP connection (not a
+// template) and the adjustments of its two streams, each possible (one
+// never shifted is all 0); a data connection with its service's port
+// and nothing shifted.
+func decodeFTPRecord(b []byte) (lcore.SyncConn, bool) {
+	var rec [RecordLen]byte
+	copy(rec[:], b)
+	data, port := rec[21]&flagFTPData != 0, binary.BigEndian.Uint16(rec[22:])
+	rec[21] &^= flagFTPData
+	rec[22], rec[23] = 0, 0
+	r, ok := decodeRecordAny(rec[:])
+	r.FTP, r.FTPData, r.ServicePort = !data, data, port
+	ok = ok && data == (port != 0)
+	for i, s := range [2]*lcore.SeqShift{&r.FTPIn, &r.FTPOut} {
+		x := b[RecordLen+i*shiftLen:]
+		*s = lcore.SeqShift{
+			Init:  binary.BigEndian.Uint32(x[0:]),
+			Delta: int32(binary.BigEndian.Uint32(x[4:])),
+			Prev:  int32(binary.BigEndian.Uint32(x[8:])),
+		}
+		ok = ok && s.Possible()
+	}
+	unshifted := r.FTPIn == lcore.SeqShift{} && r.FTPOut == lcore.SeqShift{}
+	return r, ok && !r.Template && r.Fwd == fwd.NAT && r.Proto == hdr.ProtoTCP && (!data || unshifted)
 }
 
 // appendRecord6 appends an IPv6 connection in the kind 5 layout. A

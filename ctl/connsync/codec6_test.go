@@ -90,8 +90,8 @@ func TestRecords6Refused(t *testing.T) {
 	}
 	checkPlainLength(t, c, KindRecords6)
 	msg := c.Append(nil, Header{Kind: KindRecords6, Boot: 1, Seq: 1}, nil)
-	msg[offKind] = byte(KindRecords6 + 1)
+	msg[offKind] = byte(lastKind + 1)
 	if _, _, r := c.Decode(msg, nil); r != ReasonKind {
-		t.Errorf("kind 6: %v, want kind", r)
+		t.Errorf("kind %d: %v, want kind", lastKind+1, r)
 	}
 }

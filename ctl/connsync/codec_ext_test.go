@@ -106,13 +106,13 @@ func checkPlainLength(t *testing.T, c *Codec, k Kind) {
 	}
 }
 
-// TestGroupByKind: the extended records go after the plain ones and the
-// IPv6 ones last, each group in order.
+// TestGroupByKind: the extended records go after the plain ones, then
+// the IPv6 ones and the FTP ones last, each group in order.
 func TestGroupByKind(t *testing.T) {
-	plain, ext, six := sampleRecords(), sampleExtRecords(), sampleRecords6()
-	recs := []lcore.SyncConn{six[0], ext[0], plain[0], plain[1], ext[1], six[1], plain[2], ext[2], six[2]}
+	plain, ext, six, ftp := sampleRecords(), sampleExtRecords(), sampleRecords6(), sampleFTPRecords()
+	recs := []lcore.SyncConn{ftp[0], six[0], ext[0], plain[0], plain[1], ext[1], six[1], ftp[1], plain[2], ext[2], ftp[2], six[2]}
 	groupByKind(recs)
-	want := append(append(append([]lcore.SyncConn(nil), plain...), ext...), six...)
+	want := append(append(append(append([]lcore.SyncConn(nil), plain...), ext...), six...), ftp...)
 	for i := range want {
 		if recs[i] != want[i] {
 			t.Fatalf("record %d: %+v, want %+v", i, recs[i], want[i])

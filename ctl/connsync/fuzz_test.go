@@ -26,6 +26,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(c.Append(nil, Header{Kind: KindRecords6, SyncID: 1, Boot: 10, Seq: 8}, sampleRecords6()), false)
 	f.Add(c.Append(nil, Header{Kind: KindRecords6, Boot: 10, Seq: 9}, sampleRecords6()[2:]), true)
 	f.Add(c.Append(nil, Header{Kind: KindRecords6, Boot: 10, Seq: 9}, sampleRecords6())[:HeaderLen+Record6Len-1], true)
+	f.Add(c.Append(nil, Header{Kind: KindFTP, SyncID: 1, Boot: 10, Seq: 10}, sampleFTPRecords()), false)
+	f.Add(c.Append(nil, Header{Kind: KindFTP, Boot: 10, Seq: 11}, sampleFTPRecords()[1:]), true)
+	f.Add(c.Append(nil, Header{Kind: KindFTP, Boot: 10, Seq: 12}, sampleFTPRecords())[:HeaderLen+FTPRecordLen+MACLen-1], true)
 	flipped := append([]byte(nil), valid...)
 	flipped[HeaderLen] ^= 0xff
 	f.Add(flipped, false)

@@ -59,7 +59,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		return
 	}
 	switch h.Kind {
-	case KindRecords, KindExtRecords, KindRecords6:
+	case KindRecords, KindExtRecords, KindRecords6, KindFTP:
 		if d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)}) {
 			p.received.Add(1)
 			p.records.Add(uint64(len(recs)))
@@ -260,7 +260,7 @@ func (d *Daemon) requestBulk(ctx context.Context, r *running, syncID uint8) erro
 }
 
 // groupByKind orders recs by the kind of message that carries them
-// (plain, extended, IPv6), each group in its order (a template stays
+// (plain, extended, IPv6, FTP), each group in its order (a template stays
 // before its connections).
 func groupByKind(recs []lcore.SyncConn) {
 	var rest []lcore.SyncConn
@@ -273,7 +273,7 @@ func groupByKind(recs []lcore.SyncConn) {
 		recs[n] = recs[i]
 		n++
 	}
-	for _, k := range []Kind{KindExtRecords, KindRecords6} {
+	for _, k := range []Kind{KindExtRecords, KindRecords6, KindFTP} {
 		for i := range rest {
 			if RecordKind(&rest[i]) == k {
 				recs[n] = rest[i]

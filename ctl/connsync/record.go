@@ -44,3 +44,18 @@ func DecodeRecord6(b []byte) (lcore.SyncConn, bool) {
 	}
 	return decodeRecord6(b[:Record6Len])
 }
+
+// AppendFTPRecord appends r, an FTP control connection, with its helper's
+// state, in the FTP record layout (FTPRecordLen bytes).
+func AppendFTPRecord(dst []byte, r lcore.SyncConn) []byte {
+	return appendFTP(appendRecord(dst, &r), &r)
+}
+
+// DecodeFTPRecord reads one FTP record (the first FTPRecordLen bytes of
+// b) and reports whether it is a possible control connection.
+func DecodeFTPRecord(b []byte) (lcore.SyncConn, bool) {
+	if len(b) < FTPRecordLen {
+		return lcore.SyncConn{}, false
+	}
+	return decodeFTPRecord(b[:FTPRecordLen])
+}

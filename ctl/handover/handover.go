@@ -26,15 +26,20 @@
 //	  RIP (128; 0 for an IPv4 server), IPv4 RIP (32), RPort, 0, then the
 //	  counters and baselines as an IPv4 one's)
 //	| version 3: IPv6 neighbours of 24 bytes (address (128), MAC, port)
+//	| version 4: FTP records (32)
+//	| version 4: FTP records of 48 bytes (the FTP helper's VS/NAT control
+//	  connections with their sequence adjustments and data connections
+//	  with their service, connection sync's kind 6)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
 //
-// A build writes version 3 and reads 1, 2 and 3 (an upgrade from a build
+// A build writes version 4 and reads 1 to 4 (an upgrade from a build
 // that wrote an older version keeps the connections that version
-// carries; a downgrade to a build that does not read version 3 starts
-// with an empty table).
+// carries, an FTP control connection as a plain one, untranslated; a
+// downgrade to a build that does not read version 4 starts with an
+// empty table).
 package handover
 
 import (
@@ -53,7 +58,7 @@ const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
 	// the versions before it (from 1) and refuses any other.
-	Version = 3
+	Version = 4
 
 	RecordLen     = connsync.RecordLen
 	ExtRecordLen  = connsync.ExtRecordLen
@@ -63,6 +68,7 @@ const (
 	Record6Len    = connsync.Record6Len
 	Counters6Len  = 124
 	Neighbour6Len = 24
+	FTPRecordLen  = connsync.FTPRecordLen
 
 	fixedLen = 8 + 2 + 2 + 8 + 4 + 2 + 4 + 4 + 4
 	sumLen   = sha256.Size
@@ -87,7 +93,8 @@ type State struct {
 	// keepalived's notify script last started them).
 	SyncDaemons []SyncDaemon
 	// Records are the connections and templates; those with HasExt are
-	// written as extended records, the IPv6 ones as IPv6 records.
+	// written as extended records, the IPv6 ones as IPv6 records, the FTP
+	// control connections as FTP records.
 	Records []lcore.SyncConn
 	// SteeringKey is the writer's steering key (nil from a version 1
 	// writer): a FullNAT connection's local port was chosen for its owner
@@ -169,7 +176,7 @@ func Encode(b []byte, s State) []byte {
 	var key [keyLen]byte
 	copy(key[:], s.SteeringKey)
 	b = append(b, key[:]...)
-	var kinds [3]int // plain, extended, IPv6 records
+	var kinds [4]int // plain, extended, IPv6, FTP records
 	for i := range s.Records {
 		kinds[recordKind(&s.Records[i])]++
 	}
@@ -186,6 +193,7 @@ func Encode(b []byte, s State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(kinds[2]))
 	b = binary.BigEndian.AppendUint32(b, uint32(six))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours6)))
+	b = binary.BigEndian.AppendUint32(b, uint32(kinds[3]))
 	for k, appendRec := range []func([]byte, lcore.SyncConn) []byte{connsync.AppendRecord, connsync.AppendExtRecord} {
 		for i := range s.Records {
 			if recordKind(&s.Records[i]) == k {
@@ -232,6 +240,11 @@ func Encode(b []byte, s State) []byte {
 		b = append(b, n.IP[:]...)
 		b = append(b, n.MAC[:]...)
 		b = binary.BigEndian.AppendUint16(b, n.Port)
+	}
+	for i := range s.Records {
+		if recordKind(&s.Records[i]) == 3 {
+			b = connsync.AppendFTPRecord(b, s.Records[i])
+		}
 	}
 	sum := sha256.Sum256(b[start:])
 	return append(b, sum[:]...)
@@ -297,14 +310,11 @@ func Decode(b []byte) (State, error) {
 		p = p[3+int(p[2]):]
 	}
 	// records, extended records, counters, neighbours; from version 3
-	// IPv6 records, counters and neighbours
-	var nr, nx, nc, nn, n6, nc6, nn6 uint32
-	counts := []*uint32{&nr, &nc, &nn}
-	switch version {
-	case 3:
-		counts = []*uint32{&nr, &nx, &nc, &nn, &n6, &nc6, &nn6}
-		fallthrough
-	case 2:
+	// IPv6 records, counters and neighbours; from version 4 FTP records
+	var nr, nx, nc, nn, n6, nc6, nn6, nf uint32
+	counts := [][]*uint32{1: {&nr, &nc, &nn}, 2: {&nr, &nx, &nc, &nn}, 3: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6},
+		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}}[version]
+	if version >= 2 {
 		if len(p) < keyLen {
 			return s, errors.New("truncated header")
 		}
@@ -312,9 +322,6 @@ func Decode(b []byte) (State, error) {
 			s.SteeringKey = append([]byte(nil), key...)
 		}
 		p = p[keyLen:]
-		if version == 2 {
-			counts = []*uint32{&nr, &nx, &nc, &nn}
-		}
 	}
 	if len(p) < 4*len(counts) {
 		return s, errors.New("truncated header")
@@ -324,11 +331,11 @@ func Decode(b []byte) (State, error) {
 	}
 	p = p[4*len(counts):]
 	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen +
-		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len; want != uint64(len(p)) {
-		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters "+
-			"and %d IPv6 neighbours need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, want, len(p))
+		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen; want != uint64(len(p)) {
+		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters, "+
+			"%d IPv6 neighbours and %d FTP records need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, nf, want, len(p))
 	}
-	s.Records = make([]lcore.SyncConn, 0, nr+nx+n6)
+	s.Records = make([]lcore.SyncConn, 0, uint64(nr)+uint64(nx)+uint64(n6)+uint64(nf))
 	var err error
 	if p, err = s.decodeRecords(p, nr, RecordLen, connsync.DecodeRecord); err != nil {
 		return State{}, err
@@ -377,6 +384,9 @@ func Decode(b []byte) (State, error) {
 		n.Port = binary.BigEndian.Uint16(p[22:])
 		p = p[Neighbour6Len:]
 	}
+	if _, err = s.decodeRecords(p, nf, FTPRecordLen, connsync.DecodeFTPRecord); err != nil {
+		return State{}, err
+	}
 	return s, nil
 }
 
@@ -395,11 +405,13 @@ func (s *State) decodeRecords(p []byte, n uint32, rlen int, decode func([]byte) 
 }
 
 // recordKind is the section a record is written in: 0 plain, 1
-// extended, 2 IPv6.
+// extended, 2 IPv6, 3 FTP.
 func recordKind(r *lcore.SyncConn) int {
 	switch {
 	case r.IPv6:
 		return 2
+	case r.FTP || r.FTPData:
+		return 3
 	case r.HasExt:
 		return 1
 	}

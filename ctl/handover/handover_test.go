@@ -173,10 +173,24 @@ func TestFileAndMemfd(t *testing.T) {
 	}
 }
 
-// encodeV2 turns a version 3 encoding without IPv6 records, counters
-// or neighbours into the version 2 encoding of the same state (no IPv6
-// counts), as an lbd before version 3 wrote it.
+// encodeV3 turns a version 4 encoding without FTP records into the
+// version 3 encoding of the same state (no FTP record count), as an lbd
+// before version 4 wrote it.
+func encodeV3(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v3 := append([]byte(nil), b[:p+28]...) // up to the seven counts of version 3
+	binary.BigEndian.PutUint16(v3[8:], 3)
+	v3 = append(v3, b[p+32:]...) // the records and the rest
+	sum := sha256.Sum256(v3)
+	return append(v3, sum[:]...)
+}
+
+// encodeV2 turns a version 4 encoding without IPv6 or FTP records,
+// counters or neighbours into the version 2 encoding of the same state
+// (no IPv6 counts), as an lbd before version 3 wrote it.
 func encodeV2(b []byte) []byte {
+	b = encodeV3(b)
 	b = b[:len(b)-sumLen]
 	p := countsOffset(b)
 	v2 := append([]byte(nil), b[:p+16]...) // up to the four counts of version 2
@@ -186,7 +200,7 @@ func encodeV2(b []byte) []byte {
 	return append(v2, sum[:]...)
 }
 
-// countsOffset is where a version 2 or 3 encoding's counts start.
+// countsOffset is where a version 2, 3 or 4 encoding's counts start.
 func countsOffset(b []byte) int {
 	pathLen := int(binary.BigEndian.Uint16(b[24:]))
 	p := 26 + pathLen
@@ -198,7 +212,7 @@ func countsOffset(b []byte) int {
 	return p + keyLen
 }
 
-// encodeV1 turns a version 3 encoding without extended or IPv6 records
+// encodeV1 turns a version 4 encoding without extended or IPv6 records
 // into the version 1 encoding of the same state (no steering key, no
 // extended record count), as an lbd before version 2 wrote it.
 func encodeV1(b []byte) []byte {
@@ -270,7 +284,7 @@ func sample6() State {
 func TestRoundTrip6(t *testing.T) {
 	want := sample6()
 	b := Encode(nil, want)
-	checkDecodes(t, b, 3, want)
+	checkDecodes(t, b, Version, want)
 	// A damaged IPv6 record refuses the whole handover.
 	bad := b[:len(b)-sumLen]
 	off := len(bad) - 2*Counters6Len - Neighbour6Len - Record6Len // the NAT64 record
@@ -279,6 +293,50 @@ func TestRoundTrip6(t *testing.T) {
 	sum := sha256.Sum256(bad)
 	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record 5") {
 		t.Errorf("a NAT64 record without its server: %v", err)
+	}
+}
+
+// TestDecodeVersion3: a handover from an lbd that wrote version 3 (IPv6,
+// no FTP records) is read whole.
+func TestDecodeVersion3(t *testing.T) {
+	want := sample6()
+	checkDecodes(t, encodeV3(Encode(nil, want)), 3, want)
+}
+
+// sampleFTP is sample6 with the FTP helper's connections: a control
+// connection whose server's stream a rewritten 227 shifted, a data
+// connection, a control connection never shifted. What version 4 adds.
+func sampleFTP() State {
+	s := sample6()
+	s.Records = append(s.Records,
+		lcore.SyncConn{ClientIP: 0xc0000205, ClientPort: 40002, VIP: 0xc6336401, VPort: 21, RIP: 0x0a000002, RPort: 21,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTP: true,
+			FTPOut: lcore.SeqShift{Init: 0x80000000, Delta: 5, Prev: -2}},
+		lcore.SyncConn{ClientIP: 0xc0000205, ClientPort: 40004, VIP: 0xc6336401, VPort: 50000, RIP: 0x0a000002, RPort: 50000,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTPData: true, ServicePort: 21},
+		lcore.SyncConn{ClientIP: 0xc0000206, ClientPort: 40003, VIP: 0xc6336401, VPort: 21, RIP: 0x0a000003, RPort: 21,
+			Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTP: true})
+	return s
+}
+
+// TestRoundTripFTP: version 4 carries FTP control connections with their
+// helper's sequence adjustments, after everything version 3 had; a
+// damaged one refuses the whole handover.
+func TestRoundTripFTP(t *testing.T) {
+	want := sampleFTP()
+	b := Encode(nil, want)
+	checkDecodes(t, b, Version, want)
+	bad := append([]byte(nil), b[:len(b)-sumLen]...)
+	off := len(bad) - FTPRecordLen // the unshifted one
+	bad[off+RecordLen+3] = 1       // its client stream's init, never shifted
+	sum := sha256.Sum256(bad)
+	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record 8") {
+		t.Errorf("an FTP record with an impossible adjustment: %v", err)
+	}
+	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
+	sum = sha256.Sum256(short)
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "FTP records need") {
+		t.Errorf("a handover short of a byte: %v", err)
 	}
 }
 
@@ -291,6 +349,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(encodeV1(Encode(nil, sample())))
 	f.Add(encodeV2(Encode(nil, sample())))
 	f.Add(Encode(nil, sample6()))
+	f.Add(encodeV3(Encode(nil, sample6())))
+	f.Add(Encode(nil, sampleFTP()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(b)
 		if err != nil {
