@@ -149,11 +149,13 @@ type Port struct {
 	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
 	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
 	Promiscuous bool   `mapstructure:"promiscuous"` // put the port in promiscuous mode; default false; reload: restart
-	// Floating are IPv4 addresses inside Address's prefix that belong to
-	// whichever lbd of a pair is master (e.g. the gateway NAT real servers
-	// route through): answered in ARP and announced by gratuitous ARP on
-	// takeover by the master only; unique, not the port's address,
-	// gateway, network or broadcast address, nor a VIP; default none;
+	// Floating are addresses that belong to whichever lbd of a pair is
+	// master (e.g. the gateway NAT real servers route through): IPv4 ones
+	// inside Address's prefix, answered in ARP and announced by
+	// gratuitous ARP on takeover; IPv6 ones inside Address6's prefix,
+	// answered in neighbour discovery and announced by unsolicited NA on
+	// takeover; by the master only; unique, not the port's address(6),
+	// gateway(6), network or broadcast address, nor a VIP; default none;
 	// reload: restart
 	Floating []string `mapstructure:"floating"`
 }
@@ -357,11 +359,18 @@ func (p Port) Gateway6Addr() (netip.Addr, bool) {
 	return a, err == nil && a.Is6()
 }
 
-// FloatingAddrs returns the port's valid floating addresses.
-func (p Port) FloatingAddrs() []netip.Addr {
+// FloatingAddrs returns the port's valid IPv4 floating addresses.
+func (p Port) FloatingAddrs() []netip.Addr { return p.floating(netip.Addr.Is4) }
+
+// FloatingAddrs6 returns the port's valid IPv6 floating addresses.
+func (p Port) FloatingAddrs6() []netip.Addr {
+	return p.floating(func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() })
+}
+
+func (p Port) floating(family func(netip.Addr) bool) []netip.Addr {
 	var out []netip.Addr
 	for _, f := range p.Floating {
-		if a, err := netip.ParseAddr(f); err == nil && a.Is4() {
+		if a, err := netip.ParseAddr(f); err == nil && family(a) {
 			out = append(out, a)
 		}
 	}

@@ -108,3 +108,41 @@ func TestNAT64Valid(t *testing.T) {
 		t.Fatalf("NAT64 refused: %v", err)
 	}
 }
+
+// TestFloating6: a port's floating addresses may be IPv6 (the NAT
+// servers' IPv6 gateway), inside its address6 prefix; the rest is refused
+// naming the field.
+func TestFloating6(t *testing.T) {
+	c := validConfig6()
+	c.Ports[1].Floating = []string{"198.51.100.254", "fd00:1::fe"}
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("IPv6 floating address refused: %v", err)
+	}
+	if v4, v6 := c.Ports[1].FloatingAddrs(), c.Ports[1].FloatingAddrs6(); len(v4) != 1 || len(v6) != 1 || v6[0].String() != "fd00:1::fe" {
+		t.Fatalf("FloatingAddrs %v FloatingAddrs6 %v", v4, v6)
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(*conf.Config)
+		want string
+	}{
+		{"off the prefix", func(c *conf.Config) { c.Ports[1].Floating = []string{"fd00:2::fe"} },
+			"ports[1].floating[0]: fd00:2::fe is not inside fd00:1::/64"},
+		{"the port's address6", func(c *conf.Config) { c.Ports[1].Floating = []string{"fd00:1::1"} },
+			"ports[1].floating[0]: fd00:1::1 is already ports[1].address6"},
+		{"no address6", func(c *conf.Config) {
+			c.Services, c.Ports[1].Address6, c.Ports[1].Floating = c.Services[:2], "", []string{"fd00:1::fe"}
+		},
+			"ports[1].floating[0]: fd00:1::fe is IPv6 and ports[1] has no address6"},
+		{"link-local", func(c *conf.Config) { c.Ports[1].Floating = []string{"fe80::1"} },
+			"ports[1].floating[0]: fe80::1 is not a global or unique local unicast IPv6 address"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := validConfig6()
+			tc.edit(&c)
+			if err := c.Validate(schedulers); err == nil || err.Error() != tc.want {
+				t.Fatalf("got %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

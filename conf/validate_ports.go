@@ -267,6 +267,12 @@ func (c *Config) validateFloating() error {
 		if gw, ok := p.GatewayAddr(); ok {
 			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
 		}
+		if p6, ok := p.Prefix6(); ok {
+			seen[p6.Addr()] = fmt.Sprintf("ports[%d].address6", i)
+		}
+		if gw, ok := p.Gateway6Addr(); ok {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway6", i)
+		}
 	}
 	for i, s := range c.Services {
 		if a, err := netip.ParseAddr(s.VIP); err == nil {
@@ -279,14 +285,22 @@ func (c *Config) validateFloating() error {
 		pfx := p.Prefix()
 		for j, s := range p.Floating {
 			f := fmt.Sprintf("ports[%d].floating[%d]", i, j)
-			a, err := parseHost(f, s)
+			a, err := parseHost46(f, s)
 			if err != nil {
 				return err
 			}
-			if !pfx.Contains(a) {
-				return fieldErrorf(f, "%s is not inside %s", a, pfx.Masked())
+			in := pfx
+			if a.Is6() {
+				p6, ok := p.Prefix6()
+				if !ok {
+					return fieldErrorf(f, "%s is IPv6 and ports[%d] has no address6", a, i)
+				}
+				in = p6
 			}
-			if pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
+			if !in.Contains(a) {
+				return fieldErrorf(f, "%s is not inside %s", a, in.Masked())
+			}
+			if a.Is4() && pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
 				return fieldErrorf(f, "%s is the network or broadcast address of %s", a, pfx.Masked())
 			}
 			if other, ok := seen[a]; ok {

@@ -223,7 +223,7 @@ func (c *Config) validateLocalAddresses() error {
 			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
 		}
 		for j, f := range p.Floating {
-			if a, err := netip.ParseAddr(f); err == nil {
+			if a, err := netip.ParseAddr(f); err == nil && a.Is4() {
 				seen[a] = fmt.Sprintf("ports[%d].floating[%d]", i, j)
 			}
 		}

@@ -337,6 +337,10 @@ func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
 		for _, f := range p.FloatingAddrs() {
 			out[i].Floating = append(out[i].Floating, ipv4(f))
 		}
+		out[i].Floating6 = nil
+		for _, f := range p.FloatingAddrs6() {
+			out[i].Floating6 = append(out[i].Floating6, hdr.Addr6From(f))
+		}
 	}
 	return out
 }

@@ -28,7 +28,7 @@ func (w *Worker) handleND6(d *desc) exit {
 		return consume(NDReceived)
 	}
 	ours := !p.Addr6.IsUnspecified() && target == p.Addr6 ||
-		!w.snap.Backup && p.FacesClients && w.snap.IsVIP6(target)
+		!w.snap.Backup && (p.FacesClients && w.snap.IsVIP6(target) || p.isFloating6(target))
 	if !ours {
 		return drop(DropNDNotOurs)
 	}
@@ -57,7 +57,18 @@ func (w *Worker) handleND6(d *desc) exit {
 // learnable6 reports whether a neighbour's address may enter the table:
 // on the port's link and none of ours.
 func (w *Worker) learnable6(p *PortInfo, a *hdr.Addr6) bool {
-	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a)
+	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a) && !p.isFloating6(*a)
+}
+
+// isFloating6 reports whether a is one of the port's IPv6 floating
+// addresses.
+func (p *PortInfo) isFloating6(a hdr.Addr6) bool {
+	for _, f := range p.Floating6 {
+		if f == a {
+			return true
+		}
+	}
+	return false
 }
 
 // encodeNA writes an IPv6 NA for self, one of port p's addresses, to dst
@@ -123,8 +134,8 @@ func (s *Snapshot) isLocal6(a hdr.Addr6) bool {
 }
 
 // announce6 sends an unsolicited NA (override, to all nodes) for each
-// port's IPv6 address and, unless a backup, for the IPv6 VIPs on ports
-// facing clients, so the link's caches point them at this port (RFC 4861
+// port's IPv6 address and, unless a backup, for its IPv6 floating
+// addresses and the IPv6 VIPs on ports facing clients, so the link's caches point them at this port (RFC 4861
 // 7.2.6). Worker 0 does it once when it starts and when it takes over;
 // control work.
 func (w *Worker) announce6() {
@@ -134,7 +145,13 @@ func (w *Worker) announce6() {
 			continue
 		}
 		w.sendUnsolicitedNA(i, p.Addr6)
-		if !p.FacesClients || w.snap.Backup {
+		if w.snap.Backup {
+			continue
+		}
+		for _, f := range p.Floating6 {
+			w.sendUnsolicitedNA(i, f)
+		}
+		if !p.FacesClients {
 			continue
 		}
 		for vip := range w.snap.six.vips {

@@ -221,3 +221,55 @@ func TestIPv6PathDoesNotAllocate(t *testing.T) {
 		t.Fatalf("nothing answered: %v", dropsOf(r.w))
 	}
 }
+
+// TestFloating6: a port's IPv6 floating address (the NAT servers' IPv6
+// gateway) is answered in neighbour discovery and announced by
+// unsolicited NA by the master only, and never learnt as a neighbour
+// from the other director's advertisements.
+func TestFloating6(t *testing.T) {
+	r := rigSvc6(t)
+	gw6 := hdr.Addr6From(netip.MustParseAddr("fd00:1::fe"))
+	r.w.snap.Ports[1].Floating6 = []hdr.Addr6{gw6}
+	sn := gw6.SolicitedNode()
+	solicit := func() [][]byte {
+		r.inject(1, icmp6Frame(rs1MAC, sn.MulticastMAC(), rs61, sn, 255, nsMsg(gw6, true)))
+		r.w.poll()
+		return r.sent(1)
+	}
+	out := solicit()
+	if len(out) != 1 {
+		t.Fatalf("master sent %d frames for the floating gateway's NS, want its NA (drops %v)", len(out), dropsOf(r.w))
+	}
+	eth, ip := hdr.Ethernet(out[0]), hdr.IPv6(hdr.Ethernet(out[0]).Payload())
+	na := hdr.ND(ip.Payload())
+	if mac, ok := na.LinkAddr(hdr.NDOptTargetLL); hdr.ICMP(na).Type() != hdr.ICMPv6NeighAdvert || na.Target() != gw6 ||
+		ip.Src() != gw6 || eth.Src() != lanMAC || !ok || mac != lanMAC {
+		t.Fatalf("not the floating gateway's NA: %x", out[0])
+	}
+	announced := func() map[hdr.Addr6]bool {
+		r.w.announce6()
+		r.w.poll()
+		got := map[hdr.Addr6]bool{}
+		for _, f := range r.sent(1) {
+			ip := hdr.IPv6(hdr.Ethernet(f).Payload())
+			if na := hdr.ND(ip.Payload()); hdr.ICMP(na).Type() == hdr.ICMPv6NeighAdvert && na.Flags() == hdr.NAFlagOverride {
+				got[na.Target()] = true
+			}
+		}
+		return got
+	}
+	if got := announced(); !got[gw6] || !got[lanAddr6] || len(got) != 2 {
+		t.Fatalf("master announced %v on the lan port, want its address and the floating gateway", got)
+	}
+	if r.w.learnable6(&r.w.snap.Ports[1], &gw6) {
+		t.Fatal("the floating gateway is learnable as a neighbour")
+	}
+
+	r.w.snap.Backup = true
+	if out := solicit(); len(out) != 0 {
+		t.Fatalf("a backup answered the floating gateway's NS: %x", out)
+	}
+	if got := announced(); got[gw6] || !got[lanAddr6] {
+		t.Fatalf("a backup announced %v on the lan port", got)
+	}
+}

@@ -78,6 +78,10 @@ type PortInfo struct {
 	// director of a pair is master (the gateway NAT real servers route
 	// through): answered in ARP by the master only.
 	Floating []uint32
+	// Floating6 are the IPv6 ones, in the port's IPv6 subnet: answered in
+	// neighbour discovery and announced by unsolicited NA by the master
+	// only.
+	Floating6 []hdr.Addr6
 }
 
 // How a port's NIC spreads packets over the lcores' queues, as the
