@@ -54,7 +54,7 @@ type haEnv struct {
 	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
 	vipHTTP, vipEcho       string
 	vipFNAT                string            // VS/NAT pair: the FullNAT echo service
-	six                    bool              // VS/DR pair: IPv6 too, an echo service on haVIP6
+	six                    bool              // IPv6 too, an echo service on haVIP6
 	ftp                    map[string]string // VS/NAT pair: vsftpd on the servers (their files' SHA-256 to their names), an FTP service on VIP:21
 }
 
@@ -66,8 +66,9 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 	return newHAEnvWith(t, dr, false, false)
 }
 
-// newHAEnvWith is newHAEnv, with six (VS/DR only) IPv6 on the client's
-// link, the router and the segment, and an IPv6 echo service on haVIP6;
+// newHAEnvWith is newHAEnv, with six IPv6 on the client's link, the
+// router (VS/DR) and the servers' segment, and an IPv6 echo service on
+// haVIP6 (withIPv6);
 // with ftp (VS/NAT only) vsftpd on the real servers and an FTP service
 // with the helper on VIP:21.
 func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
@@ -179,19 +180,21 @@ func (e *haEnv) config(n *haNode) harness.Config {
 		services = []harness.Service{svc(haHTTPPort, haHTTPPort, "dr"), svc(haEchoPort, haEchoPort, "dr")}
 		if e.six {
 			ports[0].Address6 = haNode6[n.Name] + "/64"
-			echo := harness.Service{VIP: haVIP6, Port: haEchoPort, Scheduler: "rr"}
-			for i := range h.Servers {
-				echo.Servers = append(echo.Servers, harness.Server{Address: v6LVSServer(i), Port: haEchoPort, Weight: 1, Forward: "dr"})
-			}
-			services = append(services, echo)
+			services = append(services, e.echo6("dr"))
 		}
 	} else {
 		lan := harness.AFPacketPort(1, "lan", n.ServerIf, n.ServerIP.String(), "", "server")
 		lan.Floating = []string{h.Floating.Addr().String()}
-		ports = []harness.Port{harness.AFPacketPort(0, "wan", n.ClientIf, n.ClientIP.String(), "", "client"), lan}
+		wan := harness.AFPacketPort(0, "wan", n.ClientIf, n.ClientIP.String(), "", "client")
+		ports = []harness.Port{wan, lan}
 		fnat := svc(haFNATPort, haEchoPort, "fullnat")
 		fnat.LocalAddresses, fnat.SynProxy = []string{haLocal}, true
 		services = []harness.Service{svc(haHTTPPort, 8080, "nat"), svc(haEchoPort, haEchoPort, "nat"), fnat}
+		if e.six {
+			ports[0].Address6, ports[1].Address6 = haNATWAN6[n.Name]+"/64", haNode6[n.Name]+"/64"
+			ports[1].Floating = append(ports[1].Floating, haNATFloating6)
+			services = append(services, e.echo6("nat"))
+		}
 		if e.ftp != nil {
 			ftp := svc(21, 21, "nat")
 			ftp.Helper = "ftp"
@@ -207,20 +210,54 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	return c
 }
 
-// The VS/DR pair's IPv6: the client behind the router as in the VS/DR
-// tests, the nodes and servers on the router's segment.
-const haVIP6 = "2001:db8:4::40"
+// echo6 is the IPv6 echo service on haVIP6 over the servers' IPv6
+// addresses, forwarded by fwd.
+func (e *haEnv) echo6(fwd string) harness.Service {
+	echo := harness.Service{VIP: haVIP6, Port: haEchoPort, Scheduler: "rr"}
+	for i := range e.ha.Servers {
+		echo.Servers = append(echo.Servers, harness.Server{Address: v6LVSServer(i), Port: haEchoPort, Weight: 1, Forward: fwd})
+	}
+	return echo
+}
 
-var haNode6 = map[string]string{"a": "fd00:2::1", "b": "fd00:2::2"}
+// The pairs' IPv6. VS/DR: the client behind the router as in the VS/DR
+// tests, the nodes and servers on the router's segment. VS/NAT: the
+// client and the nodes' client ports on 2001:db8:4::/64 with the VIP, the
+// nodes' server ports and the servers on fd00:2::/64, the servers'
+// gateway the nodes' floating haNATFloating6.
+const (
+	haVIP6         = "2001:db8:4::40"
+	haNATClient6   = "2001:db8:4::7"
+	haNATFloating6 = "fd00:2::fe"
+)
 
-// withIPv6 gives the VS/DR pair's topology IPv6: the router holds the
+var (
+	haNode6   = map[string]string{"a": "fd00:2::1", "b": "fd00:2::2"}
+	haNATWAN6 = map[string]string{"a": "2001:db8:4::1", "b": "2001:db8:4::2"}
+)
+
+// withIPv6 gives the pair's topology IPv6. VS/DR: the router holds the
 // VIP on-link on the segment (whoever answers neighbour solicitations for
 // it, the master, gets the client's packets; the new master's unsolicited
 // NA moves it), the servers hold it on lo and answer the client through
-// the router.
+// the router. VS/NAT: the VIP is on the client's link, the servers route
+// through the floating gateway; the master answers neighbour
+// solicitations for both and the new master's unsolicited NAs move them.
 func (e *haEnv) withIPv6(t *testing.T) {
 	t.Helper()
 	h, six := e.ha, v6Setup{t, e.topo}
+	if !h.DR {
+		six.addr(h.Client.NS, h.Client.If, haNATClient6+"/64")
+		// The bridges flood the solicited-node groups to the nodes' ports.
+		for _, br := range []string{"brc", "brs"} {
+			six.do(h.SwitchNS, "ip", "link", "set", e.topo.IfName(br), "type", "bridge", "mcast_snooping", "0")
+		}
+		for i, s := range h.Servers {
+			six.addr(s.NS, s.If, v6LVSServer(i)+"/64")
+			six.do(s.NS, "ip", "-6", "route", "add", "default", "via", haNATFloating6)
+		}
+		return
+	}
 	six.clientBehindRouter(h.Client, h.Router)
 	six.do(h.Router.NS, "ip", "-6", "route", "add", haVIP6+"/128", "dev", h.Router.LBIf)
 	// The bridge floods the solicited-node groups to the nodes' ports.

@@ -51,7 +51,8 @@ func TestFailoverNAT(t *testing.T) { testFailover(t, false) }
 
 func TestFailoverDR(t *testing.T) { testFailover(t, true) }
 
-// haStreams6 is TestFailoverDR6's count of IPv6 echo streams.
+// haStreams6 is TestFailoverDR6's and TestFailoverNAT6's count of IPv6
+// echo streams.
 const haStreams6 = 100
 
 // TestFailoverDR6: IPv6 streams across a failover of the VS/DR pair. The
@@ -59,8 +60,17 @@ const haStreams6 = 100
 // entered under its own folds; when the master dies, the new master's
 // unsolicited NA moves the IPv6 VIP in the router's neighbour cache and
 // the streams go on through it.
-func TestFailoverDR6(t *testing.T) {
-	e := newHAEnvWith(t, true, true, false)
+func TestFailoverDR6(t *testing.T) { testFailover6(t, true) }
+
+// TestFailoverNAT6: the same with the VS/NAT pair and a NAT66 service:
+// the client on the directors' client link, the IPv6 servers routing
+// through a floating IPv6 gateway on the directors' server ports. The new
+// master's unsolicited NAs move both the VIP in the client's neighbour
+// cache and the gateway in the servers'.
+func TestFailoverNAT6(t *testing.T) { testFailover6(t, false) }
+
+func testFailover6(t *testing.T, dr bool) {
+	e := newHAEnvWith(t, dr, true, false)
 	a, b := e.nodes[0], e.nodes[1]
 	addr := net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort))
 	f := startEchoFleet(e.ctx, e.ha.Client.NS, addr, haStreams6, haChunk, haInterval, haStreamDead)
@@ -90,11 +100,22 @@ func TestFailoverDR6(t *testing.T) {
 	e.checkMaster(t, "after failover", b)
 	e.keepStreaming(t, f, "after failover", killed, takeover)
 	t.Logf("node b's drops after failover: %s", e.drops(b))
-	// The router reaches the IPv6 VIP at node b's port now.
-	out, err := e.topo.Exec(e.ha.Router.NS, "ip", "-6", "neigh", "show", haVIP6)
-	t.Logf("the router's neighbour entry for %s: %s", haVIP6, strings.TrimSpace(out))
-	if err != nil || !strings.Contains(out, "lladdr "+e.vip.macs[1].String()) {
-		t.Errorf("the router's neighbour entry for %s is not node b's port (%s): %q, %v", haVIP6, e.vip.macs[1], out, err)
+	// The router (VS/DR) or the client (VS/NAT) reaches the IPv6 VIP at
+	// node b's port now, and with VS/NAT the servers their gateway.
+	neigh := func(who, ns, target string, mac net.HardwareAddr) {
+		out, err := e.topo.Exec(ns, "ip", "-6", "neigh", "show", target)
+		t.Logf("the %s's neighbour entry for %s: %s", who, target, strings.TrimSpace(out))
+		if err != nil || !strings.Contains(out, "lladdr "+mac.String()) {
+			t.Errorf("the %s's neighbour entry for %s is not node b's port (%s): %q, %v", who, target, mac, out, err)
+		}
+	}
+	if dr {
+		neigh("router", e.ha.Router.NS, haVIP6, e.vip.macs[1])
+	} else {
+		neigh("client", e.ha.Client.NS, haVIP6, e.vip.macs[1])
+		for _, s := range e.ha.Servers {
+			neigh("server "+s.Name, s.NS, haNATFloating6, e.floating.macs[1])
+		}
 	}
 
 	maxStall := 2*takeover + 1500*time.Millisecond
