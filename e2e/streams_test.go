@@ -47,7 +47,10 @@ func startTCPServers(t *testing.T, what string, port int, serve func(net.Conn), 
 	serveTCP(t, what, "tcp4", port, serve, namespaces...)
 }
 
-// serveTCP is startTCPServers on network ("tcp4" or "tcp6").
+// serveTCP is startTCPServers on network ("tcp4" or "tcp6"). At the end
+// it closes the connections still open too: one whose client is gone
+// without a FIN that reached it (a failover that broke it) would
+// otherwise hold the test until its timeout.
 func serveTCP(t *testing.T, what, network string, port int, serve func(net.Conn), namespaces ...string) {
 	t.Helper()
 	for _, ns := range namespaces {
@@ -59,14 +62,32 @@ func serveTCP(t *testing.T, what, network string, port int, serve func(net.Conn)
 			t.Fatalf("%s in %s: %v", what, ns, err)
 		}
 		var wg sync.WaitGroup
-		t.Cleanup(func() { ln.Close(); wg.Wait() })
+		var mu sync.Mutex
+		open := map[net.Conn]bool{}
+		t.Cleanup(func() {
+			ln.Close()
+			mu.Lock()
+			for c := range open {
+				c.Close()
+			}
+			mu.Unlock()
+			wg.Wait()
+		})
 		wg.Go(func() {
 			for {
 				c, err := ln.Accept()
 				if err != nil {
 					return
 				}
-				wg.Go(func() { serve(c) })
+				mu.Lock()
+				open[c] = true
+				mu.Unlock()
+				wg.Go(func() {
+					serve(c)
+					mu.Lock()
+					delete(open, c)
+					mu.Unlock()
+				})
 			}
 		})
 	}
