@@ -89,8 +89,15 @@ func (w *Worker) forward(d *desc) exit {
 		}
 	}
 	if !ok && k.proto == hdr.ProtoTCP {
-		if si, found := w.snap.service(k.dst, k.dport, k.proto); found && w.snap.Services[si].SynProxy {
+		si, found := d.svc-1, d.svc > 0 // a SYN's, found by the lookup stage
+		if !found {
+			si, found = w.snap.service(k.dst, k.dport, k.proto)
+		}
+		if found && w.snap.Services[si].SynProxy {
 			return w.synProxyNew(d, si)
+		}
+		if found {
+			d.svc = si + 1 // newConn need not look again
 		}
 	}
 	if !ok {

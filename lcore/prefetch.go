@@ -44,7 +44,8 @@ const maxReplyPrefetch = 4
 // maxReplyPrefetch real servers the cell of every one that can take the
 // connection is prefetched (a retransmitted SYN of an existing
 // connection wastes them). Larger services get none: DR and TUN index no
-// reply key, and FullNAT's is its local address's. The service found is
+// reply key, FullNAT's is its local address's, and a SYN-proxied
+// service's SYN makes no connection. The service found is
 // kept in d, so newConn does not look it up a second time.
 func (w *Worker) prefetchReplyCells(d *desc) {
 	k := &d.flow
@@ -53,7 +54,11 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 		return
 	}
 	d.svc = si + 1
-	dests := w.snap.Services[si].Dests
+	svc := &w.snap.Services[si]
+	if svc.SynProxy {
+		return // answered with a cookie: no connection, no reply key
+	}
+	dests := svc.Dests
 	if len(dests) > maxReplyPrefetch {
 		return
 	}

@@ -100,8 +100,23 @@ type handshakeOpts struct {
 	ws           int8 // -1: none
 }
 
-// maxSynOpts is the longest put writes.
-const maxSynOpts = 20
+// size is the length put writes.
+func (o *handshakeOpts) size() int {
+	n := 0
+	if o.mss != 0 {
+		n = 4
+	}
+	switch {
+	case o.ts:
+		n += 12
+	case o.sack:
+		n += 4
+	}
+	if o.ws >= 0 {
+		n += 4
+	}
+	return n
+}
 
 // put writes the options in Linux's order (MSS, SACK-permitted with the
 // timestamps, window scale), padded with NOPs to 4-byte words; it returns

@@ -185,3 +185,21 @@ func TestSynProxySplicedNoAllocs(t *testing.T) {
 		t.Fatalf("spliced client data: %v allocations per burst", a)
 	}
 }
+
+// TestHandshakeOptsSize: the room rewriteTCP makes is what put writes,
+// for every combination of options.
+func TestHandshakeOptsSize(t *testing.T) {
+	for bits := range 16 {
+		o := handshakeOpts{sack: bits&2 != 0, ts: bits&4 != 0, ws: -1}
+		if bits&1 != 0 {
+			o.mss = 1460
+		}
+		if bits&8 != 0 {
+			o.ws = 7
+		}
+		var b [40]byte
+		if n := o.put(b[:]); n != o.size() || n%4 != 0 {
+			t.Fatalf("%+v: put wrote %d bytes, size says %d", o, n, o.size())
+		}
+	}
+}

@@ -3,7 +3,6 @@ package lcore
 import (
 	"crypto/rand"
 	"encoding/binary"
-	"hash/maphash"
 
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
@@ -37,30 +36,24 @@ const (
 // cookieMSS is the MSS a cookie can carry (Linux's msstab).
 var cookieMSS = [4]uint16{536, 1300, 1440, 1460}
 
-// cookieSeed keys the cookies' hash: drawn at start, never sent.
-var cookieSeed = maphash.MakeSeed()
-
-// cookieSalt is more secret input for the hash, so that the seed's own
-// weaknesses, if any, are not enough.
-var cookieSalt = func() (s [16]byte) {
-	if _, err := rand.Read(s[:]); err != nil {
+// cookieKey keys the cookies' MAC (SipHash-2-4, as Linux's): drawn at
+// start, never sent, so a cookie cannot be forged without seeing one of
+// its own flow's.
+var cookieKey = func() (k [2]uint64) {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
 		panic("lcore: no randomness for SYN cookies: " + err.Error())
 	}
-	return s
+	return [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
 }()
 
-// cookieHash is the 27-bit MAC of a cookie.
+// cookieHash is the 27-bit MAC of a cookie: the flow, the client's ISN,
+// the time slot and the cookie's low bits, in three words.
 func cookieHash(k *flowKey, isn uint32, slot uint64, low uint32) uint32 {
-	var b [48]byte
-	copy(b[:16], cookieSalt[:])
-	binary.LittleEndian.PutUint32(b[16:], k.src)
-	binary.LittleEndian.PutUint32(b[20:], k.dst)
-	binary.LittleEndian.PutUint16(b[24:], k.sport)
-	binary.LittleEndian.PutUint16(b[26:], k.dport)
-	binary.LittleEndian.PutUint32(b[28:], isn)
-	binary.LittleEndian.PutUint64(b[32:], slot)
-	binary.LittleEndian.PutUint32(b[40:], low)
-	return uint32(maphash.Bytes(cookieSeed, b[:]) >> 37)
+	return uint32(sipHash3(cookieKey[0], cookieKey[1],
+		uint64(k.src)|uint64(k.dst)<<32,
+		uint64(k.sport)|uint64(k.dport)<<16|uint64(isn)<<32,
+		slot<<5|uint64(low)) >> 37)
 }
 
 // makeCookie is the ISN of the SYN-ACK answering k's SYN (seq isn).
@@ -97,9 +90,7 @@ func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, o
 // handshake packets the proxy sends are built over packets it received.
 // It reports false when the mbuf has no room.
 func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) bool {
-	var opts [maxSynOpts]byte
-	n := o.put(opts[:])
-	tcpLen := hdr.TCPMinLen + n
+	tcpLen := hdr.TCPMinLen + o.size()
 	if d.m.SetLen(l3+hdr.IPv4MinLen+tcpLen) != nil {
 		return false
 	}
@@ -117,7 +108,7 @@ func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) b
 	tcp.SetFlags(f.Flags)
 	tcp.SetWindow(f.Window)
 	tcp.SetUrgentPointer(0)
-	copy(tcp[hdr.TCPMinLen:], opts[:n])
+	o.put(tcp[hdr.TCPMinLen:])
 	tcp.SetChecksum(0)
 	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, tcp))
 	d.l4 = l3 + hdr.IPv4MinLen
@@ -146,7 +137,7 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	k := d.flow
 	switch d.flags & (hdr.TCPFlagSYN | hdr.TCPFlagACK | hdr.TCPFlagRST | hdr.TCPFlagFIN) {
 	case hdr.TCPFlagSYN:
-		return w.answerSYN(d, &k, tcp)
+		return w.answerSYN(d, &k, tcp, si)
 	case hdr.TCPFlagACK:
 	default:
 		return drop(DropNotSYN)
@@ -207,21 +198,21 @@ func mssIndex(mss uint16) uint32 {
 	return 0
 }
 
-// answerSYN turns a SYN into its cookie SYN-ACK, back to where it came from.
-func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
-	sack := tcp.HasOption(hdr.TCPOptSACKPerm)
-	mss := tcp.MSS()
+// answerSYN turns a SYN to service si into its cookie SYN-ACK, back to
+// where it came from.
+func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP, si int32) exit {
+	syn := tcp.SynOptions()
+	mss := syn.MSS
 	if mss == 0 {
 		mss = 536
 	}
 	isn := tcp.Seq()
-	cookie := makeCookie(k, isn, w.now, mss, sack)
-	o := handshakeOpts{sack: sack, ws: -1}
-	if tsval, _, ok := tcp.Timestamps(); ok {
-		ws, hasWS := tcp.WScale()
+	cookie := makeCookie(k, isn, w.now, mss, syn.SACKPerm)
+	o := handshakeOpts{sack: syn.SACKPerm, ws: -1}
+	if syn.HasTS {
 		ecn := d.flags&(hdr.TCPFlagECE|hdr.TCPFlagCWR) == hdr.TCPFlagECE|hdr.TCPFlagCWR
-		o.ts, o.tsval, o.tsecr = true, cookieTSval(w.now, ws, hasWS, sack, ecn), tsval
-		if hasWS {
+		o.ts, o.tsval, o.tsecr = true, cookieTSval(w.now, syn.WScale, syn.HasWScale, syn.SACKPerm, ecn), syn.TSval
+		if syn.HasWScale {
 			o.ws = ourWScale
 		}
 	}
@@ -231,7 +222,7 @@ func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP) exit {
 	if mtu := w.snap.Ports[d.in].MTU; mtu > 576 {
 		ours = mtu - hdr.IPv4MinLen - hdr.TCPMinLen
 	}
-	if si, ok := w.snap.service(k.dst, k.dport, k.proto); ok && w.snap.Services[si].ProxyProtocol {
+	if w.snap.Services[si].ProxyProtocol {
 		ours -= proxyV2Len
 	}
 	o.mss = ours

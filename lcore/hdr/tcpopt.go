@@ -137,3 +137,39 @@ func (b TCP) UnshiftSACK(delta, floor uint32, updateChecksum bool) {
 		b.SetChecksum(UpdateBlock(b.Checksum(), before, Checksum(opts, 0)))
 	}
 }
+
+// SynOptions are the options a SYN offers, as the SYN proxy reads them.
+type SynOptions struct {
+	MSS          uint16 // 0: none
+	SACKPerm     bool
+	WScale       uint8
+	HasWScale    bool
+	TSval, TSecr uint32
+	HasTS        bool
+}
+
+// SynOptions reads MSS, SACK-permitted, window scale and timestamps in
+// one pass over the options, each the first well-formed one of its kind
+// as MSS, HasOption, WScale and Timestamps find it: a SYN cookie answers
+// every SYN of a flood, and four passes cost as much as the cookie.
+func (b TCP) SynOptions() (o SynOptions) {
+	opts := b.Options()
+	hasMSS := false
+	for off := 0; ; {
+		kind, n, ok := nextOption(opts, off)
+		if !ok {
+			return o
+		}
+		switch {
+		case kind == TCPOptMSS && n == 4 && !hasMSS:
+			o.MSS, hasMSS = binary.BigEndian.Uint16(opts[off+2:]), true
+		case kind == TCPOptSACKPerm:
+			o.SACKPerm = true
+		case kind == TCPOptWScale && n == 3 && !o.HasWScale:
+			o.WScale, o.HasWScale = opts[off+2], true
+		case kind == TCPOptTimestamp && n == 10 && !o.HasTS:
+			o.TSval, o.TSecr, o.HasTS = binary.BigEndian.Uint32(opts[off+2:]), binary.BigEndian.Uint32(opts[off+6:]), true
+		}
+		off += n
+	}
+}

@@ -31,3 +31,24 @@ func TestWScaleAndTimestamps(t *testing.T) {
 	}
 	none.ShiftTimestamps(1, 1, true) // nothing to do, nothing broken
 }
+
+// FuzzSynOptions: the one-pass reader finds what the four single-option
+// readers find, whatever the options area holds (malformed lists included).
+func FuzzSynOptions(f *testing.F) {
+	f.Add([]byte{TCPOptMSS, 4, 0x05, 0xb4, TCPOptSACKPerm, 2, TCPOptTimestamp, 10, 0, 0, 0, 100, 0xff, 0xff, 0xff, 0xf0, TCPOptNOP, TCPOptWScale, 3, 7})
+	f.Add([]byte{TCPOptMSS, 4, 0, 0, TCPOptMSS, 4, 0x05, 0xb4, TCPOptWScale, 3, 1, TCPOptWScale, 3, 2, TCPOptEnd, 0})
+	f.Add([]byte{TCPOptNOP, TCPOptTimestamp, 9, 0, 0, 0, 0, 0, 0, 0, TCPOptSACKPerm, 3, 0})
+	f.Add([]byte{TCPOptMSS, 1, 0, 0})
+	f.Fuzz(func(t *testing.T, opts []byte) {
+		opts = opts[:min(len(opts), 40)&^3] // an options area is whole words, at most 40 bytes
+		b := seg(opts)
+		got := b.SynOptions()
+		var want SynOptions
+		want.MSS, want.SACKPerm = b.MSS(), b.HasOption(TCPOptSACKPerm)
+		want.WScale, want.HasWScale = b.WScale()
+		want.TSval, want.TSecr, want.HasTS = b.Timestamps()
+		if got != want {
+			t.Fatalf("options % x: one pass %+v, single readers %+v", opts, got, want)
+		}
+	})
+}
