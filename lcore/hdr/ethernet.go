@@ -114,11 +114,12 @@ func (e Ethernet) Src() MAC { return MAC(e[ethSrc : ethSrc+6]) }
 // EtherType returns the protocol of the payload.
 func (e Ethernet) EtherType() uint16 { return binary.BigEndian.Uint16(e[ethEtherType:]) }
 
-// SetDst writes the destination MAC.
-func (e Ethernet) SetDst(m MAC) { copy(e[ethDst:ethDst+6], m[:]) }
+// SetDst writes the destination MAC. An array assignment, not copy: a
+// 6-byte copy is a memmove call on every forwarded packet.
+func (e Ethernet) SetDst(m MAC) { *(*MAC)(e[ethDst : ethDst+6]) = m }
 
-// SetSrc writes the source MAC.
-func (e Ethernet) SetSrc(m MAC) { copy(e[ethSrc:ethSrc+6], m[:]) }
+// SetSrc writes the source MAC (see SetDst).
+func (e Ethernet) SetSrc(m MAC) { *(*MAC)(e[ethSrc : ethSrc+6]) = m }
 
 // SetEtherType writes the payload protocol.
 func (e Ethernet) SetEtherType(t uint16) { binary.BigEndian.PutUint16(e[ethEtherType:], t) }
