@@ -88,29 +88,43 @@ func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, o
 // rewriteTCP makes the packet a TCP segment with options o and no data
 // from src to dst (a new IPv4 header, DF, TTL 64), in place: the
 // handshake packets the proxy sends are built over packets it received.
-// It reports false when the mbuf has no room.
+// It reports false when the mbuf has no room. The headers are written
+// word by word and their checksums summed from the same words (a cookie
+// SYN-ACK answers every SYN of a flood); TestRewriteTCPMatchesEncoders
+// holds it to the header encoders' result.
 func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) bool {
 	tcpLen := hdr.TCPMinLen + o.size()
-	if d.m.SetLen(l3+hdr.IPv4MinLen+tcpLen) != nil {
+	total := hdr.IPv4MinLen + tcpLen
+	if d.m.SetLen(l3+total) != nil {
 		return false
 	}
-	b := d.m.Data()[l3:]
-	hdr.IPv4(b).Encode(&hdr.IPv4Fields{
-		TotalLength: uint16(hdr.IPv4MinLen + tcpLen), Flags: hdr.IPv4FlagDontFragment,
-		TTL: hdr.DefaultTTL, Protocol: hdr.ProtoTCP, Src: src, Dst: dst,
-	})
-	tcp := hdr.TCP(b[hdr.IPv4MinLen:][:tcpLen])
-	tcp.SetSrcPort(f.SrcPort)
-	tcp.SetDstPort(f.DstPort)
-	tcp.SetSeq(f.Seq)
-	tcp.SetAck(f.Ack)
-	tcp.SetDataOffset(tcpLen)
-	tcp.SetFlags(f.Flags)
-	tcp.SetWindow(f.Window)
-	tcp.SetUrgentPointer(0)
+	b := d.m.Data()[l3:][:total]
+	be := binary.BigEndian
+	const (
+		verIHL   = 0x45 << 8                                // version 4, 20 bytes; TOS 0
+		dfFlags  = uint32(hdr.IPv4FlagDontFragment) << 13   // ID 0, DF, offset 0
+		ttlProto = uint32(hdr.DefaultTTL)<<8 | hdr.ProtoTCP // TTL, protocol
+	)
+	srcSum := src>>16 + src&0xffff
+	dstSum := dst>>16 + dst&0xffff
+	be.PutUint32(b[0:], verIHL<<16|uint32(total))
+	be.PutUint32(b[4:], dfFlags)
+	be.PutUint32(b[12:], src)
+	be.PutUint32(b[16:], dst)
+	be.PutUint32(b[8:], ttlProto<<16|uint32(^hdr.Fold(verIHL+uint32(total)+dfFlags+ttlProto+srcSum+dstSum)))
+	tcp := b[hdr.IPv4MinLen:]
+	offFlags := uint32(tcpLen/4)<<12 | uint32(f.Flags)
+	be.PutUint16(tcp[0:], f.SrcPort)
+	be.PutUint16(tcp[2:], f.DstPort)
+	be.PutUint32(tcp[4:], f.Seq)
+	be.PutUint32(tcp[8:], f.Ack)
+	be.PutUint32(tcp[12:], offFlags<<16|uint32(f.Window))
+	be.PutUint32(tcp[16:], 0) // checksum (below) and urgent pointer
 	o.put(tcp[hdr.TCPMinLen:])
-	tcp.SetChecksum(0)
-	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, tcp))
+	sum := srcSum + dstSum + hdr.ProtoTCP + uint32(tcpLen) + // the pseudo-header
+		uint32(f.SrcPort) + uint32(f.DstPort) + f.Seq>>16 + f.Seq&0xffff + f.Ack>>16 + f.Ack&0xffff +
+		offFlags + uint32(f.Window)
+	be.PutUint16(tcp[16:], ^hdr.Fold(hdr.Checksum(tcp[hdr.TCPMinLen:], sum)))
 	d.l4 = l3 + hdr.IPv4MinLen
 	d.m.SetOlFlags(0)
 	return true
