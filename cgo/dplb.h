@@ -47,6 +47,9 @@ enum {
 	DPLB_MBUF_OFF_BUF_LEN    = offsetof(struct rte_mbuf, buf_len),
 	DPLB_MBUF_OFF_NEXT       = offsetof(struct rte_mbuf, next),
 	DPLB_MBUF_OFF_TX_OFFLOAD = offsetof(struct rte_mbuf, tx_offload),
+	DPLB_MBUF_OFF_REFCNT     = offsetof(struct rte_mbuf, refcnt),
+	DPLB_MBUF_OFF_VLAN_TCI   = offsetof(struct rte_mbuf, vlan_tci),
+	DPLB_MBUF_OFF_VLAN_OUTER = offsetof(struct rte_mbuf, vlan_tci_outer),
 };
 
 /* tx_offload bit layout (rte_mbuf_core.h): l2_len:7, l3_len:9, l4_len:8. */

@@ -161,3 +161,37 @@ func TestAccessorsDoNotAllocate(t *testing.T) {
 	}
 	_ = sink
 }
+
+// TestRecycle: a used packet comes back as rte_pktmbuf_alloc would hand
+// out a fresh one; a shared one is refused and left as it was.
+func TestRecycle(t *testing.T) {
+	mp := newPool(t, "recycle", 31)
+	m, err := mbuf.Alloc(mp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Free()
+	fresh := m.Headroom()
+	if _, err := m.Append(100); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Adj(20); err != nil {
+		t.Fatal(err)
+	}
+	m.SetOlFlags(mbuf.TxIPv4 | mbuf.TxIPCksum)
+	m.SetHeaderLens(14, 20, 20)
+	m.SetPort(3)
+	mbuf.CRefcntUpdate(m, 1) // shared: not recycled
+	if m.Recycle() || m.DataLen() != 80 || m.OlFlags() == 0 {
+		t.Fatalf("a shared mbuf recycled (len %d flags %#x)", m.DataLen(), m.OlFlags())
+	}
+	mbuf.CRefcntUpdate(m, -1)
+	if !m.Recycle() {
+		t.Fatal("a lone direct mbuf not recycled")
+	}
+	if m.Headroom() != fresh || mbuf.CHeadroom(m) != fresh || m.DataLen() != 0 || m.PktLen() != 0 ||
+		m.OlFlags() != 0 || mbuf.CL2L3L4(m) != [3]int{} || m.Port() != 0xffff || m.NbSegs() != 1 {
+		t.Fatalf("recycled: headroom %d (C %d, fresh %d) len %d/%d flags %#x lens %v port %d",
+			m.Headroom(), mbuf.CHeadroom(m), fresh, m.DataLen(), m.PktLen(), m.OlFlags(), mbuf.CL2L3L4(m), m.Port())
+	}
+}

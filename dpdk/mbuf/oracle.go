@@ -2,6 +2,7 @@ package mbuf
 
 /*
 #include "dplb.h"
+static inline void dplb_test_refcnt_update(struct rte_mbuf *m, int16_t v) { rte_mbuf_refcnt_update(m, v); }
 static inline void dplb_test_lens(const struct rte_mbuf *m, int *out) {
 	out[0] = m->l2_len; out[1] = m->l3_len; out[2] = m->l4_len;
 }
@@ -19,3 +20,5 @@ func cL2L3L4(m *Mbuf) [3]int {
 
 func cHeadroom(m *Mbuf) int { return int(C.dplb_pktmbuf_headroom(m.c())) }
 func cTailroom(m *Mbuf) int { return int(C.dplb_pktmbuf_tailroom(m.c())) }
+
+func cRefcntUpdate(m *Mbuf, v int) { C.dplb_test_refcnt_update(m.c(), C.int16_t(v)) }

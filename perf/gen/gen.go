@@ -141,6 +141,8 @@ type Gen struct {
 	rx      *mbuf.Array
 	out     *mbuf.Array
 	drop    *mbuf.Array
+	spare   *mbuf.Array // received frames recycled for the next client burst
+	nspare  int
 	base    time.Time
 	stop    atomic.Bool
 	lbMAC   hdr.MAC
@@ -214,6 +216,7 @@ func Open(cfg Config) (_ *Gen, err error) {
 	for _, a := range []**mbuf.Array{&g.tx, &g.rx, &g.out, &g.drop} {
 		*a = mbuf.NewArray(cfg.Burst)
 	}
+	g.spare = mbuf.NewArray(2 * cfg.Burst)
 	if g.cli, err = g.openPort(cfg.ClientDev); err != nil {
 		return nil, fmt.Errorf("client port: %w", err)
 	}
@@ -266,12 +269,16 @@ func (g *Gen) Close() error {
 		p.id.Close()
 		p.mac = hdr.MAC{}
 	}
-	for _, a := range []*mbuf.Array{g.tx, g.rx, g.out, g.drop} {
+	if g.spare != nil {
+		mbuf.FreeBulk(g.spare.Pkt[:g.nspare])
+		g.nspare = 0
+	}
+	for _, a := range []*mbuf.Array{g.tx, g.rx, g.out, g.drop, g.spare} {
 		if a != nil {
 			a.Free()
 		}
 	}
-	g.tx, g.rx, g.out, g.drop = nil, nil, nil, nil
+	g.tx, g.rx, g.out, g.drop, g.spare = nil, nil, nil, nil, nil
 	var err error
 	if g.pool != nil {
 		if n := g.pool.InUse(); n != 0 {
