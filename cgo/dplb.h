@@ -117,6 +117,51 @@ static inline uint16_t dplb_rx_burst(uint16_t port, uint16_t q, struct rte_mbuf 
 	return got;
 }
 
+/*
+ * One receive call for every queue a worker polls: a cgo crossing per loop
+ * iteration, not one per queue (an idle queue costs a crossing as much as
+ * a busy one). Queue i's burst lands at pkts + i * burst and counts[i]
+ * says how many; the result is the total. The arrays are C memory, passed
+ * as integers so that cgo does not check them as Go pointers on every call.
+ */
+struct dplb_rxq {
+	uint16_t port, queue;
+};
+
+static inline unsigned dplb_rx_queues(uintptr_t qs, unsigned n, uintptr_t pkts, uint16_t burst, uintptr_t counts) {
+	const struct dplb_rxq *q = (const struct dplb_rxq *)qs;
+	struct rte_mbuf **p = (struct rte_mbuf **)pkts;
+	uint16_t *c = (uint16_t *)counts;
+	unsigned total = 0;
+	struct dplb_guard_slot *g = dplb_guard_enter();
+	for (unsigned i = 0; i < n; i++) {
+		c[i] = rte_eth_rx_burst(q[i].port, q[i].queue, p + (size_t)i * burst, burst);
+		total += c[i];
+	}
+	dplb_guard_leave(g);
+	return total;
+}
+
+/*
+ * One transmit call for every queue a worker sends on (as dplb_rx_queues
+ * receives): each queue with n > 0 hands its n packets to the driver and
+ * records in sent how many the driver took; the caller still owns the
+ * rest. A queue whose port is gone sends nothing.
+ */
+struct dplb_txq {
+	uintptr_t pkts; /* struct rte_mbuf *[], C memory */
+	uint16_t port, queue, n, sent;
+};
+
+static inline void dplb_tx_queues(uintptr_t qs, unsigned n) {
+	struct dplb_txq *q = (struct dplb_txq *)qs;
+	struct dplb_guard_slot *g = dplb_guard_enter();
+	for (unsigned i = 0; i < n; i++) {
+		q[i].sent = q[i].n == 0 ? 0 : rte_eth_tx_burst(q[i].port, q[i].queue, (struct rte_mbuf **)q[i].pkts, q[i].n);
+	}
+	dplb_guard_leave(g);
+}
+
 static inline uint16_t dplb_tx_burst(uint16_t port, uint16_t q, struct rte_mbuf **pkts, uint16_t n) {
 	struct dplb_guard_slot *g = dplb_guard_enter();
 	uint16_t sent = rte_eth_tx_burst(port, q, pkts, n);

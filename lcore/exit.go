@@ -146,9 +146,19 @@ func (w *Worker) queueHandOff(m *mbuf.Mbuf, worker int) {
 
 // flush sends every port's queue and frees the burst's discarded packets.
 func (w *Worker) flush() {
+	pending := 0
 	for pi := range w.tx {
+		w.txs.SetCount(pi, w.tx[pi].n)
 		if w.tx[pi].n > 0 {
-			w.flushPort(pi)
+			pending++
+		}
+	}
+	if pending > 0 {
+		w.txs.Send() // every port's queue in one cgo call
+		for pi := range w.tx {
+			if w.tx[pi].n > 0 {
+				w.sentPort(pi, w.txs.Sent(pi))
+			}
 		}
 	}
 	if w.nfree > 0 {
@@ -157,10 +167,16 @@ func (w *Worker) flush() {
 	}
 }
 
+// flushPort sends one port's queue (when it fills before the flush).
 func (w *Worker) flushPort(pi int) {
-	q := &w.tx[pi]
 	pq := &w.cfg.Ports[pi]
-	sent := pq.Port.TxBurst(pq.TxQueue, q.arr.Pkt[:q.n])
+	w.sentPort(pi, pq.Port.TxBurst(pq.TxQueue, w.tx[pi].arr.Pkt[:w.tx[pi].n]))
+}
+
+// sentPort accounts for a port's queue of which the driver took sent
+// packets: the rest are dropped (a full TX ring) and the queue emptied.
+func (w *Worker) sentPort(pi, sent int) {
+	q := &w.tx[pi]
 	bytes := q.bytes
 	if sent < q.n {
 		unsent := q.arr.Pkt[sent:q.n]

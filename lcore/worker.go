@@ -105,11 +105,13 @@ type Worker struct {
 	snap   *Snapshot
 	table  *conn.Table
 	cnt    *counters
-	rx     *mbuf.Array
-	descs  []desc   // the burst being processed, parsed (see desc.go)
-	hashes []uint32 // their connection keys' hashes (prefetch.go)
+	rx     *ethdev.RxSet // every port's receive queue, polled in one call
+	rxPort []int         // the port of each of rx's queues
+	descs  []desc        // the burst being processed, parsed (see desc.go)
+	hashes []uint32      // their connection keys' hashes (prefetch.go)
 	tx     []txQueue
-	free   *mbuf.Array // drops of this burst, freed in one call
+	txs    *ethdev.TxSet // the tx queues, flushed in one call
+	free   *mbuf.Array   // drops of this burst, freed in one call
 	nfree  int
 	hout   []txQueue   // packets for other lcores, by worker id
 	hin    *mbuf.Array // packets taken from the peers' rings
@@ -180,10 +182,22 @@ func NewWorker(cfg Config) (*Worker, error) {
 	w := &Worker{
 		ipID: uint16(endpointHash(uint32(cfg.ID), 0)), // workers start apart, unguessably
 		cfg:  cfg, snap: cfg.Snapshot, table: table, cnt: newCounters(),
-		rx: mbuf.NewArray(cfg.Burst), descs: make([]desc, cfg.Burst), hashes: make([]uint32, cfg.Burst), free: mbuf.NewArray(cfg.Burst + 1),
+		free: mbuf.NewArray(cfg.Burst + 1),
 		cmds: cmds, events: events, syncOut: syncOut, epoch: time.Now(),
 		started: make(chan error, 1), done: make(chan struct{}),
 	}
+	var queues []ethdev.RxQueue
+	for pi, pq := range cfg.Ports {
+		if !pq.NoQueue {
+			queues = append(queues, ethdev.RxQueue{Port: pq.Port, Queue: pq.RxQueue})
+			w.rxPort = append(w.rxPort, pi)
+		}
+	}
+	w.rx = ethdev.NewRxSet(queues, cfg.Burst)
+	// One poll's packets are processed as one batch: up to a burst per
+	// queue (and a burst of handed-over ones, never more than that).
+	batch := cfg.Burst * max(len(queues), 1)
+	w.descs, w.hashes = make([]desc, batch), make([]uint32, batch)
 	w.frags = newFragTable(cfg.Fragments)
 	w.ackGen.Store(cfg.Snapshot.Gen)
 	w.holdRX.Store(cfg.HoldRX)
@@ -216,10 +230,15 @@ func NewWorker(cfg Config) (*Worker, error) {
 			w.hout = append(w.hout, txQueue{arr: mbuf.NewArray(cfg.Burst * len(cfg.Ports))})
 		}
 	}
-	for range cfg.Ports {
-		// Room for a whole burst plus the packets the worker makes itself.
-		w.tx = append(w.tx, txQueue{arr: mbuf.NewArray(2 * cfg.Burst)})
+	var txq []ethdev.TxQueue
+	for _, pq := range cfg.Ports {
+		// Room for a whole batch (a burst from every queue) plus the
+		// packets the worker makes itself.
+		q := txQueue{arr: mbuf.NewArray(batch + cfg.Burst)}
+		w.tx = append(w.tx, q)
+		txq = append(txq, ethdev.TxQueue{Port: pq.Port, Queue: pq.TxQueue, Pkts: q.arr.Pkt})
 	}
+	w.txs = ethdev.NewTxSet(txq)
 	w.expire = w.expireEntry
 	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
 	w.jobs = []*job{
@@ -316,6 +335,7 @@ func (w *Worker) Free() {
 	for i := range w.tx {
 		w.tx[i].arr.Free()
 	}
+	w.txs.Free()
 }
 
 func (w *Worker) loop() {
@@ -391,21 +411,17 @@ func (w *Worker) poll() int {
 	}
 	got := 0
 	var clock stageClock // per-burst stage accounting (loopstats.go)
-	for pi := range w.cfg.Ports {
-		pq := &w.cfg.Ports[pi]
-		if pq.NoQueue {
-			continue
-		}
-		clock.start()
-		n := pq.Port.RxBurst(pq.RxQueue, w.rx.Pkt[:w.cfg.Burst])
-		if n == 0 {
-			continue
-		}
+	clock.start()
+	if n := w.rx.Poll(); n > 0 {
 		clock.mark(w.cnt, StageRxCycles)
-		ds := w.descs[:n]
-		for i, m := range w.rx.Pkt[:n] {
-			parse(&ds[i], m, pi)
-			w.checkDstMAC(&ds[i])
+		ds := w.descs[:0]
+		for j, pi := range w.rxPort {
+			for _, m := range w.rx.Burst(j) {
+				ds = ds[:len(ds)+1]
+				d := &ds[len(ds)-1]
+				parse(d, m, pi)
+				w.checkDstMAC(d)
+			}
 		}
 		clock.mark(w.cnt, StageParseCycles)
 		w.prefetch(ds)

@@ -2,6 +2,7 @@ package ethdev_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -255,5 +256,154 @@ func TestRSSKey(t *testing.T) {
 	}
 	if err := p.Configure(c); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRxSetPollsEveryQueue: one Poll takes each queue's packets into its
+// own part of the array, in order, with the counts per queue; a burst
+// limits each queue, not the total.
+func TestRxSetPollsEveryQueue(t *testing.T) {
+	dpdktest.Skip(t)
+	mp := pool(t, "rxset")
+	var rings []*ring.Ring
+	var set []ethdev.RxQueue
+	for i := range 3 {
+		rx, err := ring.Create(fmt.Sprintf("rs-rx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rx.Free()
+		tx, err := ring.Create(fmt.Sprintf("rs-tx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Free()
+		p, err := ethdev.FromRings(fmt.Sprintf("rxset%d", i), []*ring.Ring{rx}, []*ring.Ring{tx}, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup(t, p, mp, 1, 0)
+		rings = append(rings, rx)
+		set = append(set, ethdev.RxQueue{Port: p, Queue: 0})
+	}
+	s := ethdev.NewRxSet(set, 4)
+	defer s.Free()
+	if s.Poll() != 0 || s.Count[0]+s.Count[1]+s.Count[2] != 0 {
+		t.Fatal("packets from empty queues")
+	}
+	inject := func(r *ring.Ring, tag byte, n int) {
+		in := ring.NewObjs(n)
+		defer ring.FreeObjs(in)
+		for i := range in {
+			m, err := mbuf.Alloc(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := m.Append(60)
+			b[0], b[1] = tag, byte(i)
+			in[i] = m.Pointer()
+		}
+		if r.SPEnqueueBurst(in) != n {
+			t.Fatal("inject failed")
+		}
+	}
+	inject(rings[0], 'a', 2)
+	inject(rings[2], 'c', 6) // more than a burst: 4 now, 2 at the next poll
+	if got := s.Poll(); got != 6 || s.Count[0] != 2 || s.Count[1] != 0 || s.Count[2] != 4 {
+		t.Fatalf("poll took %d (%v), want 6 (2, 0, 4)", got, s.Count)
+	}
+	for i, want := range []struct {
+		tag byte
+		n   int
+	}{{'a', 2}, {0, 0}, {'c', 4}} {
+		b := s.Burst(i)
+		if len(b) != want.n {
+			t.Fatalf("queue %d: %d packets, want %d", i, len(b), want.n)
+		}
+		for j, m := range b {
+			if d := m.Data(); d[0] != want.tag || d[1] != byte(j) {
+				t.Fatalf("queue %d packet %d: % x", i, j, d[:2])
+			}
+		}
+		mbuf.FreeBulk(b)
+	}
+	if got := s.Poll(); got != 2 || s.Count[2] != 2 || s.Burst(2)[0].Data()[1] != 4 {
+		t.Fatalf("second poll took %d (%v)", got, s.Count)
+	}
+	mbuf.FreeBulk(s.Burst(2))
+	if mp.InUse() != 0 {
+		t.Fatalf("leaked %d mbufs", mp.InUse())
+	}
+}
+
+// TestTxSetSendsEveryQueue: one Send hands each queue's counted packets
+// to its port; a queue whose ring is full reports what it took, and the
+// caller keeps the rest.
+func TestTxSetSendsEveryQueue(t *testing.T) {
+	dpdktest.Skip(t)
+	mp := pool(t, "txset")
+	var txs []*ring.Ring
+	var qs []ethdev.TxQueue
+	for i, size := range []uint{64, 64, 4} { // the last ring holds 3
+		rx, err := ring.Create(fmt.Sprintf("ts-rx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rx.Free()
+		tx, err := ring.Create(fmt.Sprintf("ts-tx%d", i), size, -1, ring.SingleProducer|ring.SingleConsumer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Free()
+		p, err := ethdev.FromRings(fmt.Sprintf("txset%d", i), []*ring.Ring{rx}, []*ring.Ring{tx}, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		setup(t, p, mp, 1, 0)
+		arr := mbuf.NewArray(8)
+		defer arr.Free()
+		txs = append(txs, tx)
+		qs = append(qs, ethdev.TxQueue{Port: p, Queue: 0, Pkts: arr.Pkt})
+	}
+	s := ethdev.NewTxSet(qs)
+	defer s.Free()
+	fill := func(q ethdev.TxQueue, n int) {
+		for j := range n {
+			m, err := mbuf.Alloc(mp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, _ := m.Append(60)
+			b[0] = byte(j)
+			q.Pkts[j] = m
+		}
+	}
+	fill(qs[0], 2)
+	fill(qs[2], 5)
+	s.SetCount(0, 2)
+	s.SetCount(1, 0)
+	s.SetCount(2, 5)
+	s.Send()
+	if s.Sent(0) != 2 || s.Sent(1) != 0 || s.Sent(2) != 3 {
+		t.Fatalf("sent %d, %d, %d; want 2, 0, 3", s.Sent(0), s.Sent(1), s.Sent(2))
+	}
+	if txs[0].Count() != 2 || txs[1].Count() != 0 || txs[2].Count() != 3 {
+		t.Fatalf("rings hold %d, %d, %d", txs[0].Count(), txs[1].Count(), txs[2].Count())
+	}
+	mbuf.FreeBulk(qs[2].Pkts[3:5]) // what the full ring did not take
+	out := ring.NewObjs(8)
+	defer ring.FreeObjs(out)
+	for _, r := range txs {
+		n := r.SCDequeueBurst(out)
+		for j := range n {
+			m := mbuf.FromPointer(out[j])
+			if m.Data()[0] != byte(j) {
+				t.Errorf("packet %d out of order", j)
+			}
+			m.Free()
+		}
+	}
+	if mp.InUse() != 0 {
+		t.Fatalf("leaked %d mbufs", mp.InUse())
 	}
 }
