@@ -80,6 +80,22 @@ func (w *Worker) newFrame(n int) (*mbuf.Mbuf, []byte) {
 	return m, b
 }
 
+// hopCacheSize is how many next hops a worker's hopCache holds: the
+// gateway and the real servers on the ports' networks are few.
+const hopCacheSize = 64
+
+// hopCache holds next hops' MACs found in one snapshot's neighbour map, so
+// that a packet's route costs an array probe, not a map lookup: a slot
+// is the last hop of its index found there. MACs the worker learnt
+// itself (w.neigh) are not kept: they age.
+type hopCache struct {
+	snap *Snapshot
+	ent  [hopCacheSize]struct {
+		hop uint32
+		mac uint64 // packed as in exit; 0: empty
+	}
+}
+
 // route finds the way to a destination: transmit on the output port to
 // the next hop's MAC, or a drop for want of a route or a MAC. A missing MAC
 // is reported to the control plane, which resolves it.
@@ -89,8 +105,19 @@ func (w *Worker) route(dst uint32) exit {
 	if !ok {
 		return drop(DropNoRoute)
 	}
+	if w.hops.snap != snap { // another snapshot: its neighbours may differ
+		w.hops = hopCache{snap: snap}
+	}
+	hc := &w.hops.ent[hop%hopCacheSize]
+	if hc.hop == hop && hc.mac != 0 {
+		return exit{kind: exitTransmit, to: port, mac: hc.mac}
+	}
 	if mac, ok := snap.Neigh[hop]; ok {
-		return transmit(port, mac)
+		e := transmit(port, mac)
+		if e.mac != 0 {
+			hc.hop, hc.mac = hop, e.mac
+		}
+		return e
 	}
 	if mac, ok := w.neigh.lookup(hop, w.now); ok {
 		return transmit(port, mac)

@@ -419,3 +419,35 @@ func TestPortReuseOneWayFinWait(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteFollowsNewNeighbours: a next hop's MAC, cached per snapshot,
+// is the new one as soon as a snapshot with another neighbour table is
+// in place, and a hop the new table lacks is missed (and asked for).
+func TestRouteFollowsNewNeighbours(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	send := func(sport uint16) []byte {
+		r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, sport, vip, 53, "query", true))
+		w.poll()
+		out := r.sent(1)
+		if len(out) != 1 {
+			return nil
+		}
+		return out[0]
+	}
+	for range 2 { // the second from the cache
+		if out := send(40000); out == nil || hdr.Ethernet(out).Dst() != rs1MAC {
+			t.Fatal("not sent to the real server's MAC")
+		}
+	}
+	moved := hdr.MAC{0x02, 0, 0, 0, 0x77, 0x01}
+	w.snap = w.snap.WithNeighbours(w.snap.Gen+1, map[uint32]hdr.MAC{clientIP: clientMAC, rs1: moved, rs2: rs2MAC})
+	if out := send(40000); out == nil || hdr.Ethernet(out).Dst() != moved {
+		t.Fatal("the cached MAC outlived its snapshot")
+	}
+	w.snap = w.snap.WithNeighbours(w.snap.Gen+1, map[uint32]hdr.MAC{clientIP: clientMAC, rs2: rs2MAC})
+	w.neigh = neighCache{} // nothing learnt either
+	if out := send(40000); out != nil || w.cnt.own[DropNoNeighbour] == 0 {
+		t.Fatal("sent to a hop the neighbour table no longer has")
+	}
+}

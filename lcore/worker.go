@@ -111,6 +111,7 @@ type Worker struct {
 	hashes []uint32      // their connection keys' hashes (prefetch.go)
 	tx     []txQueue
 	txs    *ethdev.TxSet // the tx queues, flushed in one call
+	hops   hopCache      // next hops' MACs of the current snapshot (route)
 	free   *mbuf.Array   // drops of this burst, freed in one call
 	nfree  int
 	hout   []txQueue   // packets for other lcores, by worker id
