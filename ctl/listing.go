@@ -23,6 +23,9 @@ func (v View) Response() api.Response {
 			BusyPercent: l.BusyPercent, CyclesPerPacket: l.CyclesPerPacket, DropsByReason: l.DropsByReason(),
 		}
 		loopAccounting(&al, l.Stats, l.Sched) // goruntime.go
+		for _, j := range l.Jobs {
+			al.Jobs = append(al.Jobs, api.LcoreJob{Name: j.Name, Runs: j.Runs, Seconds: float64(j.Nanos) / 1e9, SlowRuns: j.Slow})
+		}
 		resp.Lcores = append(resp.Lcores, al)
 	}
 	if len(v.Lcores) > 0 {

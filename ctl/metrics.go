@@ -23,6 +23,7 @@ type collector struct {
 
 	portPackets, portBytes, portErrors, portMissed, portNoMbuf *prometheus.Desc
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
+	jobSlow                                                    *prometheus.Desc
 	lcoreConnCap, lcoreRing, lcoreDefense                      *prometheus.Desc
 	mempoolInUse                                               *prometheus.Desc
 	svcConns, svcPackets, svcBytes                             *prometheus.Desc
@@ -49,6 +50,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		lcoreDefense: d("dplb_lcore_table_defense", "1 while an lcore's connection table is above a defense threshold (secure: short timeouts for embryonic entries; drop_entry: new connections evict embryonic and idle ones).", []string{"lcore", "defense"}, nil),
 		lcoreRing:    d("dplb_lcore_ring_used", "Entries waiting in an lcore's rings: commands (to it), events and sync records (from it), handoff (from it to each peer).", []string{"lcore", "ring"}, nil),
 		jobRuns:      d("dplb_lcore_job_runs_total", "Runs of an lcore's periodic job.", []string{"lcore", "job"}, nil),
+		jobSlow:      d("dplb_lcore_job_slow_runs_total", "Runs of an lcore's periodic job that took 16.384 µs or more (a long loop iteration, as the perf report counts them).", []string{"lcore", "job"}, nil),
 		jobSeconds:   d("dplb_lcore_job_seconds_total", "Time an lcore spent in a periodic job.", []string{"lcore", "job"}, nil),
 		mempoolInUse: d("dplb_mempool_in_use", "Packet buffers taken out of the pool.", nil, nil),
 		svcConns:     d("dplb_service_connections_total", "Connections scheduled for a virtual service.", svc, nil),
@@ -112,6 +114,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		for _, j := range w.JobStats() {
 			counter(c.jobRuns, j.Runs, id, j.Name)
+			counter(c.jobSlow, j.Slow, id, j.Name)
 			ch <- prometheus.MustNewConstMetric(c.jobSeconds, prometheus.CounterValue, float64(j.Nanos)/1e9, id, j.Name)
 		}
 	}

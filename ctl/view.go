@@ -33,6 +33,8 @@ type LcoreView struct {
 	BusyPercent, CyclesPerPacket float64
 	// Sched is what the OS says of the worker's thread (threadSched).
 	Sched ThreadSched
+	// Jobs are the worker's periodic jobs' accumulated cost.
+	Jobs []lcore.JobStat
 }
 
 // Drops sums the lcore's drops over every reason.
@@ -186,6 +188,7 @@ func (c *Controller) view(base baselines) View {
 		l.BusyPercent, l.CyclesPerPacket = cycleAccounting(ws, c.dp.TSCHz())
 		if i < len(workers) && workers[i] != nil {
 			l.Sched = threadSched(workers[i].ThreadID())
+			l.Jobs = workers[i].JobStats()
 		}
 		v.Connections += ws[lcore.Conns]
 		v.Lcores = append(v.Lcores, l)

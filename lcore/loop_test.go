@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +191,37 @@ func TestHoldRX(t *testing.T) {
 	}
 	if out := r.sent(1); len(out) != 1 {
 		t.Fatalf("released, the worker forwarded %d packets, want 1", len(out))
+	}
+}
+
+// TestSlowJobRunsCounted: a job run of SlowJob or longer is counted as
+// slow (the perf report's "of them jobs"); quick runs are not.
+func TestSlowJobRunsCounted(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	var slowRuns, quickRuns atomic.Int32
+	w.jobs = append(w.jobs,
+		&job{name: "slow", period: int64(time.Millisecond), run: func(int64) {
+			time.Sleep(2 * SlowJob)
+			slowRuns.Add(1)
+		}},
+		&job{name: "quick", period: int64(time.Millisecond), run: func(int64) { quickRuns.Add(1) }})
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for (slowRuns.Load() < 3 || quickRuns.Load() < 3) && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	w.Stop()
+	got := map[string]JobStat{}
+	for _, j := range w.JobStats() {
+		got[j.Name] = j
+	}
+	if s := got["slow"]; s.Runs < 3 || s.Slow != s.Runs {
+		t.Fatalf("slow job: %d runs, %d counted slow", s.Runs, s.Slow)
+	}
+	if q := got["quick"]; q.Runs < 3 || q.Slow > q.Runs/2 {
+		t.Fatalf("quick job: %d runs, %d counted slow", q.Runs, q.Slow)
 	}
 }

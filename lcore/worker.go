@@ -90,7 +90,13 @@ type job struct {
 	run    func(now int64)
 	runs   atomic.Uint64
 	nanos  atomic.Uint64
+	slow   atomic.Uint64 // runs of SlowJob or longer
 }
+
+// SlowJob is where a job's run counts as slow: as long as a loop
+// iteration the perf report counts as long, so that a report can tell
+// how many of its long iterations a job made.
+const SlowJob = 16384 * time.Nanosecond
 
 // txQueue buffers one port's output until the end of the burst.
 type txQueue struct {
@@ -295,13 +301,14 @@ type JobStat struct {
 	Name  string
 	Runs  uint64
 	Nanos uint64
+	Slow  uint64 // runs of SlowJob or longer
 }
 
 // JobStats reads the periodic jobs' run counts and time spent.
 func (w *Worker) JobStats() []JobStat {
 	out := make([]JobStat, len(w.jobs))
 	for i, j := range w.jobs {
-		out[i] = JobStat{Name: j.name, Runs: j.runs.Load(), Nanos: j.nanos.Load()}
+		out[i] = JobStat{Name: j.name, Runs: j.runs.Load(), Nanos: j.nanos.Load(), Slow: j.slow.Load()}
 	}
 	return out
 }
@@ -368,13 +375,18 @@ func (w *Worker) loop() {
 		w.countIteration(prev, w.now, slept)
 		slept = false
 		w.cnt.own[Iterations]++
+		start := w.now // each job's run is timed from the end of the one before
 		for _, j := range w.jobs {
 			if w.now >= j.next {
 				j.run(w.now)
 				end := int64(time.Since(w.epoch))
 				j.runs.Add(1)
-				j.nanos.Add(uint64(end - w.now))
+				j.nanos.Add(uint64(end - start))
+				if end-start >= int64(SlowJob) {
+					j.slow.Add(1)
+				}
 				j.next = w.now + j.period
+				start = end
 			}
 		}
 		got := w.poll()

@@ -228,6 +228,18 @@ type Lcore struct {
 	LoopMaxMicros       float64           `json:"loop_max_us"`
 	LoopIterations      []uint64          `json:"loop_iterations"`
 	StageCycles         map[string]uint64 `json:"stage_cycles"`
+	// Jobs are the worker's periodic jobs: runs, time spent, and runs of
+	// 16.384 µs or more (a long loop iteration, as the perf report
+	// counts them), cumulative.
+	Jobs []LcoreJob `json:"jobs,omitempty"`
+}
+
+// LcoreJob is one periodic job of a worker (commands, expire, publish).
+type LcoreJob struct {
+	Name     string  `json:"name"`
+	Runs     uint64  `json:"runs"`
+	Seconds  float64 `json:"seconds"`
+	SlowRuns uint64  `json:"slow_runs"`
 }
 
 // Runtime is lbd's Go runtime as runtime/metrics reports it, cumulative

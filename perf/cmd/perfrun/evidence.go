@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"slices"
+	"strings"
 )
 
 // Evidence for the tail and the cost per packet (issue #11), per step,
@@ -43,6 +45,10 @@ type Evidence struct {
 	// StageCPP is TSC cycles per packet by stage (rx, parse, lookup,
 	// process, tx) over the packets lbd's lcores received.
 	StageCPP map[string]float64 `json:"stage_cycles_per_packet,omitempty"`
+	// SlowJobs counts, per periodic job (commands, expire, publish), its
+	// runs of slowIteration or longer in the step (all lcores): the long
+	// iterations a job made.
+	SlowJobs map[string]uint64 `json:"slow_jobs,omitempty"`
 }
 
 // stages in the order of the packet path.
@@ -86,6 +92,22 @@ func (m *StepMetrics) evidence(a, b *lbctlJSON) {
 		}
 		for _, s := range stages {
 			stageCyc[s] += l.StageCycles[s] - prevStage[s]
+		}
+		for _, j := range l.Jobs {
+			n := j.SlowRuns
+			if i < len(a.Lcores) {
+				for _, pj := range a.Lcores[i].Jobs {
+					if pj.Name == j.Name {
+						n -= pj.SlowRuns
+					}
+				}
+			}
+			if n > 0 {
+				if m.SlowJobs == nil {
+					m.SlowJobs = map[string]uint64{}
+				}
+				m.SlowJobs[j.Name] += n
+			}
 		}
 		pkts += float64(l.RxPackets - prevPkts)
 	}
@@ -158,12 +180,12 @@ func usBound(v float64) string {
 // the garbage collector, the longest loop iterations, the stages.
 func evidenceSection(b *bytes.Buffer, res Results) {
 	p := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
-	p("\n## Tail and cost evidence (issue #11)\n\nPer step, from lbd's counters before and after it: the Go garbage collector's cycles and their stop-the-world time (runtime/metrics), the longest GC pause and the longest poll loop iteration of any worker (upper bounds of their histogram buckets: powers of two from 512 ns), iterations of %d µs or more, the time the OS kept the workers' threads runnable but off their CPU (schedstat run-queue wait) and how often it preempted them, and TSC cycles per packet by stage of the bursts. A packet waits for about one loop iteration, so long iterations are the workers' share of the tail; a GC pause stops the workers too, and so does the OS running something else on their CPU.\n\n", slowIteration/1000)
+	p("\n## Tail and cost evidence (issue #11)\n\nPer step, from lbd's counters before and after it: the Go garbage collector's cycles and their stop-the-world time (runtime/metrics), the longest GC pause and the longest poll loop iteration of any worker (upper bounds of their histogram buckets: powers of two from 512 ns), iterations of %d µs or more and how many of them a periodic job of the worker made by itself (its runs that long: commands, expire, publish), the time the OS kept the workers' threads runnable but off their CPU (schedstat run-queue wait) and how often it preempted them, and TSC cycles per packet by stage of the bursts. A packet waits for about one loop iteration, so long iterations are the workers' share of the tail; a GC pause stops the workers too, and so does the OS running something else on their CPU.\n\n", slowIteration/1000)
 	for _, c := range res.Cases {
 		if c.Spec == nil || len(c.Metrics) == 0 || c.Metrics[0].BoundsNs == nil {
 			continue
 		}
-		p("### %s\n\n| offered | p99 µs | p99.9 µs | GC cycles | GC pause ms | longest GC pause | longest iteration | iterations ≥%d µs | CPU wait ms | preempted | rx | parse | lookup | process | tx | own work |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", c.Name, slowIteration/1000)
+		p("### %s\n\n| offered | p99 µs | p99.9 µs | GC cycles | GC pause ms | longest GC pause | longest iteration | iterations ≥%d µs | of them jobs | CPU wait ms | preempted | rx | parse | lookup | process | tx | own work |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", c.Name, slowIteration/1000)
 		for i, s := range c.steps {
 			if i >= len(c.Metrics) {
 				break
@@ -174,10 +196,24 @@ func evidenceSection(b *bytes.Buffer, res Results) {
 				off = si(s.Offered)
 			}
 			st := func(k string) string { return dash(m.StageCPP[k], "%.0f") }
-			p("| %s | %.1f | %.1f | %d | %.1f | %s | %s | %d | %.1f | %d | %s | %s | %s | %s | %s | %s |\n", off, s.OneWay.P99, s.OneWay.P999,
-				m.GCCycles, m.GCPauseMs, usBound(m.GCPauseMaxUs), usBound(m.LoopMaxUs), m.slowIterations(), m.RunQueueWaitMs, m.Preemptions,
+			p("| %s | %.1f | %.1f | %d | %.1f | %s | %s | %d | %s | %.1f | %d | %s | %s | %s | %s | %s | %s |\n", off, s.OneWay.P99, s.OneWay.P999,
+				m.GCCycles, m.GCPauseMs, usBound(m.GCPauseMaxUs), usBound(m.LoopMaxUs), m.slowIterations(), slowJobsText(m.SlowJobs), m.RunQueueWaitMs, m.Preemptions,
 				st("rx"), st("parse"), st("lookup"), st("process"), st("tx"), dash(m.ownCycles(), "%.0f"))
 		}
 		p("\n")
 	}
+}
+
+// slowJobsText lists a step's slow job runs ("expire 3, publish 1"), or
+// "0" when no job ran that long.
+func slowJobsText(n map[string]uint64) string {
+	if len(n) == 0 {
+		return "0"
+	}
+	names := slices.Sorted(maps.Keys(n))
+	parts := make([]string, len(names))
+	for i, k := range names {
+		parts[i] = fmt.Sprintf("%s %d", k, n[k])
+	}
+	return strings.Join(parts, ", ")
 }

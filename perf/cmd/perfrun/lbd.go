@@ -348,6 +348,10 @@ type lbctlJSON struct {
 		LoopMaxMicros   float64            `json:"loop_max_us"`
 		LoopIterations  []uint64           `json:"loop_iterations"`
 		StageCycles     map[string]float64 `json:"stage_cycles"`
+		Jobs            []struct {
+			Name     string `json:"name"`
+			SlowRuns uint64 `json:"slow_runs"`
+		} `json:"jobs"`
 	} `json:"lcores"`
 	Runtime *runtimeJSON `json:"runtime"`
 }
