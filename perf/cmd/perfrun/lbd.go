@@ -265,23 +265,35 @@ func dropReasons(addr string) map[string]uint64 {
 	return out
 }
 
+// The new-connection cases' SYN timeout and connection table: 4 s of
+// SYNs at up to 3M/s live at once (16M entries, 1.6 GB per lcore).
+const (
+	newConnLife  = 4 * time.Second
+	newConnTable = 1 << 24
+)
+
 func lbdConfig(o options, spec *lbdCase, clientSock, serverSock, ctlSock, metricsAddr string) string {
 	port, forward := 8080, spec.Method // dr and tun: the service's port
 	if spec.Method != "nat" {
 		port = 80
 	}
 	timeouts := ""
+	table := o.connTable
 	if spec.Pattern == "syn" {
-		// New connections never complete: let them go after a second so the
-		// table holds about a second's worth.
-		timeouts = "timeouts:\n  syn: 1s\n  tcp_fin: 1s\n"
+		// New connections never complete: they go after newConnLife, so
+		// that from about 1M/s on the table holds 4M live entries or
+		// more while they arrive (issue #11's condition), in a table
+		// with room for newConnLife at 3M/s.
+		timeouts = fmt.Sprintf("timeouts:\n  syn: %s\n  tcp_fin: 1s\n", newConnLife)
+		if !spec.SynProxy {
+			table = max(table, newConnTable)
+		}
 	}
 	ad := addrs4
 	if spec.IPv6 {
 		ad = addrs6
 	}
 	mem := 512 + 256*spec.Lcores
-	table := o.connTable
 	for table < spec.Flows+spec.Flows/2 { // room for the flows per lcore (ownership spreads them)
 		table *= 2
 	}
@@ -339,6 +351,7 @@ type lbctlJSON struct {
 	Lcores []struct {
 		ID              int                `json:"id"`
 		RxPackets       uint64             `json:"rx_packets"`
+		Connections     uint64             `json:"connections"`
 		Drops           uint64             `json:"drops"`
 		HandedOff       uint64             `json:"handed_off"`
 		BusyPercent     float64            `json:"busy_percent"`
@@ -370,6 +383,7 @@ type StepMetrics struct {
 	LbdPackets      uint64    `json:"lbd_rx_packets"` // packets lbd's lcores received in the step (both directions)
 	NewConns        uint64    `json:"new_conns"`
 	NewConnsPerSec  float64   `json:"new_conns_per_sec"` // new_conns over the sending time (warm-up + duration)
+	LiveConns       uint64    `json:"live_conns"`        // entries in lbd's tables after the step (all lcores)
 	HandedOff       uint64    `json:"handed_off"`
 	Drops           uint64    `json:"drops"`
 	Evidence                  // evidence.go
@@ -421,6 +435,7 @@ func stepMetrics(c *Case, o options) []StepMetrics {
 			pk += dp
 			m.HandedOff += l.HandedOff - ho0
 			m.Drops += l.Drops - dr0
+			m.LiveConns += l.Connections
 		}
 		if pk > 0 {
 			m.CyclesPerPacket = round1(cyc / pk)

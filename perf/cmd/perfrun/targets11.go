@@ -41,13 +41,17 @@ func targets11(cases []*Case) []Target {
 		name  string
 		limit float64
 	}{{"nat-new", 2e6}, {"dr-new", 3e6}, {"tun-new", 3e6}} {
-		t := Target{Target: fmt.Sprintf("new connections, %s: %s/s or more on one lcore", n.name, si(n.limit)), Measured: "not run", Verdict: "n/a"}
+		t := Target{Target: fmt.Sprintf("new connections, %s: %s/s or more on one lcore, %s live entries or more", n.name, si(n.limit), si(newConnLive)), Measured: "not run", Verdict: "n/a"}
 		if c := byName[n.name]; c != nil && len(c.Metrics) > 0 {
-			v := 0.0
+			v, live := 0.0, uint64(0)
 			for _, m := range c.Metrics {
-				v = max(v, m.NewConnsPerSec)
+				if m.NewConnsPerSec > v {
+					v, live = m.NewConnsPerSec, m.LiveConns
+				}
 			}
-			t.Measured, t.Verdict = fmt.Sprintf("%s/s", si(v)), verdict(v >= n.limit)
+			// The target holds with 4M live entries or more as they arrive.
+			t.Measured = fmt.Sprintf("%s/s, %s live entries after that step", si(v), si(float64(live)))
+			t.Verdict = verdict(v >= n.limit && live >= newConnLive)
 		}
 		out = append(out, t)
 	}
@@ -112,6 +116,10 @@ func targets11(cases []*Case) []Target {
 	}
 	return append(out, synCookieTarget(byName["nat-synproxy"], tsc))
 }
+
+// newConnLive is how many live entries issue #11's new-connection target
+// wants in the table while the connections arrive.
+const newConnLive = 4e6
 
 // synCookieTarget is issue #15's SYN proxy rate: cookies answered per
 // second on one lcore, with what the lcore's busy cycles per SYN say it
