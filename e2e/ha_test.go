@@ -114,7 +114,7 @@ func testFailover6(t *testing.T, dr bool) {
 		}
 	}
 	have, err := e.waitConnections(b, uint64(live), 10*time.Second)
-	t.Logf("node b (backup) holds %d connection entries for %d IPv6 and NAT64 streams (sync from node a)", have, live)
+	t.Logf("node b (backup) holds %d connection entries for %d streams (sync from node a)", have, live)
 	if err != nil || have < uint64(live) {
 		t.Errorf("node b holds %d connection entries, want the %d streams' (synced from the master) (%v)", have, live, err)
 	}
