@@ -268,3 +268,37 @@ func TestAnnounceLocalAddresses(t *testing.T) {
 		t.Fatalf("the local address announced %d times per round, want 1", n)
 	}
 }
+
+// TestAnnounceNAT64LocalAddresses: a new master announces a NAT64
+// service's IPv4 local address as a FullNAT one, once per round on the
+// port whose subnet holds it; the IPv6 VIP is no ARP target (worker 0's
+// unsolicited NA moves it).
+func TestAnnounceNAT64LocalAddresses(t *testing.T) {
+	text := testConfig6 + `  - protocol: tcp
+    vip: 2001:db8::20
+    port: 80
+    local_addresses: [198.51.100.200]
+    servers:
+      - {address: 198.51.100.11, port: 8080, forward: fullnat}
+ha: {state: backup}
+`
+	cfg, err := conf.Parse([]byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
+	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const lip = 0xC63364C8 // 198.51.100.200
+	var on []int
+	for _, tg := range c.announceTargets() {
+		if tg.ip == lip {
+			on = append(on, tg.port)
+		}
+	}
+	if len(on) != 1 || c.snap.Ports[on[0]].Name != "lan" {
+		t.Fatalf("the NAT64 local address is announced on ports %v, want lan's once", on)
+	}
+}

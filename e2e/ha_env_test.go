@@ -30,6 +30,12 @@ const (
 	haFNATPort = 9001 // VS/NAT pair: the same echo servers through VS/FullNAT and the SYN proxy
 	// haLocal is the FullNAT service's local address on the servers' segment.
 	haLocal = "198.51.100.60"
+	// haNAT64Port is the VS/NAT pair's NAT64 service on haVIP6 (with
+	// IPv6): the IPv4 echo servers, from haLocal64.
+	haNAT64Port = 9064
+	// haLocal64 is the NAT64 service's IPv4 local address on the servers'
+	// segment: like haLocal, the master's alone.
+	haLocal64 = "198.51.100.64"
 )
 
 // haNode is one director.
@@ -52,6 +58,7 @@ type haEnv struct {
 	keyFile                string
 	vip                    *arpProbe // who answers for the VIP
 	floating               *arpProbe // VS/NAT: who answers for the real servers' gateway
+	lip64                  *arpProbe // VS/NAT with IPv6: who answers for the NAT64 service's local address
 	vipHTTP, vipEcho       string
 	vipFNAT                string            // VS/NAT pair: the FullNAT echo service
 	six                    bool              // IPv6 too, an echo service on haVIP6
@@ -68,7 +75,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 
 // newHAEnvWith is newHAEnv, with six IPv6 on the client's link, the
 // router (VS/DR) and the servers' segment, and an IPv6 echo service on
-// haVIP6 (withIPv6);
+// haVIP6 (withIPv6), with VS/NAT a NAT64 one too (nat64);
 // with ftp (VS/NAT only) vsftpd on the real servers and an FTP service
 // with the helper on VIP:21.
 func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
@@ -109,6 +116,9 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 		e.vip = &arpProbe{what: "the VIP", ns: h.Client.NS, ifc: h.Client.If, src: netip.MustParseAddr("192.0.2.250"), target: h.VIP}
 		rs := h.Servers[0]
 		e.floating = &arpProbe{what: "the floating gateway", ns: rs.NS, ifc: rs.If, src: unusedServerSide, target: h.Floating.Addr()}
+		if six {
+			e.lip64 = &arpProbe{what: "the NAT64 local address", ns: rs.NS, ifc: rs.If, src: unusedServerSide, target: netip.MustParseAddr(haLocal64)}
+		}
 	}
 	if err := harness.StartHTTP(tp, h.Servers, helper, httpListen, 10*time.Second); err != nil {
 		t.Fatal(err)
@@ -148,6 +158,9 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 			if e.floating.macs[i], err = harness.LinkMAC(nd.NS, nd.ServerIf); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if e.lip64 != nil {
+			e.lip64.macs[i] = e.floating.macs[i] // the same server port
 		}
 		e.nodes[i] = n
 		e.startLBD(t, n)
@@ -193,7 +206,7 @@ func (e *haEnv) config(n *haNode) harness.Config {
 		if e.six {
 			ports[0].Address6, ports[1].Address6 = haNATWAN6[n.Name]+"/64", haNode6[n.Name]+"/64"
 			ports[1].Floating = append(ports[1].Floating, haNATFloating6)
-			services = append(services, e.echo6("nat"))
+			services = append(services, e.echo6("nat"), e.nat64())
 		}
 		if e.ftp != nil {
 			ftp := svc(21, 21, "nat")
@@ -218,6 +231,16 @@ func (e *haEnv) echo6(fwd string) harness.Service {
 		echo.Servers = append(echo.Servers, harness.Server{Address: v6LVSServer(i), Port: haEchoPort, Weight: 1, Forward: fwd})
 	}
 	return echo
+}
+
+// nat64 is the VS/NAT pair's NAT64 service: haVIP6:haNAT64Port to the
+// servers' IPv4 echo servers by fullnat from haLocal64.
+func (e *haEnv) nat64() harness.Service {
+	s := harness.Service{VIP: haVIP6, Port: haNAT64Port, Scheduler: "rr", LocalAddresses: []string{haLocal64}}
+	for _, rs := range e.ha.Servers {
+		s.Servers = append(s.Servers, harness.Server{Address: rs.Addr.Addr().String(), Port: haEchoPort, Weight: 1, Forward: "fullnat"})
+	}
+	return s
 }
 
 // The pairs' IPv6. VS/DR: the client behind the router as in the VS/DR

@@ -66,68 +66,108 @@ func TestFailoverDR6(t *testing.T) { testFailover6(t, true) }
 // the client on the directors' client link, the IPv6 servers routing
 // through a floating IPv6 gateway on the directors' server ports. The new
 // master's unsolicited NAs move both the VIP in the client's neighbour
-// cache and the gateway in the servers'.
+// cache and the gateway in the servers'. Beside them, haNAT64Streams
+// streams go to the same VIP through a NAT64 service, to the servers'
+// IPv4 addresses from an IPv4 local address on their segment: the backup
+// holds them from IPv6 sync records with their IPv4 server and local
+// endpoint, the local address answers ARP on the master alone and the new
+// master's gratuitous ARP moves it in the servers' caches, and they go on
+// as the others do.
 func TestFailoverNAT6(t *testing.T) { testFailover6(t, false) }
+
+// haNAT64Streams is TestFailoverNAT6's count of NAT64 echo streams.
+const haNAT64Streams = 50
 
 func testFailover6(t *testing.T, dr bool) {
 	e := newHAEnvWith(t, dr, true, false)
 	a, b := e.nodes[0], e.nodes[1]
-	addr := net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort))
-	f := startEchoFleet(e.ctx, e.ha.Client.NS, addr, haStreams6, haChunk, haInterval, haStreamDead)
-	defer func() {
-		select {
-		case <-f.stop:
-		default:
-			close(f.stop)
+	type fleet struct {
+		what string
+		n    int
+		*echoFleet
+	}
+	fleets := []fleet{{"IPv6 streams", haStreams6, startEchoFleet(e.ctx, e.ha.Client.NS,
+		net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort)), haStreams6, haChunk, haInterval, haStreamDead)}}
+	if !dr {
+		fleets = append(fleets, fleet{"NAT64 streams", haNAT64Streams, startEchoFleet(e.ctx, e.ha.Client.NS,
+			net.JoinHostPort(haVIP6, strconv.Itoa(haNAT64Port)), haNAT64Streams, haChunk, haInterval, haStreamDead)})
+	}
+	live := 0
+	for _, f := range fleets {
+		defer func() {
+			select {
+			case <-f.stop:
+			default:
+				close(f.stop)
+			}
+		}()
+		if len(f.failed) > 0 {
+			t.Fatalf("%d of %d %s never connected through the master: %v", len(f.failed), f.n, f.what, f.failed[:min(3, len(f.failed))])
 		}
-	}()
-	if len(f.failed) > 0 {
-		t.Fatalf("%d of %d IPv6 streams never connected through the master: %v", len(f.failed), haStreams6, f.failed[:min(3, len(f.failed))])
+		live += f.n
 	}
 	t0 := time.Now()
 	time.Sleep(2 * time.Second)
-	if moving, ended := f.progressSince(t0); moving < len(f.streams) {
-		t.Fatalf("before the failover only %d of %d IPv6 streams move (%d ended)", moving, len(f.streams), ended)
+	for _, f := range fleets {
+		if moving, ended := f.progressSince(t0); moving < len(f.streams) {
+			t.Fatalf("before the failover only %d of %d %s move (%d ended)", moving, len(f.streams), f.what, ended)
+		}
 	}
-	have, err := e.waitConnections(b, haStreams6, 10*time.Second)
-	t.Logf("node b (backup) holds %d connection entries for %d IPv6 streams (sync from node a)", have, haStreams6)
-	if err != nil || have < haStreams6 {
-		t.Errorf("node b holds %d connection entries, want the %d IPv6 streams' (synced from the master) (%v)", have, haStreams6, err)
+	have, err := e.waitConnections(b, uint64(live), 10*time.Second)
+	t.Logf("node b (backup) holds %d connection entries for %d streams (sync from node a)", have, live)
+	if err != nil || have < uint64(live) {
+		t.Errorf("node b holds %d connection entries, want the %d streams' (synced from the master) (%v)", have, live, err)
+	}
+	if e.lip64 != nil {
+		if _, err := e.waitOwner(e.lip64, a, time.Second); err != nil {
+			t.Errorf("before the failover: %v", err)
+		}
 	}
 
 	killed, takeover := e.killNode(t, a, b)
 	t.Logf("failover: node b alone answers ARP for the IPv4 VIP %v after node a was killed", takeover.Round(time.Millisecond))
 	e.checkMaster(t, "after failover", b)
-	e.keepStreaming(t, f, "after failover", killed, takeover)
+	if e.lip64 != nil {
+		if _, err := e.waitOwner(e.lip64, b, time.Second); err != nil {
+			t.Errorf("after failover: %v", err)
+		}
+	}
+	for _, f := range fleets {
+		e.keepStreaming(t, f.echoFleet, "after failover ("+f.what+")", killed, takeover)
+	}
 	t.Logf("node b's drops after failover: %s", e.drops(b))
 	// The router (VS/DR) or the client (VS/NAT) reaches the IPv6 VIP at
-	// node b's port now, and with VS/NAT the servers their gateway.
-	neigh := func(who, ns, target string, mac net.HardwareAddr) {
-		out, err := e.topo.Exec(ns, "ip", "-6", "neigh", "show", target)
+	// node b's port now, and with VS/NAT the servers their gateway and
+	// NAT64's local address.
+	neigh := func(who, ns, family, target string, mac net.HardwareAddr) {
+		out, err := e.topo.Exec(ns, "ip", family, "neigh", "show", target)
 		t.Logf("the %s's neighbour entry for %s: %s", who, target, strings.TrimSpace(out))
 		if err != nil || !strings.Contains(out, "lladdr "+mac.String()) {
 			t.Errorf("the %s's neighbour entry for %s is not node b's port (%s): %q, %v", who, target, mac, out, err)
 		}
 	}
 	if dr {
-		neigh("router", e.ha.Router.NS, haVIP6, e.vip.macs[1])
+		neigh("router", e.ha.Router.NS, "-6", haVIP6, e.vip.macs[1])
 	} else {
-		neigh("client", e.ha.Client.NS, haVIP6, e.vip.macs[1])
+		neigh("client", e.ha.Client.NS, "-6", haVIP6, e.vip.macs[1])
 		for _, s := range e.ha.Servers {
-			neigh("server "+s.Name, s.NS, haNATFloating6, e.floating.macs[1])
+			neigh("server "+s.Name, s.NS, "-6", haNATFloating6, e.floating.macs[1])
+			neigh("server "+s.Name, s.NS, "-4", haLocal64, e.lip64.macs[1])
 		}
 	}
 
 	maxStall := 2*takeover + 1500*time.Millisecond
-	f.finish()
-	ty, longest := f.verdict(maxStall)
-	if bad := f.stalled(maxStall, 3); len(bad) > 0 {
-		e.explainStreams(t, bad)
-	}
-	n := len(f.streams) + len(f.failed)
-	t.Logf("IPv6 streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
-	if broken := ty.broken(); float64(n-len(f.failed)-broken) < haMinSurvival*float64(n) {
-		t.Errorf("%d of %d IPv6 streams broke across the failover, want at most %.0f%%", broken+len(f.failed), n, (1-haMinSurvival)*100)
+	for _, f := range fleets {
+		f.finish()
+		ty, longest := f.verdict(maxStall)
+		if bad := f.stalled(maxStall, 3); len(bad) > 0 {
+			e.explainStreams(t, bad)
+		}
+		n := len(f.streams) + len(f.failed)
+		t.Logf("%s: %s (longest gap %v, allowed %v)", f.what, ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
+		if broken := ty.broken(); float64(n-len(f.failed)-broken) < haMinSurvival*float64(n) {
+			t.Errorf("%d of %d %s broke across the failover, want at most %.0f%%", broken+len(f.failed), n, f.what, (1-haMinSurvival)*100)
+		}
 	}
 	if err := b.lbd.Stop(10 * time.Second); err != nil {
 		t.Errorf("node b: %v", err)

@@ -160,3 +160,47 @@ func TestTakeoverAnnouncesAtOnce(t *testing.T) {
 		t.Fatalf("a master's next snapshot sent %d frames", n)
 	}
 }
+
+// TestNAT64LocalAddressARPOnMasterOnly: a NAT64 service's IPv4 local
+// address is answered in ARP as a FullNAT one is, by a master alone and on
+// the port whose subnet holds it (the servers' replies must reach the
+// master, not a backup).
+func TestNAT64LocalAddressARPOnMasterOnly(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	for _, tc := range []struct {
+		name   string
+		backup bool
+		port   int
+		sip    uint32
+		answer bool
+	}{
+		{"master: server side", false, 1, rs1, true},
+		{"master: client side", false, 0, clientIP, false},
+		{"backup: server side", true, 1, rs1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w.snap = w.snap.WithHA(w.snap.Gen+1, w.snap.Sync, tc.backup)
+			r.inject(tc.port, arpFrame(hdr.ARPRequest, clientMAC, tc.sip, lip64))
+			w.poll()
+			out := r.sent(tc.port)
+			for {
+				if _, ok := w.Events().Pop(); !ok {
+					break
+				}
+			}
+			if !tc.answer {
+				if len(out) != 0 {
+					t.Fatalf("answered ARP for the NAT64 local address")
+				}
+				return
+			}
+			if len(out) != 1 {
+				t.Fatal("no ARP reply for the NAT64 local address")
+			}
+			if a := hdr.ARP(hdr.Ethernet(out[0]).Payload()); a.Op() != hdr.ARPReply || a.SenderIP() != lip64 || a.SenderMAC() != lanMAC {
+				t.Fatalf("bad reply %x", out[0])
+			}
+		})
+	}
+}
