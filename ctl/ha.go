@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -217,8 +218,9 @@ type announceTarget struct {
 	ip   uint32
 }
 
-// announceTargets are every VIP on each port facing clients and each
-// floating address on its port; the caller holds mu.
+// announceTargets are every VIP on each port facing clients, each
+// floating address on its port and each local address (draining ones
+// too) on the port whose subnet holds it; the caller holds mu.
 func (c *Controller) announceTargets() []announceTarget {
 	var vips []uint32
 	for _, s := range c.snap.Services {
@@ -239,12 +241,18 @@ func (c *Controller) announceTargets() []announceTarget {
 			out = append(out, announceTarget{i, f})
 		}
 		// FullNAT local addresses move with the master like the VIPs:
-		// the servers' replies must reach it.
+		// the servers' replies must reach it. So do removed ones whose
+		// connections still drain (lbd answers ARP for them).
 		for _, s := range c.snap.Services {
 			for _, l := range s.LocalAddrs {
 				if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
 					out = append(out, announceTarget{i, l})
 				}
+			}
+		}
+		for _, l := range slices.Sorted(maps.Keys(c.lipDrain)) {
+			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
+				out = append(out, announceTarget{i, l})
 			}
 		}
 	}

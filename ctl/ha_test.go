@@ -302,3 +302,29 @@ ha: {state: backup}
 		t.Fatalf("the NAT64 local address is announced on ports %v, want lan's once", on)
 	}
 }
+
+// TestAnnounceDrainingLocalAddresses: a local address removed from its
+// service while connections still use it (draining: lbd answers ARP for
+// it) is announced by a new master like a listed one, so those
+// connections' replies follow the master too.
+func TestAnnounceDrainingLocalAddresses(t *testing.T) {
+	c, _ := newHAController(t, "backup", 2)
+	const lip = 0xC6336433 // 198.51.100.51, on the servers' segment
+	const away = 0x0A090909 // 10.9.9.9, on no port's subnet
+	c.lipDrain = map[uint32]lipDrain{lip: {}, away: {}}
+	n := 0
+	for _, tg := range c.announceTargets() {
+		switch tg.ip {
+		case lip:
+			n++
+			if p := c.snap.Ports[tg.port]; lip&p.Mask != p.Net {
+				t.Fatalf("announced on port %d (%s)", tg.port, p.Name)
+			}
+		case away:
+			t.Fatal("announced an address on no port's subnet")
+		}
+	}
+	if n != 1 {
+		t.Fatalf("the draining local address announced %d times per round, want 1", n)
+	}
+}
