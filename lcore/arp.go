@@ -74,7 +74,8 @@ const takeoverAnnounceMax = 128
 
 // announceTakeover sends the first round of gratuitous ARP the moment the
 // worker adopts the snapshot that makes this director the master: the
-// floating addresses, then the VIPs on ports facing clients. Sent here,
+// floating addresses, the VIPs on ports facing clients, then the local
+// addresses on the ports whose subnets hold them. Sent here,
 // not only by command, so the neighbours hear of the takeover as soon as
 // lbd answers ARP for it, even when the command ring is busy (a bulk sync
 // install): a client's TCP that missed it retries only after its doubled
@@ -102,6 +103,21 @@ func (w *Worker) announceTakeover() {
 				return
 			}
 			w.announce(pi, vip)
+			n++
+		}
+	}
+	// Local addresses (draining ones included), where the servers'
+	// replies to FullNAT and NAT64 connections must now come.
+	for pi := range w.snap.Ports {
+		p := &w.snap.Ports[pi]
+		for lip, ok := range w.snap.lips {
+			if !ok || lip&p.Mask != p.Net {
+				continue
+			}
+			if n == takeoverAnnounceMax {
+				return
+			}
+			w.announce(pi, lip)
 			n++
 		}
 	}

@@ -204,3 +204,30 @@ func TestNAT64LocalAddressARPOnMasterOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestTakeoverAnnouncesLocalAddresses: the first round at takeover also
+// moves a FullNAT service's local address, on the servers' port only, so
+// the servers' replies reach the new master without waiting for the
+// controller's rounds.
+func TestTakeoverAnnouncesLocalAddresses(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	withFullNAT(t, r, false)
+	withHA(r, true)
+	master := w.snap.WithHA(w.snap.Gen+1, w.snap.Sync, false)
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: master})
+	w.runCommands(0)
+	w.flush()
+	lan := map[uint32]bool{}
+	for _, f := range r.sent(1) {
+		lan[hdr.ARP(hdr.Ethernet(f).Payload()).SenderIP()] = true
+	}
+	if !lan[lip1] || !lan[floatingGW] || len(lan) != 2 {
+		t.Fatalf("announced %v on the servers' side, want the floating and the local address", lan)
+	}
+	for _, f := range r.sent(0) {
+		if hdr.ARP(hdr.Ethernet(f).Payload()).SenderIP() == lip1 {
+			t.Fatal("the local address announced on the client side")
+		}
+	}
+}
