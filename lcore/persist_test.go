@@ -83,7 +83,7 @@ func TestTemplateLivesWhileItControls(t *testing.T) {
 	connectTo(t, r, clientIP, 40000)
 	tmpl := templateOf(t, w, clientIP, 443)
 	cid, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 443)
-	w.table.Get(cid).Expires = w.now + int64(time.Hour) // a long-lived connection
+	w.table.SetExpires(cid, w.now+int64(time.Hour)) // a long-lived connection
 	expire := func() {
 		w.table.Expire(w.now, w.table.Cap(), w.expire)
 		w.expireTemplates(w.tmpl.Cap())
@@ -95,7 +95,7 @@ func TestTemplateLivesWhileItControls(t *testing.T) {
 		t.Fatal("template expired while it controls a connection")
 	}
 	// The connection ends: the template goes at its next expiry.
-	w.table.Get(cid).Expires = w.now
+	w.table.SetExpires(cid, w.now)
 	expire()
 	if tmpl.controls.Load() != 0 {
 		t.Fatal("the template still counts the expired connection")

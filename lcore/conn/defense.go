@@ -121,6 +121,7 @@ func (t *Table) Touch(c *Conn, dir Dir, now int64, timeouts *Timeouts) {
 		c.marks |= markConfirmed
 	}
 	c.seen = uint32(now >> seenShift)
+	before := c.Expires
 	timeout := timeouts.For(c.State)
 	if t.secureAt > 0 && t.Len() >= t.secureAt && embryonic(c) {
 		short := int64(t.defense.SecureSYN)
@@ -133,6 +134,9 @@ func (t *Table) Touch(c *Conn, dir Dir, now int64, timeouts *Timeouts) {
 		}
 	}
 	c.Expires = now + timeout
+	if c.Expires < before {
+		t.lowerDue(c) // the sweep's bound must not be later (table.go)
+	}
 }
 
 // embryonic reports whether c has not (yet) become a connection: a TCP

@@ -56,7 +56,7 @@ func (t *Table) MappedBytes() int { return t.mapped }
 // free list and the side arrays EnableExt and EnableSix added, from the
 // lengths and element sizes of its arrays (wherever they live).
 func (t *Table) MemoryBytes() int {
-	return sliceBytes(t.entries) + sliceBytes(t.slots) + sliceBytes(t.free) + sliceBytes(t.ext) + sliceBytes(t.six)
+	return sliceBytes(t.entries) + sliceBytes(t.slots) + sliceBytes(t.free) + sliceBytes(t.due) + sliceBytes(t.ext) + sliceBytes(t.six)
 }
 
 func sliceBytes[T any](s []T) int {

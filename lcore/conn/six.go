@@ -169,6 +169,7 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	e.indexed = indexedLive | indexedSix
 	e.marks = markFresh
 	e.hashOrig, e.hashReply = hOrig, hReply
+	t.due[id] = dueBound(e.Expires)
 	t.six[id] = *a
 	if x != nil {
 		t.ext[id] = *x

@@ -136,13 +136,14 @@ func TestInsert6Ext(t *testing.T) {
 }
 
 // TestBytesPerConn: an IPv4 connection costs its 64-byte entry, four
-// 8-byte index cells and a 4-byte free-list slot (100 bytes); an IPv6
-// one the 48-byte address array besides (148); the FullNAT extension 32.
+// 8-byte index cells, a 4-byte free-list slot and a 4-byte expiry bound
+// (104 bytes); an IPv6 one the 48-byte address array besides (152); the
+// FullNAT extension 32.
 func TestBytesPerConn(t *testing.T) {
 	for _, tc := range []struct {
 		six, ext bool
 		want     float64
-	}{{false, false, 100}, {true, false, 148}, {false, true, 132}, {true, true, 180}} {
+	}{{false, false, 104}, {true, false, 152}, {false, true, 136}, {true, true, 184}} {
 		got, err := BytesPerConn(1<<16, tc.six, tc.ext)
 		if err != nil || got != tc.want {
 			t.Errorf("six %v ext %v: %v bytes per connection (%v), want %v", tc.six, tc.ext, got, err, tc.want)

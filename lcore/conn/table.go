@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"unsafe"
 )
 
 // MaxCapacity bounds New: 2^26 entries is 4 GiB of entries plus 2 GiB of
@@ -56,7 +57,15 @@ type Table struct {
 	mask    uint32   // len(slots) - 1
 	seed    [2]uint64
 	cursor  uint32 // next entry Expire examines
-	mapped  int    // bytes of entries and index outside the Go heap (mem.go)
+	// due holds, per entry, a lower bound of its Expires in units of
+	// 2^dueShift ns (about a second): the expiry sweep reads these 4
+	// bytes, not the entry's 64, and looks at an entry only once its
+	// bound has come (a sweep over a large table is memory-bound). Touch
+	// lowers a bound (a state with a shorter timeout) but never raises
+	// it, so a packet writes nothing more; the sweep raises it when it
+	// finds the entry not yet due. A free entry's is dueNever.
+	due    []uint32
+	mapped int // bytes of entries and index outside the Go heap (mem.go)
 
 	defense          Defense
 	dropAt, secureAt int    // Defense thresholds in entries, 0 = off
@@ -89,6 +98,10 @@ func NewWithSeed(capacity int, seed uint64) (*Table, error) {
 	}
 	t.entries = hugeSlice[Conn](n, t) // mem.go
 	t.slots = hugeSlice[slot](n*slotsPerEntry, t)
+	t.due = hugeSlice[uint32](n, t)
+	for i := range t.due {
+		t.due[i] = dueNever
+	}
 	// Pop order 0, 1, 2, ... keeps a young table's live entries together.
 	for i := range t.free {
 		t.free[i] = uint32(n - 1 - i)
@@ -196,6 +209,7 @@ func (t *Table) insert(c *Conn, x *Ext) (id uint32, err error) {
 	e.marks = markFresh
 	e.hashOrig = hOrig
 	e.hashReply = hReply
+	t.due[id] = dueBound(e.Expires)
 	if x != nil {
 		t.ext[id] = *x
 		e.indexed |= indexedExt
@@ -248,6 +262,7 @@ func (t *Table) Delete(id uint32) {
 		t.six[id] = Addrs6{}
 	}
 	*e = Conn{}
+	t.due[id] = dueNever
 	t.free = append(t.free, id) // within capacity: never reallocates
 }
 
@@ -295,6 +310,7 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	}
 	removed := 0
 	cursor := t.cursor
+	nowDue := dueBound(now)
 	// Due entries are gathered a batch at a time with their index cells
 	// prefetched, then removed: the cells' misses overlap (batch.go).
 	var due [expireBatch]uint32
@@ -302,8 +318,15 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	for ; budget > 0; budget-- {
 		id := cursor
 		cursor = (cursor + 1) & (n - 1) // len(entries) is a power of two
+		if t.due[id] > nowDue {
+			continue // not due yet, nor free: its entry unread
+		}
 		e := &t.entries[id]
-		if e.indexed&indexedLive == 0 || e.Expires > now {
+		if e.indexed&indexedLive == 0 {
+			continue
+		}
+		if e.Expires > now {
+			t.due[id] = dueBound(e.Expires) // its packets moved it on
 			continue
 		}
 		t.PrefetchCell(e.hashOrig)
@@ -321,6 +344,42 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	return removed
 }
 
+// dueShift is the unit of the sweep's bounds: 2^30 ns, about a second
+// (the sweep's own period), so 32 bits last 136 years of uptime.
+const dueShift = 30
+
+// dueNever is a free entry's bound: never due.
+const dueNever = ^uint32(0)
+
+// dueBound is the bound of an expiry time: rounded down, so never later.
+func dueBound(expires int64) uint32 {
+	if expires <= 0 {
+		return 0
+	}
+	return uint32(min(expires>>dueShift, int64(dueNever-1)))
+}
+
+// lowerDue lowers the sweep's bound of c (one of t's entries) to its
+// Expires, when that came earlier: Touch's rare case, a state with a
+// shorter timeout than the last.
+func (t *Table) lowerDue(c *Conn) {
+	off := uintptr(unsafe.Pointer(c)) - uintptr(unsafe.Pointer(unsafe.SliceData(t.entries)))
+	if off >= uintptr(len(t.entries))*unsafe.Sizeof(Conn{}) {
+		return // not an entry of this table
+	}
+	id := off / unsafe.Sizeof(Conn{})
+	t.due[id] = min(t.due[id], dueBound(c.Expires))
+}
+
+// SetExpires moves connection id's expiry to at, earlier or later (a
+// control-plane edit, or a test). A free id's does nothing.
+func (t *Table) SetExpires(id uint32, at int64) {
+	if e := t.Get(id); e != nil {
+		e.Expires = at
+		t.due[id] = min(t.due[id], dueBound(at))
+	}
+}
+
 // expireBatch is how many due entries Expire gathers before removing
 // them: enough misses in flight to overlap, few enough that the first
 // cells are still cached when their turn comes.
@@ -335,6 +394,7 @@ func (t *Table) expireDue(ids []uint32, now int64, onExpire func(id uint32, c *C
 		if onExpire != nil {
 			onExpire(id, e)
 			if e.Expires > now {
+				t.due[id] = dueBound(e.Expires)
 				continue // the callback extended the entry's life
 			}
 		}

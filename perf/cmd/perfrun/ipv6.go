@@ -144,7 +144,7 @@ func ipv6Section(b *bytes.Buffer, s *IPv6Section) {
 	}
 	idx := s.BytesPerConn4 - float64(s.EntryBytes)
 	p("\nMemory per connection (lcore/conn's tables: memory over entries, `conn.BytesPerConn`): ")
-	p("IPv4 **%.0f bytes** (the %d-byte entry, %.0f of index cells and free list); ", s.BytesPerConn4, s.EntryBytes, idx)
+	p("IPv4 **%.0f bytes** (the %d-byte entry, %.0f of index cells, free list and expiry bound); ", s.BytesPerConn4, s.EntryBytes, idx)
 	p("IPv6 **%.0f bytes** (the same entry with its addresses folded to 32 bits, the same %.0f, and a %d-byte slot of full addresses in a side array). ", s.BytesPerConn6, idx, s.Addrs6Bytes)
 	p("An lcore allocates the side array for every entry once it has an IPv6 service, so there IPv4 connections cost %.0f bytes too; without IPv6 services, %.0f. ", s.BytesPerConn6, s.BytesPerConn4)
 	p("Lookups: `BenchmarkLookup6` beside `BenchmarkLookupHit` (perf/README.md).\n")
