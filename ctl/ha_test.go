@@ -309,7 +309,7 @@ ha: {state: backup}
 // connections' replies follow the master too.
 func TestAnnounceDrainingLocalAddresses(t *testing.T) {
 	c, _ := newHAController(t, "backup", 2)
-	const lip = 0xC6336433 // 198.51.100.51, on the servers' segment
+	const lip = 0xC6336433  // 198.51.100.51, on the servers' segment
 	const away = 0x0A090909 // 10.9.9.9, on no port's subnet
 	c.lipDrain = map[uint32]lipDrain{lip: {}, away: {}}
 	n := 0
