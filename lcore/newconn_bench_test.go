@@ -38,6 +38,7 @@ func newConnectionsAtScale(b *testing.B, to uint32) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	table.Prefault() // as NewWorker does
 	w.table = table
 	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
 	for i := range w.snap.Timeouts.ByState {

@@ -180,6 +180,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
+	table.Prefault() // no first-touch page faults while connections arrive (conn/mem.go)
 	if err := table.SetDefense(cfg.Defense); err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
