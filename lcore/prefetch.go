@@ -19,6 +19,7 @@ func (w *Worker) prefetch(ds []desc) {
 		}
 		k := &d.flow
 		hs[i] = w.table.Hash(k.proto, k.src, k.sport, k.dst, k.dport)
+		d.hash, d.hashed = hs[i], true
 		w.table.PrefetchCell(hs[i])
 		if k.proto == hdr.ProtoTCP && d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
 			w.prefetchReplyCells(d)
