@@ -180,7 +180,6 @@ func NewWorker(cfg Config) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
-	table.Prefault() // no first-touch page faults while connections arrive (conn/mem.go)
 	if err := table.SetDefense(cfg.Defense); err != nil {
 		return nil, fmt.Errorf("lcore %d: %w", cfg.ID, err)
 	}
@@ -368,6 +367,11 @@ func (w *Worker) loop() {
 	}
 	defer eal.UnregisterThread()
 	w.started <- nil
+	// No first-touch page faults while connections arrive (conn/mem.go):
+	// the table is faulted in here, on the worker's own CPU (its NUMA
+	// node's memory), every worker at once, before the first poll and
+	// the first command (a handover's table is installed after it).
+	w.table.Prefault()
 
 	idle, slept := 0, false
 	for !w.stop.Load() {
