@@ -7,9 +7,9 @@ import (
 
 // prefetch is the lookup stage of a burst: every flow packet's key hashed
 // and its index cell prefetched, then the entries those cells name
-// prefetched (but a bare SYN's), so that processing the burst in order finds them in the
-// cache (conn/batch.go says why). It only warms the cache: the lookups
-// stay where they were, in order.
+// prefetched (but a bare SYN's), so that processing the burst in order
+// finds them in the cache (conn/batch.go says why). It only warms the
+// cache: the lookups stay where they were, in order.
 func (w *Worker) prefetch(ds []desc) {
 	hs := w.hashes[:len(ds)]
 	for i := range ds {
