@@ -87,7 +87,8 @@ func BytesPerConn(capacity int, six, ext bool) (float64, error) {
 // compact memory for it) inside one insertion, 1 to 20 ms here, so a
 // table that grows stalls its lcore for that long once per 2 MiB. It
 // writes a zero to every 4 KiB page of the entries and the index (one
-// fault per huge page where the kernel gives huge pages). Call it on a
+// fault per huge page where the kernel gives huge pages); the sweep's
+// bounds are written, so resident, when the table is made. Call it on a
 // new table, before its first Insert; a table in the Go heap is left as
 // it is.
 func (t *Table) Prefault() {
