@@ -57,6 +57,11 @@ type desc struct {
 	// svc is a SYN's service index + 1 as the lookup stage found it in
 	// the snapshot the burst is processed with (0: not looked up).
 	svc int32
+	// hash is the flow key's index hash as the lookup stage computed it
+	// (hashed: it did), so neither the lookup nor a new connection's
+	// insertion hashes the key again.
+	hash   uint32
+	hashed bool
 }
 
 // l3 is the IPv4 header's offset: the dataplane sees untagged Ethernet.

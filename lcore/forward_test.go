@@ -236,6 +236,45 @@ func TestReplyBeforeTheSnapshotKnowsTheClient(t *testing.T) {
 	}
 }
 
+// TestLearnClientRefresh: a new connection from a client learnt less than
+// neighCacheRefresh ago leaves its entry as it is; a later one, or one
+// from a new MAC, learns it again.
+func TestLearnClientRefresh(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	syn := func(port uint16, mac hdr.MAC) {
+		t.Helper()
+		r.inject(0, tcpFrame(mac, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		w.poll()
+		if len(r.sent(1)) != 1 {
+			t.Fatalf("SYN from port %d not forwarded (stats %v)", port, w.cnt.own)
+		}
+	}
+	until := func() int64 { return w.neigh[neighSlot(clientIP)].until }
+	w.now = 1e9
+	syn(40000, clientMAC)
+	first := until()
+	if mac, ok := w.neigh.lookup(clientIP, w.now); !ok || mac != clientMAC || first <= w.now {
+		t.Fatalf("client not learnt: %v %v", mac, ok)
+	}
+	w.now += neighCacheRefresh / 2
+	syn(40001, clientMAC)
+	if until() != first {
+		t.Fatal("entry rewritten half neighCacheRefresh after it was learnt")
+	}
+	other := hdr.MAC{2, 0, 0, 0, 0, 0x77}
+	syn(40002, other)
+	if mac, _ := w.neigh.lookup(clientIP, w.now); mac != other || until() == first {
+		t.Fatalf("a new MAC was not learnt: %v", mac)
+	}
+	second := until()
+	w.now += neighCacheRefresh
+	syn(40003, other)
+	if until() <= second {
+		t.Fatal("entry not refreshed after neighCacheRefresh")
+	}
+}
+
 // TestExpireDest: connections to a failed server whose check says
 // on_failure: expire end at their next packet (IPVS's expire_nodest_conn).
 func TestExpireDest(t *testing.T) {

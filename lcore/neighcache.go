@@ -12,6 +12,9 @@ import "github.com/dplb/dplb/lcore/hdr"
 const (
 	neighCacheSize = 1024 // entries, a power of two
 	neighCacheLife = 30e9 // ns an entry is trusted (the neighbour reachable time)
+	// neighCacheRefresh: an entry learnt less than this long ago is not
+	// written again for the same address (fresh).
+	neighCacheRefresh = 1e9
 )
 
 type neighCacheEntry struct {
@@ -26,6 +29,13 @@ func neighSlot(ip uint32) uint32 { return (ip * 0x9E3779B1) >> (32 - 10) }
 
 func (c *neighCache) learn(ip uint32, mac hdr.MAC, now int64) {
 	c[neighSlot(ip)] = neighCacheEntry{ip: ip, mac: mac, until: now + neighCacheLife}
+}
+
+// fresh reports whether ip is cached with mac and was learnt less than
+// neighCacheRefresh ago.
+func (c *neighCache) fresh(ip uint32, mac hdr.MAC, now int64) bool {
+	e := &c[neighSlot(ip)]
+	return e.ip == ip && e.mac == mac && e.until-now > neighCacheLife-neighCacheRefresh
 }
 
 func (c *neighCache) lookup(ip uint32, now int64) (hdr.MAC, bool) {

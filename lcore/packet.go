@@ -59,7 +59,7 @@ func (w *Worker) process(d *desc, steer bool) exit {
 // by the connection's method.
 func (w *Worker) forward(d *desc) exit {
 	k := &d.flow
-	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
+	id, dir, ok := w.lookup(d)
 	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original &&
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
 		// A client reusing the port of a finished connection opens a new
@@ -173,12 +173,28 @@ func (w *Worker) forward(d *desc) exit {
 	return w.toRealServer(d, c, true)
 }
 
+// lookup is the table's Lookup of d's flow, with the hash the lookup
+// stage computed when it did.
+func (w *Worker) lookup(d *desc) (uint32, conn.Dir, bool) {
+	k := &d.flow
+	if d.hashed {
+		return w.table.LookupHashed(d.hash, k.proto, k.src, k.sport, k.dst, k.dport)
+	}
+	return w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
+}
+
 // learnClient remembers the Ethernet source of an on-link client's packet
-// (neighcache.go).
+// (neighcache.go). A client learnt less than neighCacheRefresh ago with
+// the same MAC is left as it is: a new connection from a known client
+// then costs no map lookups.
 func (w *Worker) learnClient(d *desc) {
 	k := &d.flow
-	if p := &w.snap.Ports[d.in]; k.src&p.Mask == p.Net && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
-		w.neigh.learn(k.src, d.eth().Src(), w.now)
+	if p := &w.snap.Ports[d.in]; k.src&p.Mask != p.Net {
+		return
+	}
+	mac := d.eth().Src()
+	if !w.neigh.fresh(k.src, mac, w.now) && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
+		w.neigh.learn(k.src, mac, w.now)
 	}
 }
 
@@ -313,6 +329,10 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 		x := conn.Ext{LIP: c.ClientIP, LPort: c.ClientPort}
 		var err error
 		id, err = w.table.InsertExt(&c, &x)
+		why = insertDrop(err)
+	case d.hashed: // the key is d's flow: its hash is known
+		var err error
+		id, err = w.table.InsertHashed(&c, d.hash)
 		why = insertDrop(err)
 	default:
 		var err error

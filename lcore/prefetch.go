@@ -7,9 +7,9 @@ import (
 
 // prefetch is the lookup stage of a burst: every flow packet's key hashed
 // and its index cell prefetched, then the entries those cells name
-// prefetched, so that processing the burst in order finds them in the
-// cache (conn/batch.go says why). It only warms the cache: the lookups
-// stay where they were, in order.
+// prefetched (but a bare SYN's), so that processing the burst in order
+// finds them in the cache (conn/batch.go says why). It only warms the
+// cache: the lookups stay where they were, in order.
 func (w *Worker) prefetch(ds []desc) {
 	hs := w.hashes[:len(ds)]
 	for i := range ds {
@@ -19,16 +19,25 @@ func (w *Worker) prefetch(ds []desc) {
 		}
 		k := &d.flow
 		hs[i] = w.table.Hash(k.proto, k.src, k.sport, k.dst, k.dport)
+		d.hash, d.hashed = hs[i], true
 		w.table.PrefetchCell(hs[i])
 		if k.proto == hdr.ProtoTCP && d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
 			w.prefetchReplyCells(d)
 		}
 	}
 	for i := range ds {
-		if ds[i].class == classFlow {
+		// A bare SYN's key is almost always new: it has no entry to
+		// fetch, and reading its cell here would only wait for the line.
+		if d := &ds[i]; d.class == classFlow && !bareSYN(d) {
 			w.table.PrefetchEntry(hs[i])
 		}
 	}
+}
+
+// bareSYN reports whether d is a TCP segment with SYN and none of ACK,
+// RST, FIN: a client opening a connection.
+func bareSYN(d *desc) bool {
+	return d.flow.proto == hdr.ProtoTCP && d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN
 }
 
 // maxReplyPrefetch bounds the real servers whose reply cells a SYN

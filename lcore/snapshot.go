@@ -53,7 +53,7 @@ type Snapshot struct {
 	// mbufs for it, synhold.go).
 	hasSynProxy bool
 
-	serviceIndex map[uint64]int32 // by ServiceKey.packed: a fast 64-bit key for every new connection's lookup
+	serviceIndex serviceIndex // by ServiceKey.packed, for every new connection's lookup (svcindex.go)
 	vips         map[uint32]bool
 	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
 	lips         map[uint32]bool // every service's LocalAddrs
@@ -150,7 +150,7 @@ type Service struct {
 func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uint32]hdr.MAC, t conn.Timeouts) *Snapshot {
 	s := &Snapshot{
 		Gen: gen, Ports: ports, Services: services, Neigh: neigh, Timeouts: t,
-		serviceIndex: make(map[uint64]int32, len(services)),
+		serviceIndex: newServiceIndex(len(services)),
 		vips:         make(map[uint32]bool),
 		lips:         make(map[uint32]bool),
 		gatewayPort:  -1,
@@ -167,7 +167,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 			}
 			continue
 		}
-		s.serviceIndex[svc.Key.packed()] = int32(i)
+		s.serviceIndex.add(svc.Key.packed(), int32(i))
 		s.vips[svc.Key.VIP] = true
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
@@ -213,8 +213,7 @@ func (s *Snapshot) WithHA(gen uint64, sync SyncParams, backup bool) *Snapshot {
 
 // service finds the virtual service of a destination.
 func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
-	i, ok := s.serviceIndex[ServiceKey{VIP: vip, Port: port, Proto: proto}.packed()]
-	return i, ok
+	return s.serviceIndex.get(ServiceKey{VIP: vip, Port: port, Proto: proto}.packed())
 }
 
 // IsVIP reports whether addr is the address of some virtual service.

@@ -367,6 +367,11 @@ func (w *Worker) loop() {
 	}
 	defer eal.UnregisterThread()
 	w.started <- nil
+	// No first-touch page faults while connections arrive (conn/mem.go):
+	// the table is faulted in here, on the worker's own CPU (its NUMA
+	// node's memory), every worker at once, before the first poll and
+	// the first command (a handover's table is installed after it).
+	w.table.Prefault()
 
 	idle, slept := 0, false
 	for !w.stop.Load() {

@@ -1,6 +1,11 @@
 package conn
 
-import "fmt"
+import (
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // CheckIndex verifies the index invariants the tests rely on: every
 // occupied cell is reachable from its home cell without crossing an empty
@@ -57,3 +62,22 @@ func (t *Table) CheckIndex() error {
 
 // IndexCells exposes the index size for sizing tests.
 func (t *Table) IndexCells() int { return len(t.slots) }
+
+// ResidentMapped is the number of 4 KiB pages of the table's entries and
+// index that are resident, and how many pages they span (mincore(2)).
+func (t *Table) ResidentMapped() (resident, pages int, err error) {
+	for _, b := range [][]byte{
+		unsafe.Slice((*byte)(unsafe.Pointer(&t.entries[0])), sliceBytes(t.entries)),
+		unsafe.Slice((*byte)(unsafe.Pointer(&t.slots[0])), sliceBytes(t.slots)),
+	} {
+		vec := make([]byte, (len(b)+4095)/4096)
+		if _, _, e := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(unsafe.Pointer(&vec[0]))); e != 0 {
+			return 0, 0, e
+		}
+		for _, v := range vec {
+			resident += int(v & 1)
+		}
+		pages += len(vec)
+	}
+	return resident, pages, nil
+}

@@ -125,6 +125,11 @@ func (t *Table) Lookup(proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, 
 	return t.find(h, proto, srcIP, srcPort, dstIP, dstPort)
 }
 
+// LookupHashed is Lookup with the key's Hash already computed.
+func (t *Table) LookupHashed(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, dstPort uint16) (id uint32, dir Dir, ok bool) {
+	return t.find(h, proto, srcIP, srcPort, dstIP, dstPort)
+}
+
 func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP uint32, dstPort uint16) (uint32, Dir, bool) {
 	// Terminates: the index is never more than half full (slotsPerEntry).
 	for i := h & t.mask; ; i = (i + 1) & t.mask {
@@ -173,13 +178,30 @@ func (t *Table) Insert(c *Conn) (id uint32, err error) {
 	return t.insert(c, nil)
 }
 
+// InsertHashed is Insert with the Hash of c's Original key (client ->
+// VIP) already computed.
+func (t *Table) InsertHashed(c *Conn, hOrig uint32) (id uint32, err error) {
+	if c == nil {
+		return 0, ErrNilConn
+	}
+	if len(t.free) == 0 {
+		return 0, ErrFull
+	}
+	return t.insertHashed(c, nil, hOrig)
+}
+
 // insert is Insert, and InsertExt when x is not nil.
 func (t *Table) insert(c *Conn, x *Ext) (id uint32, err error) {
 	// Fullness first: under a SYN flood it is the cheap, common refusal.
 	if len(t.free) == 0 {
 		return 0, ErrFull
 	}
-	hOrig := hashKey(&t.seed, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
+	return t.insertHashed(c, x, hashKey(&t.seed, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort))
+}
+
+// insertHashed is insert once the table is known not full, with c's
+// Original key hashed.
+func (t *Table) insertHashed(c *Conn, x *Ext, hOrig uint32) (id uint32, err error) {
 	if _, _, ok := t.find(hOrig, c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort); ok {
 		return 0, ErrExists
 	}

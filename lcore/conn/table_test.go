@@ -451,3 +451,45 @@ func TestScanInSteps(t *testing.T) {
 		t.Fatalf("saw %d connections in %d steps", len(seen), steps)
 	}
 }
+
+// TestInsertHashed: InsertHashed and LookupHashed with the key's Hash are
+// Insert and Lookup.
+func TestInsertHashed(t *testing.T) {
+	tab, err := conn.NewWithSeed(16, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := conn.Conn{Proto: 6, ClientIP: 1, ClientPort: 1000, VIP: 2, VPort: 80, RIP: 3, RPort: 8080}
+	h := tab.Hash(6, 1, 1000, 2, 80)
+	id, err := tab.InsertHashed(&c, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, dir, ok := tab.LookupHashed(h, 6, 1, 1000, 2, 80); !ok || got != id || dir != conn.Original {
+		t.Fatalf("original: %d %v %v", got, dir, ok)
+	}
+	if got, dir, ok := tab.Lookup(6, 3, 8080, 1, 1000); !ok || got != id || dir != conn.Reply {
+		t.Fatalf("reply: %d %v %v", got, dir, ok)
+	}
+	if _, err := tab.InsertHashed(&c, h); !errors.Is(err, conn.ErrExists) {
+		t.Fatalf("second insertion: %v", err)
+	}
+	if _, err := tab.InsertHashed(nil, h); !errors.Is(err, conn.ErrNilConn) {
+		t.Fatalf("nil: %v", err)
+	}
+	for i := uint16(1); tab.Len() < tab.Cap(); i++ {
+		d := c
+		d.ClientPort += i
+		if _, err := tab.InsertHashed(&d, tab.Hash(6, 1, d.ClientPort, 2, 80)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := c
+	d.ClientPort = 1
+	if _, err := tab.InsertHashed(&d, tab.Hash(6, 1, 1, 2, 80)); !errors.Is(err, conn.ErrFull) {
+		t.Fatalf("full: %v", err)
+	}
+	if err := tab.CheckIndex(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -45,3 +45,34 @@ func BenchmarkSchedule(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRoundRobinPlain: rr over 2 weighted real servers without
+// thresholds (its turn without a search); x-search is the ratio to the
+// same scheduler made to search (as with thresholds) in the same run.
+func BenchmarkRoundRobinPlain(b *testing.B) {
+	c := &sliceCounts{active: make([]uint32, 2), inactive: make([]uint32, 2)}
+	var s Scheduler
+	s, _ = New("rr", []Dest{{ID: 0, Weight: 1}, {ID: 1, Weight: 1}}, Options{})
+	searched := *s.(*roundRobin)
+	searched.pool = s.(*roundRobin).pool.copy()
+	searched.plain = false
+	var ref Scheduler = &searched
+	f := &Flow{}
+	sum := 0
+	start := b.Elapsed()
+	for i := 0; i < b.N; i++ {
+		sum += ref.Schedule(f, c)
+	}
+	refTime := b.Elapsed() - start
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sum += s.Schedule(f, c)
+	}
+	b.StopTimer()
+	if refTime > 0 {
+		b.ReportMetric(float64(b.Elapsed())/float64(refTime), "x-search")
+	}
+	if sum < 0 {
+		b.Fatal(sum)
+	}
+}

@@ -6,14 +6,29 @@ package sched
 type roundRobin struct {
 	pool
 	next int // where the next search starts
+	// plain: every dest has a weight and no connection thresholds, so
+	// each is always available and the turn needs no search (the dests
+	// never change after the factory).
+	plain bool
 }
 
 func newRoundRobin(dests []Dest, _ Options) (Scheduler, error) {
-	return &roundRobin{pool: newPool(dests)}, nil
+	r := &roundRobin{pool: newPool(dests), plain: len(dests) > 0}
+	for _, d := range dests {
+		r.plain = r.plain && d.Weight > 0 && d.Upper == 0
+	}
+	return r, nil
 }
 
 func (r *roundRobin) Schedule(_ *Flow, c Counts) int {
 	n := len(r.dests)
+	if r.plain {
+		idx := r.next
+		if r.next++; r.next == n {
+			r.next = 0
+		}
+		return idx
+	}
 	for i := 0; i < n; i++ {
 		idx := r.next + i
 		if idx >= n {

@@ -72,6 +72,33 @@ func TestRoundRobinSequences(t *testing.T) {
 	}
 }
 
+// TestRoundRobinPlain: with every dest weighted and no thresholds rr
+// takes its turn without a search (plain), and picks as the search does.
+func TestRoundRobinPlain(t *testing.T) {
+	for _, weights := range [][]int32{{1}, {1, 1}, {5, 1, 2}, {1, 0, 1}, {0}, nil} {
+		s := mustNew(t, "rr", dests(weights...), Options{}).(*roundRobin)
+		plain := len(weights) > 0
+		for _, w := range weights {
+			plain = plain && w > 0
+		}
+		if s.plain != plain {
+			t.Fatalf("%v: plain %v", weights, s.plain)
+		}
+		searched := mustNew(t, "rr", dests(weights...), Options{}).(*roundRobin)
+		searched.plain = false
+		for i := range 3*len(weights) + 1 {
+			if got, want := s.Schedule(&Flow{}, nil), searched.Schedule(&Flow{}, nil); got != want {
+				t.Fatalf("%v: pick %d: %d, the search's %d", weights, i, got, want)
+			}
+		}
+	}
+	d := dests(1, 1)
+	d[1].Upper = 10
+	if s := mustNew(t, "rr", d, Options{}).(*roundRobin); s.plain {
+		t.Fatal("plain with a threshold")
+	}
+}
+
 func TestRegistry(t *testing.T) {
 	want := `unknown scheduler "nope" (known: ` + strings.Join(allNames, ", ") + `)`
 	if _, err := New("nope", nil, Options{}); err == nil || err.Error() != want {
