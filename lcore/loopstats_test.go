@@ -35,7 +35,7 @@ func TestLoopBuckets(t *testing.T) {
 
 // TestLoopAccounting: iterations are filed by duration (not those that
 // ended in an idle sleep), the longest kept; a busy burst charges every
-// stage; none of it allocates.
+// stage (every stageSample-th busy poll is read); none of it allocates.
 func TestLoopAccounting(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	w := r.w
@@ -54,6 +54,16 @@ func TestLoopAccounting(t *testing.T) {
 	for _, s := range []Stat{StageRxCycles, StageParseCycles, StageLookupCycles, StageProcessCycles, StageTxCycles} {
 		if w.cnt.own[s] == 0 {
 			t.Errorf("%s not charged", s.Name())
+		}
+	}
+	// The next stageSample-1 busy polls are not read; the one after is.
+	charged := w.cnt.own[StageProcessCycles]
+	for i := range stageSample {
+		r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, uint16(40001+i), vip, 80, hdr.TCPFlagSYN, ""))
+		w.poll()
+		r.sent(1)
+		if got := w.cnt.own[StageProcessCycles] != charged; got != (i == stageSample-1) {
+			t.Fatalf("busy poll %d after the first: charged %v", i+1, got)
 		}
 	}
 	prev := int64(0)

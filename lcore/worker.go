@@ -118,10 +118,13 @@ type Worker struct {
 	tx     []txQueue
 	txs    *ethdev.TxSet // the tx queues, flushed in one call
 	hops   hopCache      // next hops' MACs of the current snapshot (route)
-	free   *mbuf.Array   // drops of this burst, freed in one call
-	nfree  int
-	hout   []txQueue   // packets for other lcores, by worker id
-	hin    *mbuf.Array // packets taken from the peers' rings
+	// busyPolls counts the polls that carried packets: the stage
+	// accounting samples every stageSample-th (loopstats.go).
+	busyPolls uint64
+	free      *mbuf.Array // drops of this burst, freed in one call
+	nfree     int
+	hout      []txQueue   // packets for other lcores, by worker id
+	hin       *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
 	tmpl       *TemplateTable         // shared by all workers (templates.go)
@@ -373,12 +376,18 @@ func (w *Worker) loop() {
 	// the first command (a handover's table is installed after it).
 	w.table.Prefault()
 
-	idle, slept := 0, false
+	idle, slept, busy := 0, false, false
 	for !w.stop.Load() {
 		prev := w.now
 		w.now = int64(time.Since(w.epoch))
 		w.countIteration(prev, w.now, slept)
-		slept = false
+		if busy {
+			// Cycle accounting: the time of iterations whose poll carried
+			// packets, apart from empty polls; it ends where the next
+			// begins, so this clock read serves both.
+			w.cnt.own[BusyNanos] += uint64(w.now - prev)
+		}
+		slept, busy = false, false
 		w.cnt.own[Iterations]++
 		start := w.now // each job's run is timed from the end of the one before
 		for _, j := range w.jobs {
@@ -394,12 +403,8 @@ func (w *Worker) loop() {
 				start = end
 			}
 		}
-		got := w.poll()
-		if got > 0 {
-			// Cycle accounting: the time of bursts that carried packets,
-			// apart from empty polls (one clock read per busy burst).
-			w.cnt.own[BusyNanos] += uint64(int64(time.Since(w.epoch)) - w.now)
-			idle = 0
+		if w.poll() > 0 {
+			busy, idle = true, 0
 			continue
 		}
 		if idle++; w.cfg.IdleSleep > 0 && idle > idleSpins {
@@ -407,6 +412,9 @@ func (w *Worker) loop() {
 			time.Sleep(w.cfg.IdleSleep)
 			slept = true
 		}
+	}
+	if busy {
+		w.cnt.own[BusyNanos] += uint64(int64(time.Since(w.epoch)) - w.now)
 	}
 	w.freeFrags()
 	w.flush()
@@ -428,9 +436,10 @@ func (w *Worker) poll() int {
 		return 0
 	}
 	got := 0
-	var clock stageClock // per-burst stage accounting (loopstats.go)
-	clock.start()
+	var clock stageClock // per-burst stage accounting (loopstats.go), every stageSample-th busy poll
+	clock.start(w.stageScale())
 	if n := w.rx.Poll(); n > 0 {
+		w.busyPolls++
 		clock.mark(w.cnt, StageRxCycles)
 		ds := w.descs[:0]
 		for j, pi := range w.rxPort {
@@ -457,7 +466,7 @@ func (w *Worker) poll() int {
 		w.flush() // what the jobs made (ARP requests, probes)
 		return 0
 	}
-	clock.start()
+	clock.resume()
 	w.flush()
 	clock.mark(w.cnt, StageTxCycles)
 	return got
