@@ -94,6 +94,11 @@ type TemplateTable struct {
 	// DestPersistent gauge, published by worker 0).
 	persistent [MaxDests]atomic.Int32
 	sweep      int // worker 0's expiry cursor
+	// used is set once any slot has held a template: until then the
+	// sweep has nothing to look at (a table sized like the connection
+	// table, 16M slots of 32 bytes, is half a gigabyte to read a second
+	// for services without persistence).
+	used atomic.Bool
 }
 
 // NewTemplates makes a table for about capacity templates (rounded up to
@@ -182,6 +187,9 @@ func (t *TemplateTable) unpin(i int) { t.slots[i].controls.Add(-1) }
 // when another worker took or changed the slot first.
 func (t *TemplateTable) claim(i int, key, empty, val uint64, expires int64) bool {
 	s := &t.slots[i]
+	if !t.used.Load() {
+		t.used.Store(true) // before the slot holds anything the sweep should see
+	}
 	if k := s.key.Load(); k != key && (k != 0 && k != templateTomb || !s.key.CompareAndSwap(k, key)) {
 		return false
 	}
@@ -221,6 +229,9 @@ func (t *TemplateTable) offset(workerEpoch time.Time) int64 { return int64(worke
 // controls no connection is freed; one that does is re-armed for again
 // (its service's persistence time). Run by worker 0 only.
 func (t *TemplateTable) expire(now int64, n int, again func(key, val uint64) int64) {
+	if !t.used.Load() {
+		return
+	}
 	for ; n > 0; n-- {
 		i := t.sweep
 		t.sweep = (t.sweep + 1) & int(t.mask)

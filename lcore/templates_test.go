@@ -180,3 +180,31 @@ func TestTemplateFreeInterleavings(t *testing.T) {
 		t.Fatalf("the empty slot under a key was not freed (key %#x)", tt.slots[j].key.Load())
 	}
 }
+
+// TestTemplateSweepIdleUntilUsed: worker 0's sweep reads no slot of a
+// table no template was ever claimed in (services without persistence),
+// and sweeps as before once one was.
+func TestTemplateSweepIdleUntilUsed(t *testing.T) {
+	tt, err := NewTemplates(1 << 12)
+	if err != nil {
+		t.Fatal(err)
+	}
+	called := 0
+	again := func(uint64, uint64) int64 { called++; return 1 }
+	tt.expire(0, tt.Cap()/2, again)
+	if tt.sweep != 0 {
+		t.Fatalf("the sweep moved to %d over a table never used", tt.sweep)
+	}
+	i := int(tt.home(42))
+	if !tt.claim(i, 42, 0, 80<<48|1, 10) {
+		t.Fatal("claim failed")
+	}
+	tt.expire(100, tt.Cap(), again) // expired, pinned by the claim: re-armed
+	if called != 1 {
+		t.Fatalf("after a claim: %d re-armed, want the claimed one", called)
+	}
+	tt.expire(100, tt.Cap()/2, again)
+	if tt.sweep != tt.Cap()/2 {
+		t.Fatalf("after a claim the sweep stayed at %d", tt.sweep)
+	}
+}
