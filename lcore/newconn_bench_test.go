@@ -29,73 +29,29 @@ func BenchmarkDRNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vi
 // BenchmarkNATNewConnectionAtScale); the table is filled with
 // connections of that service.
 func newConnectionsAtScale(b *testing.B, to uint32) {
-	const live, burst = 4 << 20, 32
-	const timeout = 4 * time.Second
-	const perBurst = int64(burst * time.Second / 1e6) // 1M connections per second
-	r := newRig(b, defaultNeigh())
-	w := r.w
-	table, err := conn.New(8 << 20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	table.Prefault() // as NewWorker does
-	w.table = table
-	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
-	for i := range w.snap.Timeouts.ByState {
-		w.snap.Timeouts.ByState[i] = timeout
-	}
-	for i := range live { // expiring evenly over the next 4 s
-		c := conn.Conn{Proto: hdr.ProtoTCP, ClientIP: 0x0A800000 + uint32(i>>8), ClientPort: uint16(1024 + i&0xff),
-			VIP: to, VPort: 80, RIP: rs1, RPort: 80, State: conn.StateSynRecv, Expires: int64(i) * int64(timeout) / live}
-		if to != vip {
-			c.Flags, c.Fwd = conn.FlagOneWay, fwd.DR
-		}
-		if _, err = table.Insert(&c); err != nil {
-			b.Fatal(err)
-		}
-	}
+	w, table := atScale(b, to)
 	frame := tcpFrame(clientMAC, wanMAC, clientIP, 1, to, 80, hdr.TCPFlagSYN, "")
-	var ms [burst]*mbuf.Mbuf
-	for i := range ms {
-		if ms[i], err = mbuf.Alloc(r.pool); err != nil {
-			b.Fatal(err)
-		}
-		ms[i].Append(len(frame))
-	}
-	defer func() {
-		for _, m := range ms {
-			m.Free()
-		}
-	}()
+	ms := burstMbufs(b, w, len(frame))
 	next, nextExpire := uint32(0), int64(0)
-	w.now = 0
 	b.ReportAllocs()
 	for b.Loop() {
-		w.now += perBurst
+		w.now += atScalePerBurst
 		if w.now >= nextExpire {
 			w.runExpire(w.now)
 			nextExpire = w.now + int64(expirePeriod)
 		}
-		ds := w.descs[:burst]
-		for i, m := range ms {
-			// A new tuple: 128 client addresses x ports 1024..65535.
-			next++
-			data := m.Data()
-			copy(data, frame)
-			binary.BigEndian.PutUint16(data[hdr.EthernetLen+20:], uint16(1024+next%64512))
-			hdr.IPv4(data[hdr.EthernetLen:]).SetSrcWithChecksumUpdate(clientIP&^0xff | (100 + next/64512%128))
-			parse(&ds[i], m, 0)
-		}
+		ds := w.descs[:atScaleBurst]
+		newSYNs(ds, ms, frame, &next)
 		w.prefetch(ds)
 		w.run(ds, false)
 		for p := range w.tx {
 			w.tx[p].n, w.tx[p].bytes = 0, 0 // queued, not sent: the mbufs stay ours
 		}
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/conn")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*atScaleBurst), "ns/conn")
 	b.ReportMetric(float64(table.Len()), "live")
-	if w.cnt.own[NewConns] < uint64(b.N*burst) {
-		b.Fatalf("%d connections for %d SYNs (drops: table_full %d conn_exists %d)", w.cnt.own[NewConns], b.N*burst,
+	if w.cnt.own[NewConns] < uint64(b.N*atScaleBurst) {
+		b.Fatalf("%d connections for %d SYNs (drops: table_full %d conn_exists %d)", w.cnt.own[NewConns], b.N*atScaleBurst,
 			w.cnt.own[DropTableFull], w.cnt.own[DropConnExists])
 	}
 }
@@ -111,68 +67,29 @@ func newConnectionsAtScale(b *testing.B, to uint32) {
 // and expire (the expire job), and their sum, best-ns/conn. Building the
 // SYN-ACKs from the new entries is outside the stages.
 func BenchmarkNATHandshakeAtScale(b *testing.B) {
-	const live, burst, chunk = 4 << 20, 32, 256
-	const timeout = 4 * time.Second
-	const perBurst = int64(burst * time.Second / 1e6) // 1M connections per second
-	r := newRig(b, defaultNeigh())
-	w := r.w
-	table, err := conn.New(8 << 20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	table.Prefault() // as NewWorker does
-	w.table = table
-	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
-	for i := range w.snap.Timeouts.ByState {
-		w.snap.Timeouts.ByState[i] = timeout
-	}
-	for i := range live { // expiring evenly over the next 4 s
-		c := conn.Conn{Proto: hdr.ProtoTCP, ClientIP: 0x0A800000 + uint32(i>>8), ClientPort: uint16(1024 + i&0xff),
-			VIP: vip, VPort: 80, RIP: rs1, RPort: 80, State: conn.StateSynRecv, Expires: int64(i) * int64(timeout) / live}
-		if _, err = table.Insert(&c); err != nil {
-			b.Fatal(err)
-		}
-	}
+	const burst, chunk = atScaleBurst, 256
+	w, table := atScale(b, vip)
 	syn := tcpFrame(clientMAC, wanMAC, clientIP, 1, vip, 80, hdr.TCPFlagSYN, "")
 	synAck := map[uint32][]byte{ // by real server, to be addressed to the client
 		rs1: tcpFrame(rs1MAC, lanMAC, rs1, 80, clientIP, 1, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""),
 		rs2: tcpFrame(rs2MAC, lanMAC, rs2, 8000, clientIP, 1, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""),
 	}
-	var ms [burst]*mbuf.Mbuf
-	for i := range ms {
-		if ms[i], err = mbuf.Alloc(r.pool); err != nil {
-			b.Fatal(err)
-		}
-		ms[i].Append(len(syn))
-	}
-	defer func() {
-		for _, m := range ms {
-			m.Free()
-		}
-	}()
+	ms := burstMbufs(b, w, len(syn))
 	var stage, chunkStart [4]time.Duration // syn-lookup, syn-process, synack, expire
 	var bestSplit [4]time.Duration
 	best, bursts := time.Duration(-1), 0
 	next, nextExpire := uint32(0), int64(0)
-	w.now = 0
 	ds := w.descs[:burst]
 	b.ReportAllocs()
 	for b.Loop() {
-		w.now += perBurst
+		w.now += atScalePerBurst
 		t0 := time.Now()
 		if w.now >= nextExpire {
 			w.runExpire(w.now)
 			nextExpire = w.now + int64(expirePeriod)
 		}
 		t1 := time.Now()
-		for i, m := range ms {
-			next++
-			data := m.Data()
-			copy(data, syn)
-			binary.BigEndian.PutUint16(data[hdr.EthernetLen+20:], uint16(1024+next%64512))
-			hdr.IPv4(data[hdr.EthernetLen:]).SetSrcWithChecksumUpdate(clientIP&^0xff | (100 + next/64512%128))
-			parse(&ds[i], m, 0)
-		}
+		newSYNs(ds, ms, syn, &next)
 		t2 := time.Now()
 		w.prefetch(ds)
 		t3 := time.Now()
@@ -229,5 +146,79 @@ func BenchmarkNATHandshakeAtScale(b *testing.B) {
 	}
 	if got := w.cnt.dest[0][DestOutPkts] + w.cnt.dest[1][DestOutPkts]; got < uint64(bursts*burst) {
 		b.Fatalf("%d SYN-ACKs forwarded of %d", got, bursts*burst)
+	}
+}
+
+// The at-scale benchmarks' traffic: bursts of 32 new connections, 1M a
+// second on the worker's fake clock, into a table of 8M entries holding
+// 4M more that expire evenly over the SYN timeout (4 s).
+const (
+	atScaleBurst    = 32
+	atScaleLive     = 4 << 20
+	atScaleTimeout  = 4 * time.Second
+	atScalePerBurst = int64(atScaleBurst * time.Second / 1e6)
+)
+
+// atScale is a rig's worker with that table, faulted in as a worker's
+// loop does, every state's timeout atScaleTimeout, filled with
+// connections of service to:80 (VS/DR for any VIP but vip), its clock at 0.
+func atScale(b *testing.B, to uint32) (*Worker, *conn.Table) {
+	b.Helper()
+	w := newRig(b, defaultNeigh()).w
+	table, err := conn.New(8 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	table.Prefault()
+	w.table, w.budget = table, sweepBudget(table.Cap())
+	for i := range w.snap.Timeouts.ByState {
+		w.snap.Timeouts.ByState[i] = atScaleTimeout
+	}
+	for i := range atScaleLive { // expiring evenly over the next timeout
+		c := conn.Conn{Proto: hdr.ProtoTCP, ClientIP: 0x0A800000 + uint32(i>>8), ClientPort: uint16(1024 + i&0xff),
+			VIP: to, VPort: 80, RIP: rs1, RPort: 80, State: conn.StateSynRecv, Expires: int64(i) * int64(atScaleTimeout) / atScaleLive}
+		if to != vip {
+			c.Flags, c.Fwd = conn.FlagOneWay, fwd.DR
+		}
+		if _, err = table.Insert(&c); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.now = 0
+	return w, table
+}
+
+// burstMbufs is a burst of mbufs of n bytes from the worker's pool, freed
+// when the benchmark ends.
+func burstMbufs(b *testing.B, w *Worker, n int) []*mbuf.Mbuf {
+	b.Helper()
+	ms := make([]*mbuf.Mbuf, atScaleBurst)
+	for i := range ms {
+		m, err := mbuf.Alloc(w.cfg.Pool)
+		if err != nil {
+			b.Fatal(err)
+		}
+		m.Append(n)
+		ms[i] = m
+	}
+	b.Cleanup(func() {
+		for _, m := range ms {
+			m.Free()
+		}
+	})
+	return ms
+}
+
+// newSYNs rewrites ms as the SYN frame from the next tuples (128 client
+// addresses x ports 1024..65535, from *next on) and parses them into ds.
+func newSYNs(ds []desc, ms []*mbuf.Mbuf, frame []byte, next *uint32) {
+	for i, m := range ms {
+		*next++
+		n := *next
+		data := m.Data()
+		copy(data, frame)
+		binary.BigEndian.PutUint16(data[hdr.EthernetLen+20:], uint16(1024+n%64512))
+		hdr.IPv4(data[hdr.EthernetLen:]).SetSrcWithChecksumUpdate(clientIP&^0xff | (100 + n/64512%128))
+		parse(&ds[i], m, 0)
 	}
 }

@@ -226,7 +226,7 @@ func NewWorker(cfg Config) (*Worker, error) {
 		}
 		w.expects = NewExpectTable()
 	}
-	w.tmplBudget = max(16, int(int64(w.tmpl.Cap())*int64(expirePeriod)/int64(sweepTime)))
+	w.tmplBudget = sweepBudget(w.tmpl.Cap())
 	w.nworkers = max(cfg.Workers, 1)
 	w.vips = map[uint32]struct{}{}
 	w.lpools = map[uint32]*lportPool{}
@@ -250,13 +250,19 @@ func NewWorker(cfg Config) (*Worker, error) {
 	}
 	w.txs = ethdev.NewTxSet(txq)
 	w.expire = w.expireEntry
-	w.budget = max(16, int(int64(table.Cap())*int64(expirePeriod)/int64(sweepTime)))
+	w.budget = sweepBudget(table.Cap())
 	w.jobs = []*job{
 		{name: "commands", period: int64(commandPeriod), run: w.runCommands},
 		{name: "expire", period: int64(expirePeriod), run: w.runExpire},
 		{name: "publish", period: int64(publishPeriod), run: w.runPublish},
 	}
 	return w, nil
+}
+
+// sweepBudget is how many of a table's capacity slots an expire run
+// examines so that the whole table is swept once a sweepTime.
+func sweepBudget(capacity int) int {
+	return max(16, int(int64(capacity)*int64(expirePeriod)/int64(sweepTime)))
 }
 
 // Start launches the poll loop on its own thread and waits until it runs.
