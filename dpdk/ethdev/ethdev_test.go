@@ -28,6 +28,26 @@ func pool(t *testing.T, name string) *mempool.Mempool {
 	return mp
 }
 
+// startedRingPort is a started net_ring port of one queue pair over an
+// RX ring of 64 and a TX ring of txSize, all gone when the test ends.
+func startedRingPort(t *testing.T, mp *mempool.Mempool, name string, txSize uint) (p ethdev.Port, rx, tx *ring.Ring) {
+	t.Helper()
+	var err error
+	if rx, err = ring.Create(name+"-rx", 64, -1, ring.SingleProducer|ring.SingleConsumer); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rx.Free)
+	if tx, err = ring.Create(name+"-tx", txSize, -1, ring.SingleProducer|ring.SingleConsumer); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tx.Free)
+	if p, err = ethdev.FromRings(name, []*ring.Ring{rx}, []*ring.Ring{tx}, -1); err != nil {
+		t.Fatal(err)
+	}
+	setup(t, p, mp, 1, 0) // its cleanup closes the port before the rings go
+	return p, rx, tx
+}
+
 // setup configures a port with n queue pairs and starts it.
 func setup(t *testing.T, p ethdev.Port, mp *mempool.Mempool, n uint16, rss uint64) {
 	t.Helper()
@@ -268,21 +288,7 @@ func TestRxSetPollsEveryQueue(t *testing.T) {
 	var rings []*ring.Ring
 	var set []ethdev.RxQueue
 	for i := range 3 {
-		rx, err := ring.Create(fmt.Sprintf("rs-rx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rx.Free()
-		tx, err := ring.Create(fmt.Sprintf("rs-tx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Free()
-		p, err := ethdev.FromRings(fmt.Sprintf("rxset%d", i), []*ring.Ring{rx}, []*ring.Ring{tx}, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		setup(t, p, mp, 1, 0)
+		p, rx, _ := startedRingPort(t, mp, fmt.Sprintf("rxset%d", i), 64)
 		rings = append(rings, rx)
 		set = append(set, ethdev.RxQueue{Port: p, Queue: 0})
 	}
@@ -345,21 +351,7 @@ func TestTxSetSendsEveryQueue(t *testing.T) {
 	var txs []*ring.Ring
 	var qs []ethdev.TxQueue
 	for i, size := range []uint{64, 64, 4} { // the last ring holds 3
-		rx, err := ring.Create(fmt.Sprintf("ts-rx%d", i), 64, -1, ring.SingleProducer|ring.SingleConsumer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rx.Free()
-		tx, err := ring.Create(fmt.Sprintf("ts-tx%d", i), size, -1, ring.SingleProducer|ring.SingleConsumer)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tx.Free()
-		p, err := ethdev.FromRings(fmt.Sprintf("txset%d", i), []*ring.Ring{rx}, []*ring.Ring{tx}, -1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		setup(t, p, mp, 1, 0)
+		p, _, tx := startedRingPort(t, mp, fmt.Sprintf("txset%d", i), size)
 		arr := mbuf.NewArray(8)
 		defer arr.Free()
 		txs = append(txs, tx)
