@@ -18,12 +18,25 @@ func withHA(r *rig, backup bool) {
 	r.w.snap = s
 }
 
+// askARP has the rig's worker hear an ARP request for target from sip on
+// port and returns what it sent back on that port; the events the
+// request raised are discarded.
+func askARP(r *rig, port int, sip, target uint32) [][]byte {
+	r.inject(port, arpFrame(hdr.ARPRequest, clientMAC, sip, target))
+	r.w.poll()
+	out := r.sent(port)
+	for {
+		if _, ok := r.w.Events().Pop(); !ok {
+			return out
+		}
+	}
+}
+
 // TestBackupAnswersNoARPForVIPsOrFloating: a backup answers ARP for its
 // own addresses only; a master also for the VIPs (client side) and the
 // floating addresses.
 func TestBackupAnswersNoARPForVIPsOrFloating(t *testing.T) {
 	r := newRig(t, defaultNeigh())
-	w := r.w
 	for _, tc := range []struct {
 		name   string
 		backup bool
@@ -43,14 +56,7 @@ func TestBackupAnswersNoARPForVIPsOrFloating(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			withHA(r, tc.backup)
-			r.inject(tc.port, arpFrame(hdr.ARPRequest, clientMAC, tc.sip, tc.target))
-			w.poll()
-			out := r.sent(tc.port)
-			for {
-				if _, ok := w.Events().Pop(); !ok {
-					break
-				}
-			}
+			out := askARP(r, tc.port, tc.sip, tc.target)
 			if !tc.answer {
 				if len(out) != 0 {
 					t.Fatalf("answered ARP for %x", tc.target)
@@ -181,14 +187,7 @@ func TestNAT64LocalAddressARPOnMasterOnly(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w.snap = w.snap.WithHA(w.snap.Gen+1, w.snap.Sync, tc.backup)
-			r.inject(tc.port, arpFrame(hdr.ARPRequest, clientMAC, tc.sip, lip64))
-			w.poll()
-			out := r.sent(tc.port)
-			for {
-				if _, ok := w.Events().Pop(); !ok {
-					break
-				}
-			}
+			out := askARP(r, tc.port, tc.sip, lip64)
 			if !tc.answer {
 				if len(out) != 0 {
 					t.Fatalf("answered ARP for the NAT64 local address")
