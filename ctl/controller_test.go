@@ -139,7 +139,15 @@ services:
 
 func newTestController(t *testing.T) (*Controller, *fakeDataplane) {
 	t.Helper()
-	cfg, err := conf.Parse([]byte(testConfig))
+	c, f, _ := controllerFor(t, testConfig)
+	return c, f
+}
+
+// controllerFor is a controller on a fake dataplane for a configuration
+// in YAML, with two ports.
+func controllerFor(t *testing.T, text string) (*Controller, *fakeDataplane, conf.Config) {
+	t.Helper()
+	cfg, err := conf.Parse([]byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +156,7 @@ func newTestController(t *testing.T) (*Controller, *fakeDataplane) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, f
+	return c, f, cfg
 }
 
 func TestFirstSnapshot(t *testing.T) {

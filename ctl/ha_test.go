@@ -282,15 +282,7 @@ func TestAnnounceNAT64LocalAddresses(t *testing.T) {
       - {address: 198.51.100.11, port: 8080, forward: fullnat}
 ha: {state: backup}
 `
-	cfg, err := conf.Parse([]byte(text))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := controllerFor(t, text)
 	const lip = 0xC63364C8 // 198.51.100.200
 	var on []int
 	for _, tg := range c.announceTargets() {

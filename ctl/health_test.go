@@ -13,7 +13,6 @@ import (
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // switchable is a health checker whose verdict per server the test sets.
@@ -53,15 +52,7 @@ services:
 `
 
 func TestHealthDrivesWeights(t *testing.T) {
-	cfg, err := conf.Parse([]byte(healthConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := controllerFor(t, healthConfig)
 	sw := &switchable{down: map[string]bool{}}
 	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -137,15 +128,7 @@ services:
 // TestPassiveHealth: a server whose new connections mostly never reach
 // ESTABLISHED for two windows is held out, then let back in.
 func TestPassiveHealth(t *testing.T) {
-	cfg, err := conf.Parse([]byte(passiveConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, f, _ := controllerFor(t, passiveConfig)
 	rs1, rs2 := c.Snapshot().Services[0].Dests[0].ID, c.Snapshot().Services[0].Dests[1].ID
 	t0 := time.Unix(1000, 0)
 	window := func(i int, rs1New, rs1Est uint64) {
@@ -200,15 +183,7 @@ services:
 // TestFeedbackDrivesWeights: a busy server's reported load lowers its
 // weight in the lcores' snapshot; an idle one keeps its configured weight.
 func TestFeedbackDrivesWeights(t *testing.T) {
-	cfg, err := conf.Parse([]byte(feedbackConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := controllerFor(t, feedbackConfig)
 	var mu sync.Mutex
 	load := map[string]float64{"198.51.100.11": 80, "198.51.100.12": 0}
 	fb := feedback.New(zap.NewNop(), c.FeedbackChanged, feedback.WithProber(func(_ context.Context, t feedback.Target) (float64, error) {

@@ -8,7 +8,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -28,15 +27,7 @@ services:
 
 func newTestOps6(t *testing.T) (*Ops, *Controller, *fakeDataplane) {
 	t.Helper()
-	cfg, err := conf.Parse([]byte(testConfig6))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2, 0, 0, 0, 0, 1}, MTU: 1500}, {MAC: hdr.MAC{2, 0, 0, 0, 0, 2}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, f, cfg := controllerFor(t, testConfig6)
 	return NewOps(c, cfg, "", nil, nil, zap.NewNop()), c, f
 }
 

@@ -19,7 +19,6 @@ import (
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
-	"github.com/dplb/dplb/lcore/hdr"
 )
 
 const checkedConfig = `
@@ -41,15 +40,7 @@ services:
 // and its age, the slow start after a recovery (the weight below the
 // configured one) and the dynamic-feedback weight.
 func TestListingCarriesChecks(t *testing.T) {
-	cfg, err := conf.Parse([]byte(checkedConfig))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fakeDataplane{dest: map[uint32]lcore.DestStats{}}
-	c, err := NewController(f, cfg, []lcore.PortInfo{{MAC: hdr.MAC{2}, MTU: 1500}, {MAC: hdr.MAC{4}, MTU: 1500}}, zap.NewNop())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, _ := controllerFor(t, checkedConfig)
 	sw := &switchable{down: map[string]bool{}}
 	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
 	var mu sync.Mutex
