@@ -393,8 +393,9 @@ func (t *Table) lowerDue(c *Conn) {
 	t.due[id] = min(t.due[id], dueBound(c.Expires))
 }
 
-// SetExpires moves connection id's expiry to at, earlier or later (a
-// control-plane edit, or a test). A free id's does nothing.
+// SetExpires moves connection id's expiry to at, earlier or later,
+// keeping the sweep's bound (tests use it: writing Conn.Expires lower
+// directly would leave the bound later). A free id's does nothing.
 func (t *Table) SetExpires(id uint32, at int64) {
 	if e := t.Get(id); e != nil {
 		e.Expires = at
