@@ -49,8 +49,10 @@ const FlagOneWay uint8 = 1 << 0
 //
 // The key fields (Proto, ClientIP, ClientPort, VIP, VPort, RIP, RPort) are
 // read-only once the entry is inserted: the index was built from them.
-// State, Expires, Fwd, Dest, Service and the caller's own Flags bits may be
-// changed through the pointer Get returns.
+// State, Fwd, Dest, Service and the caller's own Flags bits may be
+// changed through the pointer Get returns; Expires is moved by Touch or
+// SetExpires (or raised by Expire's callback), which keep the expiry
+// sweep's bound no later than it.
 type Conn struct {
 	ClientIP uint32
 	VIP      uint32

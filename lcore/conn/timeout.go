@@ -3,8 +3,8 @@ package conn
 import "time"
 
 // Timeouts holds how long a connection may stay idle in each state before
-// Expire removes it. The caller sets Conn.Expires = now + For(state) after
-// each packet.
+// Expire removes it. Table.Touch sets Conn.Expires = now + For(state)
+// after each packet.
 type Timeouts struct {
 	// ByState is indexed by State, so For is one array read on the packet
 	// path.
