@@ -333,16 +333,38 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 	removed := 0
 	cursor := t.cursor
 	nowDue := dueBound(now)
-	// Due entries are gathered a batch at a time with their index cells
-	// prefetched, then removed: the cells' misses overlap (batch.go).
-	var due [expireBatch]uint32
-	nd := 0
+	// A batch at a time, in three steps whose misses overlap: the bounds
+	// (dense, read in order) name the entries whose time may have come,
+	// and their lines are prefetched; those found due have their index
+	// cells prefetched; then they are removed. Due entries lie scattered
+	// (the free list hands out ids in no order), so one at a time each
+	// would cost the entry's miss and then its cells', back to back.
+	var maybe [expireBatch]uint32
+	n0 := 0
 	for ; budget > 0; budget-- {
 		id := cursor
 		cursor = (cursor + 1) & (n - 1) // len(entries) is a power of two
 		if t.due[id] > nowDue {
 			continue // not due yet, nor free: its entry unread
 		}
+		prefetch(unsafe.Pointer(&t.entries[id]))
+		maybe[n0] = id
+		if n0++; n0 == expireBatch {
+			removed += t.expireMaybe(maybe[:n0], now, onExpire)
+			n0 = 0
+		}
+	}
+	removed += t.expireMaybe(maybe[:n0], now, onExpire)
+	t.cursor = cursor
+	return removed
+}
+
+// expireMaybe removes those of the entries ids (their lines prefetched)
+// that are due, and raises the bounds of those that are not.
+func (t *Table) expireMaybe(ids []uint32, now int64, onExpire func(id uint32, c *Conn)) int {
+	var due [expireBatch]uint32
+	nd := 0
+	for _, id := range ids {
 		e := &t.entries[id]
 		if e.indexed&indexedLive == 0 {
 			continue
@@ -356,14 +378,9 @@ func (t *Table) Expire(now int64, budget int, onExpire func(id uint32, c *Conn))
 			t.PrefetchCell(e.hashReply)
 		}
 		due[nd] = id
-		if nd++; nd == expireBatch {
-			removed += t.expireDue(due[:nd], now, onExpire)
-			nd = 0
-		}
+		nd++
 	}
-	removed += t.expireDue(due[:nd], now, onExpire)
-	t.cursor = cursor
-	return removed
+	return t.expireDue(due[:nd], now, onExpire)
 }
 
 // dueShift is the unit of the sweep's bounds: 2^30 ns, about a second
