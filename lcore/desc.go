@@ -62,6 +62,10 @@ type desc struct {
 	// insertion hashes the key again.
 	hash   uint32
 	hashed bool
+	// cookie: a bare SYN to a SYN-proxied service, which the lookup stage
+	// found and which is answered with a cookie before any lookup
+	// (synproxy.go).
+	cookie bool
 }
 
 // l3 is the IPv4 header's offset: the dataplane sees untagged Ethernet.

@@ -58,21 +58,27 @@ func (w *Worker) process(d *desc, steer bool) exit {
 // forward finds (or makes) the packet's connection and sends the packet on
 // by the connection's method.
 func (w *Worker) forward(d *desc) exit {
+	if d.cookie { // a SYN the SYN proxy answers before any lookup (synproxy.go)
+		k := d.flow
+		return w.answerSYN(d, &k, hdr.TCP(d.ip().Payload()), d.svc-1)
+	}
 	k := &d.flow
 	id, dir, ok := w.lookup(d)
-	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original &&
-		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original {
 		// A client reusing the port of a finished connection opens a new
 		// one, scheduled afresh (IPVS's conn_reuse_mode): its old server
-		// may be gone. One-way (DR, TUN) connections never get past
-		// FIN_WAIT, the last state the LB sees, so a SYN there is a new
-		// connection too (conn_reuse_mode bit 2, which keeps a busy
-		// client's reused ports from piling onto one server).
-		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose ||
-			c.State == conn.StateFinWait && c.Fwd.OneWay() {
+		// may be gone. Through the SYN proxy, the client's SYN got its
+		// cookie without a lookup, and its ACK is what opens the new one.
+		c := w.table.Get(id)
+		switch d.flags & (hdr.TCPFlagSYN | hdr.TCPFlagACK | hdr.TCPFlagRST | hdr.TCPFlagFIN) {
+		case hdr.TCPFlagSYN:
+			ok = !finished(c)
+		case hdr.TCPFlagACK:
+			ok = !finished(c) || !w.cookieReopens(d)
+		}
+		if !ok {
 			w.expireEntry(id, c)
 			w.table.Delete(id)
-			ok = false
 		}
 	}
 	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal(k.dst) {
@@ -171,6 +177,16 @@ func (w *Worker) forward(d *desc) exit {
 		return w.forwardFullNAT(d, c, id, dir)
 	}
 	return w.toRealServer(d, c, true)
+}
+
+// finished reports whether c is done with, so that its client's next
+// SYN opens a new connection on the same ports. One-way (DR, TUN)
+// connections never get past FIN_WAIT, the last state the LB sees, so a
+// SYN there is a new connection too (conn_reuse_mode bit 2, which keeps
+// a busy client's reused ports from piling onto one server).
+func finished(c *conn.Conn) bool {
+	return c.State == conn.StateTimeWait || c.State == conn.StateClose ||
+		c.State == conn.StateFinWait && c.Fwd.OneWay()
 }
 
 // lookup is the table's Lookup of d's flow, with the hash the lookup

@@ -17,11 +17,16 @@ func (w *Worker) prefetch(ds []desc) {
 		if d.class != classFlow {
 			continue
 		}
+		syn := bareSYN(d)
+		if syn && w.findService(d) && w.answersWithCookie(d) {
+			d.cookie = true // no lookup, so nothing to fetch
+			continue
+		}
 		k := &d.flow
 		hs[i] = w.table.Hash(k.proto, k.src, k.sport, k.dst, k.dport)
 		d.hash, d.hashed = hs[i], true
 		w.table.PrefetchCell(hs[i])
-		if k.proto == hdr.ProtoTCP && d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+		if syn {
 			w.prefetchReplyCells(d)
 		}
 	}
@@ -44,26 +49,35 @@ func bareSYN(d *desc) bool {
 // prefetches: each one but the scheduler's pick is a wasted fetch.
 const maxReplyPrefetch = 4
 
-// prefetchReplyCells warms the index cells a new VS/NAT connection's
-// reply key (real server -> client) will probe when the SYN d opens it.
-// With the table beyond the caches that probe was most of a new
-// connection's cost, and no lookup of the burst touches it; which real
-// server the key names is known only once the scheduler has chosen, and
-// scheduling stays in packet order. So for a service of at most
-// maxReplyPrefetch real servers the cell of every one that can take the
-// connection is prefetched (a retransmitted SYN of an existing
-// connection wastes them). Larger services get none: DR and TUN index no
-// reply key, FullNAT's is its local address's, and a SYN-proxied
-// service's SYN makes no connection. The service found is
-// kept in d, so newConn does not look it up a second time.
-func (w *Worker) prefetchReplyCells(d *desc) {
+// findService looks up the service of a SYN d and keeps it in d (d.svc),
+// so that neither the SYN proxy nor newConn looks it up a second time.
+// It reports whether there is one.
+func (w *Worker) findService(d *desc) bool {
 	k := &d.flow
 	si, ok := w.snap.service(k.dst, k.dport, k.proto)
-	if !ok {
+	if ok {
+		d.svc = si + 1
+	}
+	return ok
+}
+
+// prefetchReplyCells warms the index cells a new VS/NAT connection's
+// reply key (real server -> client) will probe when the SYN d (its
+// service found by findService) opens it. With the table beyond the
+// caches that probe was most of a new connection's cost, and no lookup
+// of the burst touches it; which real server the key names is known only
+// once the scheduler has chosen, and scheduling stays in packet order. So
+// for a service of at most maxReplyPrefetch real servers the cell of
+// every one that can take the connection is prefetched (a retransmitted
+// SYN of an existing connection wastes them). Larger services get none:
+// DR and TUN index no reply key, FullNAT's is its local address's, and a
+// SYN-proxied service's SYN makes no connection.
+func (w *Worker) prefetchReplyCells(d *desc) {
+	if d.svc == 0 {
 		return
 	}
-	d.svc = si + 1
-	svc := &w.snap.Services[si]
+	k := &d.flow
+	svc := &w.snap.Services[d.svc-1]
 	if svc.SynProxy {
 		return // answered with a cookie: no connection, no reply key
 	}

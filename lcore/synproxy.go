@@ -202,6 +202,35 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	return w.sendSYN(d, c, x, window)
 }
 
+// answersWithCookie reports whether the bare SYN d, whose service
+// findService found, is answered with a cookie before any lookup, as
+// DPVS answers in its pre-routing hook: a flood's SYN then costs no
+// index miss. Its service must have the SYN proxy, and neither an FTP
+// data connection nor a health-check probe may claim the packet (forward
+// gives those precedence). A SYN of a live connection (a duplicate) is
+// answered with a cookie too, and the client's ACK to it reaches that
+// connection as the duplicate it is; one whose connection is finished
+// reopens it through cookieReopens.
+func (w *Worker) answersWithCookie(d *desc) bool {
+	return w.snap.Services[d.svc-1].SynProxy && !w.snap.hasFTP &&
+		!(isProbePort(d.flow.dport) && w.snap.isLocal(d.flow.dst))
+}
+
+// cookieReopens reports whether the ACK d, which found a finished
+// connection, answers a cookie of a SYN-proxied service: the client
+// reusing its ports for a new connection, whose SYN answersWithCookie
+// answered (DPVS's synproxy_reuse_conn).
+func (w *Worker) cookieReopens(d *desc) bool {
+	k := &d.flow
+	si, ok := w.snap.service(k.dst, k.dport, k.proto)
+	if !ok || !w.snap.Services[si].SynProxy {
+		return false
+	}
+	tcp := hdr.TCP(d.ip().Payload())
+	_, _, ok = checkCookie(k, tcp.Seq()-1, tcp.Ack()-1, w.now)
+	return ok
+}
+
 // mssIndex is the index of the largest cookieMSS not above mss.
 func mssIndex(mss uint16) uint32 {
 	for i := len(cookieMSS) - 1; i > 0; i-- {
@@ -215,7 +244,8 @@ func mssIndex(mss uint16) uint32 {
 // answerSYN turns a SYN to service si into its cookie SYN-ACK, back to
 // where it came from.
 func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP, si int32) exit {
-	syn := tcp.SynOptions()
+	var syn hdr.SynOptions
+	tcp.SynOptions(&syn)
 	mss := syn.MSS
 	if mss == 0 {
 		mss = 536

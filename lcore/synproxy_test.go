@@ -3,6 +3,7 @@ package lcore
 import (
 	"testing"
 
+	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
@@ -292,5 +293,54 @@ func TestSynProxyFullNATWithProxyV2(t *testing.T) {
 	_, ip, tcp := checkTCP(t, one(t, r, 0))
 	if ip.Src() != vipSP || tcp.Seq() != cookie+1 || tcp.Ack() != isn+6 || string(tcp.Payload()) != "200" {
 		t.Fatalf("answer: seq %d (cookie+1 %d) ack %d", tcp.Seq(), cookie+1, tcp.Ack())
+	}
+}
+
+// TestSynProxyReusedPort: the SYN proxy answers a SYN without looking its
+// flow up, so a client reusing the ports of a finished connection gets
+// its cookie, and its ACK, which finds the old entry, replaces it with
+// the new connection. An ACK with no cookie leaves a finished connection
+// alone, and a duplicate SYN of a live one gets a cookie and changes
+// nothing.
+func TestSynProxyReusedPort(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSynProxy(t, r, fwd.NAT)
+	w := r.w
+	const sport, isn = 40020, 5000
+	cookie, _, _ := handshake(t, r, sport, isn)
+	id, _, ok := w.table.Lookup(hdr.ProtoTCP, clientIP, sport, vipSP, 80)
+	if !ok {
+		t.Fatal("no entry after the handshake")
+	}
+
+	// A duplicate SYN of the live connection: a cookie, the entry kept.
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, sport, vipSP, 80, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	w.poll()
+	if _, _, tcp := checkTCP(t, one(t, r, 0)); tcp.Flags() != hdr.TCPFlagSYN|hdr.TCPFlagACK || tcp.Ack() != isn+1 {
+		t.Fatalf("duplicate SYN answered with flags %#x ack %d", tcp.Flags(), tcp.Ack())
+	}
+	if got, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, sport, vipSP, 80); got != id || w.table.Len() != 1 || len(r.sent(1)) != 0 {
+		t.Fatalf("after a duplicate SYN: entry %d (was %d), %d entries", got, id, w.table.Len())
+	}
+
+	c := w.table.Get(id)
+	w.setState(c, conn.StateTimeWait)
+	// The old connection's last ACK again: no cookie, the entry stays.
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, sport, vipSP, 80, hdr.TCPFlagACK, isn+10, cookie+10, nil, ""))
+	w.poll()
+	r.drain(1)
+	if got, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, sport, vipSP, 80); got != id || w.table.Get(id).State != conn.StateTimeWait {
+		t.Fatal("an ACK without a cookie reopened a finished connection")
+	}
+
+	// The client opens a new connection on the same ports.
+	const isn2 = 900000
+	cookie2, _, _ := handshake(t, r, sport, isn2)
+	nid, _, ok := w.table.Lookup(hdr.ProtoTCP, clientIP, sport, vipSP, 80)
+	if !ok || w.table.Len() != 1 {
+		t.Fatalf("after the reused port's handshake: found %v, %d entries", ok, w.table.Len())
+	}
+	if x := w.table.Ext(nid); x == nil || x.ServerISN != cookie2 || x.ClientISN != isn2 || x.Flags&extSynPending == 0 {
+		t.Fatalf("the new connection's extension %+v, want the second cookie %d pending", x, cookie2)
 	}
 }
