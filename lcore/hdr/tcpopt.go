@@ -151,14 +151,18 @@ type SynOptions struct {
 // SynOptions reads MSS, SACK-permitted, window scale and timestamps in
 // one pass over the options, each the first well-formed one of its kind
 // as MSS, HasOption, WScale and Timestamps find it: a SYN cookie answers
-// every SYN of a flood, and four passes cost as much as the cookie.
-func (b TCP) SynOptions() (o SynOptions) {
+// every SYN of a flood, and four passes cost as much as the cookie. It
+// fills o rather than returning a SynOptions: the returned struct was
+// copied through the stack, a wide load of narrow stores that stalled
+// store forwarding on every SYN.
+func (b TCP) SynOptions(o *SynOptions) {
+	*o = SynOptions{}
 	opts := b.Options()
 	hasMSS := false
 	for off := 0; ; {
 		kind, n, ok := nextOption(opts, off)
 		if !ok {
-			return o
+			return
 		}
 		switch {
 		case kind == TCPOptMSS && n == 4 && !hasMSS:
