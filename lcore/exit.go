@@ -35,12 +35,6 @@ func transmit(port int, mac hdr.MAC) exit {
 	return exit{kind: exitTransmit, to: port, mac: m}
 }
 
-// nextHop is an exitTransmit's MAC.
-func (e exit) nextHop() hdr.MAC {
-	m := e.mac
-	return hdr.MAC{byte(m >> 40), byte(m >> 32), byte(m >> 24), byte(m >> 16), byte(m >> 8), byte(m)}
-}
-
 func drop(why Stat) exit      { return exit{kind: exitDrop, why: why} }
 func consume(why Stat) exit   { return exit{kind: exitConsume, why: why} }
 func handOff(worker int) exit { return exit{kind: exitHandOff, to: worker} }
@@ -51,7 +45,7 @@ func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
 	case exitTransmit:
 		eth := hdr.Ethernet(m.Data())
 		eth.SetSrc(w.snap.Ports[e.to].MAC)
-		eth.SetDst(e.nextHop())
+		eth.SetDstPacked(e.mac) // the next hop's
 		w.send(m, e.to)
 	case exitHandOff:
 		m.SetPort(uint16(in)) // the owner handles it as arrived on that port

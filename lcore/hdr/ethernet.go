@@ -118,6 +118,15 @@ func (e Ethernet) EtherType() uint16 { return binary.BigEndian.Uint16(e[ethEther
 // 6-byte copy is a memmove call on every forwarded packet.
 func (e Ethernet) SetDst(m MAC) { *(*MAC)(e[ethDst : ethDst+6]) = m }
 
+// SetDstPacked writes the destination MAC from the low 48 bits of m,
+// most significant first. A MAC built as bytes from such a number went
+// through the stack as two stores read back by one wider load, which
+// stalls store forwarding on every forwarded packet.
+func (e Ethernet) SetDstPacked(m uint64) {
+	binary.BigEndian.PutUint32(e[ethDst:], uint32(m>>16))
+	binary.BigEndian.PutUint16(e[ethDst+4:], uint16(m))
+}
+
 // SetSrc writes the source MAC (see SetDst).
 func (e Ethernet) SetSrc(m MAC) { *(*MAC)(e[ethSrc : ethSrc+6]) = m }
 

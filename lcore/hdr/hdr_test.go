@@ -114,6 +114,13 @@ func TestEthernetSetters(t *testing.T) {
 	if !bytes.Equal(frame[hdr.EthernetLen:], fixture(t, "tcpsyn")[hdr.EthernetLen:]) {
 		t.Error("setters touched the payload")
 	}
+	eth.SetDstPacked(0xffff_0a0b_0c0d_0e0f) // bits above 48 ignored
+	if got := eth.Dst(); got != (hdr.MAC{0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f}) {
+		t.Errorf("SetDstPacked wrote %s", got)
+	}
+	if got := eth.Src(); got != lbMAC {
+		t.Errorf("SetDstPacked touched the source: %s", got)
+	}
 }
 
 func TestMACString(t *testing.T) {
