@@ -119,35 +119,45 @@ func (o *handshakeOpts) size() int {
 }
 
 // put writes the options in Linux's order (MSS, SACK-permitted with the
-// timestamps, window scale), padded with NOPs to 4-byte words; it returns
-// their length.
-func (o *handshakeOpts) put(b []byte) int {
+// timestamps, window scale), padded with NOPs to 4-byte words, and
+// returns the sum of their 16-bit words for the TCP checksum. They are
+// written and summed a word at a time: summing bytes just stored one by
+// one reads them back with wider loads, which stall store forwarding.
+func (o *handshakeOpts) put(b []byte) (sum uint32) {
+	const (
+		nop, sackPerm = uint32(hdr.TCPOptNOP), uint32(hdr.TCPOptSACKPerm)
+		mss, ts, ws   = uint32(hdr.TCPOptMSS), uint32(hdr.TCPOptTimestamp), uint32(hdr.TCPOptWScale)
+	)
 	n := 0
 	if o.mss != 0 {
-		b[0], b[1] = hdr.TCPOptMSS, 4
-		binary.BigEndian.PutUint16(b[2:], o.mss)
+		sum += putOptWord(b, 0, mss<<24|4<<16|uint32(o.mss))
 		n = 4
 	}
 	switch {
 	case o.ts:
+		first := nop<<24 | nop<<16
 		if o.sack {
-			b[n], b[n+1] = hdr.TCPOptSACKPerm, 2
-		} else {
-			b[n], b[n+1] = hdr.TCPOptNOP, hdr.TCPOptNOP
+			first = sackPerm<<24 | 2<<16
 		}
-		b[n+2], b[n+3] = hdr.TCPOptTimestamp, 10
-		binary.BigEndian.PutUint32(b[n+4:], o.tsval)
-		binary.BigEndian.PutUint32(b[n+8:], o.tsecr)
+		sum += putOptWord(b, n, first|ts<<8|10)
+		sum += putOptWord(b, n+4, o.tsval)
+		sum += putOptWord(b, n+8, o.tsecr)
 		n += 12
 	case o.sack:
-		b[n], b[n+1], b[n+2], b[n+3] = hdr.TCPOptNOP, hdr.TCPOptNOP, hdr.TCPOptSACKPerm, 2
+		sum += putOptWord(b, n, nop<<24|nop<<16|sackPerm<<8|2)
 		n += 4
 	}
 	if o.ws >= 0 {
-		b[n], b[n+1], b[n+2], b[n+3] = hdr.TCPOptNOP, hdr.TCPOptWScale, 3, byte(o.ws)
-		n += 4
+		sum += putOptWord(b, n, nop<<24|ws<<16|3<<8|uint32(byte(o.ws)))
 	}
-	return n
+	return sum
+}
+
+// putOptWord writes w at b[at:] and returns the sum of its two 16-bit
+// halves.
+func putOptWord(b []byte, at int, w uint32) uint32 {
+	binary.BigEndian.PutUint32(b[at:], w)
+	return w>>16 + w&0xffff
 }
 
 // windowShifts are the scale factors a segment travelling dir was sent

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,7 +190,8 @@ func TestSynProxySplicedNoAllocs(t *testing.T) {
 }
 
 // TestHandshakeOptsSize: the room rewriteTCP makes is what put writes,
-// for every combination of options.
+// and the sum put returns is its words', for every combination of
+// options.
 func TestHandshakeOptsSize(t *testing.T) {
 	for bits := range 16 {
 		o := handshakeOpts{sack: bits&2 != 0, ts: bits&4 != 0, ws: -1}
@@ -200,8 +202,16 @@ func TestHandshakeOptsSize(t *testing.T) {
 			o.ws = 7
 		}
 		var b [40]byte
-		if n := o.put(b[:]); n != o.size() || n%4 != 0 {
-			t.Fatalf("%+v: put wrote %d bytes, size says %d", o, n, o.size())
+		for i := range b {
+			b[i] = 0xee
+		}
+		sum := o.put(b[:])
+		n := o.size()
+		if n%4 != 0 || strings.Trim(string(b[n:]), "\xee") != "" || n > 0 && b[n-1] == 0xee {
+			t.Fatalf("%+v: put wrote % x, size says %d", o, b, n)
+		}
+		if hdr.Fold(sum) != hdr.Fold(hdr.Checksum(b[:n], 0)) {
+			t.Fatalf("%+v: put's sum %#x, its words' %#x", o, hdr.Fold(sum), hdr.Fold(hdr.Checksum(b[:n], 0)))
 		}
 	}
 }

@@ -120,11 +120,11 @@ func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) b
 	be.PutUint32(tcp[8:], f.Ack)
 	be.PutUint32(tcp[12:], offFlags<<16|uint32(f.Window))
 	be.PutUint32(tcp[16:], 0) // checksum (below) and urgent pointer
-	o.put(tcp[hdr.TCPMinLen:])
+	// The options are written and summed by put.
 	sum := srcSum + dstSum + hdr.ProtoTCP + uint32(tcpLen) + // the pseudo-header
 		uint32(f.SrcPort) + uint32(f.DstPort) + f.Seq>>16 + f.Seq&0xffff + f.Ack>>16 + f.Ack&0xffff +
-		offFlags + uint32(f.Window)
-	be.PutUint16(tcp[16:], ^hdr.Fold(hdr.Checksum(tcp[hdr.TCPMinLen:], sum)))
+		offFlags + uint32(f.Window) + o.put(tcp[hdr.TCPMinLen:])
+	be.PutUint16(tcp[16:], ^hdr.Fold(sum))
 	d.l4 = l3 + hdr.IPv4MinLen
 	d.m.SetOlFlags(0)
 	return true
