@@ -75,18 +75,32 @@ func (w *Worker) newFrame(n int) (*mbuf.Mbuf, []byte) {
 }
 
 // hopCacheSize is how many next hops a worker's hopCache holds: the
-// gateway and the real servers on the ports' networks are few.
-const hopCacheSize = 64
+// gateway, the real servers and, for clients on a port's own network,
+// the clients. A slot is the hop's address modulo the size, so the
+// hosts of a /24 never share one.
+const hopCacheSize = 256
 
-// hopCache holds next hops' MACs found in one snapshot's neighbour map, so
-// that a packet's route costs an array probe, not a map lookup: a slot
-// is the last hop of its index found there. MACs the worker learnt
-// itself (w.neigh) are not kept: they age.
+// hopCache holds next hops' MACs found in one snapshot's neighbour map,
+// or learnt by the worker from its clients (w.neigh), so that a packet's
+// route costs an array probe, not a map lookup: a slot is the last hop of
+// its index found there. A learnt MAC is kept until its entry in w.neigh
+// ages out, and forgotten when the worker learns the hop again
+// (learnClient): it may have moved.
 type hopCache struct {
 	snap *Snapshot
-	ent  [hopCacheSize]struct {
-		hop uint32
-		mac uint64 // packed as in exit; 0: empty
+	ent  [hopCacheSize]hopEntry
+}
+
+type hopEntry struct {
+	hop   uint32
+	mac   uint64 // packed as in exit; 0: empty
+	until int64  // a learnt MAC's end (ns); 0: the snapshot's
+}
+
+// forget empties hop's slot if it holds hop.
+func (c *hopCache) forget(hop uint32) {
+	if e := &c.ent[hop%hopCacheSize]; e.hop == hop {
+		*e = hopEntry{}
 	}
 }
 
@@ -103,18 +117,22 @@ func (w *Worker) route(dst uint32) exit {
 		w.hops = hopCache{snap: snap}
 	}
 	hc := &w.hops.ent[hop%hopCacheSize]
-	if hc.hop == hop && hc.mac != 0 {
+	if hc.hop == hop && hc.mac != 0 && (hc.until == 0 || w.now < hc.until) {
 		return exit{kind: exitTransmit, to: port, mac: hc.mac}
 	}
 	if mac, ok := snap.Neigh[hop]; ok {
 		e := transmit(port, mac)
 		if e.mac != 0 {
-			hc.hop, hc.mac = hop, e.mac
+			*hc = hopEntry{hop: hop, mac: e.mac}
 		}
 		return e
 	}
-	if mac, ok := w.neigh.lookup(hop, w.now); ok {
-		return transmit(port, mac)
+	if n := w.neigh.entry(hop, w.now); n != nil {
+		e := transmit(port, n.mac)
+		if e.mac != 0 {
+			*hc = hopEntry{hop: hop, mac: e.mac, until: n.until}
+		}
+		return e
 	}
 	w.event(Event{Kind: EvNeighbourMiss, Port: port, IP: hop})
 	return drop(DropNoNeighbour)

@@ -236,6 +236,54 @@ func TestReplyBeforeTheSnapshotKnowsTheClient(t *testing.T) {
 	}
 }
 
+// TestRouteCachesLearntClients: a client's MAC the worker learnt (not in
+// the snapshot) is cached for its replies' route like the snapshot's, is
+// replaced when the client comes from another MAC, and is not used once
+// the learnt entry has aged out.
+func TestRouteCachesLearntClients(t *testing.T) {
+	r := newRig(t, map[uint32]hdr.MAC{rs1: rs1MAC, rs2: rs2MAC})
+	w := r.w
+	w.now = 1e9
+	var server uint32 // the last query's real server
+	var serverPort uint16
+	exchange := func(mac hdr.MAC, sport uint16) []byte {
+		t.Helper()
+		r.inject(0, udpFrame(mac, wanMAC, clientIP, sport, vip, 53, "q", true))
+		w.poll()
+		fwd := r.sent(1)
+		if len(fwd) != 1 {
+			t.Fatalf("query from port %d not forwarded (stats %v)", sport, w.cnt.own)
+		}
+		ip, l4 := checkUDP(t, fwd[0])
+		server, serverPort = ip.Dst(), l4.DstPort()
+		r.inject(1, udpFrame(rs1MAC, lanMAC, server, serverPort, clientIP, sport, "a", true))
+		w.poll()
+		if out := r.sent(0); len(out) == 1 {
+			return out[0]
+		}
+		return nil
+	}
+	for range 2 { // the second reply's route from the cache
+		if out := exchange(clientMAC, 40000); out == nil || hdr.Ethernet(out).Dst() != clientMAC {
+			t.Fatal("reply not sent to the learnt MAC")
+		}
+	}
+	if e := w.hops.ent[clientIP%hopCacheSize]; e.hop != clientIP || e.until == 0 {
+		t.Fatalf("learnt MAC not cached with its end: %+v", e)
+	}
+	moved := hdr.MAC{0x02, 0, 0, 0, 0x77, 0x02}
+	if out := exchange(moved, 40001); out == nil || hdr.Ethernet(out).Dst() != moved {
+		t.Fatal("reply sent to the client's old MAC after it moved")
+	}
+	w.now += neighCacheLife
+	r.inject(1, udpFrame(rs1MAC, lanMAC, server, serverPort, clientIP, 40001, "late", true))
+	misses := w.cnt.own[DropNoNeighbour]
+	w.poll()
+	if out := r.sent(0); len(out) != 0 || w.cnt.own[DropNoNeighbour] != misses+1 {
+		t.Fatal("a learnt MAC was used after its entry aged out")
+	}
+}
+
 // TestLearnClientRefresh: a new connection from a client learnt less than
 // neighCacheRefresh ago leaves its entry as it is; a later one, or one
 // from a new MAC, learns it again.

@@ -39,11 +39,19 @@ func (c *neighCache) fresh(ip uint32, mac hdr.MAC, now int64) bool {
 }
 
 func (c *neighCache) lookup(ip uint32, now int64) (hdr.MAC, bool) {
+	if e := c.entry(ip, now); e != nil {
+		return e.mac, true
+	}
+	return hdr.MAC{}, false
+}
+
+// entry is ip's entry while it is trusted, else nil.
+func (c *neighCache) entry(ip uint32, now int64) *neighCacheEntry {
 	e := &c[neighSlot(ip)]
 	if e.ip != ip || e.until <= now {
-		return hdr.MAC{}, false
+		return nil
 	}
-	return e.mac, true
+	return e
 }
 
 // neighCache6 is neighCache for on-link IPv6 clients.

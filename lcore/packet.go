@@ -211,6 +211,7 @@ func (w *Worker) learnClient(d *desc) {
 	mac := d.eth().Src()
 	if !w.neigh.fresh(k.src, mac, w.now) && !w.snap.IsVIP(k.src) && !w.snap.isLocal(k.src) {
 		w.neigh.learn(k.src, mac, w.now)
+		w.hops.forget(k.src) // it may have moved
 	}
 }
 
