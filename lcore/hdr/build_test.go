@@ -3,6 +3,7 @@ package hdr_test
 import (
 	"bytes"
 	"encoding/hex"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/dplb/dplb/lcore/hdr"
@@ -24,6 +25,36 @@ func TestIPv4EncodeGolden(t *testing.T) {
 				t.Fatalf("encoded %x\n    want %x", []byte(got), []byte(want[:hdr.IPv4MinLen]))
 			}
 		})
+	}
+}
+
+// TestIPv4EncodeMatchesSetters: the header Encode writes word by word,
+// with its checksum summed from the words, is byte for byte the one the
+// field setters and CalculateChecksum write, over random fields.
+func TestIPv4EncodeMatchesSetters(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		f := hdr.IPv4Fields{
+			TOS: uint8(r.Uint32()), TotalLength: uint16(r.Uint32()), ID: uint16(r.Uint32()),
+			Flags: uint8(r.Uint32()), FragmentOffset: uint16(r.Uint32()) &^ 7,
+			TTL: uint8(r.Uint32()), Protocol: uint8(r.Uint32()), Src: r.Uint32(), Dst: r.Uint32(),
+		}
+		want := hdr.IPv4(make([]byte, hdr.IPv4MinLen))
+		want.SetVersionIHL(hdr.IPv4MinLen)
+		want.SetTOS(f.TOS)
+		want.SetTotalLength(f.TotalLength)
+		want.SetID(f.ID)
+		want.SetFlagsFragmentOffset(f.Flags, f.FragmentOffset)
+		want.SetTTL(f.TTL)
+		want.SetProtocol(f.Protocol)
+		want.SetSrc(f.Src)
+		want.SetDst(f.Dst)
+		want.SetChecksum(want.CalculateChecksum())
+		got := hdr.IPv4(bytes.Repeat([]byte{0xa5}, hdr.IPv4MinLen))
+		got.Encode(&f)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("%+v: encoded %x\n    setters %x", f, []byte(got), []byte(want))
+		}
 	}
 }
 
