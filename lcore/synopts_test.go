@@ -194,7 +194,7 @@ func TestSynProxySplicedNoAllocs(t *testing.T) {
 // options.
 func TestHandshakeOptsSize(t *testing.T) {
 	for bits := range 16 {
-		o := handshakeOpts{sack: bits&2 != 0, ts: bits&4 != 0, ws: -1}
+		o := handshakeOpts{sack: bits&2 != 0, ts: bits&4 != 0, ws: -1, tsval: 0x01020304, tsecr: 0xa0b0c0d0}
 		if bits&1 != 0 {
 			o.mss = 1460
 		}
