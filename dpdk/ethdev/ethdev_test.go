@@ -195,24 +195,11 @@ func TestRingPortCarriesPackets(t *testing.T) {
 	setup(t, p, mp, 1, 0)
 
 	// Inject three packets into the RX ring; the port hands them to RxBurst.
-	in := ring.NewObjs(3)
-	defer ring.FreeObjs(in)
-	for i := range in {
-		m, err := mbuf.Alloc(mp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := m.Append(60)
-		b[0] = byte(i + 1)
-		in[i] = m.Pointer()
-	}
-	if rx.SPEnqueueBurst(in) != 3 {
-		t.Fatal("inject failed")
-	}
+	injectFrames(t, mp, rx, 'x', 3)
 	arr := mbuf.NewArray(8)
 	defer arr.Free()
 	n := p.RxBurst(0, arr.Pkt)
-	if n != 3 || arr.Pkt[2].Data()[0] != 3 {
+	if n != 3 || arr.Pkt[2].Data()[1] != 2 {
 		t.Fatalf("RxBurst = %d", n)
 	}
 	if p.TxBurst(0, arr.Pkt[:n]) != 3 || tx.Count() != 3 {
@@ -223,7 +210,7 @@ func TestRingPortCarriesPackets(t *testing.T) {
 	got := tx.SCDequeueBurst(out)
 	for i := 0; i < got; i++ {
 		m := mbuf.FromPointer(out[i])
-		if m.Data()[0] != byte(i+1) {
+		if d := m.Data(); d[0] != 'x' || d[1] != byte(i) {
 			t.Errorf("packet %d out of order", i)
 		}
 		m.Free()
@@ -297,24 +284,8 @@ func TestRxSetPollsEveryQueue(t *testing.T) {
 	if s.Poll() != 0 || s.Count[0]+s.Count[1]+s.Count[2] != 0 {
 		t.Fatal("packets from empty queues")
 	}
-	inject := func(r *ring.Ring, tag byte, n int) {
-		in := ring.NewObjs(n)
-		defer ring.FreeObjs(in)
-		for i := range in {
-			m, err := mbuf.Alloc(mp)
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, _ := m.Append(60)
-			b[0], b[1] = tag, byte(i)
-			in[i] = m.Pointer()
-		}
-		if r.SPEnqueueBurst(in) != n {
-			t.Fatal("inject failed")
-		}
-	}
-	inject(rings[0], 'a', 2)
-	inject(rings[2], 'c', 6) // more than a burst: 4 now, 2 at the next poll
+	injectFrames(t, mp, rings[0], 'a', 2)
+	injectFrames(t, mp, rings[2], 'c', 6) // more than a burst: 4 now, 2 at the next poll
 	if got := s.Poll(); got != 6 || s.Count[0] != 2 || s.Count[1] != 0 || s.Count[2] != 4 {
 		t.Fatalf("poll took %d (%v), want 6 (2, 0, 4)", got, s.Count)
 	}
@@ -397,5 +368,25 @@ func TestTxSetSendsEveryQueue(t *testing.T) {
 	}
 	if mp.InUse() != 0 {
 		t.Fatalf("leaked %d mbufs", mp.InUse())
+	}
+}
+
+// injectFrames puts n 60-byte frames from mp on the RX ring r of a ring
+// port, frame i starting with tag, i.
+func injectFrames(t *testing.T, mp *mempool.Mempool, r *ring.Ring, tag byte, n int) {
+	t.Helper()
+	in := ring.NewObjs(n)
+	defer ring.FreeObjs(in)
+	for i := range in {
+		m, err := mbuf.Alloc(mp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := m.Append(60)
+		b[0], b[1] = tag, byte(i)
+		in[i] = m.Pointer()
+	}
+	if r.SPEnqueueBurst(in) != n {
+		t.Fatal("inject failed")
 	}
 }
