@@ -92,6 +92,16 @@ func (g *Gen) next(q uint16, flags uint8) (src uint32, sport uint16, fl uint8) {
 	return src, sport, fl
 }
 
+// unsendNew gives back the last n tuples next handed out, whose frames
+// the TX queue refused: the next burst sends them. Without it a flood
+// faster than the balancer takes it (at max, most bursts are refused)
+// runs through the whole tuple space in seconds and comes back to the
+// tuples of connections still live, whose SYNs open nothing.
+func (g *Gen) unsendNew(n uint64) {
+	t := g.tuples()
+	g.newK = (g.newK + t - n%t) % t
+}
+
 // tuples is the size of the client address x port space.
 func (g *Gen) tuples() uint64 {
 	return uint64(g.cfg.Clients.Len()) * (uint64(g.cfg.ClientPorts[1]-g.cfg.ClientPorts[0]) + 1)
@@ -134,6 +144,9 @@ func (g *Gen) sendBurstQ(q uint16, n int, now int64, flags uint8) int {
 		g.seq++
 	}
 	sent := uint64(g.cli.id.TxBurstOrFree(q, pk))
+	if unsent := uint64(n) - sent; unsent > 0 && g.cfg.Pattern == SYN && flags == 0 {
+		g.unsendNew(unsent)
+	}
 	g.c.Sent += sent
 	g.c.TxDropped += uint64(n) - sent
 	if g.measuring {
