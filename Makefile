@@ -56,8 +56,8 @@ bench:
 # A perf run over memif on this machine: lbgen against lbd (NAT, DR, TUN;
 # 1k and 1M flows; new connections; 1, 2 and 4 lcores; NAT66 and DR over
 # IPv6), testpmd and a loop,
-# at increasing loads (about three minutes; a markdown report, JSON and
-# plots in perf/results).
+# at increasing loads, the cases the targets read in three rounds (about six
+# minutes; a markdown report, JSON and plots in perf/results).
 perf: setup
 	bash perf/run.sh
 

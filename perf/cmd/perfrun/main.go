@@ -50,6 +50,9 @@ type options struct {
 	connTable                  int
 	openRate                   float64
 	long                       bool
+	// rounds: how many times the cases issue #11's and #15's targets read
+	// are measured (rounds.go).
+	rounds int
 	// steeringKey is given to lbd (dataplane.steering_key) and lbgen
 	// (-steering-key), so that lbgen sends every flow on its owner's queue.
 	steeringKey string
@@ -93,6 +96,7 @@ func main() {
 	flag.IntVar(&o.connTable, "conn-table", 2097152, "lbd dataplane.conn_table_size (per lcore)")
 	flag.Float64Var(&o.openRate, "open-rate", 500e3, "SYNs per second when lbgen opens established flows")
 	flag.StringVar(&o.steeringKey, "steering-key", "", "steering key (80 hex digits) given to lbd and lbgen so that multi-lcore flows arrive at their owner; empty: one drawn at random for this run")
+	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the cases issue #11's and #15's targets read (the first is the whole run; later ones at "+roundRates+" offered): the targets give the median round")
 	rerender := flag.String("report-from", "", "write the .md report again from a results .json of an earlier run (no measurement)")
 	flag.Parse()
 	if *rerender != "" {
@@ -182,11 +186,13 @@ type Results struct {
 	Options []string `json:"command"`
 	// LoadBefore is /proc/loadavg at the start: other work on this
 	// machine's two CPUs skews every number.
-	LoadBefore string   `json:"loadavg_before"`
-	LoadAfter  string   `json:"loadavg_after"`
-	Cases      []*Case  `json:"cases"`
-	Summary    []Row    `json:"summary"`
-	Targets    []Target `json:"targets"`
+	LoadBefore string  `json:"loadavg_before"`
+	LoadAfter  string  `json:"loadavg_after"`
+	Cases      []*Case `json:"cases"`
+	// Rounds are the later rounds' cases (rounds.go), round 2 first.
+	Rounds  [][]*Case `json:"rounds,omitempty"`
+	Summary []Row     `json:"summary"`
+	Targets []Target  `json:"targets"`
 	// Issue11 are issue #11's targets (scale, new connections, tail, cost).
 	Issue11 []Target `json:"targets_issue11"`
 	// IPv6 is "IPv6 beside IPv4" (issue #16), when an IPv6 case ran.
@@ -227,39 +233,42 @@ func run(o options) error {
 	res.CPUs = cpuModel()
 	res.LoadBefore = strings.TrimSpace(readFile("/proc/loadavg"))
 	for _, name := range strings.Split(o.cases, ",") {
-		name = strings.TrimSpace(name)
-		var c *Case
-		switch name {
-		case "loop":
-			c = runLoop(ctx, o, dir)
-		case "testpmd", "testpmd-1way":
-			if o.testpmd == "" {
-				continue
-			}
-			if _, err := exec.LookPath(o.testpmd); err != nil {
-				fmt.Fprintf(os.Stderr, "perfrun: %s not found: skipping the forwarder reference\n", o.testpmd)
-				continue
-			}
-			c = runTestpmd(ctx, o, dir, name == "testpmd-1way")
-		default:
-			spec, err := parseCase(name, o)
-			if err != nil {
-				return err
-			}
-			c = runLBD(ctx, o, dir, spec)
+		c, err := runCase(ctx, o, dir, strings.TrimSpace(name))
+		if err != nil {
+			return err
 		}
-		if c.Error != "" {
-			fmt.Fprintf(os.Stderr, "perfrun: %s: %s\n", c.Name, c.Error)
+		if c != nil {
+			res.Cases = append(res.Cases, c)
 		}
-		res.Cases = append(res.Cases, c)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
+	// The later rounds (rounds.go): the cases the targets read, at the
+	// latency step and the highest rate.
+	ro := o
+	ro.rates = roundRates
+	for r := 2; r <= o.rounds; r++ {
+		var round []*Case
+		for _, name := range casesOfRounds(o.cases) {
+			fmt.Fprintf(os.Stderr, "perfrun: round %d of %d: %s\n", r, o.rounds, name)
+			c, err := runCase(ctx, ro, dir, name)
+			if err != nil {
+				return err
+			}
+			if c != nil {
+				round = append(round, c)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		res.Rounds = append(res.Rounds, round)
+	}
 	res.LoadAfter = strings.TrimSpace(readFile("/proc/loadavg"))
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
-	res.Issue11 = targets11(res.Cases)
+	res.Issue11 = issue11Targets(res)
 	res.IPv6 = ipv6Beside(res.Cases)
 	printSummary(res)
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
@@ -284,12 +293,50 @@ func run(o options) error {
 		return err
 	}
 	fmt.Printf("\nwrote %s.md, %s.json and %s\n", stem, stem, strings.Join(svgs, ", "))
-	for _, c := range res.Cases {
+	for _, c := range allCases(res) {
 		if c.Error != "" {
 			return fmt.Errorf("case %s failed: %s", c.Name, c.Error)
 		}
 	}
 	return nil
+}
+
+// runCase measures one case of the list; nil when it is skipped (no
+// testpmd).
+func runCase(ctx context.Context, o options, dir, name string) (*Case, error) {
+	var c *Case
+	switch name {
+	case "loop":
+		c = runLoop(ctx, o, dir)
+	case "testpmd", "testpmd-1way":
+		if o.testpmd == "" {
+			return nil, nil
+		}
+		if _, err := exec.LookPath(o.testpmd); err != nil {
+			fmt.Fprintf(os.Stderr, "perfrun: %s not found: skipping the forwarder reference\n", o.testpmd)
+			return nil, nil
+		}
+		c = runTestpmd(ctx, o, dir, name == "testpmd-1way")
+	default:
+		spec, err := parseCase(name, o)
+		if err != nil {
+			return nil, err
+		}
+		c = runLBD(ctx, o, dir, spec)
+	}
+	if c.Error != "" {
+		fmt.Fprintf(os.Stderr, "perfrun: %s: %s\n", c.Name, c.Error)
+	}
+	return c, nil
+}
+
+// allCases are the first round's cases and the later rounds'.
+func allCases(res Results) []*Case {
+	all := append([]*Case(nil), res.Cases...)
+	for _, r := range res.Rounds {
+		all = append(all, r...)
+	}
+	return all
 }
 
 // genArgs are lbgen's arguments common to every case.
@@ -512,6 +559,7 @@ func reportFrom(path string, o options) error {
 		fs.IntVar(&o.size, "size", o.size, "")
 		fs.BoolVar(&o.huge, "huge", o.huge, "")
 		fs.BoolVar(&o.long, "long", false, "")
+		fs.Int("rounds", 0, "")
 		for _, name := range []string{"lbd", "lbctl", "lbgen", "testpmd", "out", "cases", "reply", "pattern", "steering-key", "worker-cpus"} {
 			fs.String(name, "", "") // taken so that the parse goes on past them
 		}
@@ -529,7 +577,7 @@ func reportFrom(path string, o options) error {
 			o.duration = 3 * time.Second
 		}
 	}
-	for _, c := range res.Cases {
+	for _, c := range allCases(res) {
 		var r struct {
 			Steps []step `json:"steps"`
 			TSCHz uint64 `json:"tsc_hz"`
@@ -549,7 +597,7 @@ func reportFrom(path string, o options) error {
 	}
 	res.Summary = summarize(res.Cases)
 	res.Targets = targets(res.Cases)
-	res.Issue11 = targets11(res.Cases)
+	res.Issue11 = issue11Targets(res)
 	res.IPv6 = ipv6Beside(res.Cases)
 	stem := strings.TrimSuffix(path, ".json")
 	plots := plotGroups(res.Cases)

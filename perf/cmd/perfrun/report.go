@@ -14,6 +14,20 @@ type Target struct {
 	Target   string `json:"target"`
 	Measured string `json:"measured"`
 	Verdict  string `json:"verdict"` // met, not met, or n/a (not measured)
+	// Rounds is this target's figure in each round of the run that
+	// measured it, in round order, when the run had more than one
+	// (rounds.go); Measured and Verdict are then the median round's.
+	Rounds []string `json:"rounds,omitempty"`
+	// value orders the rounds (valued: this round measured it); short
+	// is the figure shown for it among the rounds.
+	value  float64
+	short  string
+	valued bool
+}
+
+// measured records the figure rounds are compared by, and how it reads.
+func (t *Target) measured(v float64, short string) {
+	t.value, t.short, t.valued = v, short, true
 }
 
 func verdict(ok bool) string {
@@ -262,10 +276,14 @@ func report(res Results, o options, plots []*plotGroup, stem string) []byte {
 	}
 
 	p("\n## Targets (issue #11)\n\nTracked, not asserted. Flow scale compares the highest received rates; tail compares one-way p99 at %s pps offered with the reference forwarder's in this run; cost subtracts the reference's effective cycles per forwarded packet (see above) from lbd's busy cycles per packet at the highest rate, and gives lbd's stage accounting (TSC cycles per packet by stage; parse + lookup + process is lbd's own work, RX and TX the driver's, which testpmd pays too).\n\n", si(latencyOffered))
-	p("| target | measured | verdict |\n|---|---|---|\n")
-	for _, t := range res.Issue11 {
-		p("| %s | %s | %s |\n", t.Target, t.Measured, t.Verdict)
+	if len(res.Rounds) > 0 {
+		p("With %d rounds (section Rounds below), a target the rounds measured gives the median round: its figures and verdict, and under `rounds` each round's figure in round order (for the tail, p99 and its limit in µs; for the cost, cycles).\n\n", len(res.Rounds)+1)
 	}
+	p("| target | measured | verdict | rounds |\n|---|---|---|---|\n")
+	for _, t := range res.Issue11 {
+		p("| %s | %s | %s | %s |\n", t.Target, t.Measured, t.Verdict, strings.Join(t.Rounds, ", "))
+	}
+	roundsSection(&b, res)
 	evidenceSection(&b, res)
 	ipv6Section(&b, res.IPv6)
 
