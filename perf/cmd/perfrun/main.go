@@ -585,6 +585,9 @@ func reportFrom(path string, o options) error {
 		if len(c.Report) > 0 && json.Unmarshal(c.Report, &r) == nil {
 			c.steps, c.tscHz = r.Steps, r.TSCHz
 		}
+		if c.Spec != nil && c.Spec.SynProxy {
+			cookieSteps(c) // as the run read them: the cookies come back to the client side
+		}
 		if d, ok := c.Extra["drops"].(map[string]any); ok {
 			m := map[string]uint64{}
 			for k, v := range d {

@@ -24,7 +24,20 @@ func synProxyConfig(cfg string) string {
 // cookieRates makes the client side's received rate (the cookie SYN-ACKs)
 // the case's received rate, and records the best per lcore.
 func cookieRates(c *Case) {
-	best := 0.0
+	best := cookieSteps(c)
+	lcores := 1
+	if c.Spec != nil && c.Spec.Lcores > 0 {
+		lcores = c.Spec.Lcores
+	}
+	c.Extra["syn_cookies_per_lcore_pps"] = best / float64(lcores)
+	c.Extra["received_at"] = "client side: cookie SYN-ACKs (the servers get nothing)"
+	fmt.Printf("%s: %.0f SYN cookies/s at best, %.0f per lcore\n", c.Name, best, best/float64(lcores))
+}
+
+// cookieSteps makes each step's client side received rate its received
+// rate (and its loss against it), and returns the best: cookieRates's,
+// and -report-from's on the steps it reads back from lbgen's report.
+func cookieSteps(c *Case) (best float64) {
 	for i := range c.steps {
 		s := &c.steps[i]
 		s.SrvPPS = s.CliPPS
@@ -33,11 +46,5 @@ func cookieRates(c *Case) {
 		}
 		best = max(best, s.CliPPS)
 	}
-	lcores := 1
-	if c.Spec != nil && c.Spec.Lcores > 0 {
-		lcores = c.Spec.Lcores
-	}
-	c.Extra["syn_cookies_per_lcore_pps"] = best / float64(lcores)
-	c.Extra["received_at"] = "client side: cookie SYN-ACKs (the servers get nothing)"
-	fmt.Printf("%s: %.0f SYN cookies/s at best, %.0f per lcore\n", c.Name, best, best/float64(lcores))
+	return best
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -34,5 +37,40 @@ func TestSynCookieTarget(t *testing.T) {
 	got := synCookieTarget(k, 2_400_000_000)
 	if got.Verdict != verdict(false) || !strings.HasPrefix(got.Measured, si(1.2e6)+"/s at 42% busy, 800 busy cycles per SYN: "+si(3e6)+"/s at 100% busy") {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// TestReportFromReadsCookies: -report-from reads a SYN proxy case's rate
+// back from the client side, as the run did (the servers get nothing).
+func TestReportFromReadsCookies(t *testing.T) {
+	spec, err := parseCase("nat-synproxy", options{flows: 1000, pattern: "established"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Case{Name: "nat-synproxy", Spec: spec, Extra: map[string]any{},
+		Report: json.RawMessage(`{"steps":[{"offered_pps":1000000,"sent_pps":1000000,"server_pps":0,"client_pps":900000},` +
+			`{"offered_pps":0,"sent_pps":4000000,"server_pps":0,"client_pps":3500000}],"tsc_hz":2100000000}`)}
+	b, err := json.Marshal(Results{Options: []string{"perfrun"}, Cases: []*Case{c}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "run.json")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reportFrom(path, options{rates: quickRates}); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(strings.TrimSuffix(path, ".json") + ".md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"| SYN cookies (issue #15), nat-synproxy: 3M/s or more on one lcore | " + si(3.5e6) + "/s",
+		"| 3.50 |", // the summary's highest received rate
+	} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("report lacks %q:\n%s", want, md)
+		}
 	}
 }
