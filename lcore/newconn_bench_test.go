@@ -25,6 +25,10 @@ func BenchmarkNATNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, v
 // real server): no reply key, the SYN forwarded with a MAC rewrite.
 func BenchmarkDRNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vipDR) }
 
+// BenchmarkTUNNewConnectionAtScale is the same for a VS/TUN service: the
+// SYN forwarded in an IPIP header.
+func BenchmarkTUNNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vipTUN) }
+
 // newConnectionsAtScale drives SYNs to service to:80 (see
 // BenchmarkNATNewConnectionAtScale); the table is filled with
 // connections of that service.
