@@ -432,8 +432,32 @@ func TestIPv4TTL(t *testing.T) {
 		if !ok && !bytes.Equal(before, ip) {
 			t.Errorf("TTL %d: refused decrement changed the packet", tt.ttl)
 		}
+		if ip.Protocol() != hdr.IPv4(before).Protocol() { // it shares the TTL's word
+			t.Errorf("TTL %d: protocol %d, was %d", tt.ttl, ip.Protocol(), hdr.IPv4(before).Protocol())
+		}
 		if ip.Checksum() != ip.CalculateChecksum() {
 			t.Errorf("TTL %d: checksum %#04x, full %#04x", tt.ttl, ip.Checksum(), ip.CalculateChecksum())
+		}
+	}
+}
+
+// TestDecTTLEveryChecksum: the decrement's checksum is the full
+// recomputation's for every checksum value a header can have before it
+// (the ID field swept through all 65536 values moves the checksum through
+// all of them), the end-around carry and 0xFFFF included.
+func TestDecTTLEveryChecksum(t *testing.T) {
+	ip := ipv4Of(t, fixture(t, "tcpsyn"))
+	for _, ttl := range []uint8{2, 64, 255} {
+		for id := range 1 << 16 {
+			ip.SetTTL(ttl)
+			ip.SetID(uint16(id))
+			ip.SetChecksum(ip.CalculateChecksum())
+			if !ip.DecTTLWithChecksumUpdate() || ip.TTL() != ttl-1 {
+				t.Fatalf("TTL %d ID %#04x: not decremented (TTL %d)", ttl, id, ip.TTL())
+			}
+			if got, want := ip.Checksum(), ip.CalculateChecksum(); got != want {
+				t.Fatalf("TTL %d ID %#04x: checksum %#04x, full recomputation %#04x", ttl, id, got, want)
+			}
 		}
 	}
 }

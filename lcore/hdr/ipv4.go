@@ -214,12 +214,22 @@ func (b IPv4) SetTTLWithChecksumUpdate(ttl uint8) {
 // DecTTLWithChecksumUpdate decrements the TTL as a forwarding hop must. It
 // returns false and leaves the packet untouched when the TTL is 0 or 1: the
 // packet must then be dropped (and may be answered with ICMP time exceeded).
+// Every forwarded packet runs it, so it is small enough to be inlined: the
+// TTL's word falls by 0x0100, so the checksum rises by as much with the
+// end-around carry, and a sum of 0xFFFF (-0) is written 0, as full
+// recomputation gives (Linux's ip_decrease_ttl).
 func (b IPv4) DecTTLWithChecksumUpdate() bool {
-	ttl := b.TTL()
+	_ = b[ipv4Checksum+1]
+	ttl := b[ipv4TTL]
 	if ttl <= 1 {
 		return false
 	}
-	b.SetTTLWithChecksumUpdate(ttl - 1)
+	b[ipv4TTL] = ttl - 1
+	sum := uint32(binary.BigEndian.Uint16(b[ipv4Checksum:])) + 0x0100
+	if sum >= 0xffff {
+		sum++
+	}
+	binary.BigEndian.PutUint16(b[ipv4Checksum:], uint16(sum))
 	return true
 }
 
