@@ -8,7 +8,7 @@ import (
 	"strings"
 )
 
-// Target is one of issue #7's targets with what this run measured. The
+// Target is one of the issues' targets with what this run measured. The
 // verdicts are reported, never asserted.
 type Target struct {
 	Target   string `json:"target"`
