@@ -12,7 +12,7 @@
 # (make setup); uses --no-huge unless PERF_ARGS contains -huge.
 #
 #   perf/run.sh                                  # defaults: 500k..2M pps and max, 1 s per step, 3 rounds (~6 min)
-#   perf/run.sh -long                            # 8 loads, 3 s per step (~18 min)
+#   perf/run.sh -long                            # 8 loads, 3 s per step (~20 min)
 #   perf/run.sh -rates 500k,max -duration 5s     # any perfrun flag
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -83,7 +83,7 @@ func main() {
 	flag.StringVar(&o.rates, "rates", quickRates, "offered loads (lbgen -rates); -long: "+longRates)
 	flag.DurationVar(&o.warmup, "warmup", 500*time.Millisecond, "warm-up per step; -long: 1s")
 	flag.DurationVar(&o.duration, "duration", time.Second, "measured time per step; -long: 3s")
-	flag.BoolVar(&o.long, "long", false, "the long version: more offered loads and longer steps (about 15 minutes) unless -rates/-warmup/-duration are given")
+	flag.BoolVar(&o.long, "long", false, "the long version: more offered loads and longer steps (about 20 minutes with the rounds) unless -rates/-warmup/-duration are given")
 	flag.IntVar(&o.flows, "flows", 1000, "concurrent flows of the cases without a flow count in their name")
 	flag.IntVar(&o.size, "size", 60, "frame size without FCS")
 	flag.StringVar(&o.pattern, "pattern", "established", "lbgen -pattern of the cases that do not name one")
