@@ -244,8 +244,8 @@ func run(o options) error {
 			return ctx.Err()
 		}
 	}
-	// The later rounds (rounds.go): the cases the targets read, at the
-	// latency step and the highest rate.
+	// The later rounds (rounds.go): the cases the targets read, at
+	// roundRates (a start-up step, the latency step, the highest rate).
 	ro := o
 	ro.rates = roundRates
 	for r := 2; r <= o.rounds; r++ {
