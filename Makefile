@@ -8,7 +8,7 @@ LBD     := $(BIN)/lbd
 LBCTL   := $(BIN)/lbctl
 HELPER  := $(BIN)/nshelper
 
-.PHONY: all build setup test unit e2e demo bench perf fuzz vet clean deb
+.PHONY: all build setup test unit e2e demo bench perf pgo fuzz vet clean deb
 
 all: build
 
@@ -24,10 +24,12 @@ setup:
 # The whole suite: pure-Go units, DPDK bindings and the dataplane on virtual
 # devices (--no-huge), and lbd end to end between namespaces; then the
 # dataplane and control plane again under the race detector (lcores share
-# nothing but their rings).
+# nothing but their rings), and the dataplane's no-allocation tests compiled
+# as lbd is, with its profile (inlining decides what escapes).
 test: setup vet
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 10m ./lcore/... ./ctl/...
+	$(GO) test -count=1 -pgo=$(CURDIR)/cmd/lbd/default.pgo -run 'DoesNotAllocate|DoNotAllocate|NoAllocs|CausesNoGC' ./lcore/...
 
 unit: vet
 	$(GO) test -count=1 -short ./...
@@ -52,6 +54,15 @@ deb:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./lcore/... ./dpdk/...
+
+# Profile-guided optimisation: go build compiles lbd with cmd/lbd/default.pgo,
+# a CPU profile of the dataplane's benchmarks (the per-packet paths of NAT,
+# DR, TUN and FullNAT, SYN cookies, new connections and expiry at scale, 1M
+# flows). Refresh it when the packet path changes (about a minute).
+PGO_BENCH := BenchmarkNATPacket$$|BenchmarkDRPacket|BenchmarkTUNPacket|BenchmarkFullNATPacket|BenchmarkSynCookie|BenchmarkNATHandshakeAtScale|BenchmarkDRNewConnectionAtScale|BenchmarkTUNNewConnectionAtScale|BenchmarkNATFlowScale
+pgo:
+	$(GO) test -count=1 -run '^$$' -bench '$(PGO_BENCH)' -benchtime 2s -o $(BIN)/lcore-pgo.test -cpuprofile $(CURDIR)/cmd/lbd/default.pgo ./lcore/
+	rm -f $(BIN)/lcore-pgo.test
 
 # A perf run over memif on this machine: lbgen against lbd (NAT, DR, TUN;
 # 1k and 1M flows; new connections; 1, 2 and 4 lcores; NAT66 and DR over
