@@ -9,6 +9,7 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // BenchmarkNATNewConnectionAtScale is the new-connection path as the perf
@@ -29,11 +30,31 @@ func BenchmarkDRNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vi
 // SYN forwarded in an IPIP header.
 func BenchmarkTUNNewConnectionAtScale(b *testing.B) { newConnectionsAtScale(b, vipTUN) }
 
+// BenchmarkNATNewConnectionAtScale8 is BenchmarkNATNewConnectionAtScale
+// with eight real servers in the service (rr): more than the lookup stage
+// prefetches every reply cell of, so only a foretold pick has its cell
+// warmed.
+func BenchmarkNATNewConnectionAtScale8(b *testing.B) { newConnectionsAtScale(b, vip, 8) }
+
 // newConnectionsAtScale drives SYNs to service to:80 (see
 // BenchmarkNATNewConnectionAtScale); the table is filled with
-// connections of that service.
-func newConnectionsAtScale(b *testing.B, to uint32) {
+// connections of that service. With servers, the VS/NAT service vip:80
+// gets that many real servers first (rr; rs1 and rs2 in turn, each
+// server on a port of its own).
+func newConnectionsAtScale(b *testing.B, to uint32, servers ...int) {
 	w, table := atScale(b, to)
+	if len(servers) > 0 {
+		old := w.snap
+		dests := make([]sched.Dest, servers[0])
+		for i := range dests {
+			dests[i] = sched.Dest{ID: uint32(i), Addr: []uint32{rs1, rs2}[i%2], Port: uint16(8000 + i), Weight: 1, Fwd: fwd.NAT}
+		}
+		rr, _ := sched.New("rr", dests, sched.Options{})
+		svcs := append([]Service(nil), old.Services...)
+		svcs[0] = Service{Key: svcs[0].Key, Scheduler: "rr", Dests: dests, Scheds: []sched.Scheduler{rr}}
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, svcs, old.Neigh, old.Timeouts)})
+		w.runCommands(0)
+	}
 	frame := tcpFrame(clientMAC, wanMAC, clientIP, 1, to, 80, hdr.TCPFlagSYN, "")
 	ms := burstMbufs(b, w, len(frame))
 	next, nextExpire := uint32(0), int64(0)

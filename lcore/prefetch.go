@@ -3,6 +3,7 @@ package lcore
 import (
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // prefetch is the lookup stage of a burst: every flow packet's key hashed
@@ -12,6 +13,7 @@ import (
 // cache: the lookups stay where they were, in order.
 func (w *Worker) prefetch(ds []desc) {
 	hs := w.hashes[:len(ds)]
+	w.foreseen = 0
 	for i := range ds {
 		d := &ds[i]
 		if d.class != classFlow {
@@ -66,12 +68,14 @@ func (w *Worker) findService(d *desc) bool {
 // service found by findService) opens it. With the table beyond the
 // caches that probe was most of a new connection's cost, and no lookup
 // of the burst touches it; which real server the key names is known only
-// once the scheduler has chosen, and scheduling stays in packet order. So
-// for a service of at most maxReplyPrefetch real servers the cell of
-// every one that can take the connection is prefetched (a retransmitted
-// SYN of an existing connection wastes them). Larger services get none:
-// DR and TUN index no reply key, FullNAT's is its local address's, and a
-// SYN-proxied service's SYN makes no connection.
+// once the scheduler has chosen, and scheduling stays in packet order.
+// A scheduler that can foretell its picks (foresee) names the one cell.
+// Otherwise, for a service of at most maxReplyPrefetch real servers the
+// cell of every one that can take the connection is prefetched (all but
+// one wasted), and larger services get none. A retransmitted SYN of an
+// existing connection wastes its fetch. DR and TUN index no reply key,
+// FullNAT's is its local address's, and a SYN-proxied service's SYN
+// makes no connection.
 func (w *Worker) prefetchReplyCells(d *desc) {
 	if d.svc == 0 {
 		return
@@ -82,6 +86,12 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 		return // answered with a cookie: no connection, no reply key
 	}
 	dests := svc.Dests
+	if idx, ok := w.foresee(d.svc-1, svc); ok {
+		if rs := &dests[idx]; rs.Fwd == fwd.NAT {
+			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, rs.Port, k.src, k.sport))
+		}
+		return
+	}
 	if len(dests) > maxReplyPrefetch {
 		return
 	}
@@ -90,4 +100,45 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, rs.Port, k.src, k.sport))
 		}
 	}
+}
+
+// foreseeServices bounds the services of one burst whose SYNs foresee
+// counts; the SYNs of any more fall back to prefetching every server's
+// cell.
+const foreseeServices = 4
+
+// foresight counts the bare SYNs of one service in the burst so far.
+type foresight struct {
+	svc  int32
+	syns int
+}
+
+// foresee is the real server the scheduler of service si will choose for
+// the burst's next SYN to it, if it can tell (sched.Foresight): the
+// SYNs before this one each take a pick first. A persistent service's
+// template may choose instead, so it is not foreseen. Called in packet
+// order by the lookup stage, which resets w.foreseen for each burst.
+func (w *Worker) foresee(si int32, svc *Service) (int, bool) {
+	if svc.Persistence > 0 {
+		return -1, false
+	}
+	fs, ok := svc.Scheds[w.cfg.ID].(sched.Foresight)
+	if !ok {
+		return -1, false
+	}
+	i := 0
+	for i < w.foreseen && w.foresight[i].svc != si {
+		i++
+	}
+	if i == w.foreseen {
+		if i == len(w.foresight) {
+			return -1, false
+		}
+		w.foresight[i] = foresight{svc: si}
+		w.foreseen++
+	}
+	k := w.foresight[i].syns
+	w.foresight[i].syns++
+	idx, ok := fs.Ahead(k)
+	return idx, ok && idx >= 0 && idx < len(svc.Dests)
 }

@@ -118,6 +118,12 @@ type Worker struct {
 	tx     []txQueue
 	txs    *ethdev.TxSet // the tx queues, flushed in one call
 	hops   hopCache      // next hops' MACs of the current snapshot (route)
+
+	// The lookup stage's count of each service's SYNs in the burst, for
+	// foretelling their schedulers' picks (prefetch.go).
+	foresight [foreseeServices]foresight
+	foreseen  int
+
 	// busyPolls counts the polls that carried packets: the stage
 	// accounting samples every stageSample-th (loopstats.go).
 	busyPolls uint64

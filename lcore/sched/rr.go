@@ -44,3 +44,12 @@ func (r *roundRobin) Schedule(_ *Flow, c Counts) int {
 	}
 	return -1
 }
+
+// Ahead is the pick k picks from now, known without a search when every
+// dest is always available (plain).
+func (r *roundRobin) Ahead(k int) (int, bool) {
+	if !r.plain || k < 0 {
+		return -1, false
+	}
+	return (r.next + k) % len(r.dests), true
+}

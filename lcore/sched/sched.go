@@ -82,6 +82,15 @@ type Scheduler interface {
 	Schedule(f *Flow, c Counts) int
 }
 
+// Foresight is a Scheduler that can tell, changing nothing, which dest it
+// would choose k picks from now if nothing else changed meanwhile. It is
+// a hint for the lookup stage, which warms the index cells a new
+// connection to that server will probe; a wrong answer costs a wasted
+// prefetch, never a different choice. ok is false when it cannot tell.
+type Foresight interface {
+	Ahead(k int) (idx int, ok bool)
+}
+
 // Flags are the scheduler flags of ipvsadm -b.
 type Flags uint8
 

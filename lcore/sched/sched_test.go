@@ -233,3 +233,38 @@ func TestNilFlowAndCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestRoundRobinAhead: rr foretells each of its next picks, k ahead,
+// without changing them; with a dest that may be skipped it does not
+// claim to know.
+func TestRoundRobinAhead(t *testing.T) {
+	s := mustNew(t, "rr", dests(1, 1, 1), Options{})
+	fs, ok := s.(Foresight)
+	if !ok {
+		t.Fatal("rr is not a Foresight")
+	}
+	s.Schedule(&Flow{}, nil) // start away from dest 0
+	var foretold [7]int
+	for k := range foretold {
+		idx, ok := fs.Ahead(k)
+		if !ok {
+			t.Fatalf("Ahead(%d) not known", k)
+		}
+		foretold[k] = idx
+	}
+	for k, want := range foretold {
+		if got := s.Schedule(&Flow{}, nil); got != want {
+			t.Fatalf("pick %d: %d, foretold %d", k, got, want)
+		}
+	}
+	for _, w := range [][]int32{{1, 0, 1}, nil} {
+		if idx, ok := mustNew(t, "rr", dests(w...), Options{}).(Foresight).Ahead(0); ok {
+			t.Errorf("weights %v: Ahead(0) = %d, known; want unknown", w, idx)
+		}
+	}
+	d := dests(1, 1)
+	d[1].Upper = 10 // thresholds: a dest may be skipped
+	if _, ok := mustNew(t, "rr", d, Options{}).(Foresight).Ahead(0); ok {
+		t.Error("with thresholds: Ahead(0) known; want unknown")
+	}
+}
