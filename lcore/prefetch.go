@@ -107,10 +107,12 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 // cell.
 const foreseeServices = 4
 
-// foresight counts the bare SYNs of one service in the burst so far.
+// foresight counts the bare SYNs of one service in the burst so far; fs
+// is its scheduler's Foresight, nil when it has none.
 type foresight struct {
 	svc  int32
 	syns int
+	fs   sched.Foresight
 }
 
 // foresee is the real server the scheduler of service si will choose for
@@ -122,23 +124,24 @@ func (w *Worker) foresee(si int32, svc *Service) (int, bool) {
 	if svc.Persistence > 0 {
 		return -1, false
 	}
-	fs, ok := svc.Scheds[w.cfg.ID].(sched.Foresight)
-	if !ok {
-		return -1, false
-	}
 	i := 0
 	for i < w.foreseen && w.foresight[i].svc != si {
 		i++
 	}
-	if i == w.foreseen {
+	if i == w.foreseen { // the service's first SYN in the burst
 		if i == len(w.foresight) {
 			return -1, false
 		}
-		w.foresight[i] = foresight{svc: si}
+		fs, _ := svc.Scheds[w.cfg.ID].(sched.Foresight)
+		w.foresight[i] = foresight{svc: si, fs: fs}
 		w.foreseen++
 	}
-	k := w.foresight[i].syns
-	w.foresight[i].syns++
-	idx, ok := fs.Ahead(k)
+	f := &w.foresight[i]
+	if f.fs == nil {
+		return -1, false
+	}
+	k := f.syns
+	f.syns++
+	idx, ok := f.fs.Ahead(k)
 	return idx, ok && idx >= 0 && idx < len(svc.Dests)
 }
