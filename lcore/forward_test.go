@@ -507,6 +507,62 @@ func TestPortReuseOneWayFinWait(t *testing.T) {
 	}
 }
 
+// TestReusedPortOnSharedServer: VIP:80 and VIP:81 both reach rs1:80 by
+// NAT. A client's port whose VIP:80 connection to rs1 is finished opens
+// a VIP:81 connection to rs1: for rs1 the same tuple, reopened. The
+// finished connection gives the Reply key up; a live one keeps it and
+// the new connection is dropped as conn_exists.
+func TestReusedPortOnSharedServer(t *testing.T) {
+	for _, tc := range []struct {
+		state conn.State
+		freed bool
+	}{{conn.StateTimeWait, true}, {conn.StateClose, true}, {conn.StateEstablished, false}} {
+		r := newRig(t, defaultNeigh())
+		w := r.w
+		s := w.snap
+		d := sched.Dest{ID: 12, Addr: rs1, Port: 80, Weight: 1}
+		rr, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+		svcs := append(append([]Service(nil), s.Services...), Service{Key: ServiceKey{VIP: vip, Port: 81, Proto: hdr.ProtoTCP},
+			Scheduler: "rr", Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{rr}})
+		w.snap = NewSnapshot(s.Gen+1, s.Ports, svcs, defaultNeigh(), conn.DefaultTimeouts())
+
+		r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40300, vip, 80, hdr.TCPFlagSYN, "")) // rr's first: rs1
+		w.poll()
+		if out := r.sent(1); len(out) != 1 {
+			t.Fatalf("%v: the VIP:80 SYN was not forwarded", tc.state)
+		} else if _, ip, tcp := checkTCP(t, out[0]); ip.Dst() != rs1 || tcp.DstPort() != 80 {
+			t.Fatalf("%v: the VIP:80 SYN went to %x:%d, want rs1:80", tc.state, ip.Dst(), tcp.DstPort())
+		}
+		old, _, _ := w.table.Lookup(hdr.ProtoTCP, clientIP, 40300, vip, 80)
+		c := w.table.Get(old)
+		w.countState(c.Dest, c.State, false)
+		c.State = tc.state
+		w.countState(c.Dest, c.State, true)
+
+		r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40300, vip, 81, hdr.TCPFlagSYN, ""))
+		w.poll()
+		out := r.sent(1)
+		_, _, oldKept := w.table.Lookup(hdr.ProtoTCP, clientIP, 40300, vip, 80)
+		id, dir, ok := w.table.Lookup(hdr.ProtoTCP, rs1, 80, clientIP, 40300)
+		if !ok || dir != conn.Reply {
+			t.Fatalf("%v: rs1's replies find no connection", tc.state)
+		}
+		holder := w.table.Get(id).VPort
+		if tc.freed {
+			if len(out) != 1 || oldKept || holder != 81 || w.cnt.own[NewConns] != 2 || w.cnt.dest[0][DestInactive] != 0 {
+				t.Fatalf("%v holder: %d sent, old entry kept %v, rs1's replies to VIP port %d, %d new, rs1 inactive %d",
+					tc.state, len(out), oldKept, holder, w.cnt.own[NewConns], w.cnt.dest[0][DestInactive])
+			}
+			if _, ip, tcp := checkTCP(t, out[0]); ip.Dst() != rs1 || tcp.DstPort() != 80 {
+				t.Fatalf("the VIP:81 SYN went to %x:%d, want rs1:80", ip.Dst(), tcp.DstPort())
+			}
+		} else if len(out) != 0 || !oldKept || holder != 80 || w.cnt.own[DropConnExists] != 1 {
+			t.Fatalf("%v holder: %d sent, old entry kept %v, rs1's replies to VIP port %d, conn_exists drops %d",
+				tc.state, len(out), oldKept, holder, w.cnt.own[DropConnExists])
+		}
+	}
+}
+
 // TestRouteFollowsNewNeighbours: a next hop's MAC, cached per snapshot,
 // is the new one as soon as a snapshot with another neighbour table is
 // in place, and a hop the new table lacks is missed (and asked for).

@@ -179,6 +179,37 @@ func (w *Worker) forward(d *desc) exit {
 	return w.toRealServer(d, c, true)
 }
 
+// freeReplyKey ends the finished connection (finished) that holds the
+// Reply key (real server -> client) a new VS/NAT connection c needs, and
+// reports whether it did: the insert may then be tried again. That key is
+// taken when two services (say VIP:80 and VIP:81) reach the same real
+// server ip:port and a client reuses a source port: for the server both
+// are one TCP tuple, reopened, as for a reused port of one service
+// (forward). A live holder keeps the key; the new connection is dropped
+// (conn_exists), since the server's replies could not tell the two apart.
+// Only a failed insert gets here, never the common path.
+func (w *Worker) freeReplyKey(c *conn.Conn) bool {
+	if c.Flags&conn.FlagOneWay != 0 {
+		return false
+	}
+	return w.endFinished(w.table.Lookup(c.Proto, c.RIP, c.RPort, c.ClientIP, c.ClientPort))
+}
+
+// endFinished ends connection id if it was found by its Reply key and is
+// finished, and reports whether it did.
+func (w *Worker) endFinished(id uint32, dir conn.Dir, found bool) bool {
+	if !found || dir != conn.Reply {
+		return false
+	}
+	c := w.table.Get(id)
+	if !finished(c) {
+		return false
+	}
+	w.expireEntry(id, c)
+	w.table.Delete(id)
+	return true
+}
+
 // finished reports whether c is done with, so that its client's next
 // SYN opens a new connection on the same ports. One-way (DR, TUN)
 // connections never get past FIN_WAIT, the last state the LB sees, so a
@@ -346,14 +377,23 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 		x := conn.Ext{LIP: c.ClientIP, LPort: c.ClientPort}
 		var err error
 		id, err = w.table.InsertExt(&c, &x)
+		if err == conn.ErrExists && w.freeReplyKey(&c) {
+			id, err = w.table.InsertExt(&c, &x)
+		}
 		why = insertDrop(err)
 	case d.hashed: // the key is d's flow: its hash is known
 		var err error
 		id, err = w.table.InsertHashed(&c, d.hash)
+		if err == conn.ErrExists && w.freeReplyKey(&c) {
+			id, err = w.table.InsertHashed(&c, d.hash)
+		}
 		why = insertDrop(err)
 	default:
 		var err error
 		id, err = w.table.Insert(&c)
+		if err == conn.ErrExists && w.freeReplyKey(&c) {
+			id, err = w.table.Insert(&c)
+		}
 		why = insertDrop(err)
 	}
 	if why != 0 {

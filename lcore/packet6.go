@@ -156,6 +156,10 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	} else {
 		var err error
 		id, err = w.table.Insert6(&c, &a)
+		if err == conn.ErrExists && c.Flags&conn.FlagOneWay == 0 &&
+			w.endFinished(w.table.Lookup6(c.Proto, &a.RIP, c.RPort, &a.Client, c.ClientPort)) {
+			id, err = w.table.Insert6(&c, &a) // a finished connection held the Reply key (freeReplyKey)
+		}
 		why = insertDrop(err)
 	}
 	if why != 0 {

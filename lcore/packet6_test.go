@@ -567,3 +567,55 @@ func TestEcho6ToVIP(t *testing.T) {
 		t.Fatalf("echo reply: %x", out[0])
 	}
 }
+
+// TestReusedPortOnSharedServer6 is TestReusedPortOnSharedServer for
+// NAT66: [vip6]:80 and [vip6]:81 both reach [rs61]:8080.
+func TestReusedPortOnSharedServer6(t *testing.T) {
+	for _, tc := range []struct {
+		state conn.State
+		freed bool
+	}{{conn.StateTimeWait, true}, {conn.StateEstablished, false}} {
+		r := rigSvc6(t)
+		w := r.w
+		s := w.snap
+		d := sched.Dest{ID: 19, Addr6: rs61, Port: 8080, Weight: 1}
+		rr, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+		svcs := append(append([]Service(nil), s.Services...), Service{Key: ServiceKey{VIP6: vip6, Port: 81, Proto: hdr.ProtoTCP},
+			Scheduler: "rr", Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{rr}, PersistMask: ^uint32(0)})
+		w.snap = NewSnapshot(s.Gen+1, s.Ports, svcs, s.Neigh, conn.DefaultTimeouts())
+		w.snap.Neigh6 = s.Neigh6
+
+		r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40300, vip6, 80, hdr.TCPFlagSYN, "")) // rr's first: rs61
+		w.poll()
+		if out := r.sent(1); len(out) != 1 {
+			t.Fatalf("%v: the [vip6]:80 SYN was not forwarded (drops %v)", tc.state, dropsOf(w))
+		}
+		old, _, _ := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, 40300, &vip6, 80)
+		c := w.table.Get(old)
+		w.countState(c.Dest, c.State, false)
+		c.State = tc.state
+		w.countState(c.Dest, c.State, true)
+
+		r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40300, vip6, 81, hdr.TCPFlagSYN, ""))
+		w.poll()
+		out := r.sent(1)
+		_, _, oldKept := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, 40300, &vip6, 80)
+		id, dir, ok := w.table.Lookup6(hdr.ProtoTCP, &rs61, 8080, &clientAddr6, 40300)
+		if !ok || dir != conn.Reply {
+			t.Fatalf("%v: rs61's replies find no connection", tc.state)
+		}
+		holder := w.table.Get(id).VPort
+		if tc.freed {
+			if len(out) != 1 || oldKept || holder != 81 || w.cnt.own[NewConns] != 2 {
+				t.Fatalf("%v holder: %d sent, old entry kept %v, rs61's replies to VIP port %d, %d new (drops %v)",
+					tc.state, len(out), oldKept, holder, w.cnt.own[NewConns], dropsOf(w))
+			}
+			if _, ip, l4 := check6(t, out[0]); ip.Dst() != rs61 || port6(l4, 2) != 8080 {
+				t.Fatalf("the [vip6]:81 SYN went to %s:%d, want [rs61]:8080", ip.Dst(), port6(l4, 2))
+			}
+		} else if len(out) != 0 || !oldKept || holder != 80 || w.cnt.own[DropConnExists] != 1 {
+			t.Fatalf("%v holder: %d sent, old entry kept %v, rs61's replies to VIP port %d, conn_exists drops %d",
+				tc.state, len(out), oldKept, holder, w.cnt.own[DropConnExists])
+		}
+	}
+}
