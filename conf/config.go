@@ -178,7 +178,7 @@ type Service struct {
 	Helper            string       `mapstructure:"helper"`       // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
 	Servers           []RealServer `mapstructure:"servers"`      // real servers; empty drops and counts new connections; default none; reload: yes
 	Health            HealthCheck  `mapstructure:"health"`       // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
-	SorryServer       string       `mapstructure:"sorry_server"` // IPv4 address:port (reached by nat) that gets new connections while every server is down, "" = drop them; default ""; reload: yes
+	SorryServer       string       `mapstructure:"sorry_server"` // address:port in the VIP's family, [address]:port for IPv6 (reached by nat), that gets new connections while every server is down, "" = drop them; default ""; reload: yes
 	Feedback          Feedback     `mapstructure:"feedback"`     // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
 	// LocalAddresses are the service's FullNAT local addresses (DPVS's
 	// laddr): connections to its fullnat servers leave from one of them.

@@ -324,12 +324,22 @@ func (c *Config) validateHealth(f string, s Service, vip netip.Addr) error {
 		return nil
 	}
 	g := f + ".sorry_server"
+	// Reached by nat, so in the VIP's family: NAT66 for an IPv6 service.
 	ap, err := netip.ParseAddrPort(s.SorryServer)
-	if err != nil || !ap.Addr().Is4() {
-		return fieldErrorf(g, "%q is not an IPv4 address:port (want e.g. 198.51.100.99:80)", s.SorryServer)
-	}
-	if !usable(ap.Addr()) {
-		return fieldErrorf(g, "%s is not a unicast host address", ap.Addr())
+	if vip.Is6() {
+		if err != nil || !ap.Addr().Is6() || ap.Addr().Is4In6() {
+			return fieldErrorf(g, "%q is not an IPv6 [address]:port (want e.g. [fd00:1::99]:80): the sorry server of IPv6 VIP %s is reached by nat, in IPv6", s.SorryServer, vip)
+		}
+		if _, err := parseHost46(g, ap.Addr().String()); err != nil {
+			return err
+		}
+	} else {
+		if err != nil || !ap.Addr().Is4() {
+			return fieldErrorf(g, "%q is not an IPv4 address:port (want e.g. 198.51.100.99:80)", s.SorryServer)
+		}
+		if !usable(ap.Addr()) {
+			return fieldErrorf(g, "%s is not a unicast host address", ap.Addr())
+		}
 	}
 	if ap.Port() == 0 {
 		return fieldErrorf(g, "port 0 is out of range 1..65535")

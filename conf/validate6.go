@@ -10,8 +10,7 @@ import (
 // fullnat servers are IPv4 ones (NAT64, from its IPv4 local_addresses,
 // checked with the servers), and the features that carry IPv4 addresses
 // in their own formats (PROXY v2 headers, the FTP helper's PORT/227
-// rewrites, SYN cookies' records, an IPv4 sorry server) are refused for
-// it.
+// rewrites, SYN cookies' records) are refused for it.
 func (s Service) validate6(f string, vip netip.Addr) error {
 	if !vip.Is6() {
 		if s.PersistencePrefix != 0 {
@@ -32,7 +31,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 		{"proxy_protocol", s.ProxyProtocol},
 		{"synproxy", s.SynProxy},
 		{"helper", s.Helper != ""},
-		{"sorry_server", s.SorryServer != ""},
 	}
 	for _, u := range unsupported {
 		if u.set {

@@ -33,6 +33,10 @@ func TestIPv6ServiceValid(t *testing.T) {
 	if got := c.Services[2].PersistPrefixBits(); got != 128 {
 		t.Errorf("PersistPrefixBits unset = %d, want 128", got)
 	}
+	c.Services[2].SorryServer = "[fd00:1::99]:8080" // by nat, NAT66
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("IPv6 sorry server refused: %v", err)
+	}
 }
 
 // TestIPv6ServiceRefused: bad IPv6 services are refused naming the field
@@ -56,6 +60,11 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
 		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp", "services[2].helper", "IPv6", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
+		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},
+		{"link-local sorry server", "services[2].sorry_server", "not a global or unique local", func(c *conf.Config) { c.Services[2].SorryServer = "[fe80::9]:80" }},
+		{"sorry server off the server side", "services[2].sorry_server", "not on any server-facing port's subnet (fd00:1::/64)", func(c *conf.Config) { c.Services[2].SorryServer = "[fd00:2::9]:80" }},
+		{"sorry server on a port", "services[2].sorry_server", "ports[1]", func(c *conf.Config) { c.Services[2].SorryServer = "[fd00:1::1]:80" }},
+		{"IPv6 sorry server of an IPv4 service", "services[0].sorry_server", "not an IPv4 address:port", func(c *conf.Config) { c.Services[0].SorryServer = "[fd00:1::99]:80" }},
 		{"no IPv6 client port", "services[2].vip", "address6", func(c *conf.Config) { c.Ports[0].Address6 = "" }},
 	} {
 		c := validConfig6()

@@ -278,17 +278,25 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 	return want
 }
 
-// wantedNeighbours6 is wantedNeighbours for the IPv6 servers and gateways.
+// wantedNeighbours6 is wantedNeighbours for the IPv6 servers (sorry
+// servers too) and gateways.
 func (c *Controller) wantedNeighbours6() map[hdr.Addr6]int {
 	want := map[hdr.Addr6]int{}
+	wanted := func(r *server) {
+		if r.key.addr6.IsUnspecified() {
+			return
+		}
+		if port, hop, ok := c.snap.Route6(&r.key.addr6); ok {
+			want[hop] = port
+		}
+	}
 	for i := range c.services {
-		for _, r := range c.services[i].servers {
-			if r.key.addr6.IsUnspecified() {
-				continue
-			}
-			if port, hop, ok := c.snap.Route6(&r.key.addr6); ok {
-				want[hop] = port
-			}
+		s := &c.services[i]
+		for j := range s.servers {
+			wanted(&s.servers[j])
+		}
+		if s.sorry != nil {
+			wanted(s.sorry)
 		}
 	}
 	for i, p := range c.ports {

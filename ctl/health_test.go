@@ -13,6 +13,9 @@ import (
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // switchable is a health checker whose verdict per server the test sets.
@@ -334,4 +337,61 @@ func TestSpoofedProbeAnswersChangeNothing(t *testing.T) {
 	if steps > 2 || len(seqs) < 19 {
 		t.Fatalf("probe source ports %v (%d steps of one), %d distinct sequence numbers", ports, steps, len(seqs))
 	}
+}
+
+const healthConfig6 = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, address6: 2001:db8::1/64, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, address6: fd00:1::1/64, role: server}
+services:
+  - protocol: tcp
+    vip: 2001:db8::10
+    port: 80
+    sorry_server: "[fd00:1::99]:8080"
+    health: {type: tcp, interval: 100ms, timeout: 50ms, rise: 1, fall: 1}
+    servers:
+      - {address: fd00:1::11, weight: 4}
+`
+
+// TestHealthSorryServer6: an IPv6 service's sorry server is resolved
+// before it is needed and, once its server is down, stands in as an IPv6
+// NAT destination (NAT66), listed as sorry; it goes when the server is
+// back.
+func TestHealthSorryServer6(t *testing.T) {
+	c, _, _ := controllerFor(t, healthConfig6)
+	sorryAddr := hdr.Addr6From(netip.MustParseAddr("fd00:1::99"))
+	if _, ok := c.wantedNeighbours6()[sorryAddr]; !ok {
+		t.Fatalf("the sorry server is not among the IPv6 neighbours to resolve: %v", c.wantedNeighbours6())
+	}
+	sw := &switchable{down: map[string]bool{}}
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go mon.Run(ctx)
+	defer mon.Close()
+	c.SetHealth(mon)
+	dests := func() []sched.Dest { return c.Snapshot().Services[0].Dests }
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting for %s: dests %+v", what, dests())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	sw.set("fd00:1::11", true)
+	waitFor("sorry server", func() bool { return len(dests()) == 2 })
+	sorry := dests()[1]
+	if sorry.Addr6 != sorryAddr || sorry.Port != 8080 || sorry.Weight != 1 || sorry.Fwd != fwd.NAT {
+		t.Fatalf("sorry dest %+v, want [fd00:1::99]:8080 by nat, weight 1", sorry)
+	}
+	if rs := c.view(nil).Response().Services[0].Servers[1]; rs.Health != "sorry" || rs.Address != "fd00:1::99" || rs.Port != 8080 {
+		t.Fatalf("sorry server listed as %s port %d %q", rs.Address, rs.Port, rs.Health)
+	}
+
+	sw.set("fd00:1::11", false)
+	waitFor("recovery", func() bool { d := dests(); return len(d) == 1 && d[0].Weight == 4 })
 }

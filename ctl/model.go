@@ -140,7 +140,7 @@ func newService(field string, sc conf.Service, ids *destIDs) (service, error) {
 	}
 	if ap, ok := sc.SorryAddr(); ok {
 		r := server{conf: conf.RealServer{Address: ap.Addr().String(), Port: int(ap.Port()), Weight: 1, Forward: "nat"},
-			key: destKey{svc: s.key, addr: ipv4(ap.Addr()), port: ap.Port()}}
+			key: destKey{svc: s.key, addr: ipv4(ap.Addr()), addr6: ipv6(ap.Addr()), port: ap.Port()}}
 		var err error
 		if r.id, err = ids.get(r.key); err != nil {
 			return service{}, fmt.Errorf("%s.sorry_server: %w", field, err)

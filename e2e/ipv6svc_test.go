@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/e2e/harness"
 	"github.com/dplb/dplb/e2e/topo"
 )
@@ -17,6 +18,7 @@ const (
 	v6Mgmt = "fd00:1::250" // the LB host's own address for health probes
 
 	lip64Addr = "198.51.100.200" // NAT64's local address, on the servers' IPv4 subnet
+	v6Sorry   = "fd00:1::99"     // a second address of rs2: the [VIP]:81 service's sorry server
 )
 
 func v6Server(i int) string { return "fd00:1::1" + string(rune('1'+i)) }
@@ -55,11 +57,17 @@ func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 // the client's own address; a server whose service stops is taken out by
 // its TCP health check (from the host, over IPv6) and put back when it
 // returns; lbctl lists the service ipvsadm's way. A third service on the
-// same VIP reaches the servers' IPv4 addresses by NAT64.
+// same VIP reaches the servers' IPv4 addresses by NAT64. A fourth,
+// [VIP]:81, has rs1 alone and a sorry server (another address of rs2,
+// resolved by lbd only for it) that stands in while rs1 is down.
 func TestIPv6NAT66(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
-		setup:  withIPv6,
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6(t, tp, nat)
+			rs2 := nat.Servers[1]
+			v6Setup{t, tp}.addr(rs2.NS, rs2.If, v6Sorry+"/64")
+		},
 		configure: func(c *harness.Config) {
 			c.Workers = []int{0, 1}
 			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
@@ -76,7 +84,9 @@ func TestIPv6NAT66(t *testing.T) {
 			for _, h := range c.Services[0].Servers {
 				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
 			}
-			c.Services = append(c.Services, tcp, udp, nat64)
+			sorry := harness.Service{VIP: v6VIP, Port: 81, Scheduler: "rr", Health: tcp.Health,
+				Servers: tcp.Servers[:1], SorryServer: "[" + v6Sorry + "]:8080"}
+			c.Services = append(c.Services, tcp, udp, nat64, sorry)
 		},
 	})
 	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
@@ -174,6 +184,22 @@ func TestIPv6NAT66(t *testing.T) {
 			t.Fatalf("with rs1 down, request %d: %q %s", r.I, r.Server(), r.Err)
 		}
 	}
+	// [VIP]:81 has no server left: its sorry server (rs2's second
+	// address, by NAT66) takes the connections.
+	url81 := "http://[" + v6VIP + "]:81/"
+	waitSorry6(t, e, 81, true)
+	for _, r := range e.get(t, url81, 10, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 || r.Server() != "rs2" {
+			t.Fatalf("with rs1 down, request %d to [VIP]:81: %q status %d %s, want the sorry server on rs2", r.I, r.Server(), r.Status, r.Err)
+		}
+		if !strings.Contains(r.Body, v6Client) {
+			t.Errorf("request %d to [VIP]:81: the sorry server did not see the client's address %s: %q", r.I, v6Client, r.Body)
+		}
+	}
+	if list, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-t", "["+v6VIP+"]:81"); err != nil ||
+		!strings.Contains(list, "-> ["+v6Sorry+"]:8080") {
+		t.Errorf("lbctl lists no sorry server [%s]:8080 for [VIP]:81: %v\n%s", v6Sorry, err, list)
+	}
 	if err := harness.StartHTTP(e.topo, []topo.Host{rs1}, e.nshelper, "[::]:8080", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -187,6 +213,12 @@ func TestIPv6NAT66(t *testing.T) {
 	}
 	if back["rs1"] == 0 {
 		t.Errorf("rs1 got no connection after recovering: %v", back)
+	}
+	waitSorry6(t, e, 81, false) // rs1 back: the sorry server steps down
+	for _, r := range e.get(t, url81, 5, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs1" {
+			t.Fatalf("after recovery, request %d to [VIP]:81: %q %s, want rs1", r.I, r.Server(), r.Err)
+		}
 	}
 	body := e.scrapeMetrics(t)
 	service, server := "tcp/["+v6VIP+"]:80", "["+v6Server(0)+"]:8080"
@@ -217,6 +249,31 @@ func waitHealth6(t *testing.T, e *natEnv, addr, want string) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%s stayed %q (%s), want %q", addr, h, reason, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// waitSorry6 waits until the [VIP]:port service's sorry server stands in
+// (or, with standing false, does not), as lbctl lists it.
+func waitSorry6(t *testing.T, e *natEnv, port uint16, standing bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := findService(resp, v6VIP, port)
+		var rs *api.RealServer
+		if svc != nil {
+			rs = findServer(svc, v6Sorry, 8080)
+		}
+		if got := rs != nil && rs.Health == "sorry"; got == standing {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("[%s]:%d: the sorry server standing in is not %v: %+v", v6VIP, port, standing, svc)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -218,7 +218,7 @@ func (c Config) YAML() string {
 			w("    feedback: %s", s.Feedback)
 		}
 		if s.SorryServer != "" {
-			w("    sorry_server: %s", s.SorryServer)
+			w("    sorry_server: %q", s.SorryServer) // quoted: an IPv6 one starts with '['
 		}
 		if len(s.SchedFlags) > 0 {
 			w("    sched_flags: [%s]", strings.Join(s.SchedFlags, ", "))
