@@ -54,15 +54,24 @@ services:
       - {address: 198.51.100.12, weight: 4}
 `
 
-func TestHealthDrivesWeights(t *testing.T) {
-	c, _, _ := controllerFor(t, healthConfig)
+// switchedHealth gives c a health monitor whose verdicts the test sets
+// through the returned switchable.
+func switchedHealth(t *testing.T, c *Controller) *switchable {
 	sw := &switchable{down: map[string]bool{}}
 	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	go mon.Run(ctx)
-	defer mon.Close()
+	t.Cleanup(func() {
+		mon.Close()
+		cancel()
+	})
 	c.SetHealth(mon)
+	return sw
+}
+
+func TestHealthDrivesWeights(t *testing.T) {
+	c, _, _ := controllerFor(t, healthConfig)
+	sw := switchedHealth(t, c)
 
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
@@ -363,13 +372,7 @@ func TestHealthSorryServer6(t *testing.T) {
 	if _, ok := c.wantedNeighbours6()[sorryAddr]; !ok {
 		t.Fatalf("the sorry server is not among the IPv6 neighbours to resolve: %v", c.wantedNeighbours6())
 	}
-	sw := &switchable{down: map[string]bool{}}
-	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go mon.Run(ctx)
-	defer mon.Close()
-	c.SetHealth(mon)
+	sw := switchedHealth(t, c)
 	dests := func() []sched.Dest { return c.Snapshot().Services[0].Dests }
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
