@@ -1,7 +1,6 @@
 package conf
 
 import (
-	"fmt"
 	"net/netip"
 )
 
@@ -35,14 +34,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 	for _, u := range unsupported {
 		if u.set {
 			return fieldErrorf(f+"."+u.field, "is not supported for an IPv6 service (VIP %s) yet", vip)
-		}
-	}
-	if s.Health.Via == HealthViaLBD {
-		return fieldErrorf(f+".health.via", "lbd sends IPv4 probes only: an IPv6 service's checks leave from the host")
-	}
-	for j, r := range s.Servers {
-		if r.Health != nil && r.Health.Via == HealthViaLBD {
-			return fieldErrorf(fmt.Sprintf("%s.servers[%d].health.via", f, j), "lbd sends IPv4 probes only: an IPv6 service's checks leave from the host")
 		}
 	}
 	return nil

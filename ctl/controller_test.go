@@ -99,10 +99,10 @@ func (f *fakeDataplane) TSCHz() uint64                       { return 2e9 }
 
 // SendProbe records the event a genuine answer to the probe would make
 // (its Ack is the probe's sequence number + 1).
-func (f *fakeDataplane) SendProbe(ip uint32, dst, src uint16, seq uint32) bool {
+func (f *fakeDataplane) SendProbe(ip uint32, ip6 hdr.Addr6, dst, src uint16, seq uint32) bool {
 	f.probeMu.Lock()
 	defer f.probeMu.Unlock()
-	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, DstPort: dst, SrcPort: src, Ack: seq + 1})
+	f.probes = append(f.probes, lcore.Event{Kind: lcore.EvProbe, IP: ip, IP6: ip6, DstPort: dst, SrcPort: src, Ack: seq + 1})
 	return true
 }
 func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}

@@ -6,6 +6,7 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Dataplane is all the control plane knows of the lcores. The DPDK
@@ -29,8 +30,9 @@ type Dataplane interface {
 	// TSCHz is the CPU clock, to turn time into cycles.
 	TSCHz() uint64
 	// SendProbe asks worker 0 to send a TCP SYN probe with initial
-	// sequence number seq; false if it could not.
-	SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool
+	// sequence number seq to ip, or to ip6 when that is not zero; false
+	// if it could not.
+	SendProbe(ip uint32, ip6 hdr.Addr6, dstPort, srcPort uint16, seq uint32) bool
 	// Trace asks the worker that owns f what it would do with f's next
 	// packet (lbctl trace); nothing changes.
 	Trace(f lcore.TraceFlow) (lcore.TraceResult, error)

@@ -275,6 +275,36 @@ func TestProbeThroughLBD(t *testing.T) {
 	}
 }
 
+// TestProbeThroughLBD6: a via-lbd check of an IPv6 server asks for a
+// probe to its IPv6 address; only an answer from that address counts.
+func TestProbeThroughLBD6(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("[fd00:1::11]:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
+	done := make(chan bool)
+	go func() {
+		ok, _ := c.checker(context.Background(), target)
+		done <- ok
+	}()
+	sent := probeSent(t, f)
+	if sent.IP6 != hdr.Addr6From(netip.MustParseAddr("fd00:1::11")) || sent.IP != 0 || sent.DstPort != 80 || sent.SrcPort < lcore.ProbePortFirst {
+		t.Fatalf("probe %+v", sent)
+	}
+	other := sent
+	other.IP6 = hdr.Addr6From(netip.MustParseAddr("fd00:1::12"))
+	other.Result = lcore.ProbeOpen
+	c.probes.deliver(other) // another server's answer on the same ports
+	select {
+	case <-done:
+		t.Fatal("another address's answer was taken for the server's")
+	case <-time.After(50 * time.Millisecond):
+	}
+	sent.Result = lcore.ProbeOpen
+	c.probes.deliver(sent)
+	if !<-done {
+		t.Fatal("the server's own answer did not pass the check")
+	}
+}
+
 // probeSent waits for the next probe the fake dataplane records.
 func probeSent(t *testing.T, f *fakeDataplane) lcore.Event {
 	t.Helper()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Health probes through lbd (health.via: lbd): for real servers reachable
@@ -25,6 +26,7 @@ import (
 
 type probeKey struct {
 	ip               uint32
+	ip6              hdr.Addr6 // an IPv6 server's (ip 0)
 	dstPort, srcPort uint16
 }
 
@@ -44,7 +46,7 @@ type probeState struct {
 func (p *probeState) deliver(ev lcore.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w, ok := p.waiters[probeKey{ev.IP, ev.DstPort, ev.SrcPort}]
+	w, ok := p.waiters[probeKey{ev.IP, ev.IP6, ev.DstPort, ev.SrcPort}]
 	if !ok {
 		return // no probe in flight: late, or made up
 	}
@@ -72,15 +74,12 @@ func random32() uint32 {
 // dataplane for a SYN to the server and waits for its answer.
 func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, string) {
 	addr := t.ProbeAddr()
-	if !addr.Addr().Is4() {
-		return false, fmt.Sprintf("%s: not an IPv4 address", addr)
-	}
 	p := &c.probes
 	p.mu.Lock()
 	if p.waiters == nil {
 		p.waiters = map[probeKey]probeWaiter{}
 	}
-	k := probeKey{ip: ipv4(addr.Addr()), dstPort: addr.Port()}
+	k := probeKey{ip: ipv4(addr.Addr()), ip6: ipv6(addr.Addr()), dstPort: addr.Port()}
 	start := random32()
 	for i := uint32(0); i < lcore.ProbePorts; i++ { // a random source port no probe in flight uses
 		k.srcPort = lcore.ProbePortFirst + uint16((start+i)%lcore.ProbePorts)
@@ -96,7 +95,7 @@ func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, strin
 		delete(p.waiters, k)
 		p.mu.Unlock()
 	}()
-	if !c.dp.SendProbe(k.ip, k.dstPort, k.srcPort, w.seq) {
+	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
 		return false, "probe not sent: lbd's command ring is full"
 	}
 	select {

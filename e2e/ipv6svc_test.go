@@ -58,8 +58,9 @@ func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 // its TCP health check (from the host, over IPv6) and put back when it
 // returns; lbctl lists the service ipvsadm's way. A third service on the
 // same VIP reaches the servers' IPv4 addresses by NAT64. A fourth,
-// [VIP]:81, has rs1 alone and a sorry server (another address of rs2,
-// resolved by lbd only for it) that stands in while rs1 is down.
+// [VIP]:81, has rs1 alone, checked through lbd (IPv6 probes from lbd's
+// own port), and a sorry server (another address of rs2, resolved by lbd
+// only for it) that stands in while rs1 is down.
 func TestIPv6NAT66(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
@@ -84,7 +85,9 @@ func TestIPv6NAT66(t *testing.T) {
 			for _, h := range c.Services[0].Servers {
 				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
 			}
-			sorry := harness.Service{VIP: v6VIP, Port: 81, Scheduler: "rr", Health: tcp.Health,
+			// Checked through lbd: SYNs from its lan port's IPv6 address.
+			sorry := harness.Service{VIP: v6VIP, Port: 81, Scheduler: "rr",
+				Health:  "{type: tcp, via: lbd, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}",
 				Servers: tcp.Servers[:1], SorryServer: "[" + v6Sorry + "]:8080"}
 			c.Services = append(c.Services, tcp, udp, nat64, sorry)
 		},
@@ -188,6 +191,9 @@ func TestIPv6NAT66(t *testing.T) {
 	// address, by NAT66) takes the connections.
 	url81 := "http://[" + v6VIP + "]:81/"
 	waitSorry6(t, e, 81, true)
+	if reason := healthReason6(t, e, 81, v6Server(0)); !strings.Contains(reason, "through lbd") {
+		t.Errorf("[VIP]:81's check of rs1 failed with %q, want a probe through lbd", reason)
+	}
 	for _, r := range e.get(t, url81, 10, 5*time.Second) {
 		if r.Err != "" || r.Status != 200 || r.Server() != "rs2" {
 			t.Fatalf("with rs1 down, request %d to [VIP]:81: %q status %d %s, want the sorry server on rs2", r.I, r.Server(), r.Status, r.Err)
@@ -277,4 +283,20 @@ func waitSorry6(t *testing.T, e *natEnv, port uint16, standing bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// healthReason6 is the reason lbctl gives for the [VIP]:port service's
+// server addr:8080's health.
+func healthReason6(t *testing.T, e *natEnv, port uint16, addr string) string {
+	t.Helper()
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc := findService(resp, v6VIP, port); svc != nil {
+		if rs := findServer(svc, addr, 8080); rs != nil {
+			return rs.HealthReason
+		}
+	}
+	return ""
 }

@@ -49,7 +49,7 @@ type Command struct {
 	Snap *Snapshot
 	Port int
 	IP   uint32
-	IP6  hdr.Addr6 // CmdSolicit's target
+	IP6  hdr.Addr6 // CmdSolicit's target; CmdProbe's server when IPv6 (else IP)
 	Dump *DumpRequest
 	Sync *SyncBatch
 	// CmdProbe's ports and initial sequence number (drawn at random by
@@ -110,7 +110,7 @@ type Event struct {
 	Kind EventKind
 	Port int
 	IP   uint32
-	IP6  hdr.Addr6 // EvNeighbour6, EvNeighbourMiss6
+	IP6  hdr.Addr6 // EvNeighbour6, EvNeighbourMiss6; EvProbe's server when IPv6 (else IP)
 	MAC  hdr.MAC
 	// EvProbe: the probed server's port, the probe's source port, the result
 	// and the answer's acknowledgement number (the probe's Seq + 1 when the

@@ -30,6 +30,9 @@ func (w *Worker) forward6(d *desc) exit {
 			ok = false
 		}
 	}
+	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal6(dst) {
+		return w.probeAnswer6(d)
+	}
 	if !ok {
 		var why Stat
 		if id, why = w.newConn6(d, &src, &dst); why != 0 {

@@ -619,3 +619,90 @@ func TestReusedPortOnSharedServer6(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeThroughLBD6 is TestProbeThroughLBD for an IPv6 server: the
+// SYN leaves from the lan port's IPv6 address; the server's SYN-ACK is
+// reported with the server's IPv6 address and answered with an RST, its
+// RST reported as refused; an answer on a port that does not lead to the
+// server is not believed; a server without a MAC is reported not sent.
+func TestProbeThroughLBD6(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	r.sent(0) // the ports' neighbour advertisements
+	r.sent(1)
+	w.Commands().Push(Command{Kind: CmdProbe, IP6: rs61, DstPort: 8080, SrcPort: ProbePortFirst + 7, Seq: 4241})
+	w.runCommands(0)
+	w.flush()
+	out := tcp6Frames(r.sent(1))
+	if len(out) != 1 {
+		t.Fatal("no probe sent")
+	}
+	eth, ip, l4 := check6(t, out[0])
+	tcp := hdr.TCP(l4)
+	if eth.Dst() != rs1MAC || ip.Src() != lanAddr6 || ip.Dst() != rs61 || tcp.SrcPort() != ProbePortFirst+7 ||
+		tcp.DstPort() != 8080 || tcp.Flags() != hdr.TCPFlagSYN || tcp.Seq() != 4241 {
+		t.Fatalf("bad probe %x", out[0])
+	}
+	answer := func(port int, mac hdr.MAC, flags uint8, sport uint16) {
+		f := l4Frame6(mac, []hdr.MAC{wanMAC, lanMAC}[port], hdr.ProtoTCP, rs61, sport, lanAddr6, ProbePortFirst+7, flags, "")
+		l4 := f[54:]
+		binary.BigEndian.PutUint32(l4[8:], 4242) // ack
+		binary.BigEndian.PutUint16(l4[16:], 0)
+		binary.BigEndian.PutUint16(l4[16:], hdr.TransportChecksum6(rs61, lanAddr6, hdr.ProtoTCP, l4))
+		r.inject(port, f)
+		w.poll()
+	}
+	answer(1, rs1MAC, hdr.TCPFlagSYN|hdr.TCPFlagACK, 8080)
+	ev, ok := w.Events().Pop()
+	if !ok || ev.Kind != EvProbe || ev.Result != ProbeOpen || ev.IP6 != rs61 || ev.IP != 0 || ev.DstPort != 8080 ||
+		ev.SrcPort != ProbePortFirst+7 || ev.Ack != 4242 {
+		t.Fatalf("probe event %+v %v", ev, ok)
+	}
+	out = tcp6Frames(r.sent(1))
+	if len(out) != 1 {
+		t.Fatal("no RST for the SYN-ACK")
+	}
+	eth, ip, l4 = check6(t, out[0])
+	if tcp = hdr.TCP(l4); eth.Dst() != rs1MAC || ip.Src() != lanAddr6 || ip.Dst() != rs61 || tcp.Flags() != hdr.TCPFlagRST ||
+		tcp.Seq() != 4242 || tcp.DstPort() != 8080 || tcp.SrcPort() != ProbePortFirst+7 {
+		t.Fatalf("bad RST %x", out[0])
+	}
+	answer(1, rs1MAC, hdr.TCPFlagRST|hdr.TCPFlagACK, 8081)
+	if ev, ok := w.Events().Pop(); !ok || ev.Result != ProbeRefused || ev.IP6 != rs61 || ev.DstPort != 8081 {
+		t.Fatalf("refused probe event %+v", ev)
+	}
+	// From the client side: a client cannot speak for the server.
+	answer(0, clientMAC, hdr.TCPFlagSYN|hdr.TCPFlagACK, 8080)
+	if ev, ok := w.Events().Pop(); ok && ev.Kind == EvProbe {
+		t.Fatalf("an answer from the wrong port was believed: %+v", ev)
+	}
+	if w.cnt.own[DropProbeSpoofed] != 1 || len(tcp6Frames(r.sent(0))) != 0 || len(tcp6Frames(r.sent(1))) != 0 || w.table.Len() != 0 {
+		t.Fatalf("spoofed answer: probe_spoofed %d, or it made a packet or a connection", w.cnt.own[DropProbeSpoofed])
+	}
+	// No MAC for the server: the probe fails at once.
+	unknown := hdr.Addr6From(netip.MustParseAddr("fd00:1::99"))
+	w.Commands().Push(Command{Kind: CmdProbe, IP6: unknown, DstPort: 80, SrcPort: ProbePortFirst})
+	w.runCommands(0)
+	var got Event
+	for ev, ok := w.Events().Pop(); ok; ev, ok = w.Events().Pop() {
+		if ev.Kind == EvProbe {
+			got = ev
+		}
+	}
+	if got.Result != ProbeNotSent || got.IP6 != unknown {
+		t.Fatalf("probe to an unresolved server: %+v", got)
+	}
+}
+
+// tcp6Frames keeps the IPv6 TCP frames of sent (not the neighbour
+// discovery around them).
+func tcp6Frames(sent [][]byte) [][]byte {
+	var out [][]byte
+	for _, f := range sent {
+		eth := hdr.Ethernet(f)
+		if eth.EtherType() == hdr.EtherTypeIPv6 && hdr.IPv6(eth.Payload()).NextHeader() == hdr.ProtoTCP {
+			out = append(out, f)
+		}
+	}
+	return out
+}

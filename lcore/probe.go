@@ -19,27 +19,44 @@ const (
 	ProbePortFirst = 61000
 	ProbePorts     = 1000
 	probeFrameLen  = hdr.EthernetLen + hdr.IPv4MinLen + hdr.TCPMinLen
+	probeFrameLen6 = hdr.EthernetLen + hdr.IPv6Len + hdr.TCPMinLen
 )
 
 func isProbePort(p uint16) bool { return p >= ProbePortFirst && p < ProbePortFirst+ProbePorts }
 
 // sendProbe builds and sends a SYN with the initial sequence number seq
+// to ip, or to ip6 from the port's IPv6 address when ip6 is not zero
 // (control work: it allocates an mbuf).
-func (w *Worker) sendProbe(ip uint32, dport, sport uint16, seq uint32) {
-	notSent := Event{Kind: EvProbe, IP: ip, DstPort: dport, SrcPort: sport, Result: ProbeNotSent}
-	e := w.route(ip)
-	if e.kind != exitTransmit {
+func (w *Worker) sendProbe(ip uint32, ip6 hdr.Addr6, dport, sport uint16, seq uint32) {
+	notSent := Event{Kind: EvProbe, IP: ip, IP6: ip6, DstPort: dport, SrcPort: sport, Result: ProbeNotSent}
+	six := !ip6.IsUnspecified()
+	var e exit
+	if six {
+		e = w.route6(&ip6)
+	} else {
+		e = w.route(ip)
+	}
+	if e.kind != exitTransmit || six && w.snap.Ports[e.to].Addr6.IsUnspecified() {
 		w.event(notSent)
 		return
 	}
-	m, b := w.newFrame(probeFrameLen)
+	n := probeFrameLen
+	if six {
+		n = probeFrameLen6
+	}
+	m, b := w.newFrame(n)
 	if m == nil {
 		w.event(notSent)
 		return
 	}
-	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
-	writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip,
-		&hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Flags: hdr.TCPFlagSYN, Window: 1024})
+	syn := hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Flags: hdr.TCPFlagSYN, Window: 1024}
+	if six {
+		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
+		writeTCP6(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr6, ip6, &syn)
+	} else {
+		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
+		writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip, &syn)
+	}
 	w.cnt.own[ProbesSent]++
 	w.leave(m, -1, e)
 }
@@ -54,6 +71,18 @@ func writeTCP(b []byte, src, dst uint32, f *hdr.TCPFields) {
 	hdr.TCP(b[hdr.IPv4MinLen:][:hdr.TCPMinLen]).Encode(f, src, dst)
 }
 
+// probeResult is what an answer to a probe says: RST, nothing listens;
+// SYN-ACK, the port listens; 0 for anything else.
+func probeResult(flags uint8) ProbeResult {
+	switch {
+	case flags&hdr.TCPFlagRST != 0:
+		return ProbeRefused
+	case flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK:
+		return ProbeOpen
+	}
+	return 0
+}
+
 // probeAnswer reports a server's answer to a probe and, for a SYN-ACK,
 // turns the packet into the RST that closes the half-open connection.
 // Nothing on the wire is believed that a sender elsewhere could make up:
@@ -66,13 +95,8 @@ func (w *Worker) probeAnswer(d *desc) exit {
 		return drop(DropProbeSpoofed)
 	}
 	tcp := hdr.TCP(ip.Payload())
-	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack()}
-	switch {
-	case d.flags&hdr.TCPFlagRST != 0:
-		ev.Result = ProbeRefused
-	case d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK:
-		ev.Result = ProbeOpen
-	default:
+	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Result: probeResult(d.flags)}
+	if ev.Result == 0 {
 		return consume(ProbeAnswers)
 	}
 	w.event(ev)
@@ -86,6 +110,41 @@ func (w *Worker) probeAnswer(d *desc) exit {
 		return consume(ProbeAnswers)
 	}
 	writeTCP(d.m.Data()[l3:], dst, src, &rst)
+	d.m.SetOlFlags(0)
+	w.cnt.own[ProbeAnswers]++
+	return transmit(d.in, d.eth().Src())
+}
+
+// writeTCP6 is writeTCP for IPv6 (probeFrameLen6 minus the Ethernet
+// header).
+func writeTCP6(b []byte, src, dst hdr.Addr6, f *hdr.TCPFields) {
+	hdr.IPv6(b).Encode(hdr.TCPMinLen, hdr.ProtoTCP, hdr.DefaultTTL, src, dst)
+	t := hdr.TCP(b[hdr.IPv6Len:][:hdr.TCPMinLen])
+	t.Encode(f, 0, 0)
+	t.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, t))
+}
+
+// probeAnswer6 is probeAnswer for an answer from an IPv6 server.
+func (w *Worker) probeAnswer6(d *desc) exit {
+	ip := d.ip6()
+	src, dst := ip.Src(), ip.Dst()
+	if port, _, ok := w.snap.Route6(&src); !ok || port != d.in {
+		return drop(DropProbeSpoofed)
+	}
+	tcp := hdr.TCP(d.l4Bytes6())
+	ev := Event{Kind: EvProbe, IP6: src, DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Result: probeResult(d.flags)}
+	if ev.Result == 0 {
+		return consume(ProbeAnswers)
+	}
+	w.event(ev)
+	if ev.Result != ProbeOpen || ip.NextHeader() != hdr.ProtoTCP {
+		return consume(ProbeAnswers) // (extension headers: no RST; the server's half-open times out)
+	}
+	rst := hdr.TCPFields{SrcPort: tcp.DstPort(), DstPort: tcp.SrcPort(), Seq: tcp.Ack(), Flags: hdr.TCPFlagRST}
+	if err := d.m.SetLen(probeFrameLen6); err != nil {
+		return consume(ProbeAnswers)
+	}
+	writeTCP6(d.m.Data()[l3:], dst, src, &rst)
 	d.m.SetOlFlags(0)
 	w.cnt.own[ProbeAnswers]++
 	return transmit(d.in, d.eth().Src())

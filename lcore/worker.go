@@ -523,7 +523,7 @@ func (w *Worker) runCommands(int64) {
 		case CmdSolicit:
 			w.sendSolicit(cmd.Port, cmd.IP6)
 		case CmdProbe:
-			w.sendProbe(cmd.IP, cmd.DstPort, cmd.SrcPort, cmd.Seq)
+			w.sendProbe(cmd.IP, cmd.IP6, cmd.DstPort, cmd.SrcPort, cmd.Seq)
 		case CmdSyncInstall:
 			if cmd.Sync != nil {
 				w.installSynced(cmd.Sync)

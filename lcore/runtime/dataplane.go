@@ -9,6 +9,7 @@ import (
 	"github.com/dplb/dplb/dpdk/eal"
 	"github.com/dplb/dplb/dpdk/ethdev"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // NumWorkers implements ctl.Dataplane.
@@ -116,13 +117,13 @@ func (d *DPDK) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bo
 }
 
 // SendProbe implements ctl.Dataplane.
-func (d *DPDK) SendProbe(ip uint32, dstPort, srcPort uint16, seq uint32) bool {
+func (d *DPDK) SendProbe(ip uint32, ip6 hdr.Addr6, dstPort, srcPort uint16, seq uint32) bool {
 	if len(d.workers) == 0 {
 		return false
 	}
 	d.cmdMu.Lock()
 	defer d.cmdMu.Unlock()
-	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, DstPort: dstPort, SrcPort: srcPort, Seq: seq})
+	return d.workers[0].Commands().Push(lcore.Command{Kind: lcore.CmdProbe, IP: ip, IP6: ip6, DstPort: dstPort, SrcPort: srcPort, Seq: seq})
 }
 
 // SendCommand implements ctl.Dataplane.
