@@ -188,8 +188,9 @@ type Service struct {
 	// answers ARP for them; default none; reload: yes
 	LocalAddresses []string `mapstructure:"local_addresses"`
 	// ProxyProtocol puts a PROXY protocol v2 header (the client's and the
-	// VIP's address and port) before the first byte the client sends on
-	// each connection to a fullnat server, and adjusts sequence numbers
+	// VIP's address and port, IPv6 ones for an IPv6 service's NAT64
+	// servers) before the first byte the client sends on each connection
+	// to a fullnat server, and adjusts sequence numbers
 	// for it; tcp only; the servers must expect it; default false; reload: yes
 	ProxyProtocol bool `mapstructure:"proxy_protocol"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a

@@ -37,6 +37,11 @@ func TestIPv6ServiceValid(t *testing.T) {
 	if err := c.Validate(schedulers); err != nil {
 		t.Fatalf("IPv6 sorry server refused: %v", err)
 	}
+	c.Services[2].ProxyProtocol = true // for its NAT64 servers, were it to have some
+	c.Services[2].Health = conf.HealthCheck{Type: "tcp", Via: "lbd"}
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("proxy_protocol or probes through lbd refused for an IPv6 service: %v", err)
+	}
 }
 
 // TestIPv6ServiceRefused: bad IPv6 services are refused naming the field

@@ -300,3 +300,45 @@ func healthReason6(t *testing.T, e *natEnv, port uint16, addr string) string {
 	}
 	return ""
 }
+
+// TestNAT64ProxyV2: an IPv6 service whose IPv4 servers (NAT64) read PROXY
+// v2: every connection's first bytes name the IPv6 client, so the
+// servers, which see only the local address, report the client's own
+// address and port.
+func TestNAT64ProxyV2(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen:    map[string]string{"rs1": "0.0.0.0:8080", "rs2": "0.0.0.0:8080"},
+		serveArgs: []string{"-proxy-protocol"},
+		setup:     withIPv6,
+		configure: func(c *harness.Config) {
+			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+			nat64 := harness.Service{VIP: v6VIP, Port: 8064, Scheduler: "rr", LocalAddresses: []string{lip64Addr}, ProxyProtocol: true}
+			for _, h := range c.Services[0].Servers {
+				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
+			}
+			c.Services = []harness.Service{nat64}
+		},
+	})
+	url := "http://[" + v6VIP + "]:8064/"
+	for i := 0; i < 10; i++ { // the first may wait for neighbour discovery
+		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
+			break
+		}
+	}
+	perServer := map[string]int{}
+	for _, r := range e.get(t, url, 20, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		seen, err := netip.ParseAddrPort(r.SeenClient())
+		local, lerr := netip.ParseAddrPort(r.Local)
+		if err != nil || lerr != nil || seen.Addr().String() != v6Client || seen.Port() != local.Port() {
+			t.Fatalf("request %d: the server saw %q, the client was %s", r.I, r.SeenClient(), r.Local)
+		}
+		perServer[r.Server()]++
+	}
+	if perServer["rs1"] == 0 || perServer["rs2"] == 0 {
+		t.Errorf("answers per server %v: want both", perServer)
+	}
+	e.stopLBD(t)
+}

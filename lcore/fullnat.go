@@ -109,7 +109,7 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		return e
 	}
 	if dir == conn.Original && x.Flags&extProxy != 0 && c.Proto == hdr.ProtoTCP {
-		if why := w.insertProxyHeader(d, c, x); why != 0 {
+		if why := w.insertProxyHeader(d, c, x, nil); why != 0 {
 			return drop(why)
 		}
 	}
@@ -149,8 +149,12 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 
 // proxyV2Len is the length of a PROXY protocol v2 header for TCP over
 // IPv4: the 12-byte signature, version and command, family, length, and
-// the two addresses and ports.
-const proxyV2Len = 28
+// the two addresses and ports; proxyV2Len6 over IPv6 (a NAT64
+// connection's client and VIP).
+const (
+	proxyV2Len  = 28
+	proxyV2Len6 = 52
+)
 
 // proxyV2Sig is the PROXY protocol v2 signature.
 var proxyV2Sig = [12]byte{0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 0x49, 0x54, 0x0A}
@@ -158,9 +162,11 @@ var proxyV2Sig = [12]byte{0x0D, 0x0A, 0x0D, 0x0A, 0x00, 0x0D, 0x0A, 0x51, 0x55, 
 // insertProxyHeader puts the PROXY v2 header (client and VIP endpoints)
 // in front of the client's first byte: into the segment whose data
 // starts at ISN+1, each time it comes (a retransmission gets it again).
-// The header moves the Ethernet, IP and TCP headers into the headroom;
-// checksums are updated for the added bytes and the new length.
-func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext) Stat {
+// The header moves the Ethernet, IPv4 and TCP headers into the headroom;
+// checksums are updated for the added bytes and the new length. With a6
+// (a NAT64 connection's addresses, its packet already IPv4) the header
+// names the IPv6 client and VIP.
+func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext, a6 *conn.Addrs6) Stat {
 	ip := d.ip()
 	tcp := hdr.TCP(ip.Payload())
 	if len(tcp.Payload()) == 0 || tcp.Seq() != x.ClientISN+1 || tcp.Flags()&hdr.TCPFlagSYN != 0 {
@@ -172,31 +178,44 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext) Stat {
 		return DropFragShifted
 	}
 	hlen := int(d.l4) + tcp.DataOffset() // Ethernet, IP and TCP headers
-	if _, err := d.m.Prepend(proxyV2Len); err != nil {
+	n := proxyV2Len
+	if a6 != nil {
+		n = proxyV2Len6
+	}
+	if _, err := d.m.Prepend(n); err != nil {
 		return DropNoHeadroom
 	}
 	data := d.m.Data()
-	copy(data, data[proxyV2Len:proxyV2Len+hlen])
-	h := data[hlen : hlen+proxyV2Len]
+	copy(data, data[n:n+hlen])
+	h := data[hlen : hlen+n]
 	copy(h, proxyV2Sig[:])
 	h[12] = 0x21 // version 2, PROXY
-	h[13] = 0x11 // AF_INET, STREAM
-	binary.BigEndian.PutUint16(h[14:], 12)
-	binary.BigEndian.PutUint32(h[16:], c.ClientIP)
-	binary.BigEndian.PutUint32(h[20:], c.VIP)
-	binary.BigEndian.PutUint16(h[24:], c.ClientPort)
-	binary.BigEndian.PutUint16(h[26:], c.VPort)
+	if a6 == nil {
+		h[13] = 0x11 // AF_INET, STREAM
+		binary.BigEndian.PutUint16(h[14:], 12)
+		binary.BigEndian.PutUint32(h[16:], c.ClientIP)
+		binary.BigEndian.PutUint32(h[20:], c.VIP)
+		binary.BigEndian.PutUint16(h[24:], c.ClientPort)
+		binary.BigEndian.PutUint16(h[26:], c.VPort)
+	} else {
+		h[13] = 0x21 // AF_INET6, STREAM
+		binary.BigEndian.PutUint16(h[14:], 36)
+		copy(h[16:32], a6.Client[:])
+		copy(h[32:48], a6.VIP[:])
+		binary.BigEndian.PutUint16(h[48:], c.ClientPort)
+		binary.BigEndian.PutUint16(h[50:], c.VPort)
+	}
 
 	ip = d.ip()
 	oldLen := ip.TotalLength()
-	ip.SetTotalLength(oldLen + proxyV2Len)
-	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+proxyV2Len))
+	ip.SetTotalLength(oldLen + uint16(n))
+	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(n)))
 	tcp = hdr.TCP(ip.Payload())
 	// The added words sit at an even offset and shift the rest by an even
 	// count: the sum grows by theirs, and the pseudo-header's length.
 	l4Old := oldLen - uint16(ip.HeaderLen())
 	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(h, 0))
-	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+proxyV2Len))
+	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+uint16(n)))
 	w.cnt.own[ProxyHeaders]++
 	return 0
 }

@@ -17,13 +17,15 @@ import (
 // reply key IPv4's (conn.Insert6Ext). The transport checksum is updated
 // for the pseudo-header's addresses and the ports, never recomputed,
 // except for an IPv4 UDP datagram sent without one (IPv6 requires it).
+// With proxy_protocol the client's first bytes get a PROXY v2 header
+// naming its IPv6 endpoints once the segment is IPv4 (insertProxyHeader).
 // Fragments are translated one by one (RFC 7915), following their first
 // fragment's connection as any fragment does (frag.go); ICMP errors change
 // family both ways (nat64icmp.go).
 
 // newNAT64 enters a scheduled NAT64 connection with a local address and
 // port of this worker.
-func (w *Worker) newNAT64(c *conn.Conn, svc *Service, a *conn.Addrs6) (uint32, Stat) {
+func (w *Worker) newNAT64(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) (uint32, Stat) {
 	x := conn.Ext{}
 	n := len(svc.LocalAddrs)
 	found := false
@@ -38,6 +40,11 @@ func (w *Worker) newNAT64(c *conn.Conn, svc *Service, a *conn.Addrs6) (uint32, S
 	w.lipNext++
 	if !found {
 		return 0, DropNoLocalPort
+	}
+	if c.Proto == hdr.ProtoTCP && svc.ProxyProtocol {
+		x.ClientISN = hdr.TCP(d.l4Bytes6()).Seq()
+		x.Flags |= extProxy
+		x.SeqIn = proxyV2Len6
 	}
 	id, err := w.table.Insert6Ext(c, a, &x)
 	if err != nil {
@@ -106,6 +113,16 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 	hdr.Ethernet(data).SetEtherType(hdr.EtherTypeIPv4)
 	hdr.IPv4(data[l3:]).Encode(&f)
 	m.SetOlFlags(0)
+	if c.Proto == hdr.ProtoTCP && x.Flags&extProxy != 0 && d.frag != fragLater {
+		// The packet is IPv4 now: the PROXY v2 header (naming the IPv6
+		// client and VIP) before the client's first byte, and every
+		// segment after it moved along (FullNAT's way, fullnat.go).
+		d.l4 = l3 + hdr.IPv4MinLen
+		if why := w.insertProxyHeader(d, c, x, a); why != 0 {
+			return drop(why)
+		}
+		adjustSeq(hdr.TCP(d.ip().Payload()), x, conn.Original, true)
+	}
 	return e
 }
 
@@ -168,6 +185,17 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 			cs = 0xffff
 		}
 		binary.BigEndian.PutUint16(l4[off:], cs)
+		if c.Proto == hdr.ProtoTCP && x.Flags&extProxy != 0 {
+			// Back into the client's numbering; the server's MSS leaves
+			// room for the PROXY v2 header in the client's first segment.
+			tcp := hdr.TCP(l4)
+			adjustSeq(tcp, x, conn.Reply, true)
+			if tcp.Flags()&hdr.TCPFlagSYN != 0 {
+				if mtu := w.snap.Ports[d.in].MTU; mtu > hdr.IPv4MinLen+hdr.TCPMinLen+proxyV2Len6 {
+					tcp.ClampMSS(mtu-hdr.IPv4MinLen-hdr.TCPMinLen-proxyV2Len6, true)
+				}
+			}
+		}
 	}
 	ttl, tos, ihl := ip.TTL()-1, ip.TOS(), ip.HeaderLen()
 	fragID, fo := uint32(ip.ID()), ip.FragmentOffset()

@@ -241,6 +241,10 @@ func (w *Worker) icmpError64(d *desc, c *conn.Conn, id uint32) exit {
 	old = hdr.Checksum(q[:qhl], old)
 	old = hdr.Checksum(ql4[:pre], old)
 	old = hdr.Checksum(ql4[n:], old)
+	if c.Proto == hdr.ProtoTCP && x.SeqIn != 0 { // back into the client's numbering (PROXY v2)
+		q := hdr.TCP(ql4) // seq only: a quote may hold no more
+		q.SetSeq(hdr.UnshiftSeq(q.Seq(), x.SeqIn, x.ClientISN+1))
+	}
 	natQuoted64(ql4[:pre], c.Proto, c.ClientPort, c.VPort, true, a, x.LIP, c.RIP)
 	ttl, tos := ip.TTL()-1, ip.TOS()
 	qtos, qttl, qid := q.TOS(), q.TTL(), q.ID()

@@ -155,7 +155,7 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	var why Stat
 	if rs.Fwd == fwd.FullNAT { // an IPv4 server: NAT64 (nat64.go)
 		c.RIP = rs.Addr
-		id, why = w.newNAT64(&c, svc, &a)
+		id, why = w.newNAT64(d, &c, svc, &a)
 	} else {
 		var err error
 		id, err = w.table.Insert6(&c, &a)

@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"net/netip"
 	"testing"
@@ -705,4 +706,88 @@ func tcp6Frames(sent [][]byte) [][]byte {
 		}
 	}
 	return out
+}
+
+// tcpSeg6 is l4Frame6's TCP segment with its seq and ack.
+func tcpSeg6(srcMAC, dstMAC hdr.MAC, src hdr.Addr6, sport uint16, dst hdr.Addr6, dport uint16, flags uint8, seq, ack uint32, payload string) []byte {
+	f := l4Frame6(srcMAC, dstMAC, hdr.ProtoTCP, src, sport, dst, dport, flags, payload)
+	l4 := f[54:]
+	binary.BigEndian.PutUint32(l4[4:], seq)
+	binary.BigEndian.PutUint32(l4[8:], ack)
+	binary.BigEndian.PutUint16(l4[16:], 0)
+	binary.BigEndian.PutUint16(l4[16:], hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, l4))
+	return f
+}
+
+// TestNAT64WithProxyV2: with proxy_protocol, an IPv6 client's first bytes
+// reach its IPv4 server after a PROXY v2 header naming the client's and
+// the VIP's IPv6 endpoints; the later segments move along by its 52
+// bytes, the server's acknowledgements come back into the client's
+// numbering, and the server's MSS leaves room for the header.
+func TestNAT64WithProxyV2(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	for i := range w.snap.Services {
+		if s := &w.snap.Services[i]; s.Key.VIP6 == vip6 && s.Key.Port == 8080 {
+			s.ProxyProtocol = true
+		}
+	}
+	const isn = 7000
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagSYN, isn, 0, ""))
+	w.poll()
+	_, ip, tcp := checkTCP(t, one(t, r, 1))
+	lport := tcp.SrcPort()
+	if ip.Src() != lip64 || ip.Dst() != rs1 || tcp.Seq() != isn || len(tcp.Payload()) != 0 {
+		t.Fatalf("SYN left as %x:%d -> %x seq %d", ip.Src(), lport, ip.Dst(), tcp.Seq())
+	}
+	mss := []byte{hdr.TCPOptMSS, 4, 0x05, 0xb4} // 1460
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, 90000, isn+1, mss, ""))
+	w.poll()
+	_, _, l4 := check6(t, one(t, r, 0))
+	if tcp = hdr.TCP(l4); tcp.Ack() != isn+1 || tcp.MSS() != 1500-40-proxyV2Len6 {
+		t.Fatalf("SYN-ACK ack %d MSS %d, want %d and %d", tcp.Ack(), tcp.MSS(), isn+1, 1500-40-proxyV2Len6)
+	}
+
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK, isn+1, 90001, ""))
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, 90001, "hello"))
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+6, 90001, "world"))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 3 {
+		t.Fatalf("sent %d, want 3 (drops %v)", len(out), dropsOf(w))
+	}
+	if _, _, tcp = checkTCP(t, out[0]); tcp.Seq() != isn+1 || len(tcp.Payload()) != 0 {
+		t.Fatalf("handshake ACK seq %d, %d bytes", tcp.Seq(), len(tcp.Payload()))
+	}
+	want := make([]byte, proxyV2Len6)
+	copy(want, proxyV2Sig[:])
+	want[12], want[13], want[15] = 0x21, 0x21, 36
+	copy(want[16:], clientAddr6[:])
+	copy(want[32:], vip6[:])
+	binary.BigEndian.PutUint16(want[48:], 40000)
+	binary.BigEndian.PutUint16(want[50:], 8080)
+	_, ip, tcp = checkTCP(t, out[1])
+	if tcp.Seq() != isn+1 || !bytes.Equal(tcp.Payload(), append(want, "hello"...)) || ip.Src() != lip64 ||
+		int(ip.TotalLength()) != 20+20+proxyV2Len6+5 {
+		t.Fatalf("first data seq %d payload %x", tcp.Seq(), tcp.Payload())
+	}
+	if _, _, tcp = checkTCP(t, out[2]); tcp.Seq() != isn+6+proxyV2Len6 || string(tcp.Payload()) != "world" {
+		t.Fatalf("second data seq %d payload %q", tcp.Seq(), tcp.Payload())
+	}
+	// An ICMP error about that segment quotes it to the client in the
+	// client's numbering.
+	r.inject(1, icmp4Error(router4, lip64, hdr.ICMPDestUnreachable, hdr.ICMPCodePortUnreachable, 0, out[2], 28))
+	w.poll()
+	_, _, icmp := checkICMPv6(t, one(t, r, 0))
+	if q := icmp[8:]; binary.BigEndian.Uint32(q[hdr.IPv6Len+4:]) != isn+6 {
+		t.Fatalf("the error quotes seq %d, want %d", binary.BigEndian.Uint32(q[hdr.IPv6Len+4:]), isn+6)
+	}
+	if w.cnt.own[ProxyHeaders] != 1 {
+		t.Fatalf("proxy_headers %d", w.cnt.own[ProxyHeaders])
+	}
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagACK, 90001, isn+1+proxyV2Len6+10, nil, ""))
+	w.poll()
+	if _, _, l4 = check6(t, one(t, r, 0)); hdr.TCP(l4).Ack() != isn+11 {
+		t.Fatalf("the server's ack reached the client as %d, want %d", hdr.TCP(l4).Ack(), isn+11)
+	}
 }

@@ -68,9 +68,13 @@ func readProxyV2(r io.Reader) (netip.AddrPort, error) {
 	if h[12]&0x0F != 1 {
 		return netip.AddrPort{}, errors.New("a LOCAL header: no client to report")
 	}
-	if h[13] != 0x11 || len(body) < 12 { // TCP over IPv4
-		return netip.AddrPort{}, fmt.Errorf("family/protocol %#02x with %d address bytes", h[13], len(body))
+	switch {
+	case h[13] == 0x11 && len(body) >= 12: // TCP over IPv4
+		src := netip.AddrFrom4([4]byte(body[0:4]))
+		return netip.AddrPortFrom(src, binary.BigEndian.Uint16(body[8:])), nil
+	case h[13] == 0x21 && len(body) >= 36: // TCP over IPv6
+		src := netip.AddrFrom16([16]byte(body[0:16]))
+		return netip.AddrPortFrom(src, binary.BigEndian.Uint16(body[32:])), nil
 	}
-	src := netip.AddrFrom4([4]byte(body[0:4]))
-	return netip.AddrPortFrom(src, binary.BigEndian.Uint16(body[8:])), nil
+	return netip.AddrPort{}, fmt.Errorf("family/protocol %#02x with %d address bytes", h[13], len(body))
 }
