@@ -8,9 +8,9 @@ import (
 // service has a persistence prefix length instead of a netmask, its
 // fullnat servers are IPv4 ones (NAT64, from its IPv4 local_addresses,
 // checked with the servers), and the features that carry IPv4 addresses
-// in their own formats (the FTP helper's PORT/227 rewrites, SYN cookies'
-// records) are refused for it. PROXY v2 headers name an IPv6 client
-// (to its NAT64 servers).
+// in their own formats (SYN cookies' records) are refused for it. PROXY
+// v2 headers name an IPv6 client (to its NAT64 servers); the FTP helper
+// reads EPRT and EPSV's 229.
 func (s Service) validate6(f string, vip netip.Addr) error {
 	if !vip.Is6() {
 		if s.PersistencePrefix != 0 {
@@ -29,7 +29,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 		set   bool
 	}{
 		{"synproxy", s.SynProxy},
-		{"helper", s.Helper != ""},
 	}
 	for _, u := range unsupported {
 		if u.set {

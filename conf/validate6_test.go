@@ -64,7 +64,7 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
 		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
 		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
-		{"ftp", "services[2].helper", "IPv6", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
+		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
 		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},
 		{"link-local sorry server", "services[2].sorry_server", "not a global or unique local", func(c *conf.Config) { c.Services[2].SorryServer = "[fe80::9]:80" }},
 		{"sorry server off the server side", "services[2].sorry_server", "not on any server-facing port's subnet (fd00:1::/64)", func(c *conf.Config) { c.Services[2].SorryServer = "[fd00:2::9]:80" }},

@@ -46,6 +46,13 @@ log_ftp_protocol=YES
 // of its own random bytes; it returns the file's SHA-256.
 func startVsftpd(t *testing.T, tp *topo.Topo, h topo.Host, dir string) string {
 	t.Helper()
+	return startVsftpdConf(t, tp, h, dir, vsftpdConf)
+}
+
+// startVsftpdConf is startVsftpd with another configuration (the same
+// three %s: root, empty directory, log).
+func startVsftpdConf(t *testing.T, tp *topo.Topo, h topo.Host, dir, vsftpdConf string) string {
+	t.Helper()
 	base := filepath.Join(dir, h.Name)
 	root, empty := filepath.Join(base, "pub"), filepath.Join(base, "empty")
 	for _, d := range []string{root, empty} {
@@ -249,5 +256,80 @@ func TestFTPThroughNAT(t *testing.T) {
 		}
 	}
 	t.Logf("ftp_rewritten %v, ftp_data_conns %v", rewritten, data)
+	e.stop(t)
+}
+
+// TestFTPThroughNAT66: vsftpd on two IPv6 real servers behind an IPv6
+// VIP (NAT66) with the FTP helper on two lcores; curl downloads a 1 MiB
+// file in passive (EPSV) and active (EPRT |2|) mode, each twice, every
+// download byte for byte one server's file; the helper made the data
+// connections and dropped nothing.
+func TestFTPThroughNAT66(t *testing.T) {
+	if _, err := exec.LookPath("vsftpd"); err != nil {
+		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
+	}
+	e, dir := newEnv(t)
+	nat, err := topo.BuildNAT(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	withIPv6(t, e.topo, nat)
+	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, "["+v6VIP+"]"
+	conf6 := strings.Replace(vsftpdConf, "listen=YES\nlisten_ipv6=NO\n", "listen=NO\nlisten_ipv6=YES\n", 1)
+	sums := map[string]string{}
+	for _, h := range nat.Servers {
+		sums[startVsftpdConf(t, e.topo, h, dir, conf6)] = h.Name
+	}
+	cfg := harness.NATConfig(nat, e.topo.Suffix(), dir)
+	cfg.Workers = []int{0, 1}
+	cfg.WANAddr6, cfg.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+	svc := harness.Service{VIP: v6VIP, Port: 21, Scheduler: "rr", Helper: "ftp"}
+	for i := range nat.Servers {
+		svc.Servers = append(svc.Servers, harness.Server{Address: v6Server(i), Port: 21, Weight: 1})
+	}
+	cfg.Services = []harness.Service{svc}
+	e.startLBD(t, cfg, dir)
+
+	modes := []struct {
+		name  string
+		flags []string
+	}{
+		{"EPSV", []string{"-g", "--ftp-pasv"}},
+		{"EPRT", []string{"-g", "--ftp-port", "-"}},
+	}
+	var werr error
+	for i := 0; i < 5; i++ { // neighbour discovery on every side
+		if _, werr = e.fetch(t, dir, v6Client, modes[0].flags); werr == nil {
+			break
+		}
+		t.Logf("warm-up %d failed (allowed): %v", i, werr)
+	}
+	if werr != nil {
+		t.Fatalf("warm-up: no download succeeded: %v", werr)
+	}
+	got := map[string]int{}
+	for round := 0; round < 2; round++ {
+		for _, m := range modes {
+			sum, err := e.fetch(t, dir, v6Client, m.flags)
+			switch {
+			case err != nil:
+				t.Errorf("%s: %v", m.name, err)
+			case sums[sum] == "":
+				t.Errorf("%s: the download is neither server's file (sha256 %s)", m.name, sum)
+			default:
+				got[m.name+" "+sums[sum]]++
+			}
+		}
+	}
+	t.Logf("downloads per mode and server %v", got)
+	body := e.scrape(t)
+	if data := lcoreSum(body, "dplb_lcore_events_total", "counter", "ftp_data_conns"); data < 4 {
+		t.Errorf("ftp_data_conns %v, want at least 4", data)
+	}
+	for _, why := range []string{"ftp_unparsed", "ftp_expect_full", "ftp_table_full"} {
+		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
+			t.Errorf("%v segments dropped as %s", v, why)
+		}
+	}
 	e.stop(t)
 }

@@ -260,11 +260,16 @@ func (w *Worker) ftpData(d *desc) (uint32, conn.Dir, Stat, bool) {
 	if why := insertDrop(err); why != 0 {
 		return 0, 0, why, true
 	}
+	w.ftpDataOpened(&c)
+	return id, dir, 0, true
+}
+
+// ftpDataOpened counts data connection c, just entered.
+func (w *Worker) ftpDataOpened(c *conn.Conn) {
 	w.cnt.own[NewConns]++
 	w.cnt.own[FTPDataConns]++
-	w.cnt.dest[x.dest][DestConns]++
-	w.countState(x.dest, c.State, true)
-	return id, dir, 0, true
+	w.cnt.dest[c.Dest][DestConns]++
+	w.countState(c.Dest, c.State, true)
 }
 
 // ftpServicePort is the port of the FTP service whose helper expected
@@ -274,7 +279,11 @@ func (w *Worker) ftpData(d *desc) (uint32, conn.Dir, Stat, bool) {
 func (w *Worker) ftpServicePort(c *conn.Conn) uint16 {
 	for i := range w.snap.Services {
 		s := &w.snap.Services[i]
-		if s.Key.VIP == c.VIP && s.Key.Proto == hdr.ProtoTCP && s.Helper == HelperFTP && s.destIndex(c.Dest) >= 0 {
+		vip := s.Key.VIP
+		if s.Key.IsIPv6() {
+			vip = conn.Fold6(&s.Key.VIP6) // an IPv6 entry holds the fold
+		}
+		if s.Key.IsIPv6() == c.IsIPv6() && vip == c.VIP && s.Key.Proto == hdr.ProtoTCP && s.Helper == HelperFTP && s.destIndex(c.Dest) >= 0 {
 			return s.Key.Port
 		}
 	}

@@ -11,8 +11,9 @@ import (
 // prefix length instead of a netmask). The entries' address fields hold
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
 // persistence templates see in place of IPv4 addresses. FullNAT servers
-// of an IPv6 service are IPv4 ones: NAT64 (nat64.go). Not for IPv6 yet:
-// the SYN proxy and the FTP helper (configuration refuses them).
+// of an IPv6 service are IPv4 ones: NAT64 (nat64.go); the FTP helper
+// reads EPRT and 229 (ftp6.go). Not for IPv6 yet: the SYN proxy
+// (configuration refuses it).
 
 // forward6 is forward for an IPv6 TCP or UDP packet.
 func (w *Worker) forward6(d *desc) exit {
@@ -32,6 +33,16 @@ func (w *Worker) forward6(d *desc) exit {
 	}
 	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal6(dst) {
 		return w.probeAnswer6(d)
+	}
+	if !ok && w.snap.hasFTP && k.proto == hdr.ProtoTCP &&
+		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
+		var why Stat
+		if id, dir, why, ok = w.ftpData6(d, &src, &dst); why != 0 {
+			return drop(why)
+		}
+		if ok && dir == conn.Original {
+			w.learnClient6(d, &src)
+		}
 	}
 	if !ok {
 		var why Stat
@@ -79,6 +90,11 @@ func (w *Worker) forward6(d *desc) exit {
 	} else {
 		ds[DestOutPkts]++
 		ds[DestOutBytes] += uint64(d.m.PktLen())
+	}
+	if c.Flags&flagFTP != 0 {
+		if x, ok := w.ftpControl6(d, c, id, dir); !ok {
+			return x
+		}
 	}
 	a := w.table.Addrs6(id)
 	switch c.Fwd {
@@ -149,6 +165,10 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	if rs.Fwd.OneWay() {
 		c.Flags = conn.FlagOneWay
 	}
+	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
+		w.releaseTemplate(tmpl)
+		return 0, DropFTPTableFull
+	}
 	w.table.Relieve(w.now, w.expire)
 	a := conn.Addrs6{Client: *src, VIP: *dst, RIP: rs.Addr6}
 	var id uint32
@@ -168,6 +188,9 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	if why != 0 {
 		w.releaseTemplate(tmpl)
 		return 0, why
+	}
+	if svc.Helper == HelperFTP && rs.Fwd == fwd.NAT && w.ftp.add(id) { // room checked above
+		w.table.Get(id).Flags |= flagFTP
 	}
 	w.cnt.own[NewConns]++
 	w.cnt.dest[rs.ID][DestConns]++

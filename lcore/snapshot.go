@@ -160,6 +160,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		for _, d := range svc.Dests {
 			s.Counted = append(s.Counted, d.ID)
 		}
+		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		if svc.Key.IsIPv6() {
 			s.six.add(svc.Key, int32(i))
 			for _, a := range svc.LocalAddrs { // NAT64's
@@ -169,7 +170,6 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		}
 		s.serviceIndex.add(svc.Key.packed(), int32(i))
 		s.vips[svc.Key.VIP] = true
-		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true

@@ -33,9 +33,10 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
-		case (r.FTP || r.FTPData) && (r.Template || r.IPv6 || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
-			r.FTP && (r.FTPData || !r.FTPIn.Possible() || !r.FTPOut.Possible()) || r.FTPData != (r.ServicePort != 0):
-			b.Invalid++ // only VS/NAT TCP connections have an FTP helper's state
+		case (r.FTP || r.FTPData) && (r.Template || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
+			r.FTP && (r.FTPData || !r.FTPIn.Possible() || !r.FTPOut.Possible()) || r.FTPData != (r.ServicePort != 0) ||
+			r.FTP && r.IPv6 && (r.FTPIn != SeqShift{} || r.FTPOut != SeqShift{}):
+			b.Invalid++ // only VS/NAT TCP connections have an FTP helper's state, never shifted over IPv6
 		case r.Template && r.IPv6:
 			b.Invalid++ // an IPv6 template is rebuilt from its connections
 		case r.Template:

@@ -17,16 +17,21 @@ import (
 
 // installConn6 makes or updates one synced IPv6 connection.
 func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
-	si, ok := w.snap.service6(&r.Six.VIP, r.VPort, r.Proto)
+	vport := r.VPort
+	if r.FTPData { // of its FTP service, whose server has its address on another port
+		vport = r.ServicePort
+	}
+	si, ok := w.snap.service6(&r.Six.VIP, vport, r.Proto)
 	if !ok {
 		b.NoService++
 		return
 	}
 	svc := &w.snap.Services[si]
+	anyPort := r.FTPData && svc.Helper == HelperFTP
 	idx := -1
 	for i := range svc.Dests {
 		d := &svc.Dests[i]
-		if d.Port == r.RPort && (d.Fwd == fwd.FullNAT && d.Addr == r.RIP || d.Fwd != fwd.FullNAT && d.Addr6 == r.Six.RIP) {
+		if (d.Port == r.RPort || anyPort) && (d.Fwd == fwd.FullNAT && d.Addr == r.RIP || d.Fwd != fwd.FullNAT && d.Addr6 == r.Six.RIP) {
 			idx = i
 			break
 		}
@@ -42,13 +47,20 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 		return
 	}
 	a := conn.Addrs6{Client: r.Six.Client, VIP: r.Six.VIP, RIP: d.Addr6}
+	// An FTP control connection's helper comes along when the service
+	// here has it too (its adjustments are never shifted over IPv6).
+	ftp := r.FTP && svc.Helper == HelperFTP && d.Fwd == fwd.NAT && w.ftp != nil
 	if id, dir, found := w.table.Lookup6(r.Proto, &a.Client, r.ClientPort, &a.VIP, r.VPort); found {
 		c := w.table.Get(id)
 		same := dir == conn.Original && c.RPort == r.RPort &&
 			(nat64 && c.Fwd == fwd.FullNAT && c.RIP == r.RIP || !nat64 && c.Fwd != fwd.FullNAT && w.table.Addrs6(id).RIP == a.RIP)
-		if !w.syncedExisting(b, r, id, dir, c, same, false) {
+		if !w.syncedExisting(b, r, id, dir, c, same, ftp) {
 			return
 		}
+	}
+	if ftp && w.ftp.full() {
+		b.TableFull++ // as a new control connection is refused (ftp_table_full)
+		return
 	}
 	c := syncedEntry(r, d, si)
 	var id uint32
@@ -62,8 +74,11 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	if !syncedInserted(b, err) {
 		return
 	}
+	if ftp {
+		w.syncedFTP(id, w.table.Get(id), r) // room checked above
+	}
 	e := w.syncedInstalled(b, id, d.ID)
-	if svc.Persistence > 0 {
+	if svc.Persistence > 0 && !r.FTPData { // the helper's data connections hold no template
 		network := masked6(&a.Client, &svc.PersistMask6)
 		if slot := w.armTemplate(svc, conn.Fold6(&network)&svc.PersistMask, conn.Fold6(&a.VIP), r.VPort, r.Proto, d.ID); slot >= 0 {
 			e.Template = uint32(slot) + 1

@@ -81,6 +81,7 @@ func (w *Worker) syncConn(c *conn.Conn, id uint32) {
 		// The folds stay here; the peer's template is rebuilt from the
 		// connection (a template's key is a fold, not an address).
 		syncConn6(&r, a)
+		w.syncFTPFields(&r, c, id) // an IPv6 control connection's adjustments are never shifted
 		w.pushSync(r)
 		return
 	}
@@ -91,8 +92,8 @@ func (w *Worker) syncConn(c *conn.Conn, id uint32) {
 	}
 }
 
-// syncFTPFields gives r, made from entry c (IPv4, id), the FTP helper's
-// part: a control connection's state, a data connection's service.
+// syncFTPFields gives r, made from entry c (id), the FTP helper's part:
+// a control connection's state, a data connection's service.
 func (w *Worker) syncFTPFields(r *SyncConn, c *conn.Conn, id uint32) {
 	switch {
 	case r.HasExt:

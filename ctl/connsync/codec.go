@@ -121,6 +121,12 @@ const (
 
 	flagTemplate = 1
 	flagFTPData  = 2 // kind 6 only
+
+	// An IPv6 record's FTP byte (kind 5, byte 61): a VS/NAT TCP control
+	// connection of the FTP helper (its adjustments are never shifted over
+	// IPv6), or a data connection, whose service port follows (62-63).
+	ftp6Control = 1
+	ftp6Data    = 2
 )
 
 // Kind is what a message carries.
@@ -455,7 +461,16 @@ func appendRecord6(dst []byte, r *lcore.SyncConn) []byte {
 	dst = binary.BigEndian.AppendUint16(dst, r.ClientPort)
 	dst = binary.BigEndian.AppendUint16(dst, r.VPort)
 	dst = binary.BigEndian.AppendUint16(dst, r.RPort)
-	dst = append(dst, r.Proto, byte(r.State), byte(r.Fwd), 0, 0, 0)
+	var ftp byte
+	var servicePort uint16
+	switch {
+	case r.FTPData:
+		ftp, servicePort = ftp6Data, r.ServicePort
+	case r.FTP:
+		ftp = ftp6Control
+	}
+	dst = append(dst, r.Proto, byte(r.State), byte(r.Fwd), ftp)
+	dst = binary.BigEndian.AppendUint16(dst, servicePort)
 	var x conn.Ext
 	if r.HasExt {
 		x = r.Ext
@@ -467,7 +482,9 @@ func appendRecord6(dst []byte, r *lcore.SyncConn) []byte {
 // connection: TCP or UDP, a known state, addresses given (the client's,
 // the VIP's, and the server's of its family), NAT64 (an IPv4 server,
 // method fullnat) with its local endpoint and NAT66, DR and TUN without,
-// reserved bytes 0. What it accepts encodes back to the same bytes.
+// an FTP control or data connection only for NAT66 TCP (a data one with
+// its service port), other bytes 0. What it accepts encodes back to the
+// same bytes.
 func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
 	r := lcore.SyncConn{IPv6: true}
 	copy(r.Six.Client[:], b[0:16])
@@ -483,8 +500,13 @@ func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
 	if nat64 {
 		r.HasExt, r.Ext = true, decodeExt(x)
 	}
+	ftp, servicePort := b[61], binary.BigEndian.Uint16(b[62:])
+	r.FTP, r.FTPData = ftp == ftp6Control, ftp == ftp6Data
+	if r.FTPData {
+		r.ServicePort = servicePort
+	}
 	ok := (r.Proto == hdr.ProtoTCP || r.Proto == hdr.ProtoUDP) && r.State < conn.NumStates && r.Fwd <= fwd.FullNAT &&
-		b[61] == 0 && b[62] == 0 && b[63] == 0 &&
+		ftp <= ftp6Data && (servicePort != 0) == r.FTPData && (ftp == 0 || r.Proto == hdr.ProtoTCP && r.Fwd == fwd.NAT) &&
 		!r.Six.Client.IsUnspecified() && !r.Six.VIP.IsUnspecified() && r.ClientPort != 0
 	if nat64 {
 		return r, ok && r.Six.RIP.IsUnspecified() && r.RIP != 0 &&

@@ -14,7 +14,8 @@ import (
 func addr6(s string) hdr.Addr6 { return hdr.Addr6From(netip.MustParseAddr(s)) }
 
 // sampleRecords6: a NAT66 TCP connection, a DR UDP one, a NAT64 one with
-// its local endpoint and deltas.
+// its local endpoint and deltas, a NAT66 FTP control connection and one
+// of its data connections (of the service on port 21).
 func sampleRecords6() []lcore.SyncConn {
 	client, vip := addr6("2001:db8:1::7"), addr6("2001:db8:1::100")
 	return []lcore.SyncConn{
@@ -25,6 +26,10 @@ func sampleRecords6() []lcore.SyncConn {
 		{RIP: 0x0a000102, ClientPort: 40001, VPort: 8080, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateFinWait, Fwd: fwd.FullNAT,
 			HasExt: true, Ext: conn.Ext{LIP: 0x0a000132, LPort: 2049, ClientISN: 7, SeqOut: 0x80000001},
 			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip}},
+		{ClientPort: 40002, VPort: 21, RPort: 21, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT, FTP: true,
+			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: addr6("fd00:1::11")}},
+		{ClientPort: 40003, VPort: 50001, RPort: 50001, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT,
+			FTPData: true, ServicePort: 21, IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: addr6("fd00:1::11")}},
 	}
 }
 
@@ -78,7 +83,11 @@ func TestRecords6Refused(t *testing.T) {
 		"proto":              bad(func(b []byte) { b[58] = 1 }),
 		"state":              bad(func(b []byte) { b[59] = byte(conn.NumStates) }),
 		"fwd":                bad(func(b []byte) { b[60] = 9 }),
-		"reserved":           bad(func(b []byte) { b[62] = 1 }),
+		"port without data":  bad(func(b []byte) { b[62] = 1 }),
+		"FTP byte":           bad(func(b []byte) { b[61] = 3 }),
+		"FTP over DR":        bad(func(b []byte) { b[Record6Len+61] = ftp6Control }),
+		"FTP data no port":   bad(func(b []byte) { clear(b[4*Record6Len+62 : 4*Record6Len+64]) }),
+		"FTP data over UDP":  bad(func(b []byte) { b[4*Record6Len+58] = hdr.ProtoUDP }),
 		"NAT64 IPv6 RIP":     bad(func(b []byte) { b[2*Record6Len+40] = 1 }),
 		"NAT64 no IPv4 RIP":  bad(func(b []byte) { clear(b[2*Record6Len+48 : 2*Record6Len+52]) }),
 		"NAT64 no local":     bad(func(b []byte) { clear(b[2*Record6Len+64 : 2*Record6Len+68]) }),

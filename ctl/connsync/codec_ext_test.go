@@ -109,7 +109,7 @@ func checkPlainLength(t *testing.T, c *Codec, k Kind) {
 // TestGroupByKind: the extended records go after the plain ones, then
 // the IPv6 ones and the FTP ones last, each group in order.
 func TestGroupByKind(t *testing.T) {
-	plain, ext, six, ftp := sampleRecords(), sampleExtRecords(), sampleRecords6(), sampleFTPRecords()
+	plain, ext, six, ftp := sampleRecords(), sampleExtRecords(), sampleRecords6()[:3], sampleFTPRecords()
 	recs := []lcore.SyncConn{ftp[0], six[0], ext[0], plain[0], plain[1], ext[1], six[1], ftp[1], plain[2], ext[2], ftp[2], six[2]}
 	groupByKind(recs)
 	want := append(append(append(append([]lcore.SyncConn(nil), plain...), ext...), six...), ftp...)
