@@ -54,7 +54,7 @@ func (c *ConnInfo) SyncConn() SyncConn {
 		ClientIP: c.ClientIP, VIP: c.VIP, RIP: c.RIP, ClientPort: c.ClientPort, VPort: c.VPort, RPort: c.RPort,
 		Proto: c.Proto, State: c.State, Fwd: c.Fwd, Template: c.Template, HasExt: c.HasExt, Ext: c.Ext,
 	}
-	if !c.HasExt && !c.IPv6 && !c.Template {
+	if !c.HasExt && !c.Template {
 		r.FTP, r.FTPIn, r.FTPOut = c.FTP, c.FTPIn, c.FTPOut
 		r.FTPData, r.ServicePort = c.FTPData, c.ServicePort
 	}

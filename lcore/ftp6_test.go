@@ -137,3 +137,21 @@ func TestFTP6(t *testing.T) {
 		t.Fatal("the peer's control connection has no helper")
 	}
 }
+
+// TestFTP6Handover: the handover's record of an IPv6 FTP connection (a
+// listed connection's SyncConn) keeps its helper flag, or its data
+// connection's service port, as sync's does.
+func TestFTP6Handover(t *testing.T) {
+	six := conn.Addrs6{Client: clientAddr6, VIP: vip6, RIP: rs62}
+	for _, ci := range []ConnInfo{
+		{Proto: hdr.ProtoTCP, Fwd: fwd.NAT, ClientPort: 40000, VPort: 21, RPort: 21, FTP: true,
+			IPv6: true, Client6: six.Client, VIP6: six.VIP, RIP6: six.RIP},
+		{Proto: hdr.ProtoTCP, Fwd: fwd.NAT, ClientPort: 40001, VPort: 50001, RPort: 50001, FTPData: true, ServicePort: 21,
+			IPv6: true, Client6: six.Client, VIP6: six.VIP, RIP6: six.RIP},
+	} {
+		r := ci.SyncConn()
+		if r.FTP != ci.FTP || r.FTPData != ci.FTPData || r.ServicePort != ci.ServicePort || !r.IPv6 || r.Six != six {
+			t.Errorf("%+v became %+v", ci, r)
+		}
+	}
+}
