@@ -25,14 +25,19 @@ type ftpSession struct {
 	ns, vip string
 	c       net.Conn
 	r       *bufio.Reader
+	six     bool // over IPv6: EPSV (a 229) instead of PASV
 }
 
-// dialFTP opens a control connection from namespace ns to vip:21 and
-// logs in anonymously.
+// dialFTP opens a control connection from namespace ns to vip:21 (IPv4
+// or IPv6) and logs in anonymously.
 func dialFTP(ns, vip string) (*ftpSession, error) {
-	s := &ftpSession{ns: ns, vip: vip}
+	s := &ftpSession{ns: ns, vip: vip, six: strings.Contains(vip, ":")}
+	network := "tcp4"
+	if s.six {
+		network = "tcp6"
+	}
 	err := topo.InNS(ns, func() (err error) {
-		s.c, err = net.DialTimeout("tcp4", net.JoinHostPort(vip, "21"), 10*time.Second)
+		s.c, err = net.DialTimeout(network, net.JoinHostPort(vip, "21"), 10*time.Second)
 		return err
 	})
 	if err != nil {
@@ -105,24 +110,10 @@ func (s *ftpSession) cmd(c string) (int, error) {
 // on the client's window) and mid runs once 64 KiB have arrived, the
 // transfer still under way.
 func (s *ftpSession) retr(name string, mid func()) (sum, named string, err error) {
-	if _, err := io.WriteString(s.c, "PASV\r\n"); err != nil {
-		return "", "", err
+	var port int
+	if named, port, err = s.passive(); err != nil {
+		return "", named, err
 	}
-	line, err := s.reply(227)
-	if err != nil {
-		return "", "", err
-	}
-	open, end := strings.IndexByte(line, '('), strings.IndexByte(line, ')')
-	if open < 0 || end < open {
-		return "", "", fmt.Errorf("227 without an address: %q", line)
-	}
-	f := strings.Split(line[open+1:end], ",")
-	if len(f) != 6 {
-		return "", "", fmt.Errorf("227 %q", line)
-	}
-	p1, _ := strconv.Atoi(f[4])
-	p2, _ := strconv.Atoi(f[5])
-	named = strings.Join(f[:4], ".")
 	var d net.Conn
 	dialer := net.Dialer{Timeout: 10 * time.Second}
 	if mid != nil {
@@ -132,8 +123,12 @@ func (s *ftpSession) retr(name string, mid func()) (sum, named string, err error
 			return errors.Join(err, serr)
 		}
 	}
+	network := "tcp4"
+	if s.six {
+		network = "tcp6"
+	}
 	if err := topo.InNS(s.ns, func() (err error) {
-		d, err = dialer.Dial("tcp4", net.JoinHostPort(named, strconv.Itoa(p1<<8|p2)))
+		d, err = dialer.Dial(network, net.JoinHostPort(named, strconv.Itoa(port)))
 		return err
 	}); err != nil {
 		return "", named, fmt.Errorf("data connection to %s: %w", named, err)
@@ -163,6 +158,45 @@ func (s *ftpSession) retr(name string, mid func()) (sum, named string, err error
 	return hex.EncodeToString(h.Sum(nil)), named, nil
 }
 
+// passive asks for a passive data connection: PASV and the address and
+// port its 227 names or, over IPv6, EPSV and the control connection's
+// address (the VIP) with the port its 229 names.
+func (s *ftpSession) passive() (named string, port int, err error) {
+	if s.six {
+		if _, err := io.WriteString(s.c, "EPSV\r\n"); err != nil {
+			return "", 0, err
+		}
+		line, err := s.reply(229)
+		if err != nil {
+			return "", 0, err
+		}
+		open, end := strings.Index(line, "(|||"), strings.Index(line, "|)")
+		if open < 0 || end < open+4 {
+			return "", 0, fmt.Errorf("229 without a port: %q", line)
+		}
+		port, err = strconv.Atoi(line[open+4 : end])
+		return s.vip, port, err
+	}
+	if _, err := io.WriteString(s.c, "PASV\r\n"); err != nil {
+		return "", 0, err
+	}
+	line, err := s.reply(227)
+	if err != nil {
+		return "", 0, err
+	}
+	open, end := strings.IndexByte(line, '('), strings.IndexByte(line, ')')
+	if open < 0 || end < open {
+		return "", 0, fmt.Errorf("227 without an address: %q", line)
+	}
+	f := strings.Split(line[open+1:end], ",")
+	if len(f) != 6 {
+		return "", 0, fmt.Errorf("227 %q", line)
+	}
+	p1, _ := strconv.Atoi(f[4])
+	p2, _ := strconv.Atoi(f[5])
+	return strings.Join(f[:4], "."), p1<<8 | p2, nil
+}
+
 // TestFTPSurvivesUpgrade: an FTP control connection (vsftpd behind VS/NAT
 // with the helper, lbd on two lcores) downloads a file in passive mode,
 // whose 227 the helper rewrites to the VIP, two characters shorter than
@@ -186,10 +220,24 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 
 	c := newFTPCheck(t, nat.Client.NS, e.vip, sums)
 	defer c.s.c.Close()
+	body := c.acrossUpgrade(e, cfg)
+	if v := lcoreSum(body, "dplb_lcore_events_total", "counter", "ftp_rewritten"); v < 1 {
+		t.Errorf("the new lbd rewrote %v 227s, want the one after the upgrade", v)
+	}
+	c.quit()
+	e.stop(t)
+}
+
+// acrossUpgrade downloads before, across and after an upgrade of e's
+// lbd: the second download's data connection spans the upgrade (a 227
+// grows the shift before the handover), the control connection waiting
+// for its 226 meanwhile, and the third goes through the new lbd on the
+// same control connection. It returns the new lbd's metrics, checked
+// for the helper's drops.
+func (c *ftpCheck) acrossUpgrade(e *lbEnv, cfg harness.Config) string {
+	t := c.t
+	t.Helper()
 	c.download("before the upgrade", nil)
-	// The second download's data connection spans the upgrade (its 227
-	// grows the shift before the handover); the control connection
-	// waits for its 226 meanwhile.
 	c.download("across the upgrade", func() {
 		e.upgrade(t, cfg)
 		t.Logf("handover: %s", e.list(t).Info.Handover)
@@ -197,18 +245,38 @@ func TestFTPSurvivesUpgrade(t *testing.T) {
 	c.download("after the upgrade, on the same control connection", nil)
 	c.noop("after the upgrade")
 	body := e.scrape(t)
-	if v := lcoreSum(body, "dplb_lcore_events_total", "counter", "ftp_rewritten"); v < 1 {
-		t.Errorf("the new lbd rewrote %v 227s, want the one after the upgrade", v)
-	}
 	for _, why := range []string{"ftp_unparsed", "ftp_expect_full", "ftp_table_full"} {
 		if v := lcoreSum(body, "dplb_lcore_drops_total", "reason", why); v != 0 {
 			t.Errorf("%v segments dropped as %s", v, why)
 		}
 	}
+	return body
+}
+
+// quit ends the control connection as a client does.
+func (c *ftpCheck) quit() {
+	c.t.Helper()
 	io.WriteString(c.s.c, "QUIT\r\n")
 	if _, err := c.s.reply(221); err != nil {
-		t.Errorf("QUIT: %v", err)
+		c.t.Errorf("QUIT: %v", err)
 	}
+}
+
+// TestFTPSurvivesUpgrade6 is TestFTPSurvivesUpgrade over IPv6 (NAT66,
+// EPSV): a data connection spans lbd's upgrade, and the same control
+// connection downloads again through the new lbd, whose helper must
+// know it (else the 229 announces nothing and the data connection
+// finds no server).
+func TestFTPSurvivesUpgrade6(t *testing.T) {
+	e, dir, sums, cfg := ftpNAT66Env(t, 1)
+	e.startLBD(t, cfg, dir)
+	c := newFTPCheck(t, e.client.NS, v6VIP, sums)
+	defer c.s.c.Close()
+	body := c.acrossUpgrade(e, cfg)
+	if v := lcoreSum(body, "dplb_lcore_events_total", "counter", "ftp_data_conns"); v < 1 {
+		t.Errorf("the new lbd made %v FTP data connections, want the one after the upgrade", v)
+	}
+	c.quit()
 	e.stop(t)
 }
 

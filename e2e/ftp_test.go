@@ -151,6 +151,13 @@ func (e *lbEnv) fetch(t *testing.T, dir, src string, flags []string) (string, er
 // and starts lbd.
 func ftpNATEnv(t *testing.T, n int) (*lbEnv, string, *topo.NAT, map[string]string, harness.Config) {
 	t.Helper()
+	return ftpEnv(t, n, false)
+}
+
+// ftpEnv is ftpNATEnv, with IPv6 on every side (and vsftpd listening on
+// it) when six: e.vip is then "[VIP]", for URLs.
+func ftpEnv(t *testing.T, n int, six bool) (*lbEnv, string, *topo.NAT, map[string]string, harness.Config) {
+	t.Helper()
 	if _, err := exec.LookPath("vsftpd"); err != nil {
 		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
 	}
@@ -160,9 +167,15 @@ func ftpNATEnv(t *testing.T, n int) (*lbEnv, string, *topo.NAT, map[string]strin
 		t.Fatalf("build topology: %v", err)
 	}
 	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, nat.VIP.String()
+	conf := vsftpdConf
+	if six {
+		withIPv6(t, e.topo, nat)
+		e.vip = "[" + v6VIP + "]"
+		conf = strings.Replace(vsftpdConf, "listen=YES\nlisten_ipv6=NO\n", "listen=NO\nlisten_ipv6=YES\n", 1)
+	}
 	sums := map[string]string{}
 	for _, h := range nat.Servers {
-		sums[startVsftpd(t, e.topo, h, dir)] = h.Name
+		sums[startVsftpdConf(t, e.topo, h, dir, conf)] = h.Name
 	}
 	cfg := harness.NATConfig(nat, e.topo.Suffix(), dir)
 	cfg.Workers = []int{0, 1}
@@ -172,6 +185,9 @@ func ftpNATEnv(t *testing.T, n int) (*lbEnv, string, *topo.NAT, map[string]strin
 	}
 	for i := range cfg.Ports {
 		cfg.Ports[i].Device += ",qpairs=2"
+	}
+	if six {
+		cfg.Ports[0].Address6, cfg.Ports[1].Address6 = v6WAN+"/64", v6LAN+"/64"
 	}
 	return e, dir, nat, sums, cfg
 }
@@ -265,29 +281,7 @@ func TestFTPThroughNAT(t *testing.T) {
 // download byte for byte one server's file; the helper made the data
 // connections and dropped nothing.
 func TestFTPThroughNAT66(t *testing.T) {
-	if _, err := exec.LookPath("vsftpd"); err != nil {
-		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
-	}
-	e, dir := newEnv(t)
-	nat, err := topo.BuildNAT(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	withIPv6(t, e.topo, nat)
-	e.client, e.servers, e.lbNS, e.vip = nat.Client, nat.Servers, nat.LBNS, "["+v6VIP+"]"
-	conf6 := strings.Replace(vsftpdConf, "listen=YES\nlisten_ipv6=NO\n", "listen=NO\nlisten_ipv6=YES\n", 1)
-	sums := map[string]string{}
-	for _, h := range nat.Servers {
-		sums[startVsftpdConf(t, e.topo, h, dir, conf6)] = h.Name
-	}
-	cfg := harness.NATConfig(nat, e.topo.Suffix(), dir)
-	cfg.Workers = []int{0, 1}
-	cfg.WANAddr6, cfg.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
-	svc := harness.Service{VIP: v6VIP, Port: 21, Scheduler: "rr", Helper: "ftp"}
-	for i := range nat.Servers {
-		svc.Servers = append(svc.Servers, harness.Server{Address: v6Server(i), Port: 21, Weight: 1})
-	}
-	cfg.Services = []harness.Service{svc}
+	e, dir, sums, cfg := ftpNAT66Env(t, 2)
 	e.startLBD(t, cfg, dir)
 
 	modes := []struct {
@@ -332,4 +326,17 @@ func TestFTPThroughNAT66(t *testing.T) {
 		}
 	}
 	e.stop(t)
+}
+
+// ftpNAT66Env is ftpEnv with IPv6 and [VIP]:21 configured: the FTP
+// helper, rr over the servers' port 21 (their IPv6 addresses).
+func ftpNAT66Env(t *testing.T, n int) (*lbEnv, string, map[string]string, harness.Config) {
+	t.Helper()
+	e, dir, nat, sums, cfg := ftpEnv(t, n, true)
+	svc := harness.Service{VIP: v6VIP, Port: 21, Scheduler: "rr", Helper: "ftp"}
+	for i := range nat.Servers {
+		svc.Servers = append(svc.Servers, harness.Server{Address: v6Server(i), Port: 21, Weight: 1})
+	}
+	cfg.Services = []harness.Service{svc}
+	return e, dir, sums, cfg
 }

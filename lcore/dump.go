@@ -145,6 +145,7 @@ func (w *Worker) runDump() {
 					ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
 					ci.HasExt, ci.Ext = true, *x
 				}
+				w.dumpFTPFields(&ci, c, id)
 				r.add(ci)
 			}
 			return
@@ -161,9 +162,7 @@ func (w *Worker) runDump() {
 					ci.LIP, ci.LPort = x.LIP, x.LPort
 				}
 			}
-			f := SyncConn{HasExt: ci.HasExt}
-			w.syncFTPFields(&f, c, id)
-			ci.FTP, ci.FTPIn, ci.FTPOut, ci.FTPData, ci.ServicePort = f.FTP, f.FTPIn, f.FTPOut, f.FTPData, f.ServicePort
+			w.dumpFTPFields(&ci, c, id)
 			r.add(ci)
 		}
 	})
@@ -218,4 +217,12 @@ func (w *Worker) dumpTemplates(r *DumpRequest) {
 		w.dump = nil
 		r.done.Store(true)
 	}
+}
+
+// dumpFTPFields gives ci, listed from entry c (id), the FTP helper's part
+// as sync would send it.
+func (w *Worker) dumpFTPFields(ci *ConnInfo, c *conn.Conn, id uint32) {
+	f := SyncConn{HasExt: ci.HasExt}
+	w.syncFTPFields(&f, c, id)
+	ci.FTP, ci.FTPIn, ci.FTPOut, ci.FTPData, ci.ServicePort = f.FTP, f.FTPIn, f.FTPOut, f.FTPData, f.ServicePort
 }
