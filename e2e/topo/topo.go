@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -360,8 +361,24 @@ func (t *Topo) Teardown() {
 		}
 	}
 	for i := len(nss) - 1; i >= 0; i-- {
+		// What a started process left behind in the namespace (vsftpd's
+		// session processes, which leave its process group) dies with it.
+		t.killAllIn(nss[i])
 		if _, err := t.Exec("", "ip", "netns", "del", nss[i]); err != nil {
 			t.log.Logf("topo teardown: %v", err)
+		}
+	}
+}
+
+// killAllIn kills every process still in namespace ns.
+func (t *Topo) killAllIn(ns string) {
+	out, err := t.Exec("", "ip", "netns", "pids", ns)
+	if err != nil {
+		return
+	}
+	for _, f := range strings.Fields(out) {
+		if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
 }

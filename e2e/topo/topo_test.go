@@ -154,3 +154,45 @@ func TestNATTopology(t *testing.T) {
 		t.Errorf("the VIP answered without lbd: %+v", res[0])
 	}
 }
+
+// TestTeardownKillsLeftovers: a process that left its starter's process
+// group (as vsftpd's session processes do) dies with its namespace.
+func TestTeardownKillsLeftovers(t *testing.T) {
+	needRoot(t)
+	tp := topo.New(t)
+	ns, err := tp.AddNS("left")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its output elsewhere: a pipe it held open would keep its starter's
+	// Wait from returning.
+	if _, err := tp.Start(ns, &harness.Buffer{}, "sh", "-c", "setsid --fork sleep 300 </dev/null >/dev/null 2>&1"); err != nil {
+		t.Fatal(err)
+	}
+	var pids []string
+	for deadline := time.Now().Add(5 * time.Second); len(pids) == 0; time.Sleep(20 * time.Millisecond) {
+		out, _ := exec.Command("ip", "netns", "pids", ns).Output()
+		for _, p := range strings.Fields(string(out)) {
+			if comm, _ := os.ReadFile("/proc/" + p + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+				pids = append(pids, p)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the detached sleep never ran")
+		}
+	}
+	tp.Teardown()
+	for _, p := range pids {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			b, err := os.ReadFile("/proc/" + p + "/stat")
+			if err != nil || strings.Contains(string(b), ") Z ") {
+				break // gone, or dead and waiting for init to reap it
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("process %s outlived its namespace", p)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
