@@ -240,15 +240,9 @@ func waitHealth6(t *testing.T, e *natEnv, addr, want string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
 		h, reason := "", ""
-		if svc := findService(resp, v6VIP, 80); svc != nil {
-			if rs := findServer(svc, addr, 8080); rs != nil {
-				h, reason = rs.Health, rs.HealthReason
-			}
+		if rs := server6(t, e, 80, addr); rs != nil {
+			h, reason = rs.Health, rs.HealthReason
 		}
 		if h == want {
 			return
@@ -266,20 +260,12 @@ func waitSorry6(t *testing.T, e *natEnv, port uint16, standing bool) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		svc := findService(resp, v6VIP, port)
-		var rs *api.RealServer
-		if svc != nil {
-			rs = findServer(svc, v6Sorry, 8080)
-		}
+		rs := server6(t, e, port, v6Sorry)
 		if got := rs != nil && rs.Health == "sorry"; got == standing {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("[%s]:%d: the sorry server standing in is not %v: %+v", v6VIP, port, standing, svc)
+			t.Fatalf("[%s]:%d: the sorry server standing in is not %v: %+v", v6VIP, port, standing, rs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -289,16 +275,24 @@ func waitSorry6(t *testing.T, e *natEnv, port uint16, standing bool) {
 // server addr:8080's health.
 func healthReason6(t *testing.T, e *natEnv, port uint16, addr string) string {
 	t.Helper()
+	if rs := server6(t, e, port, addr); rs != nil {
+		return rs.HealthReason
+	}
+	return ""
+}
+
+// server6 is server addr:8080 of the [VIP]:port service as lbctl lists
+// it, nil when it is not listed.
+func server6(t *testing.T, e *natEnv, port uint16, addr string) *api.RealServer {
+	t.Helper()
 	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if svc := findService(resp, v6VIP, port); svc != nil {
-		if rs := findServer(svc, addr, 8080); rs != nil {
-			return rs.HealthReason
-		}
+		return findServer(svc, addr, 8080)
 	}
-	return ""
+	return nil
 }
 
 // TestNAT64ProxyV2: an IPv6 service whose IPv4 servers (NAT64) read PROXY

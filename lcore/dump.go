@@ -202,7 +202,8 @@ func (w *Worker) dumpTemplates(r *DumpRequest) {
 			if di := svc.destIndex(uint32(v&templateDest) - 1); di >= 0 {
 				c.RIP, c.RPort, c.Fwd = svc.Dests[di].Addr, svc.Dests[di].Port, svc.Dests[di].Fwd
 			}
-		} else if svc := w.snap.service6Folded(vip, vport, proto); svc != nil {
+		} else if si, ok := w.snap.service6Folded(vip, vport, proto); ok {
+			svc := &w.snap.Services[si]
 			// An IPv6 service's template: its key holds folds, so the
 			// client network is not known (Client6 stays ::).
 			c.IPv6, c.VIP6, c.ClientIP, c.VIP = true, svc.Key.VIP6, 0, 0

@@ -90,16 +90,6 @@ func parseEPRT6(p []byte) (hdr.Addr6, uint16, bool) {
 	return hdr.Addr6From(a), uint16(port), true
 }
 
-// ftpService6 is the IPv6 FTP service whose VIP folds to vip, on port.
-func (s *Snapshot) ftpService6(vip uint32, port uint16) (int32, bool) {
-	for key, i := range s.six.services {
-		if key.Port == port && key.Proto == hdr.ProtoTCP && conn.Fold6(&key.VIP6) == vip && s.Services[i].Helper == HelperFTP {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
 // ftpData6 is ftpData for an IPv6 SYN from src to dst.
 func (w *Worker) ftpData6(d *desc, src, dst *hdr.Addr6) (uint32, conn.Dir, Stat, bool) {
 	k := &d.flow
@@ -107,8 +97,8 @@ func (w *Worker) ftpData6(d *desc, src, dst *hdr.Addr6) (uint32, conn.Dir, Stat,
 	if !w.expects.take(conn.Fold6(src), conn.Fold6(dst), k.dport, w.now+w.tmplOff, &x) {
 		return 0, 0, 0, false
 	}
-	si, ok := w.snap.ftpService6(x.vip, x.vport)
-	if !ok {
+	si, ok := w.snap.service6Folded(x.vip, x.vport, hdr.ProtoTCP)
+	if !ok || w.snap.Services[si].Helper != HelperFTP {
 		return 0, 0, DropNoService, true
 	}
 	svc := &w.snap.Services[si]

@@ -24,8 +24,7 @@ func (w *Worker) forward6(d *desc) exit {
 	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original &&
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
 		// A reused port of a finished connection opens a new one (forward).
-		if c := w.table.Get(id); c.State == conn.StateTimeWait || c.State == conn.StateClose ||
-			c.State == conn.StateFinWait && c.Fwd.OneWay() {
+		if c := w.table.Get(id); finished(c) {
 			w.expireEntry(id, c)
 			w.table.Delete(id)
 			ok = false
@@ -138,6 +137,9 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
+	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
+		return 0, DropFTPTableFull
+	}
 	vip := conn.Fold6(dst)
 	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = conn.Fold6(src), k.sport, vip, k.dport
 	w.flow.Proto, w.flow.Now = k.proto, w.now
@@ -164,10 +166,6 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	}
 	if rs.Fwd.OneWay() {
 		c.Flags = conn.FlagOneWay
-	}
-	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
-		w.releaseTemplate(tmpl)
-		return 0, DropFTPTableFull
 	}
 	w.table.Relieve(w.now, w.expire)
 	a := conn.Addrs6{Client: *src, VIP: *dst, RIP: rs.Addr6}

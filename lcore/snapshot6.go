@@ -87,12 +87,12 @@ func masked6(a, mask *hdr.Addr6) hdr.Addr6 {
 }
 
 // service6Folded finds the IPv6 service whose VIP folds to vip (a
-// persistence template's key); control work.
-func (s *Snapshot) service6Folded(vip uint32, port uint16, proto uint8) *Service {
+// persistence template's key, an FTP expectation's); control work.
+func (s *Snapshot) service6Folded(vip uint32, port uint16, proto uint8) (int32, bool) {
 	for k, i := range s.six.services {
 		if k.Port == port && k.Proto == proto && conn.Fold6(&k.VIP6) == vip {
-			return &s.Services[i]
+			return i, true
 		}
 	}
-	return nil
+	return 0, false
 }
