@@ -188,6 +188,13 @@ func probeHTTP(ctx context.Context, t Target) (bool, string) {
 		return false, errReason(ctx, err, c.Timeout)
 	}
 	defer resp.Body.Close()
+	// The transport may still hand back an answer that raced the
+	// deadline's cancellation (a TLS server sees the close_notify, ends
+	// its handler and replies before the socket closes): an answer after
+	// the timeout is a timeout.
+	if ctx.Err() != nil {
+		return false, errReason(ctx, ctx.Err(), c.Timeout)
+	}
 	if !c.StatusOK(resp.StatusCode) {
 		return false, fmt.Sprintf("HTTP status %d, want %s", resp.StatusCode, c.ExpectStatus)
 	}
