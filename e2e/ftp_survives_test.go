@@ -343,11 +343,23 @@ func (c *ftpCheck) noop(when string) {
 // transfer finishes, and the same control connection downloads a third
 // time through the new master, every file byte for byte its server's,
 // all from the same server.
-func TestFailoverFTP(t *testing.T) {
-	e := newHAEnvWith(t, false, false, true)
+func TestFailoverFTP(t *testing.T) { testFailoverFTP(t, false) }
+
+// TestFailoverFTP6 is TestFailoverFTP over IPv6: the FTP service on
+// haVIP6 by NAT66, EPSV's 229 in the control connection, the backup
+// holding both connections from IPv6 sync records with the helper's flag
+// and service port; the new master's unsolicited NA moves the VIP.
+func TestFailoverFTP6(t *testing.T) { testFailoverFTP(t, true) }
+
+func testFailoverFTP(t *testing.T, six bool) {
+	e := newHAEnvWith(t, false, six, true)
 	a, b := e.nodes[0], e.nodes[1]
 	e.checkMaster(t, "at start", a)
-	c := newFTPCheck(t, e.ha.Client.NS, e.ha.VIP.String(), e.ftp)
+	vip := e.ha.VIP.String()
+	if six {
+		vip = haVIP6
+	}
+	c := newFTPCheck(t, e.ha.Client.NS, vip, e.ftp)
 	defer c.s.c.Close()
 	c.download("before the failover", nil)
 	// The backup holds the control connection (and the first data

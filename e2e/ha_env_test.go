@@ -77,7 +77,7 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 // router (VS/DR) and the servers' segment, and an IPv6 echo service on
 // haVIP6 (withIPv6), with VS/NAT a NAT64 one too (nat64);
 // with ftp (VS/NAT only) vsftpd on the real servers and an FTP service
-// with the helper on VIP:21.
+// with the helper on VIP:21 (with six instead haVIP6:21, by NAT66).
 func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
@@ -133,8 +133,12 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 			t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
 		}
 		e.ftp = map[string]string{}
+		conf := vsftpdConf
+		if six { // the FTP service is the IPv6 one (config)
+			conf = strings.Replace(vsftpdConf, "listen=YES\nlisten_ipv6=NO\n", "listen=NO\nlisten_ipv6=YES\n", 1)
+		}
 		for _, s := range h.Servers {
-			e.ftp[startVsftpd(t, tp, s, dir)] = s.Name
+			e.ftp[startVsftpdConf(t, tp, s, dir, conf)] = s.Name
 		}
 	}
 	if six {
@@ -208,7 +212,15 @@ func (e *haEnv) config(n *haNode) harness.Config {
 			ports[1].Floating = append(ports[1].Floating, haNATFloating6)
 			services = append(services, e.echo6("nat"), e.nat64())
 		}
-		if e.ftp != nil {
+		switch {
+		case e.ftp != nil && e.six:
+			ftp := e.echo6("nat")
+			ftp.Port, ftp.Helper = 21, "ftp"
+			for i := range ftp.Servers {
+				ftp.Servers[i].Port = 21
+			}
+			services = append(services, ftp)
+		case e.ftp != nil:
 			ftp := svc(21, 21, "nat")
 			ftp.Helper = "ftp"
 			services = append(services, ftp)
