@@ -36,8 +36,13 @@ var ErrNoExt = errors.New("conn: table has no extension array")
 // ErrNoSix is returned by Insert6 on a table without EnableSix.
 var ErrNoSix = errors.New("conn: table has no IPv6 address array")
 
-// indexedExt marks an entry whose Reply key is RIP:RPort -> LIP:LPort.
-const indexedExt uint8 = 1 << 2
+// indexedExt marks an entry with an extension; indexedLocal one whose
+// Reply key is then RIP:RPort -> LIP:LPort (IPv4), FullNAT's and NAT64's.
+// A NAT66 entry's extension (Insert6Seq) keeps NAT66's Reply key.
+const (
+	indexedExt   uint8 = 1 << 2
+	indexedLocal uint8 = 1 << 4
+)
 
 // EnableExt allocates the extension array (once; later calls do nothing).
 // Control work: it allocates 32 bytes per entry.

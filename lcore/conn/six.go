@@ -91,7 +91,7 @@ func (t *Table) find6(h uint32, proto uint8, src *hdr.Addr6, s uint32, srcPort u
 		}
 		id, dir := sl.id(), sl.dir()
 		e := &t.entries[id]
-		if e.indexed&indexedSix == 0 || dir == Reply && e.indexed&indexedExt != 0 ||
+		if e.indexed&indexedSix == 0 || dir == Reply && e.indexed&indexedLocal != 0 ||
 			!e.matches(dir, proto, s, srcPort, d, dstPort) {
 			continue // IPv4, or a NAT64 entry's IPv4 reply key
 		}
@@ -114,7 +114,7 @@ func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
 		return 0, ErrNoSix
 	}
 	c.ClientIP, c.VIP, c.RIP = Fold6(&a.Client), Fold6(&a.VIP), Fold6(&a.RIP)
-	return t.insert6(c, a, nil)
+	return t.insert6(c, a, nil, false)
 }
 
 // Insert6Ext enters a NAT64 connection: an IPv6 client and VIP (their
@@ -133,10 +133,29 @@ func (t *Table) Insert6Ext(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 		return 0, ErrNoExt
 	}
 	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
-	return t.insert6(c, a, x)
+	return t.insert6(c, a, x, true)
 }
 
-func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
+// Insert6Seq is Insert6 for a NAT66 connection with an extension x (a
+// SYN proxy's sequence deltas): its keys are Insert6's, x.LIP and
+// x.LPort are unused. Errors as Insert6's, and ErrNoExt.
+func (t *Table) Insert6Seq(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
+	if c == nil || a == nil || x == nil {
+		return 0, ErrNilConn
+	}
+	if t.six == nil {
+		return 0, ErrNoSix
+	}
+	if t.ext == nil {
+		return 0, ErrNoExt
+	}
+	c.ClientIP, c.VIP, c.RIP = Fold6(&a.Client), Fold6(&a.VIP), Fold6(&a.RIP)
+	return t.insert6(c, a, x, false)
+}
+
+// insert6 enters an IPv6 connection; with an extension x, its Reply key
+// is IPv4's RIP:RPort -> LIP:LPort when local (NAT64), else IPv6's.
+func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) {
 	if len(t.free) == 0 {
 		return 0, ErrFull
 	}
@@ -144,10 +163,11 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	if _, _, ok := t.find6(hOrig, c.Proto, &a.Client, c.ClientIP, c.ClientPort, &a.VIP, c.VIP, c.VPort); ok {
 		return 0, ErrExists
 	}
-	twoWay := c.Flags&FlagOneWay == 0 || x != nil
+	local = local && x != nil
+	twoWay := c.Flags&FlagOneWay == 0 || local
 	var hReply uint32
 	switch {
-	case x != nil:
+	case local:
 		// The reply key is IPv4's: RIP:RPort -> LIP:LPort.
 		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort)
 		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort); ok {
@@ -174,6 +194,9 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	if x != nil {
 		t.ext[id] = *x
 		e.indexed |= indexedExt
+		if local {
+			e.indexed |= indexedLocal
+		}
 	}
 	t.place(hOrig, makeRef(id, Original))
 	if twoWay {

@@ -135,6 +135,45 @@ func TestInsert6Ext(t *testing.T) {
 	}
 }
 
+// TestInsert6Seq: a NAT66 connection with an extension keeps NAT66's
+// keys (its Reply key the server -> client one, IPv6), never an IPv4
+// lookup's, and its extension is its own until deleted.
+func TestInsert6Seq(t *testing.T) {
+	tb, _ := NewWithSeed(64, 1)
+	tb.EnableSix()
+	tb.EnableExt()
+	a := &Addrs6{Client: a6("2001:db8::1"), VIP: a6("2001:db8::10"), RIP: a6("fd00::11")}
+	c := &Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}
+	id, err := tb.Insert6Seq(c, a, &Ext{ClientISN: 7, ServerISN: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80); !ok || got != id || d != Original {
+		t.Fatalf("client side: %d %v %v", got, d, ok)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.RIP, 8080, &a.Client, 1000); !ok || got != id || d != Reply {
+		t.Fatalf("server side: %d %v %v", got, d, ok)
+	}
+	e := tb.Get(id)
+	if _, _, ok := tb.Lookup(6, e.RIP, 8080, e.ClientIP, 1000); ok {
+		t.Fatal("an IPv4 lookup of the reply's folds matched")
+	}
+	if x := tb.Ext(id); x == nil || x.ClientISN != 7 || x.ServerISN != 9 || tb.Addrs6(id) == nil {
+		t.Fatalf("extension %+v or addresses missing", x)
+	}
+	if _, err := tb.Insert6Seq(&Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}, a, &Ext{}); !errors.Is(err, ErrExists) {
+		t.Fatalf("same connection again: %v", err)
+	}
+	tb.Delete(id)
+	if _, _, ok := tb.Lookup6(6, &a.RIP, 8080, &a.Client, 1000); ok {
+		t.Fatal("deleted entry found")
+	}
+	id2, err := tb.Insert6(&Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080}, a)
+	if err != nil || tb.Ext(id2) != nil {
+		t.Fatalf("a plain NAT66 entry after it: %v, extension %+v", err, tb.Ext(id2))
+	}
+}
+
 // TestBytesPerConn: an IPv4 connection costs its 64-byte entry, four
 // 8-byte index cells, a 4-byte free-list slot and a 4-byte expiry bound
 // (104 bytes); an IPv6 one the 48-byte address array besides (152); the

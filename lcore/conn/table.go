@@ -142,7 +142,7 @@ func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP 
 		}
 		id, d := s.id(), s.dir()
 		e := &t.entries[id]
-		if d == Reply && e.indexed&indexedExt != 0 {
+		if d == Reply && e.indexed&indexedLocal != 0 {
 			if t.ext[id].matchesReply(e, proto, srcIP, srcPort, dstIP, dstPort) {
 				return id, d, true
 			}
@@ -234,7 +234,7 @@ func (t *Table) insertHashed(c *Conn, x *Ext, hOrig uint32) (id uint32, err erro
 	t.due[id] = dueBound(e.Expires)
 	if x != nil {
 		t.ext[id] = *x
-		e.indexed |= indexedExt
+		e.indexed |= indexedExt | indexedLocal
 	}
 	t.place(hOrig, makeRef(id, Original))
 	if twoWay {
