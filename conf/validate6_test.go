@@ -42,6 +42,10 @@ func TestIPv6ServiceValid(t *testing.T) {
 	if err := c.Validate(schedulers); err != nil {
 		t.Fatalf("proxy_protocol or probes through lbd refused for an IPv6 service: %v", err)
 	}
+	c.Services[2].SynProxy, c.Services[2].Servers = true, c.Services[2].Servers[:1] // NAT66 only
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("the SYN proxy refused for an IPv6 service of nat servers: %v", err)
+	}
 }
 
 // TestIPv6ServiceRefused: bad IPv6 services are refused naming the field
@@ -63,7 +67,11 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"prefix on IPv4", "services[0].persistence_prefix", "IPv6", func(c *conf.Config) { c.Services[0].PersistencePrefix = 24 }},
 		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
 		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
-		{"synproxy", "services[2].synproxy", "IPv6", func(c *conf.Config) { c.Services[2].SynProxy = true }},
+		{"synproxy with a NAT64 server", "services[2].synproxy", "servers[1] is fullnat", func(c *conf.Config) {
+			c.Services[2].SynProxy = true
+			c.Services[2].Servers[1] = conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"}
+		}},
+		{"synproxy with a dr server", "services[2].servers[1].forward", "dr with synproxy", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
 		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},
 		{"link-local sorry server", "services[2].sorry_server", "not a global or unique local", func(c *conf.Config) { c.Services[2].SorryServer = "[fe80::9]:80" }},

@@ -18,54 +18,71 @@ import (
 )
 
 // synFlood sends n TCP SYNs to dst:dport from ns through a raw socket,
-// each from a random address of spoofed (a /16) and a random port, at
+// each from a random address of spoofed (an IPv4 /16, or an IPv6 prefix
+// of /64 or shorter: a random interface identifier) and a random port, at
 // most rate a second, and stops early after limit. It returns how many it
 // sent.
 func synFlood(ns string, spoofed netip.Prefix, dst netip.Addr, dport uint16, n, rate int, limit time.Duration) (int, error) {
+	family, ipLen := unix.AF_INET6, hdr.IPv6Len
+	var to unix.Sockaddr = &unix.SockaddrInet6{Addr: dst.As16()}
+	if dst.Is4() {
+		family, ipLen = unix.AF_INET, hdr.IPv4MinLen
+		to = &unix.SockaddrInet4{Addr: dst.As4()}
+	}
 	var fd int
 	if err := topo.InNS(ns, func() error {
 		var err error
-		fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
+		// IPPROTO_RAW: the packets carry their own IP header.
+		fd, err = unix.Socket(family, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.IPPROTO_RAW)
 		return err
 	}); err != nil {
 		return 0, fmt.Errorf("raw socket in %s: %w", ns, err)
 	}
 	defer unix.Close(fd)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 18))
-	base := binary.BigEndian.Uint32(spoofed.Masked().Addr().AsSlice())
-	hostBits := uint32(1)<<(32-spoofed.Bits()) - 1
-	dstIP := binary.BigEndian.Uint32(dst.AsSlice())
-	to := &unix.SockaddrInet4{Addr: dst.As4()}
-	pkt := make([]byte, 40)
+	pkt := make([]byte, ipLen+20)
+	tcp := pkt[ipLen:]
+	fill := func() { // the IP header, then the SYN's checksum over it
+		clear(tcp)
+		binary.BigEndian.PutUint16(tcp[0:], uint16(1024+rng.IntN(64000)))
+		binary.BigEndian.PutUint16(tcp[2:], dport)
+		binary.BigEndian.PutUint32(tcp[4:], rng.Uint32())
+		tcp[12] = 5 << 4
+		tcp[13] = hdr.TCPFlagSYN
+		binary.BigEndian.PutUint16(tcp[14:], 64240)
+		if dst.Is6() {
+			src := hdr.Addr6(spoofed.Masked().Addr().As16())
+			binary.BigEndian.PutUint64(src[8:], rng.Uint64()|1)
+			dst6 := hdr.Addr6(dst.As16())
+			hdr.IPv6(pkt).Encode(20, hdr.ProtoTCP, 64, src, dst6)
+			binary.BigEndian.PutUint16(tcp[16:], hdr.TransportChecksum6(src, dst6, hdr.ProtoTCP, tcp))
+			return
+		}
+		base := binary.BigEndian.Uint32(spoofed.Masked().Addr().AsSlice())
+		src := base | (rng.Uint32() & (uint32(1)<<(32-spoofed.Bits()) - 1))
+		if src&0xff == 0 || src&0xff == 0xff {
+			src ^= 1
+		}
+		dstIP := binary.BigEndian.Uint32(dst.AsSlice())
+		ip := hdr.IPv4(pkt)
+		ip[0] = 0x45
+		binary.BigEndian.PutUint16(ip[2:], 40)
+		binary.BigEndian.PutUint16(ip[4:], uint16(rng.Uint32()))
+		ip[6], ip[7] = 0x40, 0 // DF
+		ip[8] = 64
+		ip[9] = hdr.ProtoTCP
+		binary.BigEndian.PutUint32(ip[12:], src)
+		binary.BigEndian.PutUint32(ip[16:], dstIP)
+		// The kernel fills in the IP checksum of a raw IPPROTO_RAW packet.
+		binary.BigEndian.PutUint16(tcp[16:], hdr.TransportChecksum(src, dstIP, hdr.ProtoTCP, tcp))
+	}
 	const batch = 50
 	pause := time.Duration(batch) * time.Second / time.Duration(rate)
 	start := time.Now()
 	sent := 0
 	for sent < n && time.Since(start) < limit {
 		for range batch {
-			src := base | (rng.Uint32() & hostBits)
-			if src&0xff == 0 || src&0xff == 0xff {
-				src ^= 1
-			}
-			ip := hdr.IPv4(pkt)
-			ip[0] = 0x45
-			binary.BigEndian.PutUint16(ip[2:], 40)
-			binary.BigEndian.PutUint16(ip[4:], uint16(rng.Uint32()))
-			ip[6], ip[7] = 0x40, 0 // DF
-			ip[8] = 64
-			ip[9] = hdr.ProtoTCP
-			binary.BigEndian.PutUint32(ip[12:], src)
-			binary.BigEndian.PutUint32(ip[16:], dstIP)
-			// The kernel fills in the IP checksum of a raw IPPROTO_RAW packet.
-			tcp := pkt[20:]
-			clear(tcp)
-			binary.BigEndian.PutUint16(tcp[0:], uint16(1024+rng.IntN(64000)))
-			binary.BigEndian.PutUint16(tcp[2:], dport)
-			binary.BigEndian.PutUint32(tcp[4:], rng.Uint32())
-			tcp[12] = 5 << 4
-			tcp[13] = hdr.TCPFlagSYN
-			binary.BigEndian.PutUint16(tcp[14:], 64240)
-			binary.BigEndian.PutUint16(tcp[16:], hdr.TransportChecksum(src, dstIP, hdr.ProtoTCP, tcp))
+			fill()
 			if err := unix.Sendto(fd, pkt, 0, to); err != nil {
 				if err == unix.ENOBUFS || err == unix.EAGAIN {
 					continue

@@ -177,6 +177,19 @@ func (e *natEnv) get(t *testing.T, url string, n int, timeout time.Duration) []h
 	return res
 }
 
+// twoWorkers gives the NAT topology's lbd two worker lcores and each
+// port two queue pairs, one per worker (RSS spreads the flows).
+func twoWorkers(c *harness.Config) {
+	c.Workers = []int{0, 1}
+	c.Ports = []harness.Port{
+		harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+		harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+	}
+	for i := range c.Ports {
+		c.Ports[i].Device += ",qpairs=2"
+	}
+}
+
 // warmUp sends single requests to the VIP until two in a row succeed (ARP
 // on both sides resolved), at most 10. It returns every result; the
 // failures among them are allowed.

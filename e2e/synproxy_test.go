@@ -64,14 +64,7 @@ func TestSynProxyFlood(t *testing.T) {
 			startStreamServers(t, synBulkPort, h.NS)
 		}
 	}, configure: func(c *harness.Config) {
-		c.Workers = []int{0, 1}
-		c.Ports = []harness.Port{
-			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-		}
-		for i := range c.Ports {
-			c.Ports[i].Device += ",qpairs=2"
-		}
+		twoWorkers(c)
 		c.Services[0].SynProxy = true
 		fn := c.Services[0]
 		fn.Port, fn.LocalAddresses = 81, fullNATLocal
@@ -170,19 +163,19 @@ func TestSynProxyFlood(t *testing.T) {
 	if held < 2*eager {
 		t.Errorf("synproxy_held +%.0f, synproxy_deferred +%.0f: want every one of the %d requests held", held, deferred, 2*eager)
 	}
-	e.bulkThroughSynProxy(t)
+	e.bulkThroughSynProxy(t, e.nat.VIP.String())
 	e.stopLBD(t)
 }
 
 // bulkThroughSynProxy moves 4 MiB from a real server to the client
-// through the SYN-proxied service on synBulkPort (64 KiB every 10 ms):
+// through the SYN-proxied service vip:synBulkPort (64 KiB every 10 ms):
 // every byte intact, the client's kernel shows the proxy's window scale
 // (7), and the sending server's shows a send window past 64 KiB (the
 // client's scaled windows reach it rescaled right). Timestamps are
 // checked by the unit tests: this kernel's ss does not list them.
-func (e *natEnv) bulkThroughSynProxy(t *testing.T) {
+func (e *natEnv) bulkThroughSynProxy(t *testing.T, vip string) {
 	t.Helper()
-	addr := net.JoinHostPort(e.nat.VIP.String(), strconv.Itoa(synBulkPort))
+	addr := net.JoinHostPort(vip, strconv.Itoa(synBulkPort))
 	spec := streamSpec{total: 4 << 20, chunk: 64 << 10, interval: 10 * time.Millisecond, stall: 10 * time.Second}
 	c, r := dialStream(e.ctx, e.nat.Client.NS, addr, spec, 5*time.Second)
 	if c == nil {
@@ -237,8 +230,12 @@ func eagerRequest(ns, addr string) error {
 			}
 			return serr
 		}}
+		network := "tcp4"
+		if strings.HasPrefix(addr, "[") {
+			network = "tcp6"
+		}
 		var err error
-		c, err = d.Dial("tcp4", addr)
+		c, err = d.Dial(network, addr)
 		return err
 	})
 	if err != nil {

@@ -19,6 +19,15 @@ func (d *desc) l4Bytes6() []byte {
 	return ip[int(d.l4)-l3 : hdr.IPv6Len+int(ip.PayloadLength())]
 }
 
+// segment is the transport header and data of a TCP packet of either
+// family.
+func (d *desc) segment() hdr.TCP {
+	if d.class == classFlow6 {
+		return d.l4Bytes6()
+	}
+	return d.l4Bytes()
+}
+
 func parse6(d *desc, eth hdr.Ethernet) {
 	ip := hdr.IPv6(eth.Payload())
 	if !ip.IsValid(d.m.PktLen() - l3) {

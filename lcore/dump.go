@@ -139,11 +139,15 @@ func (w *Worker) runDump() {
 				ci := ConnInfo{
 					Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true,
 					Client6: a.Client, ClientPort: c.ClientPort, VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort,
-					Expires: c.Expires - w.now,
+					Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
 				}
-				if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT { // NAT64: an IPv4 server
-					ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
+				// NAT64's extension (an IPv4 server, a local endpoint),
+				// or a SYN proxy's NAT66 deltas.
+				if x := w.table.Ext(id); x != nil {
 					ci.HasExt, ci.Ext = true, *x
+					if c.Fwd == fwd.FullNAT {
+						ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
+					}
 				}
 				w.dumpFTPFields(&ci, c, id)
 				r.add(ci)

@@ -12,22 +12,31 @@ import (
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
 // persistence templates see in place of IPv4 addresses. FullNAT servers
 // of an IPv6 service are IPv4 ones: NAT64 (nat64.go); the FTP helper
-// reads EPRT and 229 (ftp6.go). Not for IPv6 yet: the SYN proxy
-// (configuration refuses it).
+// reads EPRT and 229 (ftp6.go); the SYN proxy answers for NAT66 servers
+// (synproxy6.go).
 
 // forward6 is forward for an IPv6 TCP or UDP packet.
 func (w *Worker) forward6(d *desc) exit {
 	ip := d.ip6()
 	src, dst := ip.Src(), ip.Dst()
 	k := &d.flow
+	if si, ok := w.answersWithCookie6(d, &dst); ok {
+		return w.answerSYN6(d, &src, &dst, hdr.TCP(d.l4Bytes6()), si)
+	}
 	id, dir, ok := w.table.Lookup6(k.proto, &src, k.sport, &dst, k.dport)
-	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original &&
-		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) == hdr.TCPFlagSYN {
-		// A reused port of a finished connection opens a new one (forward).
-		if c := w.table.Get(id); finished(c) {
+	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original {
+		// A reused port of a finished connection opens a new one
+		// (forward), through the SYN proxy by the ACK of its cookie.
+		c := w.table.Get(id)
+		switch d.flags & (hdr.TCPFlagSYN | hdr.TCPFlagACK | hdr.TCPFlagRST | hdr.TCPFlagFIN) {
+		case hdr.TCPFlagSYN:
+			ok = !finished(c)
+		case hdr.TCPFlagACK:
+			ok = !finished(c) || !w.cookieReopens6(d, &src, &dst)
+		}
+		if !ok {
 			w.expireEntry(id, c)
 			w.table.Delete(id)
-			ok = false
 		}
 	}
 	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal6(dst) {
@@ -41,6 +50,11 @@ func (w *Worker) forward6(d *desc) exit {
 		}
 		if ok && dir == conn.Original {
 			w.learnClient6(d, &src)
+		}
+	}
+	if !ok && k.proto == hdr.ProtoTCP && w.snap.hasSynProxy {
+		if si, found := w.snap.service6(&dst, k.dport, k.proto); found && w.snap.Services[si].SynProxy {
+			return w.synProxyNew6(d, si, &src, &dst)
 		}
 	}
 	if !ok {
@@ -60,6 +74,13 @@ func (w *Worker) forward6(d *desc) exit {
 		w.expireEntry(id, c)
 		w.table.Delete(id)
 		return drop(DropDestDown)
+	}
+	if c.Flags&flagSeqAdj != 0 {
+		if x := w.table.Ext(id); x != nil && x.Flags&extSynPending != 0 {
+			if e, done := w.synProxyPending(d, c, id, x, dir); done {
+				return e
+			}
+		}
 	}
 	// A new connection whose first packet expired stays embryonic, as
 	// for IPv4.
@@ -98,7 +119,11 @@ func (w *Worker) forward6(d *desc) exit {
 	a := w.table.Addrs6(id)
 	switch c.Fwd {
 	case fwd.NAT:
-		return w.forwardNAT6(d, c, a, dir)
+		e := w.forwardNAT6(d, c, a, dir)
+		if c.Flags&flagSeqAdj != 0 && e.kind == exitTransmit {
+			adjustSeq(hdr.TCP(d.l4Bytes6()), w.table.Ext(id), dir, true) // a proxied handshake's deltas
+		}
+		return e
 	case fwd.FullNAT:
 		if dir != conn.Original {
 			return drop(DropNoConn) // a NAT64 connection's replies are IPv4
@@ -132,8 +157,15 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 		}
 		return 0, DropNoConn
 	}
+	return w.newConn6Checked(d, si, src, dst, true)
+}
+
+// newConn6Checked is newConn6 for service si; needSYN false takes any
+// packet (the SYN proxy's proven ACK).
+func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN bool) (uint32, Stat) {
+	snap, k := w.snap, &d.flow
 	svc := &snap.Services[si]
-	if k.proto == hdr.ProtoTCP && !svc.SloppyTCP &&
+	if needSYN && k.proto == hdr.ProtoTCP && !svc.SloppyTCP &&
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
@@ -175,11 +207,16 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 		c.RIP = rs.Addr
 		id, why = w.newNAT64(d, &c, svc, &a)
 	} else {
+		// A proxied NAT66 connection's sequence numbers move: it has an
+		// extension, with NAT66's keys (synproxy6.go).
 		var err error
-		id, err = w.table.Insert6(&c, &a)
+		if svc.SynProxy && rs.Fwd == fwd.NAT && k.proto == hdr.ProtoTCP {
+			c.Flags |= flagSeqAdj
+		}
+		id, err = w.insert6(&c, &a)
 		if err == conn.ErrExists && c.Flags&conn.FlagOneWay == 0 &&
 			w.endFinished(w.table.Lookup6(c.Proto, &a.RIP, c.RPort, &a.Client, c.ClientPort)) {
-			id, err = w.table.Insert6(&c, &a) // a finished connection held the Reply key (freeReplyKey)
+			id, err = w.insert6(&c, &a) // a finished connection held the Reply key (freeReplyKey)
 		}
 		why = insertDrop(err)
 	}
@@ -194,6 +231,16 @@ func (w *Worker) newConn6(d *desc, src, dst *hdr.Addr6) (uint32, Stat) {
 	w.cnt.dest[rs.ID][DestConns]++
 	w.countState(rs.ID, c.State, true)
 	return id, 0
+}
+
+// insert6 enters IPv6 connection c: with an extension for the sequence
+// deltas of a proxied handshake (flagSeqAdj, synproxy6.go).
+func (w *Worker) insert6(c *conn.Conn, a *conn.Addrs6) (uint32, error) {
+	if c.Flags&flagSeqAdj != 0 {
+		var x conn.Ext
+		return w.table.Insert6Seq(c, a, &x)
+	}
+	return w.table.Insert6(c, a)
 }
 
 // forwardNAT6 rewrites client -> VIP:vport into client -> RIP:rport and

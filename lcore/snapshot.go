@@ -161,6 +161,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 			s.Counted = append(s.Counted, d.ID)
 		}
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
+		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		if svc.Key.IsIPv6() {
 			s.six.add(svc.Key, int32(i))
 			for _, a := range svc.LocalAddrs { // NAT64's
@@ -170,7 +171,6 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		}
 		s.serviceIndex.add(svc.Key.packed(), int32(i))
 		s.vips[svc.Key.VIP] = true
-		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true
 		}

@@ -3,6 +3,7 @@ package lcore
 import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // IPv6 connections from sync or a handover. A record carries the full
@@ -10,7 +11,8 @@ import (
 // the entry is made with this process's folds of them (Insert6,
 // Insert6Ext), as a connection scheduled here would be. A NAT64 record
 // (an IPv4 server, from a local address and port) reserves its local
-// port as a FullNAT one does. Persistence templates of IPv6 services
+// port as a FullNAT one does; a NAT66 record with an extension is a SYN
+// proxy's connection, entered with its sequence deltas (Insert6Seq). Persistence templates of IPv6 services
 // are keyed by folds too, so none travels: each synced connection of a
 // persistent service makes or re-points its client network's template
 // here and holds it, as the connection's template on the sender.
@@ -42,8 +44,14 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	}
 	d := &svc.Dests[idx]
 	nat64 := d.Fwd == fwd.FullNAT
-	if nat64 != (r.Fwd == fwd.FullNAT) || nat64 != r.HasExt {
+	if nat64 != (r.Fwd == fwd.FullNAT) || nat64 && !r.HasExt {
 		b.FullNAT++ // a NAT64 server here and not there, or the reverse
+		return
+	}
+	// A NAT66 record's extension is a SYN proxy's sequence deltas.
+	seqAdj := !nat64 && r.HasExt
+	if seqAdj && (d.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) {
+		b.Invalid++
 		return
 	}
 	a := conn.Addrs6{Client: r.Six.Client, VIP: r.Six.VIP, RIP: d.Addr6}
@@ -69,7 +77,13 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 		c.RIP = d.Addr
 		id, err = w.insertReserved(b, r, func() (uint32, error) { return w.table.Insert6Ext(&c, &a, &r.Ext) })
 	} else {
-		id, err = w.table.Insert6(&c, &a)
+		if seqAdj {
+			c.Flags |= flagSeqAdj
+		}
+		id, err = w.insert6(&c, &a)
+		if seqAdj && err == nil {
+			*w.table.Ext(id) = r.Ext
+		}
 	}
 	if !syncedInserted(b, err) {
 		return

@@ -65,7 +65,7 @@ func (w *Worker) sendSYNHoldingData(d *desc, c *conn.Conn, id uint32, x *conn.Ex
 	}
 	copy(m.Data(), d.m.Data()[:l3]) // the Ethernet header: leave rewrites its addresses
 	w.cnt.own[SynProxyHeld]++
-	w.leave(m, d.in, w.sendSYN(sd, c, x, window))
+	w.leave(m, d.in, w.sendSYN(sd, c, id, x, window))
 	return true
 }
 

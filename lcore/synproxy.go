@@ -6,6 +6,7 @@ import (
 
 	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -47,30 +48,64 @@ var cookieKey = func() (k [2]uint64) {
 	return [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
 }()
 
-// cookieHash is the 27-bit MAC of a cookie: the flow, the client's ISN,
-// the time slot and the cookie's low bits, in three words.
-func cookieHash(k *flowKey, isn uint32, slot uint64, low uint32) uint32 {
-	return uint32(sipHash3(cookieKey[0], cookieKey[1],
-		uint64(k.src)|uint64(k.dst)<<32,
-		uint64(k.sport)|uint64(k.dport)<<16|uint64(isn)<<32,
-		slot<<5|uint64(low)) >> 37)
+// cookieFlow is what a cookie's MAC covers of its flow besides the time:
+// the client's and the VIP's addresses and ports and the client's ISN,
+// in two 64-bit words for IPv4 and five for IPv6 (its full addresses,
+// never their folds).
+type cookieFlow struct {
+	w   [5]uint64
+	six bool
+}
+
+// cookieFlow4 is the cookieFlow of IPv4 flow k (client -> VIP), ISN isn.
+func cookieFlow4(k *flowKey, isn uint32) cookieFlow {
+	return cookieFlow{w: [5]uint64{uint64(k.src) | uint64(k.dst)<<32, uint64(k.sport) | uint64(k.dport)<<16 | uint64(isn)<<32}}
+}
+
+// cookieFlow6 is the cookieFlow of an IPv6 flow src:sport -> dst:dport.
+func cookieFlow6(src, dst *hdr.Addr6, sport, dport uint16, isn uint32) cookieFlow {
+	le := binary.LittleEndian
+	return cookieFlow{six: true, w: [5]uint64{le.Uint64(src[:8]), le.Uint64(src[8:]), le.Uint64(dst[:8]), le.Uint64(dst[8:]),
+		uint64(sport) | uint64(dport)<<16 | uint64(isn)<<32}}
+}
+
+// mac is the 27-bit MAC of a cookie of flow f: the time slot and the
+// cookie's low bits with the flow.
+func (f *cookieFlow) mac(slot uint64, low uint32) uint32 {
+	last := slot<<5 | uint64(low)
+	if f.six {
+		return uint32(sipHash6(cookieKey[0], cookieKey[1], f.w[0], f.w[1], f.w[2], f.w[3], f.w[4], last) >> 37)
+	}
+	return uint32(sipHash3(cookieKey[0], cookieKey[1], f.w[0], f.w[1], last) >> 37)
 }
 
 // makeCookie is the ISN of the SYN-ACK answering k's SYN (seq isn).
 func makeCookie(k *flowKey, isn uint32, now int64, mss uint16, sack bool) uint32 {
+	f := cookieFlow4(k, isn)
+	return f.cookie(now, mss, sack)
+}
+
+// cookie is the ISN of the SYN-ACK answering flow f's SYN.
+func (f *cookieFlow) cookie(now int64, mss uint16, sack bool) uint32 {
 	idx := mssIndex(mss)
 	if sack {
 		idx |= cookieSACK
 	}
 	slot := uint64(now) >> cookieSlotShift
 	low := idx | uint32(slot&3)<<3
-	return cookieHash(k, isn, slot, low)<<5 | low
+	return f.mac(slot, low)<<5 | low
 }
 
 // checkCookie validates the cookie an ACK acknowledges (ack - 1) for its
 // flow k (client -> VIP) and the client's ISN (seq - 1), and returns the
 // MSS and SACK-permitted it carries.
 func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, ok bool) {
+	f := cookieFlow4(k, isn)
+	return f.check(cookie, now)
+}
+
+// check is checkCookie for flow f.
+func (f *cookieFlow) check(cookie uint32, now int64) (mss uint16, sack, ok bool) {
 	low := cookie & 31
 	slot := uint64(now) >> cookieSlotShift
 	for age := uint64(0); age < 2 && age <= slot; age++ {
@@ -78,7 +113,7 @@ func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, o
 		if uint32(s&3) != low>>3 {
 			continue
 		}
-		if cookieHash(k, isn, s, low)<<5|low == cookie {
+		if f.mac(s, low)<<5|low == cookie {
 			return cookieMSS[low&3], low&cookieSACK != 0, true
 		}
 	}
@@ -156,39 +191,66 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	default:
 		return drop(DropNotSYN)
 	}
-	isn := tcp.Seq() - 1
-	mss, sack, ok := checkCookie(&k, isn, tcp.Ack()-1, w.now)
-	tsval, tsecr, hasTS := tcp.Timestamps()
-	var wsCli uint8
-	var cliWS bool
-	if ok && hasTS {
-		wsCli, cliWS, ok = decodeCookieTS(tsecr, w.now)
-	}
+	f := cookieFlow4(&k, tcp.Seq()-1)
+	a, ok := w.provenACK(&f, tcp)
 	if !ok {
 		return drop(DropSynCookieInvalid)
 	}
-	w.cnt.own[SynCookiesValid]++
-	window := tcp.Window()
-	cookie := tcp.Ack() - 1
 	id, why := w.newConnChecked(d, si, false)
 	if why != 0 {
 		return drop(why)
 	}
 	w.learnClient(d)
+	return w.openProxied(d, id, tcp, &a)
+}
+
+// cookieACK is what a client's ACK proving a cookie brings: its ISN, the
+// cookie, and the options the cookie (and its TSval) kept of its SYN.
+type cookieACK struct {
+	isn, cookie  uint32
+	mss          uint16
+	sack, hasTS  bool
+	tsval, tsecr uint32
+	cliWS        bool
+	wsCli        uint8
+}
+
+// provenACK checks the cookie the ACK tcp of flow f acknowledges, and
+// its timestamp when it has one.
+func (w *Worker) provenACK(f *cookieFlow, tcp hdr.TCP) (cookieACK, bool) {
+	a := cookieACK{isn: tcp.Seq() - 1, cookie: tcp.Ack() - 1}
+	var ok bool
+	a.mss, a.sack, ok = f.check(a.cookie, w.now)
+	a.tsval, a.tsecr, a.hasTS = tcp.Timestamps()
+	if ok && a.hasTS {
+		a.wsCli, a.cliWS, ok = decodeCookieTS(a.tsecr, w.now)
+	}
+	if ok {
+		w.cnt.own[SynCookiesValid]++
+	}
+	return a, ok
+}
+
+// openProxied starts proxied connection id, just made for the ACK d
+// (segment tcp) that proved its cookie: the extension keeps the
+// handshake, and d becomes the SYN to the real server (or waits, with
+// its data, for the server's answer).
+func (w *Worker) openProxied(d *desc, id uint32, tcp hdr.TCP, a *cookieACK) exit {
+	window := tcp.Window()
 	c := w.table.Get(id)
 	x := w.table.Ext(id)
-	x.ClientISN, x.ServerISN = isn, cookie
-	x.Flags |= extSynPending | uint16(mssIndex(mss))<<extSynMSS
-	if sack {
+	x.ClientISN, x.ServerISN = a.isn, a.cookie
+	x.Flags |= extSynPending | uint16(mssIndex(a.mss))<<extSynMSS
+	if a.sack {
 		x.Flags |= extSynSACK
 	}
 	x.SeqOut = 0
-	if hasTS {
+	if a.hasTS {
 		x.Flags |= extSynTS
-		x.TSOff, x.TSPeer = tsecr, tsval // our cookie TSval, the client's
+		x.TSOff, x.TSPeer = a.tsecr, a.tsval // our cookie TSval, the client's
 	}
-	if cliWS {
-		x.Flags |= extWSCliLeg | uint16(wsCli)<<extWSCliShift
+	if a.cliWS {
+		x.Flags |= extWSCliLeg | uint16(a.wsCli)<<extWSCliShift
 	}
 	// The client is past its handshake with us; the server not yet.
 	w.setState(c, conn.StateSynRecv)
@@ -199,7 +261,7 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 		}
 		w.cnt.own[SynProxyDeferred]++
 	}
-	return w.sendSYN(d, c, x, window)
+	return w.sendSYN(d, c, id, x, window)
 }
 
 // answersWithCookie reports whether the bare SYN d, whose service
@@ -282,11 +344,7 @@ func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP, si int32) exit {
 // connection to the real server: the client's MSS, SACK-permitted, window
 // scale and TSval as the cookie kept them, and its window (window, scaled
 // by the client) unscaled as a SYN's is.
-func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, window uint16) exit {
-	e := w.route(c.RIP)
-	if e.kind != exitTransmit {
-		return e
-	}
+func (w *Worker) sendSYN(d *desc, c *conn.Conn, id uint32, x *conn.Ext, window uint16) exit {
 	o := handshakeOpts{mss: cookieMSS[x.Flags>>extSynMSS&3], sack: x.Flags&extSynSACK != 0, ws: -1}
 	if x.Flags&extSynTS != 0 {
 		o.ts, o.tsval = true, x.TSPeer
@@ -295,8 +353,25 @@ func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, window uint16) exit
 		o.ws = int8(x.Flags >> extWSCliShift & 0xf)
 		window = rescaleWindow(window, uint(o.ws), 0)
 	}
-	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN,
-		Flags: hdr.TCPFlagSYN, Window: window}, &o) {
+	f := hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN, Flags: hdr.TCPFlagSYN, Window: window}
+	return w.toServer(d, c, id, x, &f, &o)
+}
+
+// toServer sends a handshake segment f (options o) of proxied connection
+// id to its real server: from the client (NAT) or the local address
+// (FullNAT), over IPv6 for a NAT66 connection.
+func (w *Worker) toServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, f *hdr.TCPFields, o *handshakeOpts) exit {
+	if c.IsIPv6() && c.Fwd == fwd.NAT {
+		a := w.table.Addrs6(id)
+		f.SrcPort = c.ClientPort
+		e := w.route6(&a.RIP)
+		if e.kind == exitTransmit && !d.rewriteTCP6(&a.Client, &a.RIP, f, o) {
+			return drop(DropNoHeadroom)
+		}
+		return e
+	}
+	e := w.route(c.RIP)
+	if e.kind == exitTransmit && !d.rewriteTCP(x.LIP, c.RIP, f, o) {
 		return drop(DropNoHeadroom)
 	}
 	return e
@@ -310,7 +385,7 @@ func (w *Worker) sendSYN(d *desc, c *conn.Conn, x *conn.Ext, window uint16) exit
 // the first segment with data is held (one per connection, heldSlots per
 // worker) and sent on once the server answers.
 func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, dir conn.Dir) (exit, bool) {
-	tcp := hdr.TCP(d.l4Bytes())
+	tcp := d.segment()
 	if dir == conn.Original {
 		if d.flags&hdr.TCPFlagRST != 0 {
 			return exit{}, false // the client gives up: forwarded as it is
@@ -321,7 +396,7 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 			}
 			w.cnt.own[SynProxyDeferred]++
 		}
-		return w.sendSYN(d, c, x, tcp.Window()), true
+		return w.sendSYN(d, c, id, x, tcp.Window()), true
 	}
 	switch {
 	case d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK && tcp.Ack() == x.ClientISN+1:
@@ -343,7 +418,7 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 		w.cnt.dest[c.Dest][DestEstablished]++
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
 		// Our ACK leaves first, then the held data.
-		w.leave(d.m, d.in, w.ackServer(d, c, x, tcp.Seq()+1, srvTS))
+		w.leave(d.m, d.in, w.ackServer(d, c, id, x, tcp.Seq()+1, srvTS))
 		w.sendHeld(id)
 		return exit{kind: exitKept}, true
 	case d.flags&hdr.TCPFlagRST != 0:
@@ -358,11 +433,7 @@ func (w *Worker) synProxyPending(d *desc, c *conn.Conn, id uint32, x *conn.Ext, 
 // ackServer turns the server's SYN-ACK into the ACK of our handshake with
 // it (echoing its TSval srvTS when timestamps are on); the window says 64
 // KiB until the client's own segments say more.
-func (w *Worker) ackServer(d *desc, c *conn.Conn, x *conn.Ext, ack, srvTS uint32) exit {
-	e := w.route(c.RIP)
-	if e.kind != exitTransmit {
-		return e
-	}
+func (w *Worker) ackServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, ack, srvTS uint32) exit {
 	o := handshakeOpts{ws: -1}
 	if x.Flags&extSynTS != 0 {
 		o.ts, o.tsval, o.tsecr = true, x.TSPeer, srvTS
@@ -371,11 +442,8 @@ func (w *Worker) ackServer(d *desc, c *conn.Conn, x *conn.Ext, ack, srvTS uint32
 	if x.Flags&extWSSrvLeg != 0 {
 		window = rescaleWindow(window, 0, uint(x.Flags>>extWSCliShift&0xf))
 	}
-	if !d.rewriteTCP(x.LIP, c.RIP, &hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack,
-		Flags: hdr.TCPFlagACK, Window: window}, &o) {
-		return drop(DropNoHeadroom)
-	}
-	return e
+	f := hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack, Flags: hdr.TCPFlagACK, Window: window}
+	return w.toServer(d, c, id, x, &f, &o)
 }
 
 // setState moves a connection to state s, keeping the per-server gauges.
@@ -441,11 +509,14 @@ func (w *Worker) sendHeld(id uint32) {
 	}
 	d := &w.heldDesc
 	parse(d, m, in)
-	if d.class != classFlow {
+	switch d.class {
+	case classFlow:
+		w.leave(m, in, w.forward(d))
+	case classFlow6:
+		w.leave(m, in, w.forward6(d))
+	default:
 		w.leave(m, in, drop(d.verdict))
-		return
 	}
-	w.leave(m, in, w.forward(d))
 }
 
 // dropHeld frees the segment held for a connection that ends.

@@ -58,7 +58,8 @@ import (
 //	| IPv4 RIP (32): NAT64's server, else 0 |
 //	| client port | VPort | RPort | proto | state | fwd | reserved (8+16) |
 //	| the extension as kind 4's (32 bytes): NAT64's local address and
-//	  port, flags, ISNs and deltas; all 0 for NAT66, DR and TUN |
+//	  port, flags, ISNs and deltas; a SYN proxy's NAT66 TCP connection's
+//	  flags, ISNs and deltas (local address and port 0); else all 0 |
 //
 // They too go in messages of their own: an older peer drops kind 5 for
 // its kind and keeps the rest.
@@ -481,9 +482,10 @@ func appendRecord6(dst []byte, r *lcore.SyncConn) []byte {
 // decodeRecord6 reads an IPv6 record and reports whether it is a possible
 // connection: TCP or UDP, a known state, addresses given (the client's,
 // the VIP's, and the server's of its family), NAT64 (an IPv4 server,
-// method fullnat) with its local endpoint and NAT66, DR and TUN without,
-// an FTP control or data connection only for NAT66 TCP (a data one with
-// its service port), other bytes 0. What it accepts encodes back to the
+// method fullnat) with its local endpoint, a SYN proxy's NAT66 TCP
+// connection with its extension but no local endpoint, NAT66, DR and TUN
+// otherwise without, an FTP control or data connection only for NAT66
+// TCP (a data one with its service port), other bytes 0. What it accepts encodes back to the
 // same bytes.
 func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
 	r := lcore.SyncConn{IPv6: true}
@@ -512,5 +514,13 @@ func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
 		return r, ok && r.Six.RIP.IsUnspecified() && r.RIP != 0 &&
 			r.Ext.LIP != 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0
 	}
-	return r, ok && !r.Six.RIP.IsUnspecified() && r.RIP == 0 && string(x) == string(make([]byte, extLen))
+	ok = ok && !r.Six.RIP.IsUnspecified() && r.RIP == 0
+	if string(x) == string(make([]byte, extLen)) {
+		return r, ok
+	}
+	// A SYN proxy's NAT66 TCP connection: its ISNs and deltas, no local
+	// endpoint.
+	r.HasExt, r.Ext = true, decodeExt(x)
+	return r, ok && r.Fwd == fwd.NAT && r.Proto == hdr.ProtoTCP && ftp == 0 &&
+		r.Ext.LIP == 0 && r.Ext.LPort == 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0
 }

@@ -15,7 +15,8 @@ func addr6(s string) hdr.Addr6 { return hdr.Addr6From(netip.MustParseAddr(s)) }
 
 // sampleRecords6: a NAT66 TCP connection, a DR UDP one, a NAT64 one with
 // its local endpoint and deltas, a NAT66 FTP control connection and one
-// of its data connections (of the service on port 21).
+// of its data connections (of the service on port 21), a SYN proxy's
+// NAT66 connection with its ISNs and deltas.
 func sampleRecords6() []lcore.SyncConn {
 	client, vip := addr6("2001:db8:1::7"), addr6("2001:db8:1::100")
 	return []lcore.SyncConn{
@@ -30,6 +31,9 @@ func sampleRecords6() []lcore.SyncConn {
 			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: addr6("fd00:1::11")}},
 		{ClientPort: 40003, VPort: 50001, RPort: 50001, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT,
 			FTPData: true, ServicePort: 21, IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: addr6("fd00:1::11")}},
+		{ClientPort: 40004, VPort: 443, RPort: 8443, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT,
+			HasExt: true, Ext: conn.Ext{Flags: lcore.ExtFlagsMask &^ 1, ClientISN: 9, ServerISN: 0xfffffff0, SeqOut: 0x80000003, TSOff: 5, TSPeer: 6},
+			IPv6: true, Six: conn.Addrs6{Client: client, VIP: vip, RIP: addr6("fd00:1::12")}},
 	}
 }
 
@@ -74,11 +78,19 @@ func TestRecords6Refused(t *testing.T) {
 		return resign(c, msg)
 	}
 	for name, msg := range map[string][]byte{
-		"no client":          bad(func(b []byte) { clear(b[0:16]) }),
-		"no VIP":             bad(func(b []byte) { clear(b[16:32]) }),
-		"NAT66 without RIP":  bad(func(b []byte) { clear(b[32:48]) }),
-		"NAT66 IPv4 RIP":     bad(func(b []byte) { b[48] = 10 }),
-		"NAT66 extension":    bad(func(b []byte) { b[70] = 1 }),
+		"no client":           bad(func(b []byte) { clear(b[0:16]) }),
+		"no VIP":              bad(func(b []byte) { clear(b[16:32]) }),
+		"NAT66 without RIP":   bad(func(b []byte) { clear(b[32:48]) }),
+		"NAT66 IPv4 RIP":      bad(func(b []byte) { b[48] = 10 }),
+		"NAT66 local address": bad(func(b []byte) { b[5*Record6Len+64] = 1 }),
+		"NAT66 local port":    bad(func(b []byte) { b[5*Record6Len+69] = 1 }),
+		"UDP extension":       bad(func(b []byte) { b[Record6Len+72] = 1 }),
+		"DR extension": bad(func(b []byte) {
+			b[Record6Len+58] = hdr.ProtoTCP
+			b[Record6Len+59] = byte(conn.StateEstablished)
+			b[Record6Len+72] = 1
+		}),
+		"FTP extension":      bad(func(b []byte) { b[3*Record6Len+72] = 1 }),
 		"client port 0":      bad(func(b []byte) { b[52], b[53] = 0, 0 }),
 		"proto":              bad(func(b []byte) { b[58] = 1 }),
 		"state":              bad(func(b []byte) { b[59] = byte(conn.NumStates) }),

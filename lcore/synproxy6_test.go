@@ -1,0 +1,321 @@
+package lcore
+
+import (
+	"testing"
+
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// withSynProxy6 gives rigSvc6's rig a SYN proxy service vip6:8443 ->
+// rs61:8443 by NAT66.
+func withSynProxy6(t testing.TB, r *rig) {
+	t.Helper()
+	d := sched.Dest{ID: 20, Addr6: rs61, Port: 8443, Weight: 1, Fwd: fwd.NAT}
+	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+	svc := Service{Key: ServiceKey{VIP6: vip6, Port: 8443, Proto: hdr.ProtoTCP}, Scheduler: "rr",
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, SynProxy: true, PersistMask: ^uint32(0)}
+	old := r.w.snap
+	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)
+	snap.Neigh6 = old.Neigh6
+	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: snap})
+	r.w.runCommands(0)
+	if !r.w.table.HasExt() {
+		t.Fatal("no extension array with a SYN proxy service")
+	}
+	r.w.poll()
+	r.drain(0) // the new snapshot's neighbour advertisements
+	r.drain(1)
+}
+
+// tcpOpts6 is an IPv6 TCP segment with options.
+func tcpOpts6(srcMAC, dstMAC hdr.MAC, src hdr.Addr6, sport uint16, dst hdr.Addr6, dport uint16, flags uint8, seq, ack uint32, opts []byte, payload string) []byte {
+	l4 := make([]byte, 20+len(opts)+len(payload))
+	tcp := hdr.TCP(l4)
+	tcp.SetSrcPort(sport)
+	tcp.SetDstPort(dport)
+	tcp.SetSeq(seq)
+	tcp.SetAck(ack)
+	tcp.SetDataOffset(20 + len(opts))
+	tcp.SetFlags(flags)
+	tcp.SetWindow(65535)
+	copy(l4[20:], opts)
+	copy(l4[20+len(opts):], payload)
+	tcp.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, l4))
+	b := make([]byte, 14+40+len(l4))
+	eth := hdr.Ethernet(b)
+	eth.SetSrc(srcMAC)
+	eth.SetDst(dstMAC)
+	eth.SetEtherType(hdr.EtherTypeIPv6)
+	hdr.IPv6(b[14:]).Encode(uint16(len(l4)), hdr.ProtoTCP, 64, src, dst)
+	copy(b[54:], l4)
+	return b
+}
+
+// checkTCP6 is check6 for a TCP segment.
+func checkTCP6(t *testing.T, f []byte) (hdr.Ethernet, hdr.IPv6, hdr.TCP) {
+	t.Helper()
+	eth, ip, l4 := check6(t, f)
+	if ip.NextHeader() != hdr.ProtoTCP {
+		t.Fatalf("next header %d, want TCP", ip.NextHeader())
+	}
+	return eth, ip, hdr.TCP(l4)
+}
+
+// handshake6 runs a client's SYN and ACK (from sport, ISN isn) through
+// the IPv6 proxy and returns the cookie and the SYN the server got.
+func handshake6(t *testing.T, r *rig, sport uint16, isn uint32) (uint32, hdr.TCP, hdr.IPv6) {
+	t.Helper()
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, sport, vip6, 8443, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	r.w.poll()
+	eth, ip, tcp := checkTCP6(t, one(t, r, 0))
+	wantMSS := r.w.snap.Ports[0].MTU - hdr.IPv6Len - hdr.TCPMinLen
+	if eth.Dst() != clientMAC || ip.Src() != vip6 || ip.Dst() != clientAddr6 || tcp.SrcPort() != 8443 || tcp.DstPort() != sport ||
+		tcp.Flags() != hdr.TCPFlagSYN|hdr.TCPFlagACK || tcp.Ack() != isn+1 || tcp.MSS() != wantMSS || !tcp.HasOption(hdr.TCPOptSACKPerm) {
+		t.Fatalf("cookie SYN-ACK %s:%d -> %s:%d flags %#x ack %d mss %d (want %d)", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.DstPort(),
+			tcp.Flags(), tcp.Ack(), tcp.MSS(), wantMSS)
+	}
+	if out := r.sent(1); len(out) != 0 {
+		t.Fatal("a SYN reached the server side")
+	}
+	cookie := tcp.Seq()
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, sport, vip6, 8443, hdr.TCPFlagACK, isn+1, cookie+1, nil, ""))
+	r.w.poll()
+	eth, ip, tcp = checkTCP6(t, one(t, r, 1))
+	if eth.Dst() != rs1MAC || tcp.Flags() != hdr.TCPFlagSYN || tcp.Seq() != isn || ip.Src() != clientAddr6 || ip.Dst() != rs61 ||
+		tcp.SrcPort() != sport || tcp.DstPort() != 8443 || tcp.MSS() != 1460 || !tcp.HasOption(hdr.TCPOptSACKPerm) {
+		t.Fatalf("SYN to the server: flags %#x seq %d %s:%d -> %s:%d mss %d", tcp.Flags(), tcp.Seq(), ip.Src(), tcp.SrcPort(),
+			ip.Dst(), tcp.DstPort(), tcp.MSS())
+	}
+	return cookie, tcp, ip
+}
+
+// TestSynProxy6: an IPv6 flood's SYN is answered with a cookie and makes
+// no entry, nor does an ACK without a good one; a client proving its
+// cookie gets a NAT66 connection whose server the proxy opens with the
+// client's options, and the data both ways moves between the two
+// numberings.
+func TestSynProxy6(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	w := r.w
+	const isn, rsISN = 1000, 777000
+
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40010, vip6, 8443, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40011, vip6, 8443, hdr.TCPFlagACK, isn+1, 12345, nil, ""))
+	w.poll()
+	r.drain(0)
+	if w.table.Len() != 0 || w.cnt.own[SynCookiesSent] != 1 || w.cnt.own[DropSynCookieInvalid] != 1 {
+		t.Fatalf("entries %d, cookies sent %d, invalid %d", w.table.Len(), w.cnt.own[SynCookiesSent], w.cnt.own[DropSynCookieInvalid])
+	}
+	// A cookie is for its flow only: another source address's ACK of it fails.
+	cookie, _, _ := handshake6(t, r, 40010, isn)
+	other := clientAddr6
+	other[15]++
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, other, 40010, vip6, 8443, hdr.TCPFlagACK, isn+1, cookie+1, nil, ""))
+	w.poll()
+	if len(r.sent(1)) != 0 || w.cnt.own[DropSynCookieInvalid] != 2 {
+		t.Fatalf("another address's ACK of the cookie passed (drops %v)", dropsOf(w))
+	}
+	id, _, ok := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, 40010, &vip6, 8443)
+	if !ok || w.table.Len() != 1 || w.cnt.own[SynCookiesValid] != 1 || w.table.Get(id).State != conn.StateSynRecv {
+		t.Fatalf("after the handshake: found %v, %d entries", ok, w.table.Len())
+	}
+	// The server's SYN-ACK completes its handshake: our ACK to it, nothing to the client.
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40010, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, synOpts, ""))
+	w.poll()
+	_, ip, tcp := checkTCP6(t, one(t, r, 1))
+	if tcp.Flags() != hdr.TCPFlagACK || tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || ip.Src() != clientAddr6 || ip.Dst() != rs61 {
+		t.Fatalf("ACK to the server: flags %#x seq %d ack %d %s -> %s", tcp.Flags(), tcp.Seq(), tcp.Ack(), ip.Src(), ip.Dst())
+	}
+	if out := r.sent(0); len(out) != 0 {
+		t.Fatal("the server's SYN-ACK reached the client")
+	}
+	if w.table.Get(id).State != conn.StateEstablished {
+		t.Fatalf("state %v after the server's SYN-ACK", w.table.Get(id).State)
+	}
+	// Data both ways, in each end's own numbering.
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40010, vip6, 8443, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "GET"))
+	w.poll()
+	if _, ip, tcp = checkTCP6(t, one(t, r, 1)); tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || string(tcp.Payload()) != "GET" || ip.Dst() != rs61 {
+		t.Fatalf("client data: seq %d ack %d %q to %s", tcp.Seq(), tcp.Ack(), tcp.Payload(), ip.Dst())
+	}
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40010, hdr.TCPFlagACK|hdr.TCPFlagPSH, rsISN+1, isn+4, nil, "OK"))
+	w.poll()
+	_, ip, tcp = checkTCP6(t, one(t, r, 0))
+	if ip.Src() != vip6 || tcp.SrcPort() != 8443 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+4 || string(tcp.Payload()) != "OK" {
+		t.Fatalf("server data: from %s:%d seq %d (cookie %d) ack %d", ip.Src(), tcp.SrcPort(), tcp.Seq(), cookie, tcp.Ack())
+	}
+}
+
+// TestSynProxy6HoldAndRefused: the client's first data while the server
+// has not answered is held, and sent on after our ACK once it answers;
+// a server's RST to our SYN reaches the client in the VIP's numbering.
+func TestSynProxy6HoldAndRefused(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	const isn, rsISN = 9000, 4242
+	cookie, _, _ := handshake6(t, r, 40030, isn)
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40030, vip6, 8443, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "data"))
+	r.w.poll()
+	if out := r.sent(1); len(out) != 0 || r.w.cnt.own[SynProxyHeld] != 1 {
+		t.Fatalf("held data: %d frames sent, held %d", len(out), r.w.cnt.own[SynProxyHeld])
+	}
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40030, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, nil, ""))
+	r.w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("after the server's SYN-ACK: %d frames, want our ACK and the held data (drops %v)", len(out), dropsOf(r.w))
+	}
+	if _, _, tcp := checkTCP6(t, out[0]); len(tcp.Payload()) != 0 || tcp.Ack() != rsISN+1 || tcp.Seq() != isn+1 {
+		t.Fatalf("first: seq %d ack %d %q, want our ACK", tcp.Seq(), tcp.Ack(), tcp.Payload())
+	}
+	if _, ip, tcp := checkTCP6(t, out[1]); string(tcp.Payload()) != "data" || tcp.Ack() != rsISN+1 || tcp.Seq() != isn+1 || ip.Dst() != rs61 {
+		t.Fatalf("second: seq %d ack %d %q to %s, want the held data", tcp.Seq(), tcp.Ack(), tcp.Payload(), ip.Dst())
+	}
+
+	cookie, _, _ = handshake6(t, r, 40031, 500)
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40031, hdr.TCPFlagRST|hdr.TCPFlagACK, 0, 501, nil, ""))
+	r.w.poll()
+	_, ip, tcp := checkTCP6(t, one(t, r, 0))
+	if ip.Src() != vip6 || tcp.Flags()&hdr.TCPFlagRST == 0 || tcp.Seq() != cookie+1 {
+		t.Fatalf("RST to the client: from %s flags %#x seq %d, want %d", ip.Src(), tcp.Flags(), tcp.Seq(), cookie+1)
+	}
+}
+
+// TestSynProxy6ReusedPort: a duplicate SYN of a live connection gets a
+// cookie and leaves the entry; a finished connection's port is reopened
+// by the ACK of a new cookie, never by an old ACK.
+func TestSynProxy6ReusedPort(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	w := r.w
+	const sport, isn = 40020, 5000
+	cookie, _, _ := handshake6(t, r, sport, isn)
+	id, _, ok := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, sport, &vip6, 8443)
+	if !ok {
+		t.Fatal("no entry after the handshake")
+	}
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, sport, vip6, 8443, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	w.poll()
+	if _, _, tcp := checkTCP6(t, one(t, r, 0)); tcp.Flags() != hdr.TCPFlagSYN|hdr.TCPFlagACK || tcp.Ack() != isn+1 {
+		t.Fatalf("duplicate SYN answered with flags %#x ack %d", tcp.Flags(), tcp.Ack())
+	}
+	if got, _, _ := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, sport, &vip6, 8443); got != id || w.table.Len() != 1 || len(r.sent(1)) != 0 {
+		t.Fatalf("after a duplicate SYN: entry %d (was %d), %d entries", got, id, w.table.Len())
+	}
+	w.setState(w.table.Get(id), conn.StateTimeWait)
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, sport, vip6, 8443, hdr.TCPFlagACK, isn+10, cookie+10, nil, ""))
+	w.poll()
+	r.drain(1)
+	if got, _, _ := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, sport, &vip6, 8443); got != id || w.table.Get(id).State != conn.StateTimeWait {
+		t.Fatal("an ACK without a cookie reopened a finished connection")
+	}
+	const isn2 = 900000
+	cookie2, _, _ := handshake6(t, r, sport, isn2)
+	nid, _, ok := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, sport, &vip6, 8443)
+	if !ok || w.table.Len() != 1 {
+		t.Fatalf("after the reused port's handshake: found %v, %d entries", ok, w.table.Len())
+	}
+	if x := w.table.Ext(nid); x == nil || x.ServerISN != cookie2 || x.ClientISN != isn2 || x.Flags&extSynPending == 0 {
+		t.Fatalf("the new connection's extension %+v, want the second cookie %d pending", x, cookie2)
+	}
+}
+
+// TestSynProxy6NoAllocs guards the IPv6 cookie answer and a proxied NAT66
+// connection's data path against heap allocations.
+func TestSynProxy6NoAllocs(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	if a := r.allocsPerBurst(0, 0, func(i int) []byte {
+		return tcpOpts6(clientMAC, wanMAC, clientAddr6, uint16(20000+i), vip6, 8443, hdr.TCPFlagSYN, 1, 0, synOpts, "")
+	}); a != 0 {
+		t.Fatalf("cookie SYN-ACK: %v allocations per burst", a)
+	}
+	handshake6(t, r, 40050, 100)
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40050, hdr.TCPFlagSYN|hdr.TCPFlagACK, 7, 101, nil, ""))
+	r.w.poll()
+	r.drain(1)
+	if a := r.allocsPerBurst(1, 0, func(i int) []byte {
+		return tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40050, hdr.TCPFlagACK, 8, 101, nil, "reply")
+	}); a != 0 {
+		t.Fatalf("proxied reply: %v allocations per burst", a)
+	}
+}
+
+// TestCookie6CoversAddresses: an IPv6 cookie is bound to both full
+// addresses, not their folds or a prefix of them.
+func TestCookie6CoversAddresses(t *testing.T) {
+	const now = int64(1) << 40
+	f := cookieFlow6(&clientAddr6, &vip6, 40000, 443, 1000)
+	c := f.cookie(now, 1460, true)
+	if mss, sack, ok := f.check(c, now); !ok || mss != 1460 || !sack {
+		t.Fatalf("own cookie: mss %d sack %v ok %v", mss, sack, ok)
+	}
+	for i := range 16 {
+		src, dst := clientAddr6, vip6
+		src[i] ^= 1
+		dst[i] ^= 0x80
+		for _, g := range []cookieFlow{cookieFlow6(&src, &vip6, 40000, 443, 1000), cookieFlow6(&clientAddr6, &dst, 40000, 443, 1000)} {
+			if _, _, ok := g.check(c, now); ok {
+				t.Fatalf("byte %d changed: the cookie still checks", i)
+			}
+		}
+	}
+	g := cookieFlow6(&clientAddr6, &vip6, 40000, 443, 1001)
+	if _, _, ok := g.check(c, now); ok {
+		t.Fatal("another ISN's cookie checks")
+	}
+}
+
+// TestSynProxy6Synced: a proxied NAT66 connection syncs with its
+// extension (ISNs, deltas, spliced options), and a peer that installs the
+// record carries it on in both numberings: the server's data reaches the
+// client moved by the cookie, the client's acknowledgement the server
+// moved back.
+func TestSynProxy6Synced(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	withSync(r, SyncParams{On: true, Threshold: 1})
+	const isn, rsISN = 3000, 600000
+	cookie, _, _ := handshake6(t, r, 40060, isn)
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40060, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, nil, ""))
+	r.w.poll()
+	one(t, r, 1)
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40060, vip6, 8443, hdr.TCPFlagACK, isn+1, cookie+1, nil, "hi"))
+	r.w.poll()
+	one(t, r, 1)
+	recs := syncedRecords(r.w)
+	var rec *SyncConn
+	for i := range recs {
+		if recs[i].ClientPort == 40060 && recs[i].State == conn.StateEstablished {
+			rec = &recs[i]
+		}
+	}
+	if rec == nil || !rec.HasExt || !rec.IPv6 || rec.Fwd != fwd.NAT || rec.Ext.ServerISN != cookie || rec.Ext.ClientISN != isn ||
+		rec.Ext.SeqOut != cookie-rsISN || rec.Ext.LIP != 0 || rec.Ext.LPort != 0 {
+		t.Fatalf("records %+v: want the established connection with its extension (cookie %d)", recs, cookie)
+	}
+
+	peer := rigSvc6(t)
+	withSynProxy6(t, peer)
+	if b := install6(t, peer, *rec); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	id, _, ok := peer.w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, 40060, &vip6, 8443)
+	if !ok || peer.w.table.Get(id).Flags&flagSeqAdj == 0 || peer.w.table.Ext(id) == nil || *peer.w.table.Ext(id) != rec.Ext {
+		t.Fatalf("installed: found %v, extension %+v", ok, peer.w.table.Ext(id))
+	}
+	peer.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40060, hdr.TCPFlagACK|hdr.TCPFlagPSH, rsISN+1, isn+3, nil, "OK"))
+	peer.w.poll()
+	if _, ip, tcp := checkTCP6(t, one(t, peer, 0)); ip.Src() != vip6 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+3 {
+		t.Fatalf("server data through the peer: from %s seq %d (want %d) ack %d", ip.Src(), tcp.Seq(), cookie+1, tcp.Ack())
+	}
+	peer.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40060, vip6, 8443, hdr.TCPFlagACK, isn+3, cookie+3, nil, ""))
+	peer.w.poll()
+	if _, ip, tcp := checkTCP6(t, one(t, peer, 1)); ip.Dst() != rs61 || tcp.Ack() != rsISN+3 || tcp.Seq() != isn+3 {
+		t.Fatalf("client ACK through the peer: to %s seq %d ack %d (want %d)", ip.Dst(), tcp.Seq(), tcp.Ack(), rsISN+3)
+	}
+}
