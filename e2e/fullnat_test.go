@@ -24,14 +24,7 @@ func startFullNAT(t *testing.T, proxy bool) *natEnv {
 	o := natOptions{
 		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) { noDefaultRoute(t, tp, nat.Servers) },
 		configure: func(c *harness.Config) {
-			c.Workers = []int{0, 1}
-			c.Ports = []harness.Port{
-				harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-			}
-			for i := range c.Ports {
-				c.Ports[i].Device += ",qpairs=2"
-			}
+			twoWorkers(c)
 			toFullNAT(&c.Services[0], proxy)
 		},
 	}

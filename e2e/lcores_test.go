@@ -19,14 +19,7 @@ import (
 // to the one that does.
 func TestNATTwoWorkers(t *testing.T) {
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
-		c.Workers = []int{0, 1}
-		c.Ports = []harness.Port{
-			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-		}
-		for i := range c.Ports {
-			c.Ports[i].Device += ",qpairs=2"
-		}
+		twoWorkers(c)
 	}})
 	e.warmUp(t)
 	got := map[string]int{}

@@ -104,14 +104,7 @@ var (
 func TestObservabilityNamesExist(t *testing.T) {
 	queries := promQueries(t)
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
-		c.Workers = []int{0, 1}
-		c.Ports = []harness.Port{
-			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-		}
-		for i := range c.Ports {
-			c.Ports[i].Device += ",qpairs=2"
-		}
+		twoWorkers(c)
 		c.Services[0].Health = "{type: tcp, interval: 200ms, timeout: 150ms, rise: 1, fall: 2}"
 	}})
 	// The servers' state does not matter here (the probes may not even

@@ -29,14 +29,7 @@ func (e *natEnv) traceJSON(t *testing.T, args ...string) *api.Trace {
 // scheduler), its entry from both directions, and a drop with its reason.
 func TestLbctlTrace(t *testing.T) {
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
-		c.Workers = []int{0, 1}
-		c.Ports = []harness.Port{
-			harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
-			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
-		}
-		for i := range c.Ports {
-			c.Ports[i].Device += ",qpairs=2"
-		}
+		twoWorkers(c)
 	}})
 	e.warmUp(t)
 	vip := e.nat.VIP.String() + ":80"
