@@ -129,6 +129,24 @@ func natICMPv6Error(ip hdr.IPv6, icmp hdr.ICMP, q quote6, toServer bool, addr hd
 	icmp.SetChecksum(csum)
 }
 
+// unshiftQuotedSeq6 takes delta off the seq of the TCP segment quoted by
+// the ICMPv6 error icmp, keeping the quoted TCP checksum (where the quote
+// holds it) and the ICMPv6 one right. The seq sits at an even offset of
+// the message: one RFC 1624 update each.
+func unshiftQuotedSeq6(icmp hdr.ICMP, q quote6, delta uint32) {
+	old := binary.BigEndian.Uint32(q.l4[4:])
+	seq := old - delta
+	binary.BigEndian.PutUint32(q.l4[4:], seq)
+	csum := hdr.Update32(icmp.Checksum(), old, seq)
+	if len(q.l4) >= 18 {
+		oldSum := binary.BigEndian.Uint16(q.l4[16:])
+		sum := hdr.Update32(oldSum, old, seq)
+		binary.BigEndian.PutUint16(q.l4[16:], sum)
+		csum = hdr.Update16(csum, oldSum, sum)
+	}
+	icmp.SetChecksum(csum)
+}
+
 // icmp6ToSender turns the IPv6 packet d, in place, into an ICMPv6 error
 // (typ, code, and the 32-bit word after the checksum: Packet Too Big's
 // MTU, Parameter Problem's pointer) from the address from to the packet's
@@ -240,6 +258,13 @@ func (w *Worker) icmpError6(d *desc) exit {
 	towards := &a.RIP
 	if dir == conn.Original {
 		natICMPv6Error(ip, icmp, q, true, a.RIP, c.RPort)
+		if c.Flags&flagSeqAdj != 0 && q.proto == hdr.ProtoTCP {
+			// A proxied handshake: the server numbers its bytes from its
+			// own ISN, and checks that an error's quoted seq is its own.
+			if x := w.table.Ext(id); x != nil && x.SeqOut != 0 {
+				unshiftQuotedSeq6(icmp, q, x.SeqOut)
+			}
+		}
 	} else {
 		natICMPv6Error(ip, icmp, q, false, a.VIP, c.VPort)
 		towards = &a.Client

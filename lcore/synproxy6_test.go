@@ -319,3 +319,33 @@ func TestSynProxy6Synced(t *testing.T) {
 		t.Fatalf("client ACK through the peer: to %s seq %d ack %d (want %d)", ip.Dst(), tcp.Seq(), tcp.Ack(), rsISN+3)
 	}
 }
+
+// TestSynProxy6ICMPError: an ICMPv6 error from the client's side about
+// the server's data (in the client's numbering) reaches the server
+// quoting its own seq, with the quoted TCP checksum and the ICMPv6 one
+// right: a server checks that an error's seq is within its window.
+func TestSynProxy6ICMPError(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	const isn, rsISN = 7000, 123456
+	cookie, _, _ := handshake6(t, r, 40070, isn)
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, clientAddr6, 40070, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, nil, ""))
+	r.w.poll()
+	one(t, r, 1)
+	sent := tcpOpts6(wanMAC, clientMAC, vip6, 8443, clientAddr6, 40070, hdr.TCPFlagACK|hdr.TCPFlagPSH, cookie+1, isn+1, nil, "reply") // as lbd sent it
+	r.inject(0, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6PacketTooBig, 0, 1280, sent, 0)))
+	r.w.poll()
+	eth, ip, icmp := checkICMPv6(t, one(t, r, 1))
+	q := hdr.IPv6(icmp[8:])
+	tcp := hdr.TCP(q.Payload())
+	if eth.Dst() != rs1MAC || ip.Dst() != rs61 || q.Src() != rs61 || tcp.SrcPort() != 8443 || tcp.Seq() != rsISN+1 {
+		t.Fatalf("to the server: %s, quoting %s:%d seq %d (want %d)", ip.Dst(), q.Src(), tcp.SrcPort(), tcp.Seq(), rsISN+1)
+	}
+	if got, want := tcp.Checksum(), func() uint16 {
+		c := append(hdr.TCP(nil), tcp...)
+		c.SetChecksum(0)
+		return hdr.TransportChecksum6(q.Src(), q.Dst(), hdr.ProtoTCP, c)
+	}(); got != want {
+		t.Fatalf("quoted TCP checksum %#04x, recomputed %#04x", got, want)
+	}
+}
