@@ -7,9 +7,8 @@ import (
 // validate6 checks what differs for a service by IP version: an IPv6
 // service has a persistence prefix length instead of a netmask, its
 // fullnat servers are IPv4 ones (NAT64, from its IPv4 local_addresses,
-// checked with the servers), and its SYN proxy answers for NAT66 servers
-// only. PROXY v2 headers name an IPv6 client (to its NAT64 servers); the
-// FTP helper reads EPRT and EPSV's 229.
+// checked with the servers). PROXY v2 headers name an IPv6 client (to its
+// NAT64 servers); the FTP helper reads EPRT and EPSV's 229.
 func (s Service) validate6(f string, vip netip.Addr) error {
 	if !vip.Is6() {
 		if s.PersistencePrefix != 0 {
@@ -22,13 +21,6 @@ func (s Service) validate6(f string, vip netip.Addr) error {
 	}
 	if s.Netmask != "" && s.Netmask != defaultNetmask {
 		return fieldErrorf(f+".netmask", "%s: an IPv6 service's persistence granularity is persistence_prefix (a prefix length, e.g. 64)", s.Netmask)
-	}
-	if s.SynProxy {
-		for j, rs := range s.Servers {
-			if rs.Forward == "fullnat" {
-				return fieldErrorf(f+".synproxy", "not with NAT64 servers (servers[%d] is fullnat): an IPv6 service's SYN proxy answers for its nat (NAT66) servers only", j)
-			}
-		}
 	}
 	return nil
 }

@@ -67,10 +67,6 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"prefix on IPv4", "services[0].persistence_prefix", "IPv6", func(c *conf.Config) { c.Services[0].PersistencePrefix = 24 }},
 		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
 		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
-		{"synproxy with a NAT64 server", "services[2].synproxy", "servers[1] is fullnat", func(c *conf.Config) {
-			c.Services[2].SynProxy = true
-			c.Services[2].Servers[1] = conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"}
-		}},
 		{"synproxy with a dr server", "services[2].servers[1].forward", "dr with synproxy", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
 		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},
@@ -119,7 +115,8 @@ func TestGateway6(t *testing.T) {
 }
 
 // TestNAT64Valid: an IPv6 service with IPv4 fullnat servers and IPv4
-// local addresses (NAT64) is accepted.
+// local addresses (NAT64) is accepted, with the SYN proxy and PROXY v2
+// too.
 func TestNAT64Valid(t *testing.T) {
 	c := validConfig6()
 	c.Services = append(c.Services, conf.Service{Protocol: "tcp", VIP: "2001:db8::20", Port: 80, Scheduler: "rr",
@@ -128,6 +125,10 @@ func TestNAT64Valid(t *testing.T) {
 		}})
 	if err := c.Validate(schedulers); err != nil {
 		t.Fatalf("NAT64 refused: %v", err)
+	}
+	c.Services[3].SynProxy, c.Services[3].ProxyProtocol = true, true
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("NAT64 with the SYN proxy and PROXY v2 refused: %v", err)
 	}
 }
 

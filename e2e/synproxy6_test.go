@@ -15,9 +15,11 @@ import (
 // two real servers, two workers). A spoofed IPv6 SYN flood is answered
 // with cookies and makes no connection entry nor reaches a real server,
 // while the real client's requests all succeed and its servers see its
-// own address; requests riding on the handshake's ACK are each held until
-// the server answers; a 4 MiB transfer through a second SYN-proxied
-// service runs with window scaling spliced (bulkThroughSynProxy).
+// own address. A NAT64 service behind the proxy ([VIP]:8064 to the
+// servers' IPv4 addresses) answers too. Requests riding on the
+// handshake's ACK are each held until the server answers, through both;
+// a 4 MiB transfer through a third SYN-proxied service runs with window
+// scaling spliced (bulkThroughSynProxy).
 func TestSynProxy6(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
@@ -39,7 +41,13 @@ func TestSynProxy6(t *testing.T) {
 			for i := range bulk.Servers {
 				bulk.Servers[i].Port = synBulkPort
 			}
-			c.Services = append(c.Services, svc, bulk)
+			// NAT64 behind the proxy: the servers' IPv4 addresses, from a
+			// local address of their subnet.
+			nat64 := harness.Service{VIP: v6VIP, Port: 8064, Scheduler: "rr", SynProxy: true, LocalAddresses: []string{lip64Addr}}
+			for _, h := range c.Services[0].Servers {
+				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
+			}
+			c.Services = append(c.Services, svc, bulk, nat64)
 		},
 	})
 	url := "http://[" + v6VIP + "]/"
@@ -113,18 +121,27 @@ func TestSynProxy6(t *testing.T) {
 		t.Errorf("requests spread %v, want both servers", servers)
 	}
 
-	heldBefore := counterSum(body, "synproxy_held")
+	// NAT64: the IPv4 servers see the local address.
+	for _, r := range e.get(t, "http://["+v6VIP+"]:8064/", 20, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 || !strings.Contains(r.Body, lip64Addr) {
+			t.Errorf("NAT64 request %d: status %d %s, body %q (want the local address %s)", r.I, r.Status, r.Err, r.Body, lip64Addr)
+		}
+	}
+
+	heldBefore := counterSum(e.scrapeMetrics(t), "synproxy_held")
 	const eager = 20
-	addr := net.JoinHostPort(v6VIP, "80")
-	for i := range eager {
-		if err := eagerRequest(e.nat.Client.NS, addr); err != nil {
-			t.Errorf("request %d sent with the handshake's ACK: %v", i, err)
+	for _, port := range []string{"80", "8064"} {
+		addr := net.JoinHostPort(v6VIP, port)
+		for i := range eager {
+			if err := eagerRequest(e.nat.Client.NS, addr); err != nil {
+				t.Errorf("port %s, request %d sent with the handshake's ACK: %v", port, i, err)
+			}
 		}
 	}
 	held := counterSum(e.scrapeMetrics(t), "synproxy_held") - heldBefore
-	t.Logf("requests on the handshake's ACK: synproxy_held +%.0f for %d requests", held, eager)
-	if held < eager {
-		t.Errorf("synproxy_held +%.0f: want every one of the %d requests held", held, eager)
+	t.Logf("requests on the handshake's ACK: synproxy_held +%.0f for %d requests", held, 2*eager)
+	if held < 2*eager {
+		t.Errorf("synproxy_held +%.0f: want every one of the %d requests held", held, 2*eager)
 	}
 	e.bulkThroughSynProxy(t, v6VIP)
 	e.stopLBD(t)

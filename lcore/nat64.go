@@ -113,13 +113,16 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 	hdr.Ethernet(data).SetEtherType(hdr.EtherTypeIPv4)
 	hdr.IPv4(data[l3:]).Encode(&f)
 	m.SetOlFlags(0)
-	if c.Proto == hdr.ProtoTCP && x.Flags&extProxy != 0 && d.frag != fragLater {
+	if c.Proto == hdr.ProtoTCP && d.frag != fragLater {
 		// The packet is IPv4 now: the PROXY v2 header (naming the IPv6
 		// client and VIP) before the client's first byte, and every
-		// segment after it moved along (FullNAT's way, fullnat.go).
+		// segment after it moved along (FullNAT's way, fullnat.go); a SYN
+		// proxy's deltas (synproxy6.go) the same way.
 		d.l4 = l3 + hdr.IPv4MinLen
-		if why := w.insertProxyHeader(d, c, x, a); why != 0 {
-			return drop(why)
+		if x.Flags&extProxy != 0 {
+			if why := w.insertProxyHeader(d, c, x, a); why != 0 {
+				return drop(why)
+			}
 		}
 		adjustSeq(hdr.TCP(d.ip().Payload()), x, conn.Original, true)
 	}
@@ -185,12 +188,13 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 			cs = 0xffff
 		}
 		binary.BigEndian.PutUint16(l4[off:], cs)
-		if c.Proto == hdr.ProtoTCP && x.Flags&extProxy != 0 {
-			// Back into the client's numbering; the server's MSS leaves
-			// room for the PROXY v2 header in the client's first segment.
+		if c.Proto == hdr.ProtoTCP {
+			// Back into the client's numbering (PROXY v2, a SYN proxy);
+			// the server's MSS leaves room for the PROXY v2 header in the
+			// client's first segment.
 			tcp := hdr.TCP(l4)
 			adjustSeq(tcp, x, conn.Reply, true)
-			if tcp.Flags()&hdr.TCPFlagSYN != 0 {
+			if tcp.Flags()&hdr.TCPFlagSYN != 0 && x.Flags&extProxy != 0 {
 				if mtu := w.snap.Ports[d.in].MTU; mtu > hdr.IPv4MinLen+hdr.TCPMinLen+proxyV2Len6 {
 					tcp.ClampMSS(mtu-hdr.IPv4MinLen-hdr.TCPMinLen-proxyV2Len6, true)
 				}

@@ -322,6 +322,10 @@ func (w *Worker) icmpError46(d *desc, c *conn.Conn, id uint32, q quote6) exit {
 	old = hdr.Checksum(icmp[4:8], old)
 	old = hdr.Checksum(q.ip[:q.ext.Off], old)
 	old = hdr.Checksum(ql4[:pre], old)
+	if c.Proto == hdr.ProtoTCP && x.SeqOut != 0 { // back into the server's numbering (a SYN proxy)
+		q := hdr.TCP(ql4) // seq only, as icmpError64
+		q.SetSeq(q.Seq() - x.SeqOut)
+	}
 	natQuoted64(ql4[:pre], c.Proto, c.RPort, x.LPort, false, a, x.LIP, c.RIP)
 	hop, tc := ip6.HopLimit()-1, ip6.TrafficClass()
 	qf := hdr.IPv4Fields{

@@ -12,8 +12,8 @@ import (
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
 // persistence templates see in place of IPv4 addresses. FullNAT servers
 // of an IPv6 service are IPv4 ones: NAT64 (nat64.go); the FTP helper
-// reads EPRT and 229 (ftp6.go); the SYN proxy answers for NAT66 servers
-// (synproxy6.go).
+// reads EPRT and 229 (ftp6.go); the SYN proxy answers for NAT66 and
+// NAT64 servers (synproxy6.go).
 
 // forward6 is forward for an IPv6 TCP or UDP packet.
 func (w *Worker) forward6(d *desc) exit {
@@ -75,7 +75,7 @@ func (w *Worker) forward6(d *desc) exit {
 		w.table.Delete(id)
 		return drop(DropDestDown)
 	}
-	if c.Flags&flagSeqAdj != 0 {
+	if c.Flags&flagSeqAdj != 0 || c.Fwd == fwd.FullNAT {
 		if x := w.table.Ext(id); x != nil && x.Flags&extSynPending != 0 {
 			if e, done := w.synProxyPending(d, c, id, x, dir); done {
 				return e

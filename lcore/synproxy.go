@@ -359,7 +359,7 @@ func (w *Worker) sendSYN(d *desc, c *conn.Conn, id uint32, x *conn.Ext, window u
 
 // toServer sends a handshake segment f (options o) of proxied connection
 // id to its real server: from the client (NAT) or the local address
-// (FullNAT), over IPv6 for a NAT66 connection.
+// (FullNAT, NAT64), over IPv6 for a NAT66 connection.
 func (w *Worker) toServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, f *hdr.TCPFields, o *handshakeOpts) exit {
 	if c.IsIPv6() && c.Fwd == fwd.NAT {
 		a := w.table.Addrs6(id)
@@ -371,7 +371,13 @@ func (w *Worker) toServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, f *hdr.
 		return e
 	}
 	e := w.route(c.RIP)
-	if e.kind == exitTransmit && !d.rewriteTCP(x.LIP, c.RIP, f, o) {
+	if e.kind != exitTransmit {
+		return e
+	}
+	if c.IsIPv6() { // NAT64: the client's IPv6 packet becomes an IPv4 segment
+		hdr.Ethernet(d.m.Data()).SetEtherType(hdr.EtherTypeIPv4)
+	}
+	if !d.rewriteTCP(x.LIP, c.RIP, f, o) {
 		return drop(DropNoHeadroom)
 	}
 	return e

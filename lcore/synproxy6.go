@@ -6,12 +6,15 @@ import (
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
-// The SYN proxy of an IPv6 service (NAT66 servers), synproxy.go's over
-// IPv6: the cookie's MAC covers the flow's full addresses (cookieFlow6),
-// the handshake segments lbd sends have IPv6 headers, and a proxied
-// connection keeps its sequence deltas in an extension beside its IPv6
-// addresses (conn.Table.Insert6Seq), moved by adjustSeq after the NAT66
-// rewrite. A bare SYN is answered before any lookup, as for IPv4.
+// The SYN proxy of an IPv6 service, synproxy.go's over IPv6: the
+// cookie's MAC covers the flow's full addresses (cookieFlow6), and the
+// handshake segments lbd sends the client have IPv6 headers. A proxied
+// NAT66 connection keeps its sequence deltas in an extension beside its
+// IPv6 addresses (conn.Table.Insert6Seq), moved by adjustSeq after the
+// NAT66 rewrite; a NAT64 one in its own extension, the proxy's handshake
+// with its server in IPv4 (toServer) and its deltas moved once a segment
+// is translated (nat64.go). A bare SYN is answered before any lookup, as
+// for IPv4.
 
 // answersWithCookie6 reports whether the bare SYN d (src -> dst) is
 // answered with a cookie before any lookup (answersWithCookie), and for
@@ -84,10 +87,14 @@ func (w *Worker) answerSYN6(d *desc, src, dst *hdr.Addr6, tcp hdr.TCP, si int32)
 			o.ws = ourWScale
 		}
 	}
-	// What the client may send us: the receiving port's MTU.
+	// What the client may send us: the receiving port's MTU, less what
+	// a PROXY header adds (NAT64).
 	o.mss = minMTU6 - hdr.IPv6Len - hdr.TCPMinLen
 	if mtu := w.snap.Ports[d.in].MTU; mtu > minMTU6 {
 		o.mss = mtu - hdr.IPv6Len - hdr.TCPMinLen
+	}
+	if w.snap.Services[si].ProxyProtocol {
+		o.mss -= proxyV2Len6
 	}
 	sport, dport := k.sport, k.dport
 	if !d.rewriteTCP6(dst, src, &hdr.TCPFields{SrcPort: dport, DstPort: sport, Seq: cookie, Ack: isn + 1,

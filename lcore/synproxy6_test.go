@@ -13,10 +13,20 @@ import (
 // rs61:8443 by NAT66.
 func withSynProxy6(t testing.TB, r *rig) {
 	t.Helper()
-	d := sched.Dest{ID: 20, Addr6: rs61, Port: 8443, Weight: 1, Fwd: fwd.NAT}
+	withProxied6(t, r, 8443, sched.Dest{ID: 20, Addr6: rs61, Port: 8443, Weight: 1, Fwd: fwd.NAT}, false)
+}
+
+// withProxied6 gives rigSvc6's rig a SYN proxy service on vip6:port with
+// the one server d (NAT64 from lip64 when d is fullnat), with the PROXY
+// v2 header when proxy.
+func withProxied6(t testing.TB, r *rig, port uint16, d sched.Dest, proxy bool) {
+	t.Helper()
 	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
-	svc := Service{Key: ServiceKey{VIP6: vip6, Port: 8443, Proto: hdr.ProtoTCP}, Scheduler: "rr",
-		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, SynProxy: true, PersistMask: ^uint32(0)}
+	svc := Service{Key: ServiceKey{VIP6: vip6, Port: port, Proto: hdr.ProtoTCP}, Scheduler: "rr",
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, SynProxy: true, ProxyProtocol: proxy, PersistMask: ^uint32(0)}
+	if d.Fwd == fwd.FullNAT {
+		svc = nat64svc(svc)
+	}
 	old := r.w.snap
 	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)
 	snap.Neigh6 = old.Neigh6
@@ -347,5 +357,74 @@ func TestSynProxy6ICMPError(t *testing.T) {
 		return hdr.TransportChecksum6(q.Src(), q.Dst(), hdr.ProtoTCP, c)
 	}(); got != want {
 		t.Fatalf("quoted TCP checksum %#04x, recomputed %#04x", got, want)
+	}
+}
+
+// TestSynProxy64: the SYN proxy of an IPv6 service with a NAT64 server:
+// the client's handshake is IPv6, lbd's with the server IPv4 from the
+// local address, and data moves between the two numberings once
+// translated; with PROXY v2 the client's first bytes reach the server
+// after the header naming its IPv6 endpoints, and the SYN-ACK's MSS
+// leaves room for it.
+func TestSynProxy64(t *testing.T) {
+	for _, proxy := range []bool{false, true} {
+		r := rigSvc6(t)
+		withProxied6(t, r, 8444, sched.Dest{ID: 21, Addr: rs1, Port: 80, Weight: 1, Fwd: fwd.FullNAT}, proxy)
+		w := r.w
+		const isn, rsISN = 41000, 9000
+		r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40080, vip6, 8444, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+		w.poll()
+		_, ip6, tcp := checkTCP6(t, one(t, r, 0))
+		wantMSS := w.snap.Ports[0].MTU - hdr.IPv6Len - hdr.TCPMinLen
+		if proxy {
+			wantMSS -= proxyV2Len6
+		}
+		if ip6.Src() != vip6 || tcp.Flags() != hdr.TCPFlagSYN|hdr.TCPFlagACK || tcp.MSS() != wantMSS || w.table.Len() != 0 {
+			t.Fatalf("proxy %v: cookie SYN-ACK from %s flags %#x mss %d (want %d), %d entries", proxy, ip6.Src(), tcp.Flags(), tcp.MSS(), wantMSS, w.table.Len())
+		}
+		cookie := tcp.Seq()
+		r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40080, vip6, 8444, hdr.TCPFlagACK, isn+1, cookie+1, nil, ""))
+		w.poll()
+		eth, ip, syn := checkTCP(t, one(t, r, 1))
+		if eth.EtherType() != hdr.EtherTypeIPv4 || eth.Dst() != rs1MAC || ip.Src() != lip64 || ip.Dst() != rs1 ||
+			syn.DstPort() != 80 || syn.Flags() != hdr.TCPFlagSYN || syn.Seq() != isn || syn.MSS() != 1460 {
+			t.Fatalf("proxy %v: SYN to the server %x -> %x:%d flags %#x seq %d mss %d", proxy, ip.Src(), ip.Dst(), syn.DstPort(), syn.Flags(), syn.Seq(), syn.MSS())
+		}
+		lport := syn.SrcPort()
+		// The client's first bytes, before the server answered: held.
+		r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40080, vip6, 8444, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "GET"))
+		w.poll()
+		if len(r.sent(1)) != 0 || w.cnt.own[SynProxyHeld] != 1 {
+			t.Fatalf("proxy %v: data before the server's SYN-ACK was not held (held %d)", proxy, w.cnt.own[SynProxyHeld])
+		}
+		r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, synOpts, ""))
+		w.poll()
+		out := r.sent(1)
+		if len(out) != 2 {
+			t.Fatalf("proxy %v: after the server's SYN-ACK %d frames, want our ACK and the held data (drops %v)", proxy, len(out), dropsOf(w))
+		}
+		if _, ip, tcp := checkTCP(t, out[0]); ip.Src() != lip64 || tcp.Flags() != hdr.TCPFlagACK || tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || len(tcp.Payload()) != 0 {
+			t.Fatalf("proxy %v: ACK to the server from %x flags %#x seq %d ack %d", proxy, ip.Src(), tcp.Flags(), tcp.Seq(), tcp.Ack())
+		}
+		if len(r.sent(0)) != 0 {
+			t.Fatalf("proxy %v: the server's SYN-ACK reached the client", proxy)
+		}
+		// The held bytes, with the PROXY header before them when asked.
+		_, _, tcp = checkTCP(t, out[1])
+		want, shift := "GET", uint32(0)
+		if proxy {
+			shift = proxyV2Len6
+		}
+		if p := tcp.Payload(); tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || len(p) != len(want)+int(shift) || string(p[shift:]) != want ||
+			proxy && string(p[:12]) != string(proxyV2Sig[:]) {
+			t.Fatalf("proxy %v: client data seq %d ack %d payload %q", proxy, tcp.Seq(), tcp.Ack(), p)
+		}
+		// The server's answer, acknowledging all of it, in the client's numbering.
+		r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagACK|hdr.TCPFlagPSH, rsISN+1, isn+4+shift, nil, "OK"))
+		w.poll()
+		_, ip6, tcp = checkTCP6(t, one(t, r, 0))
+		if ip6.Src() != vip6 || tcp.SrcPort() != 8444 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+4 || string(tcp.Payload()) != "OK" {
+			t.Fatalf("proxy %v: server data from %s:%d seq %d (cookie %d) ack %d", proxy, ip6.Src(), tcp.SrcPort(), tcp.Seq(), cookie, tcp.Ack())
+		}
 	}
 }

@@ -100,7 +100,7 @@ Options:
                                (sloppy_tcp: a director picks up a flow another one began; with
                                mh, sh or dh every director picks the same server); -E
                                --no-sloppy-tcp turns it off. -S does not save it
-  --synproxy, --no-synproxy    answer SYNs with SYN cookies (nat and fullnat servers; IPv6: nat), or not
+  --synproxy, --no-synproxy    answer SYNs with SYN cookies (nat and fullnat servers), or not
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel
