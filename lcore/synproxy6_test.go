@@ -426,5 +426,15 @@ func TestSynProxy64(t *testing.T) {
 		if ip6.Src() != vip6 || tcp.SrcPort() != 8444 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+4 || string(tcp.Payload()) != "OK" {
 			t.Fatalf("proxy %v: server data from %s:%d seq %d (cookie %d) ack %d", proxy, ip6.Src(), tcp.SrcPort(), tcp.Seq(), cookie, tcp.Ack())
 		}
+		// The client side's error about that segment reaches the server
+		// as ICMPv4, quoting the server's own seq.
+		sent := tcpOpts6(wanMAC, clientMAC, vip6, 8444, clientAddr6, 40080, hdr.TCPFlagACK|hdr.TCPFlagPSH, cookie+1, isn+4, nil, "OK")
+		r.inject(0, fromClient(icmp6Error(clientAddr6, vip6, hdr.ICMPv6DestUnreachable, 4, 0, sent, 0)))
+		w.poll()
+		_, ip, icmp := checkICMPv4(t, one(t, r, 1))
+		q := hdr.IPv4(icmp[hdr.ICMPLen:])
+		if qt := hdr.TCP(q[q.HeaderLen():]); ip.Dst() != rs1 || q.Src() != rs1 || q.Dst() != lip64 || qt.DstPort() != lport || qt.Seq() != rsISN+1 {
+			t.Fatalf("proxy %v: error to %x quoting %x -> %x:%d seq %d (want %d)", proxy, ip.Dst(), q.Src(), q.Dst(), qt.DstPort(), qt.Seq(), rsISN+1)
+		}
 	}
 }
