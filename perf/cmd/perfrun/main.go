@@ -70,7 +70,7 @@ const (
 	// nat6 and dr6 (issue #16) are nat and dr over IPv6, beside them in
 	// the report; -long adds their 1M-flow forms.
 	longExtraCases = ",nat-10m,nat6-1m,dr6-1m"
-	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat6,dr6,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-synproxy,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
+	defaultCases   = "loop,testpmd,testpmd-1way,nat,dr,tun,nat6,dr6,nat-1m,dr-1m,tun-1m,nat-new,dr-new,tun-new,nat-synproxy,nat6-synproxy,nat-2lc,nat-4lc,dr-2lc,dr-4lc"
 )
 
 func main() {
