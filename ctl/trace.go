@@ -39,9 +39,10 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		if err != nil {
 			return api.Response{}, err
 		}
-		if rs.Addr().Is6() != vip.Is6() {
-			return api.Response{}, fmt.Errorf("--reply %s: not of the VIP's IP version (%s): NAT64 replies are not traced", rs, vip)
+		if rs.Addr().Is6() && !vip.Is6() {
+			return api.Response{}, fmt.Errorf("--reply %s: an IPv6 server of an IPv4 VIP (%s): lbd does not translate IPv4 clients to IPv6 servers", rs, vip)
 		}
+		// An IPv4 server of an IPv6 VIP is NAT64's: its reply is IPv4.
 		f.Reply, f.RIP, f.RIP6, f.RPort = true, ipv4(rs.Addr()), ipv6(rs.Addr()), rs.Port()
 		from, to = rs, client
 	}
@@ -69,6 +70,8 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 	port, _, ok := snap.Route(ipv4(from.Addr()))
 	if f.IPv6 {
 		t.Steering.Hash = lcore.SteeringHash6(&f.Client6, f.ClientPort)
+	}
+	if from.Addr().Is6() {
 		a := ipv6(from.Addr())
 		port, _, ok = snap.Route6(&a)
 	}
@@ -90,6 +93,9 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 			Virtual:     netip.AddrPortFrom(addrOfKey(ci.VIP, ci.VIP6), ci.VPort).String(),
 			Destination: netip.AddrPortFrom(addrOfKey(ci.RIP, ci.RIP6), ci.RPort).String()},
 			Direction: "client to server", OneWayOnly: res.OneWayOnly, SYNReschedules: res.SYNReschedules}
+		if ci.LIP != 0 { // FullNAT, NAT64: the server answers this endpoint
+			tc.Local = netip.AddrPortFrom(addrOf(ci.LIP), ci.LPort).String()
+		}
 		if res.ConnDir == conn.Reply {
 			tc.Direction = "server to client"
 			dest = tc.Client

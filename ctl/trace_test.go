@@ -81,6 +81,38 @@ func TestTraceOp(t *testing.T) {
 			t.Fatalf("trace %+v conn %+v verdict %+v", tr, tr.Conn, tr.Verdict)
 		}
 	})
+	t.Run("reply of a NAT64 connection", func(t *testing.T) {
+		f.traced = nil
+		client6, vip6 := netip.MustParseAddr("2001:db8::7"), netip.MustParseAddr("2001:db8::100")
+		f.traceRes = lcore.TraceResult{Worker: 0, Gen: snap.Gen, HasConn: true, ConnDir: conn.Reply,
+			Conn: lcore.ConnInfo{Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT, IPv6: true,
+				Client6: hdr.Addr6From(client6), ClientPort: 40000, VIP6: hdr.Addr6From(vip6), VPort: 80, RIP: rs1.Addr, RPort: 80,
+				LIP: ip(t, "198.51.100.200"), LPort: 2049, Expires: 899e9},
+			Pick: -1, TemplateDest: -1, OutPort: 0}
+		r := do(o, rule(t, "trace -t [2001:db8::100]:80 --client [2001:db8::7]:40000 --reply 198.51.100.11:80"))
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		if fl := f.traced[0]; !fl.Reply || !fl.IPv6 || fl.RIP != rs1.Addr || !fl.RIP6.IsUnspecified() || fl.RPort != 80 {
+			t.Fatalf("asked %+v", fl)
+		}
+		tr := r.Trace
+		if tr.Flow != "TCP 198.51.100.11:80 -> [2001:db8::7]:40000" || tr.Steering.Port != "lan" || tr.Conn == nil ||
+			tr.Conn.Local != "198.51.100.200:2049" || tr.Conn.Destination != "198.51.100.11:80" || tr.Conn.Direction != "server to client" {
+			t.Fatalf("trace %+v conn %+v", tr, tr.Conn)
+		}
+		var b bytes.Buffer
+		if err := api.WriteTrace(&b, tr); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "from the local address 198.51.100.200:2049") {
+			t.Errorf("text lacks the local address:\n%s", b.String())
+		}
+		r = do(o, rule(t, "trace -t 203.0.113.100:80 --client 203.0.113.7:40000 --reply [fd00::11]:80"))
+		if !strings.Contains(r.Error, "--reply") {
+			t.Errorf("an IPv6 server of an IPv4 VIP: error %q", r.Error)
+		}
+	})
 	t.Run("drop", func(t *testing.T) {
 		f.traceRes = lcore.TraceResult{Gen: snap.Gen, Pick: -1, TemplateDest: -1, OutPort: -1, Drop: lcore.DropNoService}
 		r := do(o, rule(t, "trace -u 203.0.113.100:53 --client 203.0.113.7:5000"))

@@ -47,26 +47,11 @@ func TestLbctlTrace(t *testing.T) {
 	}
 
 	// A real connection from that port, held open.
-	var c net.Conn
-	if err := topo.InNS(e.nat.Client.NS, func() error {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: client.AsSlice(), Port: port}, Timeout: 5 * time.Second}
-		var err error
-		c, err = d.Dial("tcp4", vip)
-		return err
-	}); err != nil {
-		t.Fatalf("connect from %s: %v", cl, err)
-	}
+	c, with := e.heldConnection(t, vip, port)
 	defer c.Close()
 
 	// Its entry, found by the owner (the other worker has none): the
 	// server is the one the dry pick named.
-	var with *api.Trace
-	for i := 0; i < 50; i++ { // the client's ACK may still be on its way
-		if with = e.traceJSON(t, "-t", vip, "--client", cl); with.Conn != nil && with.Conn.State == "ESTABLISHED" {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 	if with.Conn == nil || with.Conn.State != "ESTABLISHED" || with.Conn.Destination != before.Decision.Destination ||
 		with.Conn.ExpiresSecs == 0 || with.Conn.Direction != "client to server" || with.Steering.Owner != before.Steering.Owner {
 		t.Fatalf("with the connection: %+v, conn %+v; the dry pick said %s", with, with.Conn, before.Decision.Destination)
@@ -92,6 +77,61 @@ func TestLbctlTrace(t *testing.T) {
 	if none.Service != nil || none.Verdict.Drop != "no_service" {
 		t.Fatalf("no service: %+v", none.Verdict)
 	}
+	c.Close()
+	e.stopLBD(t)
+}
+
+// heldConnection opens a TCP connection from the client's port to vip
+// and holds it; it returns it with the trace of its entry once
+// established (nil Conn if it never was).
+func (e *natEnv) heldConnection(t *testing.T, vip string, port int) (net.Conn, *api.Trace) {
+	t.Helper()
+	client := e.nat.Client.Addr.Addr()
+	var c net.Conn
+	if err := topo.InNS(e.nat.Client.NS, func() error {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: client.AsSlice(), Port: port}, Timeout: 5 * time.Second}
+		var err error
+		c, err = d.Dial("tcp4", vip)
+		return err
+	}); err != nil {
+		t.Fatalf("connect from %s:%d: %v", client, port, err)
+	}
+	cl := fmt.Sprintf("%s:%d", client, port)
+	var with *api.Trace
+	for i := 0; i < 50; i++ { // the client's ACK may still be on its way
+		if with = e.traceJSON(t, "-t", vip, "--client", cl); with.Conn != nil && with.Conn.State == "ESTABLISHED" {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return c, with
+}
+
+// TestLbctlTraceFullNAT: a FullNAT connection's reply goes to the local
+// address and port, not to the client: traced by the server's address,
+// it is found by that key, names the local endpoint, and goes back to
+// the client out of the client port.
+func TestLbctlTraceFullNAT(t *testing.T) {
+	e := startFullNAT(t, false)
+	e.warmUp(t)
+	vip := e.nat.VIP.String() + ":80"
+	port := 43000 + int(time.Now().UnixNano()%2000)
+	cl := fmt.Sprintf("%s:%d", e.nat.Client.Addr.Addr(), port)
+	c, with := e.heldConnection(t, vip, port)
+	defer c.Close()
+	if with.Conn == nil || with.Conn.State != "ESTABLISHED" || with.Conn.Local == "" {
+		t.Fatalf("the FullNAT connection: %+v, conn %+v", with, with.Conn)
+	}
+	back := e.traceJSON(t, "-t", vip, "--client", cl, "--reply", with.Conn.Destination)
+	if back.Conn == nil || back.Conn.OneWayOnly || back.Conn.Direction != "server to client" || back.Conn.Local != with.Conn.Local ||
+		back.Verdict.To != cl || back.Verdict.Port != "wan" || back.Steering.Port != "lan" {
+		t.Fatalf("reply: %+v, conn %+v, verdict %+v", back, back.Conn, back.Verdict)
+	}
+	text := e.lbctlOK(t, "trace", "-t", vip, "--client", cl, "--reply", with.Conn.Destination)
+	if !strings.Contains(text, "from the local address "+with.Conn.Local) || strings.Contains(text, "do not pass through lbd") {
+		t.Errorf("trace text:\n%s", text)
+	}
+	t.Logf("lbctl trace --reply:\n%s", text)
 	c.Close()
 	e.stopLBD(t)
 }

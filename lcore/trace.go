@@ -142,15 +142,14 @@ func (w *Worker) trace(r *TraceRequest) {
 	}
 	id, dir, ok := w.table.Lookup(r.Proto, src, sport, dst, dport)
 	if !ok && r.Reply {
-		// A one-way (DR, TUN) entry has no reply key: show the client's.
-		if id, _, ok = w.table.Lookup(r.Proto, r.Client, r.ClientPort, r.VIP, r.VPort); ok {
-			res.Conn, res.OneWayOnly = connInfo(w.table.Get(id), w.now), true
-		}
-		ok = false
+		id, dir, ok = w.traceLocalReply(res, r)
 	}
 	if ok {
 		c := w.table.Get(id)
 		res.HasConn, res.ConnDir, res.Conn = true, dir, connInfo(c, w.now)
+		if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
+			res.Conn.LIP, res.Conn.LPort = x.LIP, x.LPort
+		}
 		res.SYNReschedules = c.Proto == hdr.ProtoTCP && dir == conn.Original && (c.State == conn.StateTimeWait ||
 			c.State == conn.StateClose || c.State == conn.StateFinWait && c.Fwd.OneWay())
 		if w.snap.DestExpired(c.Dest) {
@@ -185,6 +184,35 @@ func (w *Worker) trace(r *TraceRequest) {
 	case res.Pick >= 0:
 		w.traceRoute(res, res.Dests[res.Pick].Addr)
 	}
+}
+
+// traceLocalReply finds the entry of a reply (r.Reply) that is not
+// addressed to the client: a FullNAT or NAT64 server answers the local
+// address and port, which the client's entry names, and the reply key
+// is RIP:RPort -> LIP:LPort. A DR or TUN entry has no reply key at all:
+// the client's is shown (OneWayOnly) and no entry found.
+func (w *Worker) traceLocalReply(res *TraceResult, r *TraceRequest) (uint32, conn.Dir, bool) {
+	var id uint32
+	var ok bool
+	if r.IPv6 {
+		id, _, ok = w.table.Lookup6(r.Proto, &r.Client6, r.ClientPort, &r.VIP6, r.VPort)
+	} else {
+		id, _, ok = w.table.Lookup(r.Proto, r.Client, r.ClientPort, r.VIP, r.VPort)
+	}
+	if !ok {
+		return 0, 0, false
+	}
+	c := w.table.Get(id)
+	if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
+		return w.table.Lookup(r.Proto, r.RIP, r.RPort, x.LIP, x.LPort)
+	}
+	if r.IPv6 {
+		res.Conn = w.connInfo6(id)
+	} else {
+		res.Conn = connInfo(c, w.now)
+	}
+	res.OneWayOnly = true
+	return 0, 0, false
 }
 
 func connInfo(c *conn.Conn, now int64) ConnInfo {

@@ -24,10 +24,8 @@ func (w *Worker) trace6(r *TraceRequest) {
 	}
 	id, dir, ok := w.table.Lookup6(r.Proto, src, sport, dst, dport)
 	if !ok && r.Reply {
-		if id, _, ok = w.table.Lookup6(r.Proto, &r.Client6, r.ClientPort, &r.VIP6, r.VPort); ok {
-			res.Conn, res.OneWayOnly = w.connInfo6(id), true
-		}
-		ok = false
+		// A NAT64 server's IPv4 reply (RIP, RPort) to the local endpoint.
+		id, dir, ok = w.traceLocalReply(res, r)
 	}
 	if ok {
 		c := w.table.Get(id)
@@ -40,6 +38,8 @@ func (w *Worker) trace6(r *TraceRequest) {
 		}
 		a := w.table.Addrs6(id)
 		switch {
+		case c.Fwd == fwd.FullNAT && dir == conn.Reply: // NAT64: the server's reply, translated to the client
+			w.traceRoute6(res, &a.Client)
 		case c.Fwd == fwd.FullNAT: // NAT64: the client's packet goes to an IPv4 server
 			w.traceRoute(res, c.RIP)
 		case c.Fwd == fwd.NAT && dir == conn.Reply:

@@ -144,3 +144,52 @@ func TestTraceUDP(t *testing.T) {
 		t.Fatalf("after: %+v", after)
 	}
 }
+
+// traceOne asks the rig's worker about a flow through its command ring.
+func (r *rig) traceOne(t *testing.T, f TraceFlow) TraceResult {
+	t.Helper()
+	req := &TraceRequest{TraceFlow: f}
+	if !r.w.Commands().Push(Command{Kind: CmdTrace, Trace: req}) {
+		t.Fatal("command ring full")
+	}
+	r.w.runCommands(0)
+	if !req.Done() {
+		t.Fatal("the worker did not answer the trace")
+	}
+	return req.Result
+}
+
+// TestTraceLocalReply: a FullNAT server's reply, and a NAT64 server's
+// IPv4 one, go to the local address and port: the trace of the reply
+// named by the server finds the entry by that key (not as a one-way
+// connection), names the local endpoint, and routes to the client.
+func TestTraceLocalReply(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withFullNAT(t, r, false)
+	lport := openFullNAT(t, r, 40300, 1, 2)
+	got := r.traceOne(t, TraceFlow{Proto: hdr.ProtoTCP, Client: clientIP, ClientPort: 40300, VIP: vipFN, VPort: 80, Reply: true, RIP: rs1, RPort: 8081})
+	if !got.HasConn || got.OneWayOnly || got.ConnDir != conn.Reply || got.Conn.LIP != lip1 || got.Conn.LPort != lport ||
+		got.OutPort != 0 || got.Drop != 0 {
+		t.Fatalf("FullNAT reply: %+v", got)
+	}
+
+	r6 := rigSvc6(t)
+	r6.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40301, vip6, 8080, hdr.TCPFlagSYN, ""))
+	r6.w.poll()
+	_, _, syn := checkTCP(t, one(t, r6, 1))
+	got = r6.traceOne(t, TraceFlow{Proto: hdr.ProtoTCP, IPv6: true, Client6: clientAddr6, ClientPort: 40301, VIP6: vip6, VPort: 8080,
+		Reply: true, RIP: rs1, RPort: 80})
+	if !got.HasConn || got.OneWayOnly || got.ConnDir != conn.Reply || got.Conn.LIP != lip64 || got.Conn.LPort != syn.SrcPort() ||
+		got.OutPort != 0 || got.Drop != 0 {
+		t.Fatalf("NAT64 reply: %+v", got)
+	}
+	// A DR connection's reply is still the one-way case.
+	r6.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40302, vip6DR, 80, hdr.TCPFlagSYN, ""))
+	r6.w.poll()
+	r6.drain(1)
+	got = r6.traceOne(t, TraceFlow{Proto: hdr.ProtoTCP, IPv6: true, Client6: clientAddr6, ClientPort: 40302, VIP6: vip6DR, VPort: 80,
+		Reply: true, RIP6: rs61, RPort: 80})
+	if got.HasConn || !got.OneWayOnly {
+		t.Fatalf("DR reply: %+v", got)
+	}
+}

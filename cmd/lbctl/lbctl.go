@@ -127,7 +127,8 @@ Options:
   --per-lcore                  one line per worker lcore: its busy share and cycles per packet
   --sort                       sort the output (always sorted)
   --client IP:port             with trace: the client's end of the flow
-  --reply RIP:port             with trace: trace the real server's reply to the client
+  --reply RIP:port             with trace: trace the real server's reply (to the client, or to
+                               the local address of a fullnat or NAT64 connection)
   --timeout                    with -L: the timeouts --set sets, as ipvsadm prints them
   --dry-run                    with -R: check the rules against the running table as -R
                                would, print what they would change, change nothing

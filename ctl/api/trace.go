@@ -263,6 +263,9 @@ func WriteTrace(w io.Writer, t *Trace) error {
 			label = ""
 		}
 		line(label, "%s %s, expires in %d s: client %s, virtual %s, server %s", c.Protocol, c.State, c.ExpiresSecs, c.Client, c.Virtual, c.Destination)
+		if c.Local != "" {
+			line("", "from the local address %s: the server answers it", c.Local)
+		}
 		if !c.OneWayOnly {
 			line("", "the packet travels %s", c.Direction)
 		}
