@@ -48,64 +48,38 @@ var cookieKey = func() (k [2]uint64) {
 	return [2]uint64{binary.LittleEndian.Uint64(b[:]), binary.LittleEndian.Uint64(b[8:])}
 }()
 
-// cookieFlow is what a cookie's MAC covers of its flow besides the time:
-// the client's and the VIP's addresses and ports and the client's ISN,
-// in two 64-bit words for IPv4 and five for IPv6 (its full addresses,
-// never their folds).
-type cookieFlow struct {
-	w   [5]uint64
-	six bool
-}
-
-// cookieFlow4 is the cookieFlow of IPv4 flow k (client -> VIP), ISN isn.
-func cookieFlow4(k *flowKey, isn uint32) cookieFlow {
-	return cookieFlow{w: [5]uint64{uint64(k.src) | uint64(k.dst)<<32, uint64(k.sport) | uint64(k.dport)<<16 | uint64(isn)<<32}}
-}
-
-// cookieFlow6 is the cookieFlow of an IPv6 flow src:sport -> dst:dport.
-func cookieFlow6(src, dst *hdr.Addr6, sport, dport uint16, isn uint32) cookieFlow {
-	le := binary.LittleEndian
-	return cookieFlow{six: true, w: [5]uint64{le.Uint64(src[:8]), le.Uint64(src[8:]), le.Uint64(dst[:8]), le.Uint64(dst[8:]),
-		uint64(sport) | uint64(dport)<<16 | uint64(isn)<<32}}
-}
-
-// mac is the 27-bit MAC of a cookie of flow f: the time slot and the
-// cookie's low bits with the flow.
-func (f *cookieFlow) mac(slot uint64, low uint32) uint32 {
-	last := slot<<5 | uint64(low)
-	if f.six {
-		return uint32(sipHash6(cookieKey[0], cookieKey[1], f.w[0], f.w[1], f.w[2], f.w[3], f.w[4], last) >> 37)
-	}
-	return uint32(sipHash3(cookieKey[0], cookieKey[1], f.w[0], f.w[1], last) >> 37)
+// cookieHash is the 27-bit MAC of a cookie: the flow, the client's ISN,
+// the time slot and the cookie's low bits, in three words.
+func cookieHash(k *flowKey, isn uint32, slot uint64, low uint32) uint32 {
+	return uint32(sipHash3(cookieKey[0], cookieKey[1],
+		uint64(k.src)|uint64(k.dst)<<32,
+		uint64(k.sport)|uint64(k.dport)<<16|uint64(isn)<<32,
+		slot<<5|uint64(low)) >> 37)
 }
 
 // makeCookie is the ISN of the SYN-ACK answering k's SYN (seq isn).
+// makeCookie6 is its IPv6 twin, kept apart so that this one, on every
+// SYN of an IPv4 flood, makes one call.
 func makeCookie(k *flowKey, isn uint32, now int64, mss uint16, sack bool) uint32 {
-	f := cookieFlow4(k, isn)
-	return f.cookie(now, mss, sack)
+	slot, low := cookieLow(now, mss, sack)
+	return cookieHash(k, isn, slot, low)<<5 | low
 }
 
-// cookie is the ISN of the SYN-ACK answering flow f's SYN.
-func (f *cookieFlow) cookie(now int64, mss uint16, sack bool) uint32 {
+// cookieLow is a new cookie's time slot and its low 5 bits: the MSS
+// index, SACK-permitted, the slot's low bits.
+func cookieLow(now int64, mss uint16, sack bool) (uint64, uint32) {
 	idx := mssIndex(mss)
 	if sack {
 		idx |= cookieSACK
 	}
 	slot := uint64(now) >> cookieSlotShift
-	low := idx | uint32(slot&3)<<3
-	return f.mac(slot, low)<<5 | low
+	return slot, idx | uint32(slot&3)<<3
 }
 
 // checkCookie validates the cookie an ACK acknowledges (ack - 1) for its
 // flow k (client -> VIP) and the client's ISN (seq - 1), and returns the
 // MSS and SACK-permitted it carries.
 func checkCookie(k *flowKey, isn, cookie uint32, now int64) (mss uint16, sack, ok bool) {
-	f := cookieFlow4(k, isn)
-	return f.check(cookie, now)
-}
-
-// check is checkCookie for flow f.
-func (f *cookieFlow) check(cookie uint32, now int64) (mss uint16, sack, ok bool) {
 	low := cookie & 31
 	slot := uint64(now) >> cookieSlotShift
 	for age := uint64(0); age < 2 && age <= slot; age++ {
@@ -113,7 +87,7 @@ func (f *cookieFlow) check(cookie uint32, now int64) (mss uint16, sack, ok bool)
 		if uint32(s&3) != low>>3 {
 			continue
 		}
-		if f.mac(s, low)<<5|low == cookie {
+		if cookieHash(k, isn, s, low)<<5|low == cookie {
 			return cookieMSS[low&3], low&cookieSACK != 0, true
 		}
 	}
@@ -191,9 +165,10 @@ func (w *Worker) synProxyNew(d *desc, si int32) exit {
 	default:
 		return drop(DropNotSYN)
 	}
-	f := cookieFlow4(&k, tcp.Seq()-1)
-	a, ok := w.provenACK(&f, tcp)
-	if !ok {
+	a := cookieACK{isn: tcp.Seq() - 1, cookie: tcp.Ack() - 1}
+	var ok bool
+	a.mss, a.sack, ok = checkCookie(&k, a.isn, a.cookie, w.now)
+	if !w.provenACK(&a, tcp, ok) {
 		return drop(DropSynCookieInvalid)
 	}
 	id, why := w.newConnChecked(d, si, false)
@@ -215,12 +190,10 @@ type cookieACK struct {
 	wsCli        uint8
 }
 
-// provenACK checks the cookie the ACK tcp of flow f acknowledges, and
-// its timestamp when it has one.
-func (w *Worker) provenACK(f *cookieFlow, tcp hdr.TCP) (cookieACK, bool) {
-	a := cookieACK{isn: tcp.Seq() - 1, cookie: tcp.Ack() - 1}
-	var ok bool
-	a.mss, a.sack, ok = f.check(a.cookie, w.now)
+// provenACK completes a, whose cookie the ACK tcp acknowledges and ok
+// says is good, with the timestamp the ACK echoes, which must be good
+// too; it counts a valid cookie and reports whether both are.
+func (w *Worker) provenACK(a *cookieACK, tcp hdr.TCP, ok bool) bool {
 	a.tsval, a.tsecr, a.hasTS = tcp.Timestamps()
 	if ok && a.hasTS {
 		a.wsCli, a.cliWS, ok = decodeCookieTS(a.tsecr, w.now)
@@ -228,7 +201,7 @@ func (w *Worker) provenACK(f *cookieFlow, tcp hdr.TCP) (cookieACK, bool) {
 	if ok {
 		w.cnt.own[SynCookiesValid]++
 	}
-	return a, ok
+	return ok
 }
 
 // openProxied starts proxied connection id, just made for the ACK d

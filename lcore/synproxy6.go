@@ -7,7 +7,7 @@ import (
 )
 
 // The SYN proxy of an IPv6 service, synproxy.go's over IPv6: the
-// cookie's MAC covers the flow's full addresses (cookieFlow6), and the
+// cookie's MAC covers the flow's full addresses (cookieHash6), and the
 // handshake segments lbd sends the client have IPv6 headers. A proxied
 // NAT66 connection keeps its sequence deltas in an extension beside its
 // IPv6 addresses (conn.Table.Insert6Seq), moved by adjustSeq after the
@@ -40,9 +40,10 @@ func (w *Worker) synProxyNew6(d *desc, si int32, src, dst *hdr.Addr6) exit {
 	default:
 		return drop(DropNotSYN)
 	}
-	f := cookieFlow6(src, dst, d.flow.sport, d.flow.dport, tcp.Seq()-1)
-	a, ok := w.provenACK(&f, tcp)
-	if !ok {
+	a := cookieACK{isn: tcp.Seq() - 1, cookie: tcp.Ack() - 1}
+	var ok bool
+	a.mss, a.sack, ok = checkCookie6(src, dst, d.flow.sport, d.flow.dport, a.isn, a.cookie, w.now)
+	if !w.provenACK(&a, tcp, ok) {
 		return drop(DropSynCookieInvalid)
 	}
 	id, why := w.newConn6Checked(d, si, src, dst, false)
@@ -61,9 +62,41 @@ func (w *Worker) cookieReopens6(d *desc, src, dst *hdr.Addr6) bool {
 		return false
 	}
 	tcp := hdr.TCP(d.l4Bytes6())
-	f := cookieFlow6(src, dst, k.sport, k.dport, tcp.Seq()-1)
-	_, _, ok = f.check(tcp.Ack()-1, w.now)
+	_, _, ok = checkCookie6(src, dst, k.sport, k.dport, tcp.Seq()-1, tcp.Ack()-1, w.now)
 	return ok
+}
+
+// cookieHash6 is cookieHash for an IPv6 flow: its full addresses, never
+// their folds, the ports and the ISN, the slot and the low bits, in six
+// words.
+func cookieHash6(src, dst *hdr.Addr6, sport, dport uint16, isn uint32, slot uint64, low uint32) uint32 {
+	le := binary.LittleEndian
+	return uint32(sipHash6(cookieKey[0], cookieKey[1],
+		le.Uint64(src[:8]), le.Uint64(src[8:]), le.Uint64(dst[:8]), le.Uint64(dst[8:]),
+		uint64(sport)|uint64(dport)<<16|uint64(isn)<<32,
+		slot<<5|uint64(low)) >> 37)
+}
+
+// makeCookie6 is makeCookie for an IPv6 flow src:sport -> dst:dport.
+func makeCookie6(src, dst *hdr.Addr6, sport, dport uint16, isn uint32, now int64, mss uint16, sack bool) uint32 {
+	slot, low := cookieLow(now, mss, sack)
+	return cookieHash6(src, dst, sport, dport, isn, slot, low)<<5 | low
+}
+
+// checkCookie6 is checkCookie for an IPv6 flow.
+func checkCookie6(src, dst *hdr.Addr6, sport, dport uint16, isn, cookie uint32, now int64) (mss uint16, sack, ok bool) {
+	low := cookie & 31
+	slot := uint64(now) >> cookieSlotShift
+	for age := uint64(0); age < 2 && age <= slot; age++ {
+		s := slot - age
+		if uint32(s&3) != low>>3 {
+			continue
+		}
+		if cookieHash6(src, dst, sport, dport, isn, s, low)<<5|low == cookie {
+			return cookieMSS[low&3], low&cookieSACK != 0, true
+		}
+	}
+	return 0, false, false
 }
 
 // answerSYN6 turns an IPv6 SYN (src -> dst) to service si into its
@@ -77,8 +110,7 @@ func (w *Worker) answerSYN6(d *desc, src, dst *hdr.Addr6, tcp hdr.TCP, si int32)
 	}
 	k := &d.flow
 	isn := tcp.Seq()
-	f := cookieFlow6(src, dst, k.sport, k.dport, isn)
-	cookie := f.cookie(w.now, mss, syn.SACKPerm)
+	cookie := makeCookie6(src, dst, k.sport, k.dport, isn, w.now, mss, syn.SACKPerm)
 	o := handshakeOpts{sack: syn.SACKPerm, ws: -1}
 	if syn.HasTS {
 		ecn := d.flags&(hdr.TCPFlagECE|hdr.TCPFlagCWR) == hdr.TCPFlagECE|hdr.TCPFlagCWR

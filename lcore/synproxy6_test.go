@@ -256,27 +256,29 @@ func TestSynProxy6NoAllocs(t *testing.T) {
 }
 
 // TestCookie6CoversAddresses: an IPv6 cookie is bound to both full
-// addresses, not their folds or a prefix of them.
+// addresses, not their folds or a prefix of them, and to the ISN.
 func TestCookie6CoversAddresses(t *testing.T) {
 	const now = int64(1) << 40
-	f := cookieFlow6(&clientAddr6, &vip6, 40000, 443, 1000)
-	c := f.cookie(now, 1460, true)
-	if mss, sack, ok := f.check(c, now); !ok || mss != 1460 || !sack {
+	c := makeCookie6(&clientAddr6, &vip6, 40000, 443, 1000, now, 1460, true)
+	if mss, sack, ok := checkCookie6(&clientAddr6, &vip6, 40000, 443, 1000, c, now); !ok || mss != 1460 || !sack {
 		t.Fatalf("own cookie: mss %d sack %v ok %v", mss, sack, ok)
 	}
 	for i := range 16 {
 		src, dst := clientAddr6, vip6
 		src[i] ^= 1
 		dst[i] ^= 0x80
-		for _, g := range []cookieFlow{cookieFlow6(&src, &vip6, 40000, 443, 1000), cookieFlow6(&clientAddr6, &dst, 40000, 443, 1000)} {
-			if _, _, ok := g.check(c, now); ok {
-				t.Fatalf("byte %d changed: the cookie still checks", i)
-			}
+		if _, _, ok := checkCookie6(&src, &vip6, 40000, 443, 1000, c, now); ok {
+			t.Fatalf("client byte %d changed: the cookie still checks", i)
+		}
+		if _, _, ok := checkCookie6(&clientAddr6, &dst, 40000, 443, 1000, c, now); ok {
+			t.Fatalf("VIP byte %d changed: the cookie still checks", i)
 		}
 	}
-	g := cookieFlow6(&clientAddr6, &vip6, 40000, 443, 1001)
-	if _, _, ok := g.check(c, now); ok {
+	if _, _, ok := checkCookie6(&clientAddr6, &vip6, 40000, 443, 1001, c, now); ok {
 		t.Fatal("another ISN's cookie checks")
+	}
+	if _, _, ok := checkCookie6(&clientAddr6, &vip6, 40000, 443, 1000, c, now+2<<cookieSlotShift); ok {
+		t.Fatal("a cookie two slots old checks")
 	}
 }
 
