@@ -121,9 +121,12 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		t.Decision = d
 	}
 	t.Verdict = traceVerdict(res, snap, dest, method)
-	if res.OneWayOnly {
+	switch {
+	case res.OneWayOnly:
 		t.Verdict.Note = "DR and TUN servers answer the client directly; lbd sees no reply"
-	} else if t.Decision != nil && f.Proto == hdr.ProtoTCP && !res.SloppyTCP {
+	case t.Decision != nil && f.Proto == hdr.ProtoTCP && res.SynProxy:
+		t.Verdict.Note = "the SYN proxy answers a SYN itself with a cookie SYN-ACK; this connection opens when the client's ACK proves the cookie"
+	case t.Decision != nil && f.Proto == hdr.ProtoTCP && !res.SloppyTCP:
 		t.Verdict.Note = "the packet traced is a SYN: a first packet without one is dropped (not_syn)"
 	}
 	return api.Response{Trace: t}, nil
@@ -132,7 +135,7 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 // traceService is the service and its servers as the owner sees them.
 func traceService(s api.ServiceSpec, res lcore.TraceResult) *api.TraceService {
 	ts := &api.TraceService{Name: s.String(), Scheduler: res.Scheduler, Persistence: uint32(res.Persistence / 1e9),
-		SloppyTCP: res.SloppyTCP, Servers: []api.TraceServer{}}
+		SloppyTCP: res.SloppyTCP, SynProxy: res.SynProxy, Servers: []api.TraceServer{}}
 	for _, d := range res.Dests {
 		st := "available"
 		switch {

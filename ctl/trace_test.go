@@ -113,6 +113,23 @@ func TestTraceOp(t *testing.T) {
 			t.Errorf("an IPv6 server of an IPv4 VIP: error %q", r.Error)
 		}
 	})
+	t.Run("SYN proxy", func(t *testing.T) {
+		f.traceRes = lcore.TraceResult{Worker: 1, Owner: 1, Gen: snap.Gen, HasService: true, Scheduler: "rr", SynProxy: true,
+			Dests: dests, Pick: 0, PickBy: "scheduler", PickPredicted: true, OutPort: 1, NextHop: rs1.Addr, NextHopKnown: true, TemplateDest: -1}
+		r := do(o, rule(t, "trace -t 203.0.113.100:80 --client 203.0.113.7:40001"))
+		if r.Error != "" || !r.Trace.Service.SynProxy || !strings.Contains(r.Trace.Verdict.Note, "cookie") {
+			t.Fatalf("response %+v", r)
+		}
+		var b bytes.Buffer
+		if err := api.WriteTrace(&b, r.Trace); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"-s rr --synproxy", "this connection opens when the client's ACK proves the cookie"} {
+			if !strings.Contains(b.String(), want) {
+				t.Errorf("text lacks %q:\n%s", want, b.String())
+			}
+		}
+	})
 	t.Run("drop", func(t *testing.T) {
 		f.traceRes = lcore.TraceResult{Gen: snap.Gen, Pick: -1, TemplateDest: -1, OutPort: -1, Drop: lcore.DropNoService}
 		r := do(o, rule(t, "trace -u 203.0.113.100:53 --client 203.0.113.7:5000"))

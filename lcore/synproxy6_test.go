@@ -160,6 +160,17 @@ func TestSynProxy6(t *testing.T) {
 	}
 }
 
+// TestTraceSynProxy6: a trace of a new flow to a SYN-proxied IPv6
+// service says so.
+func TestTraceSynProxy6(t *testing.T) {
+	r := rigSvc6(t)
+	withSynProxy6(t, r)
+	got := r.traceOne(t, TraceFlow{Proto: hdr.ProtoTCP, IPv6: true, Client6: clientAddr6, ClientPort: 40090, VIP6: vip6, VPort: 8443})
+	if !got.HasService || !got.SynProxy || got.HasConn || got.Pick != 0 {
+		t.Fatalf("trace %+v", got)
+	}
+}
+
 // TestSynProxy6HoldAndRefused: the client's first data while the server
 // has not answered is held, and sent on after our ACK once it answers;
 // a server's RST to our SYN reaches the client in the VIP's numbering.

@@ -82,6 +82,7 @@ type TraceResult struct {
 	HasService  bool
 	Scheduler   string
 	SloppyTCP   bool
+	SynProxy    bool  // the service answers SYNs with cookies
 	Persistence int64 // ns, 0: off
 	Dests       []TraceDest
 
@@ -223,6 +224,7 @@ func connInfo(c *conn.Conn, now int64) ConnInfo {
 // traceService lists a service's settings and servers.
 func (w *Worker) traceService(res *TraceResult, svc *Service) {
 	res.HasService, res.Scheduler, res.SloppyTCP, res.Persistence = true, svc.Scheduler, svc.SloppyTCP, svc.Persistence
+	res.SynProxy = svc.SynProxy
 	for _, d := range svc.Dests {
 		res.Dests = append(res.Dests, TraceDest{Dest: d, Active: w.cnt.Active(d.ID), Inactive: w.cnt.Inactive(d.ID),
 			Expired: w.snap.DestExpired(d.ID)})

@@ -56,6 +56,7 @@ type TraceService struct {
 	Scheduler   string        `json:"scheduler"`
 	Persistence uint32        `json:"persistence,omitempty"` // seconds
 	SloppyTCP   bool          `json:"sloppy_tcp,omitempty"`
+	SynProxy    bool          `json:"synproxy,omitempty"` // lbd answers SYNs with cookies
 	Servers     []TraceServer `json:"servers"`
 }
 
@@ -247,6 +248,9 @@ func WriteTrace(w io.Writer, t *Trace) error {
 		}
 		if sv.SloppyTCP {
 			extra += " (sloppy: any TCP packet opens a connection)"
+		}
+		if sv.SynProxy {
+			extra += " --synproxy"
 		}
 		line("Service", "%s -s %s%s (snapshot %d)", sv.Name, sv.Scheduler, extra, t.Generation)
 		for _, r := range sv.Servers {
