@@ -210,7 +210,11 @@ func (e *haEnv) config(n *haNode) harness.Config {
 		if e.six {
 			ports[0].Address6, ports[1].Address6 = haNATWAN6[n.Name]+"/64", haNode6[n.Name]+"/64"
 			ports[1].Floating = append(ports[1].Floating, haNATFloating6)
-			services = append(services, e.echo6("nat"), e.nat64())
+			// Both behind the SYN proxy: their connections fail over
+			// with the proxy's deltas (as the IPv4 FullNAT service's).
+			echo6, nat64 := e.echo6("nat"), e.nat64()
+			echo6.SynProxy, nat64.SynProxy = true, true
+			services = append(services, echo6, nat64)
 		}
 		switch {
 		case e.ftp != nil && e.six:

@@ -62,7 +62,9 @@ const haStreams6 = 100
 // the streams go on through it.
 func TestFailoverDR6(t *testing.T) { testFailover6(t, true) }
 
-// TestFailoverNAT6: the same with the VS/NAT pair and a NAT66 service:
+// TestFailoverNAT6: the same with the VS/NAT pair and a NAT66 service
+// (both it and the NAT64 one below behind the SYN proxy: their entries
+// fail over with the proxy's sequence deltas):
 // the client on the directors' client link, the IPv6 servers routing
 // through a floating IPv6 gateway on the directors' server ports. The new
 // master's unsolicited NAs move both the VIP in the client's neighbour
