@@ -11,7 +11,7 @@ import (
 // on every link, 100 long-lived streams through NAT66, 50 through VS/DR
 // and 50 through NAT64 (to the servers' IPv4 addresses from a local
 // address on the segment: local ports reserved again) to an IPv6 VIP, on
-// two workers. The entries of IPv6 connections
+// two workers; NAT66 and NAT64 behind the SYN proxy. The entries of IPv6 connections
 // hold folds of the addresses under a key each lbd draws at start, so the
 // new lbd must enter the handed-over addresses under its own folds.
 
@@ -49,7 +49,9 @@ func TestUpgradeKeepsIPv6Connections(t *testing.T) {
 	cfg.ConnTableSize = 65536
 	groups := []streamGroup{{"nat66", natStreamPort, 100}, {"dr6", drStreamPort, 50}, {"nat64", fnatStreamPort, 50}}
 	for _, g := range groups {
-		svc := harness.Service{VIP: v6VIPUpgrade, Port: g.port, Scheduler: "rr"}
+		// NAT66 and NAT64 behind the SYN proxy: the handover carries the
+		// proxy's sequence deltas.
+		svc := harness.Service{VIP: v6VIPUpgrade, Port: g.port, Scheduler: "rr", SynProxy: g.method != "dr6"}
 		for i, h := range l.Servers {
 			rs := harness.Server{Address: v6LVSServer(i), Port: g.port, Weight: 1, Forward: "nat"}
 			switch g.method {
