@@ -156,10 +156,15 @@ func (d *desc) rewriteTCP6(src, dst *hdr.Addr6, f *hdr.TCPFields, o *handshakeOp
 	be.PutUint16(tcp[2:], f.DstPort)
 	be.PutUint32(tcp[4:], f.Seq)
 	be.PutUint32(tcp[8:], f.Ack)
-	be.PutUint32(tcp[12:], (uint32(tcpLen/4)<<12|uint32(f.Flags))<<16|uint32(f.Window))
+	offFlags := uint32(tcpLen/4)<<12 | uint32(f.Flags)
+	be.PutUint32(tcp[12:], offFlags<<16|uint32(f.Window))
 	be.PutUint32(tcp[16:], 0) // checksum (below) and urgent pointer
-	o.put(tcp[hdr.TCPMinLen:])
-	be.PutUint16(tcp[16:], hdr.TransportChecksum6(*src, *dst, hdr.ProtoTCP, tcp))
+	// Summed from the words written, as rewriteTCP does: the options by
+	// put, the rest here.
+	sum := hdr.PseudoHeaderSum6(*src, *dst, hdr.ProtoTCP, uint32(tcpLen)) +
+		uint32(f.SrcPort) + uint32(f.DstPort) + f.Seq>>16 + f.Seq&0xffff + f.Ack>>16 + f.Ack&0xffff +
+		offFlags + uint32(f.Window) + o.put(tcp[hdr.TCPMinLen:])
+	be.PutUint16(tcp[16:], ^hdr.Fold(sum))
 	d.l4 = l3 + hdr.IPv6Len
 	d.m.SetOlFlags(0)
 	return true

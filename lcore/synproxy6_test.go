@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/dplb/dplb/lcore/conn"
@@ -448,6 +449,42 @@ func TestSynProxy64(t *testing.T) {
 		q := hdr.IPv4(icmp[hdr.ICMPLen:])
 		if qt := hdr.TCP(q[q.HeaderLen():]); ip.Dst() != rs1 || q.Src() != rs1 || q.Dst() != lip64 || qt.DstPort() != lport || qt.Seq() != rsISN+1 {
 			t.Fatalf("proxy %v: error to %x quoting %x -> %x:%d seq %d (want %d)", proxy, ip.Dst(), q.Src(), q.Dst(), qt.DstPort(), qt.Seq(), rsISN+1)
+		}
+	}
+}
+
+// TestRewriteTCP6Checksum: the checksum rewriteTCP6 sums from the words
+// it writes is the full recomputation's, for random fields and options.
+func TestRewriteTCP6Checksum(t *testing.T) {
+	r := rigSvc6(t)
+	rnd := rand.New(rand.NewPCG(3, 4))
+	in := tcpOpts6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8443, hdr.TCPFlagACK, 1, 1, nil, "some data the handshake drops")
+	for i := range 2000 {
+		var src, dst hdr.Addr6
+		for j := range src {
+			src[j], dst[j] = byte(rnd.Uint32()), byte(rnd.Uint32())
+		}
+		f := hdr.TCPFields{SrcPort: uint16(rnd.Uint32()), DstPort: uint16(rnd.Uint32()), Seq: rnd.Uint32(), Ack: rnd.Uint32(),
+			Flags: uint8(rnd.Uint32()), Window: uint16(rnd.Uint32())}
+		o := handshakeOpts{sack: i&2 != 0, ts: i&4 != 0, tsval: rnd.Uint32(), tsecr: rnd.Uint32(), ws: -1}
+		if i&1 != 0 {
+			o.mss = uint16(rnd.Uint32())
+		}
+		if i&8 != 0 {
+			o.ws = int8(rnd.IntN(15))
+		}
+		m := r.mbufOf(in)
+		d := desc{m: m}
+		if !d.rewriteTCP6(&src, &dst, &f, &o) {
+			t.Fatal("no room")
+		}
+		got := append([]byte(nil), m.Data()...)
+		m.Free()
+		ip := hdr.IPv6(got[l3:])
+		tcp := hdr.TCP(ip.Payload())
+		if ip.Src() != src || ip.Dst() != dst || tcp.Seq() != f.Seq || tcp.Window() != f.Window ||
+			tcp.Checksum() != hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, tcp) {
+			t.Fatalf("case %d: % x", i, got)
 		}
 	}
 }
