@@ -35,8 +35,15 @@ func withFullNAT(t testing.TB, r *rig, proxy bool) {
 
 // tcpSeg builds an Ethernet/IPv4/TCP frame with options and valid checksums.
 func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport uint16, flags uint8, seq, ack uint32, opts []byte, payload string) []byte {
-	l4 := make([]byte, 20+len(opts)+len(payload))
-	tcp := hdr.TCP(l4)
+	tcp := tcpBytes(sport, dport, flags, seq, ack, opts, payload)
+	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, tcp))
+	return ipFrame(srcMAC, dstMAC, src, dst, hdr.ProtoTCP, true, tcp)
+}
+
+// tcpBytes is a TCP segment with options, window 65535 and checksum 0
+// (its caller sums it over its addresses).
+func tcpBytes(sport, dport uint16, flags uint8, seq, ack uint32, opts []byte, payload string) hdr.TCP {
+	tcp := hdr.TCP(make([]byte, 20+len(opts)+len(payload)))
 	tcp.SetSrcPort(sport)
 	tcp.SetDstPort(dport)
 	tcp.SetSeq(seq)
@@ -44,10 +51,9 @@ func tcpSeg(srcMAC, dstMAC hdr.MAC, src uint32, sport uint16, dst uint32, dport 
 	tcp.SetDataOffset(20 + len(opts))
 	tcp.SetFlags(flags)
 	tcp.SetWindow(65535)
-	copy(l4[20:], opts)
-	copy(l4[20+len(opts):], payload)
-	tcp.SetChecksum(hdr.TransportChecksum(src, dst, hdr.ProtoTCP, l4))
-	return ipFrame(srcMAC, dstMAC, src, dst, hdr.ProtoTCP, true, l4)
+	copy(tcp[20:], opts)
+	copy(tcp[20+len(opts):], payload)
+	return tcp
 }
 
 // openFullNAT takes a client's connection from sport (ISN isn) through

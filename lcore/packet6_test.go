@@ -710,13 +710,7 @@ func tcp6Frames(sent [][]byte) [][]byte {
 
 // tcpSeg6 is l4Frame6's TCP segment with its seq and ack.
 func tcpSeg6(srcMAC, dstMAC hdr.MAC, src hdr.Addr6, sport uint16, dst hdr.Addr6, dport uint16, flags uint8, seq, ack uint32, payload string) []byte {
-	f := l4Frame6(srcMAC, dstMAC, hdr.ProtoTCP, src, sport, dst, dport, flags, payload)
-	l4 := f[54:]
-	binary.BigEndian.PutUint32(l4[4:], seq)
-	binary.BigEndian.PutUint32(l4[8:], ack)
-	binary.BigEndian.PutUint16(l4[16:], 0)
-	binary.BigEndian.PutUint16(l4[16:], hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, l4))
-	return f
+	return tcpOpts6(srcMAC, dstMAC, src, sport, dst, dport, flags, seq, ack, nil, payload)
 }
 
 // TestNAT64WithProxyV2: with proxy_protocol, an IPv6 client's first bytes

@@ -243,21 +243,29 @@ func rewriteTCPByEncoders(frame []byte, src, dst uint32, f *hdr.TCPFields, o *ha
 // word by word are byte for byte what the header encoders write, with
 // both checksums right, over random addresses, ports, numbers and every
 // combination of options, built over a longer packet (data dropped).
+// randomHandshake is case i's handshake segment: random fields, and
+// options the low bits of i choose (MSS, SACK-permitted, timestamps,
+// window scale).
+func randomHandshake(rnd *rand.Rand, i int) (hdr.TCPFields, handshakeOpts) {
+	f := hdr.TCPFields{SrcPort: uint16(rnd.Uint32()), DstPort: uint16(rnd.Uint32()), Seq: rnd.Uint32(), Ack: rnd.Uint32(),
+		Flags: uint8(rnd.Uint32()), Window: uint16(rnd.Uint32())}
+	o := handshakeOpts{sack: i&2 != 0, ts: i&4 != 0, tsval: rnd.Uint32(), tsecr: rnd.Uint32(), ws: -1}
+	if i&1 != 0 {
+		o.mss = uint16(rnd.Uint32())
+	}
+	if i&8 != 0 {
+		o.ws = int8(rnd.IntN(15))
+	}
+	return f, o
+}
+
 func TestRewriteTCPMatchesEncoders(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	rnd := rand.New(rand.NewPCG(1, 2))
 	in := tcpSeg(clientMAC, wanMAC, clientIP, 40000, vipSP, 80, hdr.TCPFlagACK, 1, 1, nil, "some data the handshake drops")
 	for i := range 2000 {
 		src, dst := rnd.Uint32(), rnd.Uint32()
-		f := hdr.TCPFields{SrcPort: uint16(rnd.Uint32()), DstPort: uint16(rnd.Uint32()), Seq: rnd.Uint32(), Ack: rnd.Uint32(),
-			Flags: uint8(rnd.Uint32()), Window: uint16(rnd.Uint32())}
-		o := handshakeOpts{sack: i&2 != 0, ts: i&4 != 0, tsval: rnd.Uint32(), tsecr: rnd.Uint32(), ws: -1}
-		if i&1 != 0 {
-			o.mss = uint16(rnd.Uint32())
-		}
-		if i&8 != 0 {
-			o.ws = int8(rnd.IntN(15))
-		}
+		f, o := randomHandshake(rnd, i)
 		m := r.mbufOf(in)
 		d := desc{m: m}
 		if !d.rewriteTCP(src, dst, &f, &o) {

@@ -43,25 +43,15 @@ func withProxied6(t testing.TB, r *rig, port uint16, d sched.Dest, proxy bool) {
 
 // tcpOpts6 is an IPv6 TCP segment with options.
 func tcpOpts6(srcMAC, dstMAC hdr.MAC, src hdr.Addr6, sport uint16, dst hdr.Addr6, dport uint16, flags uint8, seq, ack uint32, opts []byte, payload string) []byte {
-	l4 := make([]byte, 20+len(opts)+len(payload))
-	tcp := hdr.TCP(l4)
-	tcp.SetSrcPort(sport)
-	tcp.SetDstPort(dport)
-	tcp.SetSeq(seq)
-	tcp.SetAck(ack)
-	tcp.SetDataOffset(20 + len(opts))
-	tcp.SetFlags(flags)
-	tcp.SetWindow(65535)
-	copy(l4[20:], opts)
-	copy(l4[20+len(opts):], payload)
-	tcp.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, l4))
-	b := make([]byte, 14+40+len(l4))
+	tcp := tcpBytes(sport, dport, flags, seq, ack, opts, payload)
+	tcp.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, tcp))
+	b := make([]byte, 14+40+len(tcp))
 	eth := hdr.Ethernet(b)
 	eth.SetSrc(srcMAC)
 	eth.SetDst(dstMAC)
 	eth.SetEtherType(hdr.EtherTypeIPv6)
-	hdr.IPv6(b[14:]).Encode(uint16(len(l4)), hdr.ProtoTCP, 64, src, dst)
-	copy(b[54:], l4)
+	hdr.IPv6(b[14:]).Encode(uint16(len(tcp)), hdr.ProtoTCP, 64, src, dst)
+	copy(b[54:], tcp)
 	return b
 }
 
@@ -464,15 +454,7 @@ func TestRewriteTCP6Checksum(t *testing.T) {
 		for j := range src {
 			src[j], dst[j] = byte(rnd.Uint32()), byte(rnd.Uint32())
 		}
-		f := hdr.TCPFields{SrcPort: uint16(rnd.Uint32()), DstPort: uint16(rnd.Uint32()), Seq: rnd.Uint32(), Ack: rnd.Uint32(),
-			Flags: uint8(rnd.Uint32()), Window: uint16(rnd.Uint32())}
-		o := handshakeOpts{sack: i&2 != 0, ts: i&4 != 0, tsval: rnd.Uint32(), tsecr: rnd.Uint32(), ws: -1}
-		if i&1 != 0 {
-			o.mss = uint16(rnd.Uint32())
-		}
-		if i&8 != 0 {
-			o.ws = int8(rnd.IntN(15))
-		}
+		f, o := randomHandshake(rnd, i)
 		m := r.mbufOf(in)
 		d := desc{m: m}
 		if !d.rewriteTCP6(&src, &dst, &f, &o) {
