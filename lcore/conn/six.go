@@ -107,13 +107,6 @@ func (t *Table) find6(h uint32, proto uint8, src *hdr.Addr6, s uint32, srcPort u
 // set to the folds of a's, and a is kept beside the entry. Errors as
 // Insert's, and ErrNoSix.
 func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
-	if c == nil || a == nil {
-		return 0, ErrNilConn
-	}
-	if t.six == nil {
-		return 0, ErrNoSix
-	}
-	c.ClientIP, c.VIP, c.RIP = Fold6(&a.Client), Fold6(&a.VIP), Fold6(&a.RIP)
 	return t.insert6(c, a, nil, false)
 }
 
@@ -123,16 +116,9 @@ func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
 // an IPv4 lookup of RIP:RPort -> LIP:LPort, as FullNAT's. Errors as
 // InsertExt's and Insert6's.
 func (t *Table) Insert6Ext(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
-	if c == nil || a == nil || x == nil {
+	if x == nil {
 		return 0, ErrNilConn
 	}
-	if t.six == nil {
-		return 0, ErrNoSix
-	}
-	if t.ext == nil {
-		return 0, ErrNoExt
-	}
-	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
 	return t.insert6(c, a, x, true)
 }
 
@@ -140,22 +126,28 @@ func (t *Table) Insert6Ext(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 // SYN proxy's sequence deltas): its keys are Insert6's, x.LIP and
 // x.LPort are unused. Errors as Insert6's, and ErrNoExt.
 func (t *Table) Insert6Seq(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
-	if c == nil || a == nil || x == nil {
+	if x == nil {
 		return 0, ErrNilConn
 	}
-	if t.six == nil {
-		return 0, ErrNoSix
-	}
-	if t.ext == nil {
-		return 0, ErrNoExt
-	}
-	c.ClientIP, c.VIP, c.RIP = Fold6(&a.Client), Fold6(&a.VIP), Fold6(&a.RIP)
 	return t.insert6(c, a, x, false)
 }
 
-// insert6 enters an IPv6 connection; with an extension x, its Reply key
-// is IPv4's RIP:RPort -> LIP:LPort when local (NAT64), else IPv6's.
+// insert6 enters an IPv6 connection, c's addresses set to the folds of
+// a's (but an IPv4 server's, when local); with an extension x, its Reply
+// key is IPv4's RIP:RPort -> LIP:LPort when local (NAT64), else IPv6's.
 func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) {
+	switch {
+	case c == nil || a == nil:
+		return 0, ErrNilConn
+	case t.six == nil:
+		return 0, ErrNoSix
+	case x != nil && t.ext == nil:
+		return 0, ErrNoExt
+	}
+	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
+	if !local {
+		c.RIP = Fold6(&a.RIP)
+	}
 	if len(t.free) == 0 {
 		return 0, ErrFull
 	}
