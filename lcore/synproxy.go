@@ -107,7 +107,9 @@ func (d *desc) rewriteTCP(src, dst uint32, f *hdr.TCPFields, o *handshakeOpts) b
 	if d.m.SetLen(l3+total) != nil {
 		return false
 	}
-	b := d.m.Data()[l3:][:total]
+	data := d.m.Data()
+	hdr.Ethernet(data).SetEtherType(hdr.EtherTypeIPv4) // a NAT64 SYN is built over an IPv6 packet
+	b := data[l3:][:total]
 	be := binary.BigEndian
 	const (
 		verIHL   = 0x45 << 8                                // version 4, 20 bytes; TOS 0
@@ -347,10 +349,7 @@ func (w *Worker) toServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, f *hdr.
 	if e.kind != exitTransmit {
 		return e
 	}
-	if c.IsIPv6() { // NAT64: the client's IPv6 packet becomes an IPv4 segment
-		hdr.Ethernet(d.m.Data()).SetEtherType(hdr.EtherTypeIPv4)
-	}
-	if !d.rewriteTCP(x.LIP, c.RIP, f, o) {
+	if !d.rewriteTCP(x.LIP, c.RIP, f, o) { // NAT64's too: its client's IPv6 packet becomes IPv4
 		return drop(DropNoHeadroom)
 	}
 	return e
