@@ -178,14 +178,7 @@ func ftpEnv(t *testing.T, n int, six bool) (*lbEnv, string, *topo.NAT, map[strin
 		sums[startVsftpdConf(t, e.topo, h, dir, conf)] = h.Name
 	}
 	cfg := harness.NATConfig(nat, e.topo.Suffix(), dir)
-	cfg.Workers = []int{0, 1}
-	cfg.Ports = []harness.Port{
-		harness.AFPacketPort(0, "wan", cfg.WANIf, cfg.WANAddr, "", "client"),
-		harness.AFPacketPort(1, "lan", cfg.LANIf, cfg.LANAddr, "", "server"),
-	}
-	for i := range cfg.Ports {
-		cfg.Ports[i].Device += ",qpairs=2"
-	}
+	twoWorkers(&cfg)
 	if six {
 		cfg.Ports[0].Address6, cfg.Ports[1].Address6 = v6WAN+"/64", v6LAN+"/64"
 	}

@@ -97,18 +97,7 @@ func TestIPv6NAT66(t *testing.T) {
 	}
 	pingV6(t, e, v6VIP) // lbd answers echo to a VIP as IPVS's host does
 	url := "http://[" + v6VIP + "]/"
-	warm := 0
-	for i := 0; i < 10 && warm < 2; i++ {
-		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
-			warm++
-		} else {
-			warm = 0
-			t.Logf("warm-up request %d failed (allowed): %s", i, r.Err)
-		}
-	}
-	if warm < 2 {
-		t.Fatalf("no two successive requests to %s succeeded", url)
-	}
+	e.warmUpURL(t, url)
 	got := map[string]int{}
 	for _, r := range e.get(t, url, 40, 5*time.Second) {
 		if r.Err != "" || r.Status != 200 {

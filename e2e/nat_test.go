@@ -195,10 +195,16 @@ func twoWorkers(c *harness.Config) {
 // failures among them are allowed.
 func (e *natEnv) warmUp(t *testing.T) []harness.Result {
 	t.Helper()
+	return e.warmUpURL(t, e.url)
+}
+
+// warmUpURL is warmUp for url (another VIP or port, an IPv6 VIP).
+func (e *natEnv) warmUpURL(t *testing.T, url string) []harness.Result {
+	t.Helper()
 	var all []harness.Result
 	ok := 0
 	for i := 0; i < 10 && ok < 2; i++ {
-		r := e.get(t, e.url, 1, 3*time.Second)[0]
+		r := e.get(t, url, 1, 3*time.Second)[0]
 		all = append(all, r)
 		if r.Err == "" {
 			ok++
@@ -208,7 +214,7 @@ func (e *natEnv) warmUp(t *testing.T) []harness.Result {
 		}
 	}
 	if ok < 2 {
-		t.Fatalf("warm-up: no two successive requests to %s succeeded in %d tries", e.url, len(all))
+		t.Fatalf("warm-up: no two successive requests to %s succeeded in %d tries", url, len(all))
 	}
 	return all
 }

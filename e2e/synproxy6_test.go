@@ -51,18 +51,7 @@ func TestSynProxy6(t *testing.T) {
 		},
 	})
 	url := "http://[" + v6VIP + "]/"
-	warm := 0
-	for i := 0; i < 10 && warm < 2; i++ {
-		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
-			warm++
-		} else {
-			warm = 0
-			t.Logf("warm-up request %d failed (allowed): %s", i, r.Err)
-		}
-	}
-	if warm < 2 {
-		t.Fatalf("no two successive requests to %s succeeded", url)
-	}
+	e.warmUpURL(t, url)
 	body := e.scrapeMetrics(t)
 	newBefore, validBefore := counterSum(body, "new_conns"), counterSum(body, "syn_cookies_valid")
 	opensBefore := 0
