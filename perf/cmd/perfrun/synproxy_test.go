@@ -40,6 +40,19 @@ func TestSynCookieTarget(t *testing.T) {
 	}
 }
 
+// TestNewConnCeiling: a -new case's row gives the busy cycles per new
+// connection and the rate they allow at 100% busy, and nothing without
+// busy time.
+func TestNewConnCeiling(t *testing.T) {
+	m := StepMetrics{NewConnsPerSec: 1e6, LcoreBusy: []float64{50, 80}}
+	if got, want := newConnCeiling(m, 2_000_000_000), "at 80% busy, 1600 busy cycles per connection: "+si(1.25e6)+"/s at 100% busy"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
+	}
+	if got := newConnCeiling(StepMetrics{NewConnsPerSec: 1e6}, 2_000_000_000); got != "" {
+		t.Fatalf("without busy time: %q", got)
+	}
+}
+
 // TestReportFromReadsCookies: -report-from reads a SYN proxy case's rate
 // back from the client side, as the run did (the servers get nothing).
 func TestReportFromReadsCookies(t *testing.T) {

@@ -44,14 +44,17 @@ func targets11(cases []*Case) []Target {
 	}{{"nat-new", 2e6}, {"dr-new", 3e6}, {"tun-new", 3e6}} {
 		t := Target{Target: fmt.Sprintf("new connections, %s: %s/s or more on one lcore, %s live entries or more", n.name, si(n.limit), si(newConnLive)), Measured: "not run", Verdict: "n/a"}
 		if c := byName[n.name]; c != nil && len(c.Metrics) > 0 {
-			v, live := 0.0, uint64(0)
-			for _, m := range c.Metrics {
+			v, live, at := 0.0, uint64(0), 0
+			for i, m := range c.Metrics {
 				if m.NewConnsPerSec > v {
-					v, live = m.NewConnsPerSec, m.LiveConns
+					v, live, at = m.NewConnsPerSec, m.LiveConns, i
 				}
 			}
 			// The target holds with 4M live entries or more as they arrive.
 			t.Measured = fmt.Sprintf("%s/s, %s live entries after that step", si(v), si(float64(live)))
+			if ceiling := newConnCeiling(c.Metrics[at], tsc); ceiling != "" {
+				t.Measured += "; " + ceiling
+			}
 			t.Verdict = verdict(v >= n.limit && live >= newConnLive)
 			t.measured(v, si(v)+"/s")
 		}
@@ -125,6 +128,24 @@ func targets11(cases []*Case) []Target {
 // newConnLive is how many live entries issue #11's new-connection target
 // wants in the table while the connections arrive.
 const newConnLive = 4e6
+
+// newConnCeiling says what the worker's own time per new connection
+// allows, from step m of a -new case: its busy share, the TSC cycles of
+// busy time per connection (the SYN, and for NAT the server's SYN-ACK,
+// with the expiry that makes room), and the rate that cost gives at 100%
+// busy: when the generator, not lbd, was the limit, the rate lbd could
+// take. Empty when the step counted no busy time.
+func newConnCeiling(m StepMetrics, tsc uint64) string {
+	busy := 0.0
+	for _, b := range m.LcoreBusy {
+		busy = max(busy, b)
+	}
+	if busy <= 0 || m.NewConnsPerSec <= 0 || tsc == 0 {
+		return ""
+	}
+	perConn := float64(tsc) * busy / 100 / m.NewConnsPerSec
+	return fmt.Sprintf("at %.0f%% busy, %.0f busy cycles per connection: %s/s at 100%% busy", busy, perConn, si(float64(tsc)/perConn))
+}
 
 // synCookieTarget is issue #15's SYN proxy rate: cookies answered per
 // second on one lcore, with what the lcore's busy cycles per SYN say it
