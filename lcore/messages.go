@@ -36,10 +36,14 @@ const (
 	// CmdSolicit sends a neighbour solicitation for Command.IP6 out of
 	// Command.Port (IPv6's CmdARPRequest).
 	CmdSolicit
+	// CmdProbeSegment sends an HTTP probe's segment: Flags, Seq, Ack and
+	// Payload from the output port's address and SrcPort to
+	// Command.IP (or IP6):DstPort.
+	CmdProbeSegment
 )
 
 var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
-	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit"}
+	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit", CmdProbeSegment: "probe_segment"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -53,9 +57,12 @@ type Command struct {
 	Dump *DumpRequest
 	Sync *SyncBatch
 	// CmdProbe's ports and initial sequence number (drawn at random by
-	// the control plane, which checks the answer's ack against it).
+	// the control plane, which checks the answer's ack against it), and
+	// CmdProbeSegment's ports, sequence numbers, flags and data.
 	DstPort, SrcPort uint16
-	Seq              uint32
+	Seq, Ack         uint32
+	Flags            uint8
+	Payload          []byte
 	// Trace is CmdTrace's request, answered in place.
 	Trace *TraceRequest
 }
@@ -91,9 +98,16 @@ const (
 	ProbeOpen    ProbeResult = iota + 1 // the server answered SYN-ACK: the port listens
 	ProbeRefused                        // it answered RST: nothing listens
 	ProbeNotSent                        // the probe could not be sent (no route, no MAC, no mbuf)
+	// ProbeData: an HTTP probe's server sent data or FIN after the
+	// handshake (Event.Seq, Flags, Data say what); lbd answered RST.
+	ProbeData
 )
 
-var probeResultNames = [...]string{ProbeOpen: "open", ProbeRefused: "refused", ProbeNotSent: "not_sent"}
+var probeResultNames = [...]string{ProbeOpen: "open", ProbeRefused: "refused", ProbeNotSent: "not_sent", ProbeData: "data"}
+
+// ProbeDataLen is how much of an HTTP probe's answer an event carries:
+// the status line's start ("HTTP/1.1 200").
+const ProbeDataLen = 32
 
 func (r ProbeResult) String() string { return name(probeResultNames[:], uint8(r), "probe_result") }
 
@@ -114,8 +128,12 @@ type Event struct {
 	MAC  hdr.MAC
 	// EvProbe: the probed server's port, the probe's source port, the result
 	// and the answer's acknowledgement number (the probe's Seq + 1 when the
-	// answer is genuine).
+	// answer is genuine); its sequence number and flags, and for
+	// ProbeData the first DataLen bytes of its data.
 	DstPort, SrcPort uint16
 	Result           ProbeResult
-	Ack              uint32
+	Ack, Seq         uint32
+	Flags            uint8
+	DataLen          uint8
+	Data             [ProbeDataLen]byte
 }

@@ -12,23 +12,51 @@ import (
 // lcore that gets it reports a ProbeResult as an event and, for a SYN-ACK,
 // turns the answer into the RST that makes the server forget the half-open
 // connection.
+//
+// HTTP probes go one step further, and the control plane drives them
+// segment by segment: their source ports are the upper half of the range,
+// where a SYN-ACK is reported (with the server's sequence number) and not
+// reset; the control plane then has worker 0 send the request in one
+// segment (CmdProbeSegment), and the server's first segment with data (or
+// its FIN or RST) is reported with the first ProbeDataLen bytes (the status
+// line) and answered with the RST that ends the connection. No lcore keeps
+// state for a probe: whoever receives an answer reports it.
 
 // ProbePortFirst and ProbePorts are the source ports probes use; traffic
-// to a port address on them is never a connection.
+// to a port address on them is never a connection. TCP probes use the
+// first TCPProbePorts of them, HTTP probes the rest, from
+// HTTPProbePortFirst on.
 const (
-	ProbePortFirst = 61000
-	ProbePorts     = 1000
-	probeFrameLen  = hdr.EthernetLen + hdr.IPv4MinLen + hdr.TCPMinLen
-	probeFrameLen6 = hdr.EthernetLen + hdr.IPv6Len + hdr.TCPMinLen
+	ProbePortFirst     = 61000
+	ProbePorts         = 1000
+	TCPProbePorts      = ProbePorts / 2
+	HTTPProbePortFirst = ProbePortFirst + TCPProbePorts
+	probeFrameLen      = hdr.EthernetLen + hdr.IPv4MinLen + hdr.TCPMinLen
+	probeFrameLen6     = hdr.EthernetLen + hdr.IPv6Len + hdr.TCPMinLen
+	// MaxProbePayload bounds the data of a probe segment (an HTTP
+	// request): one segment within the minimum IPv6 MTU.
+	MaxProbePayload = 1024
 )
 
 func isProbePort(p uint16) bool { return p >= ProbePortFirst && p < ProbePortFirst+ProbePorts }
+
+func isHTTPProbePort(p uint16) bool {
+	return p >= HTTPProbePortFirst && p < ProbePortFirst+ProbePorts
+}
 
 // sendProbe builds and sends a SYN with the initial sequence number seq
 // to ip, or to ip6 from the port's IPv6 address when ip6 is not zero
 // (control work: it allocates an mbuf).
 func (w *Worker) sendProbe(ip uint32, ip6 hdr.Addr6, dport, sport uint16, seq uint32) {
-	notSent := Event{Kind: EvProbe, IP: ip, IP6: ip6, DstPort: dport, SrcPort: sport, Result: ProbeNotSent}
+	syn := hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Flags: hdr.TCPFlagSYN, Window: 1024}
+	w.sendProbeSegment(ip, ip6, &syn, nil)
+}
+
+// sendProbeSegment builds and sends the TCP segment f with data payload
+// (at most MaxProbePayload bytes) to ip, or to ip6 when it is not zero,
+// from the output port's address; when it cannot, it reports ProbeNotSent.
+func (w *Worker) sendProbeSegment(ip uint32, ip6 hdr.Addr6, f *hdr.TCPFields, payload []byte) {
+	notSent := Event{Kind: EvProbe, IP: ip, IP6: ip6, DstPort: f.DstPort, SrcPort: f.SrcPort, Result: ProbeNotSent}
 	six := !ip6.IsUnspecified()
 	var e exit
 	if six {
@@ -36,7 +64,7 @@ func (w *Worker) sendProbe(ip uint32, ip6 hdr.Addr6, dport, sport uint16, seq ui
 	} else {
 		e = w.route(ip)
 	}
-	if e.kind != exitTransmit || six && w.snap.Ports[e.to].Addr6.IsUnspecified() {
+	if e.kind != exitTransmit || six && w.snap.Ports[e.to].Addr6.IsUnspecified() || len(payload) > MaxProbePayload {
 		w.event(notSent)
 		return
 	}
@@ -44,31 +72,33 @@ func (w *Worker) sendProbe(ip uint32, ip6 hdr.Addr6, dport, sport uint16, seq ui
 	if six {
 		n = probeFrameLen6
 	}
-	m, b := w.newFrame(n)
+	m, b := w.newFrame(n + len(payload))
 	if m == nil {
 		w.event(notSent)
 		return
 	}
-	syn := hdr.TCPFields{SrcPort: sport, DstPort: dport, Seq: seq, Flags: hdr.TCPFlagSYN, Window: 1024}
+	copy(b[n:], payload)
 	if six {
 		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
-		writeTCP6(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr6, ip6, &syn)
+		writeTCP6(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr6, ip6, f)
 	} else {
 		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
-		writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip, &syn)
+		writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip, f)
 	}
 	w.cnt.own[ProbesSent]++
 	w.leave(m, -1, e)
 }
 
-// writeTCP writes an IPv4 header and an option-less TCP segment without
-// data into b (probeFrameLen minus the Ethernet header).
+// writeTCP writes an IPv4 header and an option-less TCP header into b,
+// whose data (if any) follows the header and is in place already: b is
+// the packet from its IPv4 header on (probeFrameLen minus the Ethernet
+// header, plus the data).
 func writeTCP(b []byte, src, dst uint32, f *hdr.TCPFields) {
 	hdr.IPv4(b).Encode(&hdr.IPv4Fields{
-		TotalLength: hdr.IPv4MinLen + hdr.TCPMinLen, Flags: hdr.IPv4FlagDontFragment,
+		TotalLength: uint16(len(b)), Flags: hdr.IPv4FlagDontFragment,
 		TTL: hdr.DefaultTTL, Protocol: hdr.ProtoTCP, Src: src, Dst: dst,
 	})
-	hdr.TCP(b[hdr.IPv4MinLen:][:hdr.TCPMinLen]).Encode(f, src, dst)
+	hdr.TCP(b[hdr.IPv4MinLen:]).Encode(f, src, dst)
 }
 
 // probeResult is what an answer to a probe says: RST, nothing listens;
@@ -95,15 +125,18 @@ func (w *Worker) probeAnswer(d *desc) exit {
 		return drop(DropProbeSpoofed)
 	}
 	tcp := hdr.TCP(ip.Payload())
-	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Result: probeResult(d.flags)}
+	ev := Event{Kind: EvProbe, IP: ip.Src(), DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Seq: tcp.Seq(), Flags: d.flags, Result: probeResult(d.flags)}
+	if isHTTPProbePort(ev.SrcPort) && !w.httpProbeAnswer(&ev, tcp) {
+		return consume(ProbeAnswers) // reported as it stands, or nothing to report
+	}
 	if ev.Result == 0 {
 		return consume(ProbeAnswers)
 	}
 	w.event(ev)
-	if ev.Result != ProbeOpen || ip.HeaderLen() != hdr.IPv4MinLen {
+	if ev.Result != ProbeOpen && ev.Result != ProbeData || ip.HeaderLen() != hdr.IPv4MinLen {
 		return consume(ProbeAnswers)
 	}
-	// RST: from us to the server, seq = the SYN-ACK's ack.
+	// RST: from us to the server, seq = the answer's ack.
 	src, dst := ip.Src(), ip.Dst()
 	rst := hdr.TCPFields{SrcPort: tcp.DstPort(), DstPort: tcp.SrcPort(), Seq: tcp.Ack(), Flags: hdr.TCPFlagRST}
 	if err := d.m.SetLen(probeFrameLen); err != nil {
@@ -116,10 +149,10 @@ func (w *Worker) probeAnswer(d *desc) exit {
 }
 
 // writeTCP6 is writeTCP for IPv6 (probeFrameLen6 minus the Ethernet
-// header).
+// header, plus the data).
 func writeTCP6(b []byte, src, dst hdr.Addr6, f *hdr.TCPFields) {
-	hdr.IPv6(b).Encode(hdr.TCPMinLen, hdr.ProtoTCP, hdr.DefaultTTL, src, dst)
-	t := hdr.TCP(b[hdr.IPv6Len:][:hdr.TCPMinLen])
+	t := hdr.TCP(b[hdr.IPv6Len:])
+	hdr.IPv6(b).Encode(uint16(len(t)), hdr.ProtoTCP, hdr.DefaultTTL, src, dst)
 	t.Encode(f, 0, 0)
 	t.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoTCP, t))
 }
@@ -132,12 +165,15 @@ func (w *Worker) probeAnswer6(d *desc) exit {
 		return drop(DropProbeSpoofed)
 	}
 	tcp := hdr.TCP(d.l4Bytes6())
-	ev := Event{Kind: EvProbe, IP6: src, DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Result: probeResult(d.flags)}
+	ev := Event{Kind: EvProbe, IP6: src, DstPort: tcp.SrcPort(), SrcPort: tcp.DstPort(), Ack: tcp.Ack(), Seq: tcp.Seq(), Flags: d.flags, Result: probeResult(d.flags)}
+	if isHTTPProbePort(ev.SrcPort) && !w.httpProbeAnswer(&ev, tcp) {
+		return consume(ProbeAnswers)
+	}
 	if ev.Result == 0 {
 		return consume(ProbeAnswers)
 	}
 	w.event(ev)
-	if ev.Result != ProbeOpen || ip.NextHeader() != hdr.ProtoTCP {
+	if ev.Result != ProbeOpen && ev.Result != ProbeData || ip.NextHeader() != hdr.ProtoTCP {
 		return consume(ProbeAnswers) // (extension headers: no RST; the server's half-open times out)
 	}
 	rst := hdr.TCPFields{SrcPort: tcp.DstPort(), DstPort: tcp.SrcPort(), Seq: tcp.Ack(), Flags: hdr.TCPFlagRST}
@@ -148,4 +184,28 @@ func (w *Worker) probeAnswer6(d *desc) exit {
 	d.m.SetOlFlags(0)
 	w.cnt.own[ProbeAnswers]++
 	return transmit(d.in, d.eth().Src())
+}
+
+// httpProbeAnswer handles an answer to an HTTP probe's connection (tcp,
+// whose event ev is filled in) and reports whether the caller is to report
+// ev and reset the connection as for a TCP probe's SYN-ACK. A SYN-ACK or
+// RST is reported and nothing sent: the control plane goes on with the
+// request, or ends. A segment with data or FIN becomes ProbeData, with
+// the start of its data, to report and reset; one with neither (the
+// server's ACK of the request) is not reported.
+func (w *Worker) httpProbeAnswer(ev *Event, tcp hdr.TCP) bool {
+	if ev.Result != 0 {
+		w.event(*ev) // SYN-ACK or RST
+		return false
+	}
+	var data []byte
+	if off := tcp.DataOffset(); off >= hdr.TCPMinLen && off <= len(tcp) {
+		data = tcp[off:]
+	}
+	if len(data) == 0 && ev.Flags&hdr.TCPFlagFIN == 0 || ev.Flags&hdr.TCPFlagACK == 0 {
+		return false
+	}
+	ev.Result = ProbeData
+	ev.DataLen = uint8(copy(ev.Data[:], data))
+	return true
 }

@@ -524,6 +524,9 @@ func (w *Worker) runCommands(int64) {
 			w.sendSolicit(cmd.Port, cmd.IP6)
 		case CmdProbe:
 			w.sendProbe(cmd.IP, cmd.IP6, cmd.DstPort, cmd.SrcPort, cmd.Seq)
+		case CmdProbeSegment:
+			f := hdr.TCPFields{SrcPort: cmd.SrcPort, DstPort: cmd.DstPort, Seq: cmd.Seq, Ack: cmd.Ack, Flags: cmd.Flags, Window: 1024}
+			w.sendProbeSegment(cmd.IP, cmd.IP6, &f, cmd.Payload)
 		case CmdSyncInstall:
 			if cmd.Sync != nil {
 				w.installSynced(cmd.Sync)
