@@ -42,8 +42,32 @@ type HealthCheck struct {
 	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
-	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (TCP only: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer), for servers reachable only through lbd; default "" (host); reload: yes
+	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp and http: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive       bool          `mapstructure:"passive"`         // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
+}
+
+// maxViaLBDRequest bounds an HTTP check's path and Host header through
+// lbd: its request goes in one TCP segment (lcore.MaxProbePayload, 1024
+// bytes, with the request line's and headers' fixed text).
+const maxViaLBDRequest = 900
+
+// checkViaLBD checks what a probe through lbd can do with e (the check at
+// field f, defaults filled in): a TCP connect, or an HTTP request whose
+// answer's status line lbd reads; not TLS, not the body.
+func checkViaLBD(f string, e HealthCheck) error {
+	switch e.Type {
+	case HealthTCP:
+		return nil
+	case HealthHTTP:
+		if e.ExpectBody != "" {
+			return fieldErrorf(f+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
+		}
+		if n := len(e.Path) + len(e.Host); n > maxViaLBDRequest {
+			return fieldErrorf(f+".path", "path and host of an HTTP check through lbd are %d bytes, at most %d (via: lbd: one segment)", n, maxViaLBDRequest)
+		}
+		return nil
+	}
+	return fieldErrorf(f+".via", "lbd sends TCP and HTTP probes only (type is %s)", e.Type)
 }
 
 // Values of HealthCheck.Type.
@@ -252,8 +276,10 @@ func (h HealthCheck) validate(f string) error {
 		if err := checkOneOf(f+".via", h.Via, HealthViaHost, HealthViaLBD); err != nil {
 			return err
 		}
-		if h.Via == HealthViaLBD && e.Type != HealthTCP {
-			return fieldErrorf(f+".via", "lbd sends TCP probes only (type is %s)", e.Type)
+		if h.Via == HealthViaLBD {
+			if err := checkViaLBD(f, e); err != nil {
+				return err
+			}
 		}
 	}
 	if err := checkDuration(f+".interval", e.Interval, minHealthInterval, maxHealthInterval, "100ms..1h"); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -277,7 +278,12 @@ func TestHealthVia(t *testing.T) {
 	}{
 		{conf.HealthCheck{Type: "tcp", Via: "lbd"}, ""},
 		{conf.HealthCheck{Type: "tcp", Via: "host"}, ""},
-		{conf.HealthCheck{Type: "http", Via: "lbd"}, "services[0].health.via: lbd sends TCP probes only (type is http)"},
+		{conf.HealthCheck{Type: "http", Via: "lbd"}, ""},
+		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/health", Host: "www.example.com", ExpectStatus: "200,204"}, ""},
+		{conf.HealthCheck{Type: "http", Via: "lbd", ExpectBody: "ok"}, "services[0].health.expect_body: an HTTP check through lbd reads the status line only (via: lbd)"},
+		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/" + strings.Repeat("a", 900)}, "services[0].health.path: path and host of an HTTP check through lbd are 901 bytes, at most 900 (via: lbd: one segment)"},
+		{conf.HealthCheck{Type: "https", Via: "lbd"}, "services[0].health.via: lbd sends TCP and HTTP probes only (type is https)"},
+		{conf.HealthCheck{Type: "udp", Via: "lbd", Send: "x"}, "services[0].health.via: lbd sends TCP and HTTP probes only (type is udp)"},
 		{conf.HealthCheck{Type: "tcp", Via: "kernel"}, `services[0].health.via: "kernel" is not one of host, lbd`},
 	} {
 		c := validConfig()

@@ -428,3 +428,105 @@ func TestHealthSorryServer6(t *testing.T) {
 	sw.set("fd00:1::11", false)
 	waitFor("recovery", func() bool { d := dests(); return len(d) == 1 && d[0].Weight == 4 })
 }
+
+// segmentSent waits for the next probe segment the fake dataplane records.
+func segmentSent(t *testing.T, f *fakeDataplane) lcore.Command {
+	t.Helper()
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+		f.cmdMu.Lock()
+		for i, sc := range f.commands {
+			if sc.cmd.Kind == lcore.CmdProbeSegment {
+				f.commands = append(f.commands[:i:i], f.commands[i+1:]...)
+				f.cmdMu.Unlock()
+				if sc.worker != 0 {
+					t.Fatalf("probe segment sent by worker %d", sc.worker)
+				}
+				return sc.cmd
+			}
+		}
+		f.cmdMu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatal("no probe segment sent")
+		}
+	}
+}
+
+// TestHTTPProbeThroughLBD: an HTTP check through lbd opens the connection
+// with a SYN from the upper half of the probe ports, sends the request in
+// one segment once the server's SYN-ACK is in, and judges the status line
+// at the start of the answer; an answer that does not acknowledge the
+// request is not believed, and a probe that times out resets the server's
+// side.
+func TestHTTPProbeThroughLBD(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"),
+		Check: conf.HealthCheck{Type: "http", Via: "lbd", Path: "/health", ExpectStatus: "200-299"}}
+	const serverISN = 5000
+	for _, tc := range []struct {
+		answer string
+		flags  uint8
+		ok     bool
+		reason string
+	}{
+		{"HTTP/1.1 200 OK\r\nContent-Le", hdr.TCPFlagACK | hdr.TCPFlagPSH, true, ""},
+		{"HTTP/1.0 204 No Content\r\n\r\n", hdr.TCPFlagACK | hdr.TCPFlagPSH | hdr.TCPFlagFIN, true, ""},
+		{"HTTP/1.1 503 Service Unavaila", hdr.TCPFlagACK | hdr.TCPFlagPSH, false, "HTTP status 503, want 200-299 (through lbd)"},
+		{"", hdr.TCPFlagACK | hdr.TCPFlagFIN, false, "connection closed without an answer (through lbd)"},
+		{"SSH-2.0-OpenSSH_9.2p1", hdr.TCPFlagACK | hdr.TCPFlagPSH, false, `no HTTP status line at the answer's start: "SSH-2.0-OpenSSH_9.2p1" (through lbd)`},
+		{"HTTP/1.1 2x0 OK", hdr.TCPFlagACK | hdr.TCPFlagPSH, false, `no HTTP status code at the answer's start: "HTTP/1.1 2x0 OK" (through lbd)`},
+	} {
+		done := make(chan [2]any)
+		go func() {
+			ok, reason := c.checker(context.Background(), target)
+			done <- [2]any{ok, reason}
+		}()
+		syn := probeSent(t, f)
+		if syn.IP != ip4(198, 51, 100, 11) || syn.DstPort != 80 || syn.SrcPort < lcore.HTTPProbePortFirst || syn.SrcPort >= lcore.ProbePortFirst+lcore.ProbePorts {
+			t.Fatalf("SYN %+v", syn)
+		}
+		synAck := syn
+		synAck.Result, synAck.Seq = lcore.ProbeOpen, serverISN
+		c.probes.deliver(synAck)
+		req := segmentSent(t, f)
+		want := "GET /health HTTP/1.0\r\nHost: 198.51.100.11:80\r\nUser-Agent: dplb-health\r\nConnection: close\r\n\r\n"
+		if req.IP != syn.IP || req.SrcPort != syn.SrcPort || req.DstPort != 80 || req.Flags != hdr.TCPFlagACK|hdr.TCPFlagPSH ||
+			req.Seq != syn.Ack || req.Ack != serverISN+1 || string(req.Payload) != want {
+			t.Fatalf("request %+v %q", req, req.Payload)
+		}
+		answer := lcore.Event{Kind: lcore.EvProbe, IP: syn.IP, DstPort: 80, SrcPort: syn.SrcPort, Result: lcore.ProbeData,
+			Seq: serverISN + 1, Ack: req.Seq + uint32(len(req.Payload)), Flags: tc.flags, DataLen: uint8(len(tc.answer))}
+		copy(answer.Data[:], tc.answer)
+		spoofed := answer
+		spoofed.Ack++ // acknowledges what was never sent
+		spoofed.DataLen = uint8(copy(spoofed.Data[:], "HTTP/1.1 200 OK"))
+		rejected := c.probes.rejected.Load()
+		c.probes.deliver(spoofed)
+		if c.probes.rejected.Load() != rejected+1 {
+			t.Fatal("an answer that acknowledges nothing sent was not rejected")
+		}
+		c.probes.deliver(answer)
+		got := <-done
+		if got[0] != tc.ok || got[1] != tc.reason {
+			t.Errorf("answer %q: got %v %q, want %v %q", tc.answer, got[0], got[1], tc.ok, tc.reason)
+		}
+	}
+
+	// Unanswered after the handshake: a timeout, and an RST for the server.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	done := make(chan string)
+	go func() {
+		_, reason := c.ProbeHTTP(ctx, target)
+		done <- reason
+	}()
+	syn := probeSent(t, f)
+	syn.Result, syn.Seq = lcore.ProbeOpen, serverISN
+	c.probes.deliver(syn)
+	req := segmentSent(t, f)
+	if reason := <-done; reason != "timeout after 1s (through lbd)" {
+		t.Errorf("unanswered request: %q", reason)
+	}
+	if rst := segmentSent(t, f); rst.Flags != hdr.TCPFlagRST || rst.Seq != req.Seq+uint32(len(req.Payload)) {
+		t.Errorf("after the timeout: %+v", rst)
+	}
+}

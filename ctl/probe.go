@@ -1,13 +1,17 @@
 package ctl
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -16,7 +20,8 @@ import (
 // Health probes through lbd (health.via: lbd): for real servers reachable
 // only through the DPDK ports, a TCP check is a SYN that worker 0 sends
 // from the output port's address; the answer comes back as an lcore event
-// that the control loop delivers here.
+// that the control loop delivers here. An HTTP check goes on from the
+// SYN-ACK to a request and the answer's status line (ProbeHTTP).
 //
 // Nobody on the wire may fake a result: each probe has a source port and
 // an initial sequence number drawn from crypto/rand, and an answer counts
@@ -31,13 +36,16 @@ type probeKey struct {
 }
 
 type probeWaiter struct {
-	seq uint32
-	ch  chan lcore.ProbeResult
+	seq uint32 // the probe's initial sequence number
+	// sent is how much data an HTTP probe has sent after its SYN: an
+	// answer to that data acknowledges seq + 1 + sent.
+	sent uint32
+	ch   chan lcore.Event
 }
 
 type probeState struct {
 	mu      sync.Mutex
-	waiters map[probeKey]probeWaiter
+	waiters map[probeKey]*probeWaiter
 	// rejected counts answers to a probe in flight that did not acknowledge
 	// its sequence number (dplb_probe_answers_rejected_total).
 	rejected atomic.Uint64
@@ -50,14 +58,48 @@ func (p *probeState) deliver(ev lcore.Event) {
 	if !ok {
 		return // no probe in flight: late, or made up
 	}
-	if ev.Result != lcore.ProbeNotSent && ev.Ack != w.seq+1 {
+	if ev.Result != lcore.ProbeNotSent && ev.Ack != w.seq+1 && (w.sent == 0 || ev.Ack != w.seq+1+w.sent) {
 		p.rejected.Add(1)
 		return
 	}
 	select {
-	case w.ch <- ev.Result:
+	case w.ch <- ev:
 	default:
 	}
+}
+
+// start registers a probe of t from a random source port of the count
+// ports from first on that no probe in flight uses, with a random initial
+// sequence number; done unregisters it.
+func (p *probeState) start(t health.Target, first, count uint16) (k probeKey, w *probeWaiter, done func()) {
+	addr := t.ProbeAddr()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.waiters == nil {
+		p.waiters = map[probeKey]*probeWaiter{}
+	}
+	k = probeKey{ip: ipv4(addr.Addr()), ip6: ipv6(addr.Addr()), dstPort: addr.Port()}
+	begin := random32()
+	for i := uint32(0); i < uint32(count); i++ {
+		k.srcPort = first + uint16((begin+i)%uint32(count))
+		if _, busy := p.waiters[k]; !busy {
+			break
+		}
+	}
+	w = &probeWaiter{seq: random32(), ch: make(chan lcore.Event, 4)}
+	p.waiters[k] = w
+	return k, w, func() {
+		p.mu.Lock()
+		delete(p.waiters, k)
+		p.mu.Unlock()
+	}
+}
+
+// setSent records that the probe k sent n bytes after its SYN.
+func (p *probeState) setSent(w *probeWaiter, n int) {
+	p.mu.Lock()
+	w.sent = uint32(n)
+	p.mu.Unlock()
 }
 
 // random32 draws from crypto/rand: probe ports and sequence numbers must
@@ -70,53 +112,144 @@ func random32() uint32 {
 	return binary.LittleEndian.Uint32(b[:])
 }
 
+const probeRingFull = "probe not sent: lbd's command ring is full"
+
+// probeNotSent is why the dataplane could not send a probe's packet.
+const probeNotSent = "probe not sent: no route or no MAC for the server"
+
 // ProbeTCP is a health.Checker for checks with via: lbd: it asks the
 // dataplane for a SYN to the server and waits for its answer.
 func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, string) {
-	addr := t.ProbeAddr()
-	p := &c.probes
-	p.mu.Lock()
-	if p.waiters == nil {
-		p.waiters = map[probeKey]probeWaiter{}
-	}
-	k := probeKey{ip: ipv4(addr.Addr()), ip6: ipv6(addr.Addr()), dstPort: addr.Port()}
-	start := random32()
-	for i := uint32(0); i < lcore.ProbePorts; i++ { // a random source port no probe in flight uses
-		k.srcPort = lcore.ProbePortFirst + uint16((start+i)%lcore.ProbePorts)
-		if _, busy := p.waiters[k]; !busy {
-			break
-		}
-	}
-	w := probeWaiter{seq: random32(), ch: make(chan lcore.ProbeResult, 1)}
-	p.waiters[k] = w
-	p.mu.Unlock()
-	defer func() {
-		p.mu.Lock()
-		delete(p.waiters, k)
-		p.mu.Unlock()
-	}()
+	k, w, done := c.probes.start(t, lcore.ProbePortFirst, lcore.TCPProbePorts)
+	defer done()
 	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
-		return false, "probe not sent: lbd's command ring is full"
+		return false, probeRingFull
 	}
 	select {
-	case r := <-w.ch:
-		switch r {
+	case ev := <-w.ch:
+		switch ev.Result {
 		case lcore.ProbeOpen:
 			return true, ""
 		case lcore.ProbeRefused:
 			return false, "connect: connection refused (through lbd)"
 		}
-		return false, "probe not sent: no route or no MAC for the server"
+		return false, probeNotSent
 	case <-ctx.Done():
-		timeout := t.Check.Effective().Timeout
-		return false, fmt.Sprintf("timeout after %v (through lbd)", timeout)
+		return false, probeTimeout(t)
 	}
+}
+
+func probeTimeout(t health.Target) string {
+	return fmt.Sprintf("timeout after %v (through lbd)", t.Check.Effective().Timeout)
+}
+
+// ProbeHTTP is the health.Checker for HTTP checks with via: lbd. The
+// dataplane has no TCP stack, so the control plane drives the
+// connection: a SYN, the request in one segment once the server's
+// SYN-ACK is in, and the status line from the first segment of the
+// answer, after which the lcore that got it resets the connection. It
+// reads the status only (the configuration refuses expect_body and https
+// with via: lbd). A lost segment fails the probe: rise and fall absorb
+// that, as they absorb a lost SYN.
+func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, string) {
+	k, w, done := c.probes.start(t, lcore.HTTPProbePortFirst, lcore.ProbePorts-lcore.TCPProbePorts)
+	defer done()
+	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
+		return false, probeRingFull
+	}
+	req := httpProbeRequest(t)
+	segment := func(flags uint8, seq, ack uint32, payload []byte) bool {
+		return c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeSegment, IP: k.ip, IP6: k.ip6, DstPort: k.dstPort, SrcPort: k.srcPort,
+			Flags: flags, Seq: seq, Ack: ack, Payload: payload})
+	}
+	var serverNext uint32 // the server's sequence number after its SYN
+	open := false
+	for {
+		var ev lcore.Event
+		select {
+		case ev = <-w.ch:
+		case <-ctx.Done():
+			if open { // end the server's side of it
+				segment(hdr.TCPFlagRST, w.seq+1+uint32(len(req)), 0, nil)
+			}
+			return false, probeTimeout(t)
+		}
+		switch ev.Result {
+		case lcore.ProbeNotSent:
+			return false, probeNotSent
+		case lcore.ProbeRefused:
+			if open {
+				return false, "connection reset by the server (through lbd)"
+			}
+			return false, "connect: connection refused (through lbd)"
+		case lcore.ProbeOpen:
+			// The SYN-ACK, or its retransmission when the request was
+			// lost: (re)send the request, acknowledging the server's SYN.
+			if open && ev.Seq+1 != serverNext {
+				continue
+			}
+			serverNext, open = ev.Seq+1, true
+			c.probes.setSent(w, len(req))
+			if !segment(hdr.TCPFlagACK|hdr.TCPFlagPSH, w.seq+1, serverNext, req) {
+				segment(hdr.TCPFlagRST, w.seq+1, 0, nil)
+				return false, probeRingFull
+			}
+		case lcore.ProbeData:
+			if !open || ev.Seq != serverNext {
+				return false, "answer out of order (through lbd)"
+			}
+			return httpProbeStatus(t, ev.Data[:ev.DataLen], ev.Flags)
+		}
+	}
+}
+
+// httpProbeRequest is the request an HTTP probe through lbd sends, whole
+// in one segment: HTTP/1.0 as keepalived's HTTP_GET, so the server closes
+// after its answer, with the Host header as the host path sends it.
+func httpProbeRequest(t health.Target) []byte {
+	c := t.Check.Effective()
+	host := c.Host
+	if host == "" {
+		host = t.ProbeAddr().String()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s %s HTTP/1.0\r\nHost: %s\r\nUser-Agent: dplb-health\r\nConnection: close\r\n", c.Method, c.Path, host)
+	if c.Method == "POST" {
+		b.WriteString("Content-Length: 0\r\n")
+	}
+	b.WriteString("\r\n")
+	return []byte(b.String())
+}
+
+// httpProbeStatus reads the status code from the start of an answer
+// (data, with the segment's flags) and checks it against the check's
+// expect_status.
+func httpProbeStatus(t health.Target, data []byte, flags uint8) (bool, string) {
+	c := t.Check.Effective()
+	if len(data) == 0 && flags&hdr.TCPFlagFIN != 0 {
+		return false, "connection closed without an answer (through lbd)"
+	}
+	// "HTTP/1.1 200", the version's minor digit any.
+	if len(data) < 12 || !bytes.HasPrefix(data, []byte("HTTP/1.")) || data[8] != ' ' {
+		return false, fmt.Sprintf("no HTTP status line at the answer's start: %q (through lbd)", data)
+	}
+	code, err := strconv.Atoi(string(data[9:12]))
+	if err != nil || code < 100 || code > 599 {
+		return false, fmt.Sprintf("no HTTP status code at the answer's start: %q (through lbd)", data)
+	}
+	if !c.StatusOK(code) {
+		return false, fmt.Sprintf("HTTP status %d, want %s (through lbd)", code, c.ExpectStatus)
+	}
+	return true, ""
 }
 
 // checker probes through lbd the checks that ask for it, and from the
 // host's stack the others.
 func (c *Controller) checker(ctx context.Context, t health.Target) (bool, string) {
-	if t.Check.Via == "lbd" {
+	if t.Check.Via == conf.HealthViaLBD {
+		if t.Check.Effective().Type == conf.HealthHTTP {
+			return c.ProbeHTTP(ctx, t)
+		}
 		return c.ProbeTCP(ctx, t)
 	}
 	return health.Probe(ctx, t)

@@ -312,3 +312,55 @@ func TestHealthThroughLBD(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestHTTPHealthThroughLBD: with no management link, an HTTP check with
+// via: lbd is a connection lbd opens itself from its port's address: the
+// request goes out, the answer's status line is read. A server answering
+// 500 is taken out, and put back when it answers 200 again; a dead one is
+// taken out with the refused connect.
+func TestHTTPHealthThroughLBD(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Services[0].Health = "{type: http, via: lbd, path: /, expect_status: \"200-399\", interval: 300ms, timeout: 250ms, rise: 2, fall: 2}"
+	}})
+	e.warmUp(t)
+	rs1 := e.nat.Servers[0]
+	addr := rs1.Addr.Addr().String()
+	failFile := filepath.Join(t.TempDir(), "sick")
+	killServe(t, rs1.NS)
+	var out harness.Buffer
+	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, addr, "up")
+	time.Sleep(time.Second) // a few probes: it stays up
+	if h, reason := serverHealth(t, e, addr); h != "up" {
+		t.Fatalf("a server answering 200 is %s (%s)", h, reason)
+	}
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil { // rs1 answers 500
+		t.Fatal(err)
+	}
+	if reason := waitHealth(t, e, addr, "down"); !strings.Contains(reason, "HTTP status 500") || !strings.Contains(reason, "through lbd") {
+		t.Errorf("down reason %q, want HTTP status 500 through lbd", reason)
+	}
+	for _, r := range e.get(t, e.url, 10, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs2" {
+			t.Fatalf("with rs1 answering 500, request %d: %q %s", r.I, r.Server(), r.Err)
+		}
+	}
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, addr, "up")
+	killServe(t, rs1.NS)
+	if reason := waitHealth(t, e, addr, "down"); !strings.Contains(reason, "refused (through lbd)") {
+		t.Errorf("down reason of a dead server %q", reason)
+	}
+	body := e.scrapeMetrics(t)
+	if v, ok := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": "0", "counter": "probes_sent"}); !ok || v < 10 {
+		t.Errorf("probes sent %v (%v)", v, ok)
+	}
+	if v, ok := metric(body, "dplb_probe_answers_rejected_total", nil); ok && v != 0 {
+		t.Errorf("%v genuine answers rejected", v)
+	}
+	e.stopLBD(t)
+}

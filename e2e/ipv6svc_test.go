@@ -60,7 +60,8 @@ func withIPv6(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 // same VIP reaches the servers' IPv4 addresses by NAT64. A fourth,
 // [VIP]:81, has rs1 alone, checked through lbd (IPv6 probes from lbd's
 // own port), and a sorry server (another address of rs2, resolved by lbd
-// only for it) that stands in while rs1 is down.
+// only for it) that stands in while rs1 is down. A fifth, [VIP]:82, has
+// both servers under an HTTP check through lbd.
 func TestIPv6NAT66(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
@@ -89,7 +90,11 @@ func TestIPv6NAT66(t *testing.T) {
 			sorry := harness.Service{VIP: v6VIP, Port: 81, Scheduler: "rr",
 				Health:  "{type: tcp, via: lbd, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}",
 				Servers: tcp.Servers[:1], SorryServer: "[" + v6Sorry + "]:8080"}
-			c.Services = append(c.Services, tcp, udp, nat64, sorry)
+			// HTTP checked through lbd: a request over IPv6 from its port.
+			httpCheck := harness.Service{VIP: v6VIP, Port: 82, Scheduler: "rr",
+				Health:  "{type: http, via: lbd, path: /, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}",
+				Servers: tcp.Servers}
+			c.Services = append(c.Services, tcp, udp, nat64, sorry, httpCheck)
 		},
 	})
 	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
@@ -168,9 +173,18 @@ func TestIPv6NAT66(t *testing.T) {
 	// rs1's HTTP server dies: its health check takes it out, every request
 	// goes to rs2; back, it takes connections again.
 	rs1 := e.nat.Servers[0]
-	waitHealth6(t, e, v6Server(0), "up")
+	waitHealth6(t, e, 80, v6Server(0), "up")
+	// [VIP]:82's check reads rs1's HTTP answers through lbd.
+	waitHealth6(t, e, 82, v6Server(0), "up")
 	killServe(t, rs1.NS) // the UDP server too: its command line says udpserve
-	waitHealth6(t, e, v6Server(0), "down")
+	waitHealth6(t, e, 80, v6Server(0), "down")
+	waitHealth6(t, e, 82, v6Server(0), "down")
+	if reason := healthReason6(t, e, 82, v6Server(0)); !strings.Contains(reason, "through lbd") {
+		t.Errorf("[VIP]:82's HTTP check of rs1 failed with %q, want a probe through lbd", reason)
+	}
+	if h := server6(t, e, 82, v6Server(1)); h == nil || h.Health != "up" {
+		t.Errorf("[VIP]:82's HTTP check through lbd of the live rs2: %+v", h)
+	}
 	for _, r := range e.get(t, url, 20, 5*time.Second) {
 		if r.Err != "" || r.Server() != "rs2" {
 			t.Fatalf("with rs1 down, request %d: %q %s", r.I, r.Server(), r.Err)
@@ -198,7 +212,8 @@ func TestIPv6NAT66(t *testing.T) {
 	if err := harness.StartHTTP(e.topo, []topo.Host{rs1}, e.nshelper, "[::]:8080", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitHealth6(t, e, v6Server(0), "up")
+	waitHealth6(t, e, 80, v6Server(0), "up")
+	waitHealth6(t, e, 82, v6Server(0), "up")
 	back := map[string]int{}
 	for _, r := range e.get(t, url, 20, 5*time.Second) {
 		if r.Err != "" {
@@ -223,14 +238,14 @@ func TestIPv6NAT66(t *testing.T) {
 	e.stopLBD(t)
 }
 
-// waitHealth6 waits for an IPv6 server of the [VIP]:80 service to reach a
-// health state.
-func waitHealth6(t *testing.T, e *natEnv, addr, want string) {
+// waitHealth6 waits for an IPv6 server of the [VIP]:port service to
+// reach a health state.
+func waitHealth6(t *testing.T, e *natEnv, port uint16, addr, want string) {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		h, reason := "", ""
-		if rs := server6(t, e, 80, addr); rs != nil {
+		if rs := server6(t, e, port, addr); rs != nil {
 			h, reason = rs.Health, rs.HealthReason
 		}
 		if h == want {
