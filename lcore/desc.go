@@ -29,6 +29,8 @@ const (
 	classFragment6                // an IPv6 TCP or UDP fragment past the first: flow has the protocol only (frag6.go)
 	classICMPError6               // an ICMPv6 error quoting an IPv6 TCP or UDP packet: flow has its ports and protocol (icmp6err.go)
 	classTunError6                // an ICMPv6 error quoting our IPv6-in-IPv6 packet: flow is the inner packet's (tunerr6.go)
+	classEchoReply                // an ICMP echo reply: an ICMP probe's answer, or dropped (probe.go)
+	classEchoReply6               // an ICMPv6 echo reply, likewise
 )
 
 // flowKey is a TCP or UDP packet's addresses and ports as it travels.
@@ -215,6 +217,9 @@ func parseICMP(d *desc, icmp hdr.ICMP) {
 	switch t := icmp.Type(); {
 	case t == hdr.ICMPEchoRequest:
 		d.class = classEcho
+		return
+	case t == hdr.ICMPEchoReply:
+		d.class = classEchoReply
 		return
 	case !hdr.IsICMPError(t):
 		d.invalid(DropICMPType)

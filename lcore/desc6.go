@@ -87,12 +87,15 @@ func parse6(d *desc, eth hdr.Ethernet) {
 		return
 	}
 	switch icmp.Type() {
-	case hdr.ICMPv6EchoRequest:
+	case hdr.ICMPv6EchoRequest, hdr.ICMPv6EchoReply:
 		if !icmp.IsValid() {
 			d.invalid(DropBadICMP)
 			return
 		}
 		d.class = classEcho6
+		if icmp.Type() == hdr.ICMPv6EchoReply {
+			d.class = classEchoReply6
+		}
 	case hdr.ICMPv6NeighSolicit, hdr.ICMPv6NeighAdvert:
 		// RFC 4861 7.1: hop limit 255 (not forwarded), code 0, the
 		// lengths, and the checksum (ND is rare: summed in full).

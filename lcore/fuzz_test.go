@@ -40,6 +40,8 @@ func FuzzHandle(f *testing.F) {
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40002, vip6, 8080, hdr.TCPFlagSYN, "nat64"),
 		tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, "nat64"),
 		tcpSeg(rs1MAC, lanMAC, rs1, 8080, lanAddr, HTTPProbePortFirst, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 1040, nil, "HTTP/1.1 200 OK\r\n\r\n"),
+		udpFrame(rs1MAC, lanMAC, rs1, 53, lanAddr, ProbePortFirst, "answer", true),
+		icmpErrorFrame(rs1MAC, lanMAC, rs1, lanAddr, hdr.ICMPDestUnreachable, 3, udpFrame(lanMAC, rs1MAC, lanAddr, ProbePortFirst, rs1, 53, "q", true)),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)

@@ -29,6 +29,10 @@ func (w *Worker) echoReply(d *desc) exit {
 // addresses and ports are translated like the connection's packets; for
 // DR/TUN the error goes to the real server unchanged.
 func (w *Worker) icmpError(d *desc) exit {
+	if q := &d.flow; q.proto == hdr.ProtoUDP && isProbePort(q.sport) && w.snap.isLocal(q.src) &&
+		hdr.ICMP(d.ip().Payload()).Type() == hdr.ICMPDestUnreachable {
+		return w.probeUnreachable(d, q.dst, nil, q.dport, q.sport) // about a UDP probe of ours
+	}
 	k := d.flow.reverse()
 	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
 	if !ok {

@@ -232,6 +232,9 @@ func (w *Worker) icmpError6(d *desc) exit {
 	q, _ := parseQuote6(icmp)
 	qsrc, qdst := q.ip.Src(), q.ip.Dst()
 	k := &d.flow
+	if k.proto == hdr.ProtoUDP && isProbePort(k.sport) && w.snap.isLocal6(qsrc) && icmp.Type() == hdr.ICMPv6DestUnreachable {
+		return w.probeUnreachable(d, 0, &qdst, k.dport, k.sport) // about a UDP probe of ours
+	}
 	id, dir, ok := w.table.Lookup6(k.proto, &qdst, k.dport, &qsrc, k.sport)
 	if !ok {
 		return drop(DropNoConn)

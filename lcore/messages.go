@@ -40,10 +40,18 @@ const (
 	// Payload from the output port's address and SrcPort to
 	// Command.IP (or IP6):DstPort.
 	CmdProbeSegment
+	// CmdProbeDatagram sends a UDP probe: Payload from the output port's
+	// address and SrcPort to Command.IP (or IP6):DstPort.
+	CmdProbeDatagram
+	// CmdProbeEcho sends an ICMP probe: an echo request from the output
+	// port's address to Command.IP (or IP6), identifier SrcPort,
+	// sequence number the low 16 bits of Seq.
+	CmdProbeEcho
 )
 
 var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
-	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit", CmdProbeSegment: "probe_segment"}
+	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit", CmdProbeSegment: "probe_segment", CmdProbeDatagram: "probe_datagram",
+	CmdProbeEcho: "probe_echo"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 
@@ -99,15 +107,17 @@ const (
 	ProbeRefused                        // it answered RST: nothing listens
 	ProbeNotSent                        // the probe could not be sent (no route, no MAC, no mbuf)
 	// ProbeData: an HTTP probe's server sent data or FIN after the
-	// handshake (Event.Seq, Flags, Data say what); lbd answered RST.
+	// handshake (Event.Seq, Flags, Data say what), and lbd answered RST;
+	// or a UDP probe's server replied (Event.Data), or an ICMP probe's
+	// echo reply came.
 	ProbeData
 )
 
 var probeResultNames = [...]string{ProbeOpen: "open", ProbeRefused: "refused", ProbeNotSent: "not_sent", ProbeData: "data"}
 
-// ProbeDataLen is how much of an HTTP probe's answer an event carries:
-// the status line's start ("HTTP/1.1 200").
-const ProbeDataLen = 32
+// ProbeDataLen is how much of a probe's answer an event carries: an HTTP
+// status line's start ("HTTP/1.1 200"), the start of a UDP reply.
+const ProbeDataLen = 64
 
 func (r ProbeResult) String() string { return name(probeResultNames[:], uint8(r), "probe_result") }
 
@@ -126,10 +136,13 @@ type Event struct {
 	IP   uint32
 	IP6  hdr.Addr6 // EvNeighbour6, EvNeighbourMiss6; EvProbe's server when IPv6 (else IP)
 	MAC  hdr.MAC
-	// EvProbe: the probed server's port, the probe's source port, the result
-	// and the answer's acknowledgement number (the probe's Seq + 1 when the
-	// answer is genuine); its sequence number and flags, and for
-	// ProbeData the first DataLen bytes of its data.
+	// EvProbe: the probe's protocol (0 or TCP, UDP, ICMP for ICMPv6 too),
+	// the probed server's port, the probe's source port (ICMP: the echo
+	// identifier), the result and the answer's acknowledgement number (the
+	// probe's Seq + 1 when the answer is genuine; ICMP: the echo sequence
+	// number); its sequence number and flags, and for ProbeData the first
+	// DataLen bytes of its data.
+	Proto            uint8
 	DstPort, SrcPort uint16
 	Result           ProbeResult
 	Ack, Seq         uint32

@@ -45,6 +45,8 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.handleND6(d)
 	case classEcho6:
 		return w.echo6(d)
+	case classEchoReply, classEchoReply6:
+		return w.probeEchoReply(d)
 	case classFlow6:
 		return w.forward6(d)
 	case classICMPError6:
@@ -81,7 +83,10 @@ func (w *Worker) forward(d *desc) exit {
 			w.table.Delete(id)
 		}
 	}
-	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal(k.dst) {
+	if !ok && isProbePort(k.dport) && w.snap.isLocal(k.dst) {
+		if k.proto == hdr.ProtoUDP {
+			return w.probeReply(d, k.src, nil, hdr.UDP(d.l4Bytes()))
+		}
 		return w.probeAnswer(d)
 	}
 	if !ok && w.snap.hasFTP && k.proto == hdr.ProtoTCP &&

@@ -39,7 +39,10 @@ func (w *Worker) forward6(d *desc) exit {
 			w.table.Delete(id)
 		}
 	}
-	if !ok && k.proto == hdr.ProtoTCP && isProbePort(k.dport) && w.snap.isLocal6(dst) {
+	if !ok && isProbePort(k.dport) && w.snap.isLocal6(dst) {
+		if k.proto == hdr.ProtoUDP {
+			return w.probeReply(d, 0, &src, hdr.UDP(d.l4Bytes6()))
+		}
 		return w.probeAnswer6(d)
 	}
 	if !ok && w.snap.hasFTP && k.proto == hdr.ProtoTCP &&

@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"github.com/dplb/dplb/dpdk/mbuf"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -22,10 +23,16 @@ import (
 // line) and answered with the RST that ends the connection. No lcore keeps
 // state for a probe: whoever receives an answer reports it.
 
+// UDP probes are datagrams (CmdProbeDatagram) from a port of the same
+// range: the server's reply datagram is reported with the start of its
+// data, and an ICMP (ICMPv6) destination unreachable that quotes the
+// probe as refused. ICMP probes are echo requests (CmdProbeEcho) whose
+// identifier is a number of the range; the echo reply is reported.
+
 // ProbePortFirst and ProbePorts are the source ports probes use; traffic
 // to a port address on them is never a connection. TCP probes use the
 // first TCPProbePorts of them, HTTP probes the rest, from
-// HTTPProbePortFirst on.
+// HTTPProbePortFirst on; UDP probes the whole range.
 const (
 	ProbePortFirst     = 61000
 	ProbePorts         = 1000
@@ -57,8 +64,27 @@ func (w *Worker) sendProbe(ip uint32, ip6 hdr.Addr6, dport, sport uint16, seq ui
 // from the output port's address; when it cannot, it reports ProbeNotSent.
 func (w *Worker) sendProbeSegment(ip uint32, ip6 hdr.Addr6, f *hdr.TCPFields, payload []byte) {
 	notSent := Event{Kind: EvProbe, IP: ip, IP6: ip6, DstPort: f.DstPort, SrcPort: f.SrcPort, Result: ProbeNotSent}
+	m, b, e, src, src6 := w.probeFrame(ip, ip6, hdr.TCPMinLen, payload, notSent)
+	if m == nil {
+		return
+	}
+	if src6 != nil {
+		writeTCP6(b[hdr.EthernetLen:], *src6, ip6, f)
+	} else {
+		writeTCP(b[hdr.EthernetLen:], src, ip, f)
+	}
+	w.cnt.own[ProbesSent]++
+	w.leave(m, -1, e)
+}
+
+// probeFrame routes a probe to ip, or to ip6 when it is not zero, and
+// makes its frame: the Ethernet header with the EtherType, room for the
+// IP header and a transport header of l4 bytes, then payload (at most
+// MaxProbePayload bytes) in place. It returns the output port's address
+// (src, or src6 for IPv6). When the probe cannot be sent it reports
+// notSent and returns a nil mbuf.
+func (w *Worker) probeFrame(ip uint32, ip6 hdr.Addr6, l4 int, payload []byte, notSent Event) (m *mbuf.Mbuf, b []byte, e exit, src uint32, src6 *hdr.Addr6) {
 	six := !ip6.IsUnspecified()
-	var e exit
 	if six {
 		e = w.route6(&ip6)
 	} else {
@@ -66,27 +92,22 @@ func (w *Worker) sendProbeSegment(ip uint32, ip6 hdr.Addr6, f *hdr.TCPFields, pa
 	}
 	if e.kind != exitTransmit || six && w.snap.Ports[e.to].Addr6.IsUnspecified() || len(payload) > MaxProbePayload {
 		w.event(notSent)
-		return
+		return nil, nil, e, 0, nil
 	}
-	n := probeFrameLen
+	n, et := hdr.EthernetLen+hdr.IPv4MinLen+l4, uint16(hdr.EtherTypeIPv4)
 	if six {
-		n = probeFrameLen6
-	}
-	m, b := w.newFrame(n + len(payload))
-	if m == nil {
-		w.event(notSent)
-		return
-	}
-	copy(b[n:], payload)
-	if six {
-		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
-		writeTCP6(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr6, ip6, f)
+		n, et = hdr.EthernetLen+hdr.IPv6Len+l4, hdr.EtherTypeIPv6
+		src6 = &w.snap.Ports[e.to].Addr6
 	} else {
-		hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
-		writeTCP(b[hdr.EthernetLen:], w.snap.Ports[e.to].Addr, ip, f)
+		src = w.snap.Ports[e.to].Addr
 	}
-	w.cnt.own[ProbesSent]++
-	w.leave(m, -1, e)
+	if m, b = w.newFrame(n + len(payload)); m == nil {
+		w.event(notSent)
+		return nil, nil, e, 0, nil
+	}
+	hdr.Ethernet(b).SetEtherType(et)
+	copy(b[n:], payload)
+	return m, b, e, src, src6
 }
 
 // writeTCP writes an IPv4 header and an option-less TCP header into b,
@@ -208,4 +229,142 @@ func (w *Worker) httpProbeAnswer(ev *Event, tcp hdr.TCP) bool {
 	ev.Result = ProbeData
 	ev.DataLen = uint8(copy(ev.Data[:], data))
 	return true
+}
+
+// sendProbeDatagram builds and sends a UDP probe, a datagram with data
+// payload (at most MaxProbePayload bytes) from the output port's address
+// and port sport to ip:dport, or to ip6 when it is not zero; when it
+// cannot, it reports ProbeNotSent.
+func (w *Worker) sendProbeDatagram(ip uint32, ip6 hdr.Addr6, dport, sport uint16, payload []byte) {
+	notSent := Event{Kind: EvProbe, Proto: hdr.ProtoUDP, IP: ip, IP6: ip6, DstPort: dport, SrcPort: sport, Result: ProbeNotSent}
+	m, b, e, src, src6 := w.probeFrame(ip, ip6, hdr.UDPLen, payload, notSent)
+	if m == nil {
+		return
+	}
+	l3 := b[hdr.EthernetLen:]
+	udp := hdr.UDP(b[len(b)-len(payload)-hdr.UDPLen:])
+	udp.SetSrcPort(sport)
+	udp.SetDstPort(dport)
+	udp.SetLength(uint16(len(udp)))
+	if src6 != nil {
+		hdr.IPv6(l3).Encode(uint16(len(udp)), hdr.ProtoUDP, hdr.DefaultTTL, *src6, ip6)
+		udp.SetChecksum(hdr.TransportChecksum6(*src6, ip6, hdr.ProtoUDP, udp))
+	} else {
+		hdr.IPv4(l3).Encode(&hdr.IPv4Fields{
+			TotalLength: uint16(len(l3)), Flags: hdr.IPv4FlagDontFragment,
+			TTL: hdr.DefaultTTL, Protocol: hdr.ProtoUDP, Src: src, Dst: ip,
+		})
+		udp.SetChecksum(hdr.TransportChecksum(src, ip, hdr.ProtoUDP, udp))
+	}
+	w.cnt.own[ProbesSent]++
+	w.leave(m, -1, e)
+}
+
+// probeReply reports a UDP probe's reply, data from server (addr, or
+// addr6 when it is not zero) port sport to our port dport, with the start
+// of its data, if it came in on the port that leads to the server.
+func (w *Worker) probeReply(d *desc, addr uint32, addr6 *hdr.Addr6, udp hdr.UDP) exit {
+	if !w.cameFrom(d, addr, addr6) {
+		return drop(DropProbeSpoofed)
+	}
+	ev := Event{Kind: EvProbe, Proto: hdr.ProtoUDP, IP: addr, DstPort: udp.SrcPort(), SrcPort: udp.DstPort(), Result: ProbeData}
+	if addr6 != nil {
+		ev.IP6 = *addr6
+	}
+	if n := int(udp.Length()); n >= hdr.UDPLen && n <= len(udp) {
+		ev.DataLen = uint8(copy(ev.Data[:], udp[hdr.UDPLen:n]))
+	}
+	w.event(ev)
+	return consume(ProbeAnswers)
+}
+
+// probeUnreachable reports a destination unreachable that quotes a UDP
+// probe (our datagram from src:sport to server dst:dport, dst6 for IPv6)
+// as refused, if it came in on the port that leads to the server.
+func (w *Worker) probeUnreachable(d *desc, dst uint32, dst6 *hdr.Addr6, dport, sport uint16) exit {
+	if !w.cameFrom(d, dst, dst6) {
+		return drop(DropProbeSpoofed)
+	}
+	ev := Event{Kind: EvProbe, Proto: hdr.ProtoUDP, IP: dst, DstPort: dport, SrcPort: sport, Result: ProbeRefused}
+	if dst6 != nil {
+		ev.IP6 = *dst6
+	}
+	w.event(ev)
+	return consume(ProbeAnswers)
+}
+
+// echoProbeData is an echo probe's ICMP message: type, code, checksum,
+// identifier and sequence number (filled in), then a fixed payload.
+var echoProbeData = [16]byte{8: 'd', 'p', 'l', 'b', '-', 'h', 'c', 0}
+
+// sendProbeEcho builds and sends an ICMP probe, an echo request with
+// identifier id and sequence number seq from the output port's address to
+// ip, or an ICMPv6 one to ip6 when it is not zero; when it cannot, it
+// reports ProbeNotSent.
+func (w *Worker) sendProbeEcho(ip uint32, ip6 hdr.Addr6, id, seq uint16) {
+	notSent := Event{Kind: EvProbe, Proto: hdr.ProtoICMP, IP: ip, IP6: ip6, SrcPort: id, Result: ProbeNotSent}
+	m, b, e, src, src6 := w.probeFrame(ip, ip6, 0, echoProbeData[:], notSent)
+	if m == nil {
+		return
+	}
+	l3 := b[hdr.EthernetLen:]
+	icmp := hdr.ICMP(b[len(b)-len(echoProbeData):])
+	icmp.SetID(id)
+	icmp.SetSeq(seq)
+	if src6 != nil {
+		hdr.IPv6(l3).Encode(uint16(len(icmp)), hdr.ProtoICMPv6, hdr.DefaultTTL, *src6, ip6)
+		icmp.SetType(hdr.ICMPv6EchoRequest)
+		icmp.SetChecksum(hdr.TransportChecksum6(*src6, ip6, hdr.ProtoICMPv6, icmp))
+	} else {
+		hdr.IPv4(l3).Encode(&hdr.IPv4Fields{
+			TotalLength: uint16(len(l3)), TTL: hdr.DefaultTTL, Protocol: hdr.ProtoICMP, Src: src, Dst: ip,
+		})
+		icmp.SetType(hdr.ICMPEchoRequest)
+		icmp.SetChecksum(hdr.ICMPChecksum(icmp))
+	}
+	w.cnt.own[ProbesSent]++
+	w.leave(m, -1, e)
+}
+
+// probeEchoReply reports an echo reply to one of our addresses whose
+// identifier is an ICMP probe's, if it came in on the port that leads to
+// its sender; any other echo reply is dropped as before (icmp_type).
+func (w *Worker) probeEchoReply(d *desc) exit {
+	var ev Event
+	var from6 *hdr.Addr6
+	if d.class == classEchoReply6 {
+		ip := d.ip6()
+		src, dst := ip.Src(), ip.Dst()
+		icmp := hdr.ICMP(d.l4Bytes6())
+		if !w.snap.isLocal6(dst) || !isProbePort(icmp.ID()) {
+			return drop(DropICMPType)
+		}
+		ev, from6 = Event{IP6: src, SrcPort: icmp.ID(), Ack: uint32(icmp.Seq())}, &src
+	} else {
+		ip := d.ip()
+		icmp := hdr.ICMP(ip.Payload())
+		if !w.snap.isLocal(ip.Dst()) || !isProbePort(icmp.ID()) {
+			return drop(DropICMPType)
+		}
+		ev = Event{IP: ip.Src(), SrcPort: icmp.ID(), Ack: uint32(icmp.Seq())}
+	}
+	if !w.cameFrom(d, ev.IP, from6) {
+		return drop(DropProbeSpoofed)
+	}
+	ev.Kind, ev.Proto, ev.Result = EvProbe, hdr.ProtoICMP, ProbeData
+	w.event(ev)
+	return consume(ProbeAnswers)
+}
+
+// cameFrom reports whether d came in on the port that leads to addr (or
+// to addr6 when it is not nil): only that side can answer for a server.
+func (w *Worker) cameFrom(d *desc, addr uint32, addr6 *hdr.Addr6) bool {
+	var port int
+	var ok bool
+	if addr6 != nil {
+		port, _, ok = w.snap.Route6(addr6)
+	} else {
+		port, _, ok = w.snap.Route(addr)
+	}
+	return ok && port == d.in
 }

@@ -527,6 +527,10 @@ func (w *Worker) runCommands(int64) {
 		case CmdProbeSegment:
 			f := hdr.TCPFields{SrcPort: cmd.SrcPort, DstPort: cmd.DstPort, Seq: cmd.Seq, Ack: cmd.Ack, Flags: cmd.Flags, Window: 1024}
 			w.sendProbeSegment(cmd.IP, cmd.IP6, &f, cmd.Payload)
+		case CmdProbeDatagram:
+			w.sendProbeDatagram(cmd.IP, cmd.IP6, cmd.DstPort, cmd.SrcPort, cmd.Payload)
+		case CmdProbeEcho:
+			w.sendProbeEcho(cmd.IP, cmd.IP6, cmd.SrcPort, uint16(cmd.Seq))
 		case CmdSyncInstall:
 			if cmd.Sync != nil {
 				w.installSynced(cmd.Sync)
