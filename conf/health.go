@@ -42,7 +42,7 @@ type HealthCheck struct {
 	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
-	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp and http: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body), for servers reachable only through lbd; default "" (host); reload: yes
+	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive       bool          `mapstructure:"passive"`         // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
 }
 
@@ -51,12 +51,29 @@ type HealthCheck struct {
 // bytes, with the request line's and headers' fixed text).
 const maxViaLBDRequest = 900
 
+// maxViaLBDSend and maxViaLBDExpect bound a UDP check through lbd: its
+// datagram is one probe segment (lcore.MaxProbePayload), and lbd keeps
+// the first 64 bytes of the reply (lcore.ProbeDataLen) to search.
+const (
+	maxViaLBDSend   = 1024
+	maxViaLBDExpect = 64
+)
+
 // checkViaLBD checks what a probe through lbd can do with e (the check at
-// field f, defaults filled in): a TCP connect, or an HTTP request whose
-// answer's status line lbd reads; not TLS, not the body.
+// field f, defaults filled in): a TCP connect, an HTTP request whose
+// answer's status line lbd reads (not TLS, not the body), a UDP datagram
+// whose reply's start lbd reads, or an ICMP echo.
 func checkViaLBD(f string, e HealthCheck) error {
 	switch e.Type {
 	case HealthTCP:
+		return nil
+	case HealthUDP:
+		if len(e.Send) > maxViaLBDSend {
+			return fieldErrorf(f+".send", "a UDP check through lbd sends at most %d bytes, not %d (via: lbd)", maxViaLBDSend, len(e.Send))
+		}
+		if len(e.Expect) > maxViaLBDExpect {
+			return fieldErrorf(f+".expect", "a UDP check through lbd searches the first %d bytes of the reply: %d bytes cannot be found there (via: lbd)", maxViaLBDExpect, len(e.Expect))
+		}
 		return nil
 	case HealthHTTP:
 		if e.ExpectBody != "" {
@@ -66,8 +83,10 @@ func checkViaLBD(f string, e HealthCheck) error {
 			return fieldErrorf(f+".path", "path and host of an HTTP check through lbd are %d bytes, at most %d (via: lbd: one segment)", n, maxViaLBDRequest)
 		}
 		return nil
+	case HealthICMP:
+		return nil
 	}
-	return fieldErrorf(f+".via", "lbd sends TCP and HTTP probes only (type is %s)", e.Type)
+	return fieldErrorf(f+".via", "lbd sends TCP, HTTP, UDP and ICMP probes only (type is %s)", e.Type)
 }
 
 // Values of HealthCheck.Type.

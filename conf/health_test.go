@@ -282,8 +282,12 @@ func TestHealthVia(t *testing.T) {
 		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/health", Host: "www.example.com", ExpectStatus: "200,204"}, ""},
 		{conf.HealthCheck{Type: "http", Via: "lbd", ExpectBody: "ok"}, "services[0].health.expect_body: an HTTP check through lbd reads the status line only (via: lbd)"},
 		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/" + strings.Repeat("a", 900)}, "services[0].health.path: path and host of an HTTP check through lbd are 901 bytes, at most 900 (via: lbd: one segment)"},
-		{conf.HealthCheck{Type: "https", Via: "lbd"}, "services[0].health.via: lbd sends TCP and HTTP probes only (type is https)"},
-		{conf.HealthCheck{Type: "udp", Via: "lbd", Send: "x"}, "services[0].health.via: lbd sends TCP and HTTP probes only (type is udp)"},
+		{conf.HealthCheck{Type: "https", Via: "lbd"}, "services[0].health.via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is https)"},
+		{conf.HealthCheck{Type: "icmp", Via: "lbd"}, ""},
+		{conf.HealthCheck{Type: "exec", Via: "lbd", Command: []string{"/bin/true"}}, "services[0].health.via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is exec)"},
+		{conf.HealthCheck{Type: "udp", Via: "lbd", Send: "x", Expect: "ok"}, ""},
+		{conf.HealthCheck{Type: "udp", Via: "lbd", Send: "x", Expect: strings.Repeat("e", 65)}, "services[0].health.expect: a UDP check through lbd searches the first 64 bytes of the reply: 65 bytes cannot be found there (via: lbd)"},
+		{conf.HealthCheck{Type: "udp", Via: "lbd", Send: strings.Repeat("s", 1025)}, "services[0].health.send: a UDP check through lbd sends at most 1024 bytes, not 1025 (via: lbd)"},
 		{conf.HealthCheck{Type: "tcp", Via: "kernel"}, `services[0].health.via: "kernel" is not one of host, lbd`},
 	} {
 		c := validConfig()

@@ -432,21 +432,28 @@ func TestHealthSorryServer6(t *testing.T) {
 // segmentSent waits for the next probe segment the fake dataplane records.
 func segmentSent(t *testing.T, f *fakeDataplane) lcore.Command {
 	t.Helper()
+	return commandSent(t, f, lcore.CmdProbeSegment)
+}
+
+// commandSent waits for the next command of kind the fake dataplane
+// records for worker 0.
+func commandSent(t *testing.T, f *fakeDataplane, kind lcore.CommandKind) lcore.Command {
+	t.Helper()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
 		f.cmdMu.Lock()
 		for i, sc := range f.commands {
-			if sc.cmd.Kind == lcore.CmdProbeSegment {
+			if sc.cmd.Kind == kind {
 				f.commands = append(f.commands[:i:i], f.commands[i+1:]...)
 				f.cmdMu.Unlock()
 				if sc.worker != 0 {
-					t.Fatalf("probe segment sent by worker %d", sc.worker)
+					t.Fatalf("%v sent by worker %d", kind, sc.worker)
 				}
 				return sc.cmd
 			}
 		}
 		f.cmdMu.Unlock()
 		if time.Now().After(deadline) {
-			t.Fatal("no probe segment sent")
+			t.Fatalf("no %v sent", kind)
 		}
 	}
 }
@@ -528,5 +535,88 @@ func TestHTTPProbeThroughLBD(t *testing.T) {
 	}
 	if rst := segmentSent(t, f); rst.Flags != hdr.TCPFlagRST || rst.Seq != req.Seq+uint32(len(req.Payload)) {
 		t.Errorf("after the timeout: %+v", rst)
+	}
+}
+
+// TestUDPProbeThroughLBD: a UDP check through lbd has worker 0 send the
+// check's datagram from a random probe port; the reply passes when its
+// start holds expect, a port unreachable fails it, an answer of another
+// protocol on the same ports is not the reply, and silence is a timeout.
+func TestUDPProbeThroughLBD(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:53"),
+		Check: conf.HealthCheck{Type: "udp", Via: "lbd", Send: "ping", Expect: "pong"}}
+	for _, tc := range []struct {
+		result lcore.ProbeResult
+		reply  string
+		ok     bool
+		reason string
+	}{
+		{lcore.ProbeData, "..pong..", true, ""},
+		{lcore.ProbeData, "nope", false, `reply does not contain "pong" in its first 64 bytes (through lbd)`},
+		{lcore.ProbeRefused, "", false, "port unreachable (through lbd)"},
+		{lcore.ProbeNotSent, "", false, "probe not sent: no route or no MAC for the server"},
+	} {
+		done := make(chan [2]any)
+		go func() {
+			ok, reason := c.checker(context.Background(), target)
+			done <- [2]any{ok, reason}
+		}()
+		sent := commandSent(t, f, lcore.CmdProbeDatagram)
+		if sent.IP != ip4(198, 51, 100, 11) || sent.DstPort != 53 || sent.SrcPort < lcore.ProbePortFirst ||
+			sent.SrcPort >= lcore.ProbePortFirst+lcore.ProbePorts || string(sent.Payload) != "ping" {
+			t.Fatalf("datagram %+v", sent)
+		}
+		ev := lcore.Event{Kind: lcore.EvProbe, Proto: hdr.ProtoUDP, IP: sent.IP, DstPort: 53, SrcPort: sent.SrcPort, Result: tc.result,
+			DataLen: uint8(len(tc.reply))}
+		copy(ev.Data[:], tc.reply)
+		other := ev
+		other.Proto, other.Result = hdr.ProtoTCP, lcore.ProbeRefused // a TCP answer on the same ports
+		c.probes.deliver(other)
+		c.probes.deliver(ev)
+		got := <-done
+		if got[0] != tc.ok || got[1] != tc.reason {
+			t.Errorf("%v %q: got %v %q, want %v %q", tc.result, tc.reply, got[0], got[1], tc.ok, tc.reason)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if ok, reason := c.ProbeUDP(ctx, target); ok || reason != "no reply within 1s (through lbd)" {
+		t.Errorf("unanswered probe: %v %q", ok, reason)
+	}
+}
+
+// TestICMPProbeThroughLBD: an ICMP check through lbd has worker 0 send an
+// echo request with an identifier from the probe range; only the echo
+// reply that carries the request's sequence number passes it, and
+// silence is a timeout.
+func TestICMPProbeThroughLBD(t *testing.T) {
+	c, f := newTestController(t)
+	target := health.Target{Addr: netip.MustParseAddrPort("[fd00:1::11]:80"), Check: conf.HealthCheck{Type: "icmp", Via: "lbd"}}
+	done := make(chan [2]any)
+	go func() {
+		ok, reason := c.checker(context.Background(), target)
+		done <- [2]any{ok, reason}
+	}()
+	sent := commandSent(t, f, lcore.CmdProbeEcho)
+	if sent.IP6 != hdr.Addr6From(netip.MustParseAddr("fd00:1::11")) || sent.IP != 0 || sent.SrcPort < lcore.ProbePortFirst ||
+		sent.SrcPort >= lcore.ProbePortFirst+lcore.ProbePorts || sent.Seq > 0xffff {
+		t.Fatalf("echo request %+v", sent)
+	}
+	reply := lcore.Event{Kind: lcore.EvProbe, Proto: hdr.ProtoICMP, IP6: sent.IP6, SrcPort: sent.SrcPort, Ack: sent.Seq ^ 1, Result: lcore.ProbeData}
+	rejected := c.probes.rejected.Load()
+	c.probes.deliver(reply) // another sequence number: not the reply
+	if c.probes.rejected.Load() != rejected+1 {
+		t.Fatal("an echo reply with another sequence number was not rejected")
+	}
+	reply.Ack = sent.Seq
+	c.probes.deliver(reply)
+	if got := <-done; got[0] != true || got[1] != "" {
+		t.Fatalf("the echo reply: %v %q", got[0], got[1])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if ok, reason := c.ProbeICMP(ctx, target); ok || reason != "no echo reply within 1s (through lbd)" {
+		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
 }

@@ -21,7 +21,9 @@ import (
 // only through the DPDK ports, a TCP check is a SYN that worker 0 sends
 // from the output port's address; the answer comes back as an lcore event
 // that the control loop delivers here. An HTTP check goes on from the
-// SYN-ACK to a request and the answer's status line (ProbeHTTP).
+// SYN-ACK to a request and the answer's status line (ProbeHTTP); a UDP
+// check is a datagram and its reply (ProbeUDP), an ICMP check an echo
+// request and its reply (ProbeICMP).
 //
 // Nobody on the wire may fake a result: each probe has a source port and
 // an initial sequence number drawn from crypto/rand, and an answer counts
@@ -30,9 +32,19 @@ import (
 // that came in on a port that does not lead to the server (probe_spoofed).
 
 type probeKey struct {
+	proto            uint8 // hdr.ProtoTCP or hdr.ProtoUDP
 	ip               uint32
 	ip6              hdr.Addr6 // an IPv6 server's (ip 0)
 	dstPort, srcPort uint16
+}
+
+// eventKey is the key of the probe an lcore event answers.
+func eventKey(ev lcore.Event) probeKey {
+	proto := ev.Proto
+	if proto == 0 {
+		proto = hdr.ProtoTCP
+	}
+	return probeKey{proto, ev.IP, ev.IP6, ev.DstPort, ev.SrcPort}
 }
 
 type probeWaiter struct {
@@ -54,11 +66,19 @@ type probeState struct {
 func (p *probeState) deliver(ev lcore.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	w, ok := p.waiters[probeKey{ev.IP, ev.IP6, ev.DstPort, ev.SrcPort}]
+	k := eventKey(ev)
+	w, ok := p.waiters[k]
 	if !ok {
 		return // no probe in flight: late, or made up
 	}
-	if ev.Result != lcore.ProbeNotSent && ev.Ack != w.seq+1 && (w.sent == 0 || ev.Ack != w.seq+1+w.sent) {
+	// TCP answers acknowledge what the probe sent, an echo reply carries
+	// the request's sequence number; UDP has no such number: its random
+	// source port and the server's address and port are what a reply
+	// must match.
+	switch {
+	case ev.Result == lcore.ProbeNotSent:
+	case k.proto == hdr.ProtoTCP && ev.Ack != w.seq+1 && (w.sent == 0 || ev.Ack != w.seq+1+w.sent),
+		k.proto == hdr.ProtoICMP && ev.Ack != w.seq&0xffff:
 		p.rejected.Add(1)
 		return
 	}
@@ -68,17 +88,20 @@ func (p *probeState) deliver(ev lcore.Event) {
 	}
 }
 
-// start registers a probe of t from a random source port of the count
-// ports from first on that no probe in flight uses, with a random initial
-// sequence number; done unregisters it.
-func (p *probeState) start(t health.Target, first, count uint16) (k probeKey, w *probeWaiter, done func()) {
+// start registers a probe of t over proto from a random source port of
+// the count ports from first on that no probe in flight uses, with a
+// random initial sequence number; done unregisters it.
+func (p *probeState) start(t health.Target, proto uint8, first, count uint16) (k probeKey, w *probeWaiter, done func()) {
 	addr := t.ProbeAddr()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.waiters == nil {
 		p.waiters = map[probeKey]*probeWaiter{}
 	}
-	k = probeKey{ip: ipv4(addr.Addr()), ip6: ipv6(addr.Addr()), dstPort: addr.Port()}
+	k = probeKey{proto: proto, ip: ipv4(addr.Addr()), ip6: ipv6(addr.Addr()), dstPort: addr.Port()}
+	if proto == hdr.ProtoICMP {
+		k.dstPort = 0 // an echo has no port; srcPort is its identifier
+	}
 	begin := random32()
 	for i := uint32(0); i < uint32(count); i++ {
 		k.srcPort = first + uint16((begin+i)%uint32(count))
@@ -120,7 +143,7 @@ const probeNotSent = "probe not sent: no route or no MAC for the server"
 // ProbeTCP is a health.Checker for checks with via: lbd: it asks the
 // dataplane for a SYN to the server and waits for its answer.
 func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, string) {
-	k, w, done := c.probes.start(t, lcore.ProbePortFirst, lcore.TCPProbePorts)
+	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.ProbePortFirst, lcore.TCPProbePorts)
 	defer done()
 	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
 		return false, probeRingFull
@@ -152,7 +175,7 @@ func probeTimeout(t health.Target) string {
 // with via: lbd). A lost segment fails the probe: rise and fall absorb
 // that, as they absorb a lost SYN.
 func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, string) {
-	k, w, done := c.probes.start(t, lcore.HTTPProbePortFirst, lcore.ProbePorts-lcore.TCPProbePorts)
+	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.HTTPProbePortFirst, lcore.ProbePorts-lcore.TCPProbePorts)
 	defer done()
 	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
 		return false, probeRingFull
@@ -243,12 +266,68 @@ func httpProbeStatus(t health.Target, data []byte, flags uint8) (bool, string) {
 	return true, ""
 }
 
+// ProbeUDP is the health.Checker for UDP checks with via: lbd: worker 0
+// sends the check's datagram from the output port's address, and the
+// server's reply (its first lcore.ProbeDataLen bytes searched for the
+// check's expect) or a destination unreachable that quotes the probe
+// decides.
+func (c *Controller) ProbeUDP(ctx context.Context, t health.Target) (bool, string) {
+	check := t.Check.Effective()
+	k, w, done := c.probes.start(t, hdr.ProtoUDP, lcore.ProbePortFirst, lcore.ProbePorts)
+	defer done()
+	if !c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeDatagram, IP: k.ip, IP6: k.ip6, DstPort: k.dstPort, SrcPort: k.srcPort,
+		Payload: []byte(check.Send)}) {
+		return false, probeRingFull
+	}
+	select {
+	case ev := <-w.ch:
+		switch ev.Result {
+		case lcore.ProbeData:
+			if check.Expect != "" && !bytes.Contains(ev.Data[:ev.DataLen], []byte(check.Expect)) {
+				return false, fmt.Sprintf("reply does not contain %q in its first %d bytes (through lbd)", check.Expect, lcore.ProbeDataLen)
+			}
+			return true, ""
+		case lcore.ProbeRefused:
+			return false, "port unreachable (through lbd)"
+		}
+		return false, probeNotSent
+	case <-ctx.Done():
+		return false, fmt.Sprintf("no reply within %v (through lbd)", check.Timeout)
+	}
+}
+
+// ProbeICMP is the health.Checker for ICMP checks with via: lbd: worker
+// 0 sends an echo request (ICMPv6 for an IPv6 server) from the output
+// port's address, with an identifier from the probe range and a random
+// sequence number, and the echo reply that carries both passes it.
+func (c *Controller) ProbeICMP(ctx context.Context, t health.Target) (bool, string) {
+	k, w, done := c.probes.start(t, hdr.ProtoICMP, lcore.ProbePortFirst, lcore.ProbePorts)
+	defer done()
+	if !c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeEcho, IP: k.ip, IP6: k.ip6, SrcPort: k.srcPort, Seq: w.seq & 0xffff}) {
+		return false, probeRingFull
+	}
+	select {
+	case ev := <-w.ch:
+		if ev.Result == lcore.ProbeData {
+			return true, ""
+		}
+		return false, probeNotSent
+	case <-ctx.Done():
+		return false, fmt.Sprintf("no echo reply within %v (through lbd)", t.Check.Effective().Timeout)
+	}
+}
+
 // checker probes through lbd the checks that ask for it, and from the
 // host's stack the others.
 func (c *Controller) checker(ctx context.Context, t health.Target) (bool, string) {
 	if t.Check.Via == conf.HealthViaLBD {
-		if t.Check.Effective().Type == conf.HealthHTTP {
+		switch t.Check.Effective().Type {
+		case conf.HealthHTTP:
 			return c.ProbeHTTP(ctx, t)
+		case conf.HealthUDP:
+			return c.ProbeUDP(ctx, t)
+		case conf.HealthICMP:
+			return c.ProbeICMP(ctx, t)
 		}
 		return c.ProbeTCP(ctx, t)
 	}

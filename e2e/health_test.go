@@ -364,3 +364,97 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestUDPHealthThroughLBD: with no management link, a UDP check with
+// via: lbd is a datagram lbd sends from its port's address: the server's
+// reply (naming the address it came from: lbd's port) passes it, the port
+// unreachable of a dead server takes it out, and it comes back with the
+// server.
+func TestUDPHealthThroughLBD(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		lan := strings.Split(c.LANAddr, "/")[0]
+		udp := harness.Service{Protocol: "udp", VIP: c.Services[0].VIP, Port: 53, Scheduler: "rr",
+			Health: fmt.Sprintf("{type: udp, via: lbd, send: ping, expect: \"%s:\", interval: 300ms, timeout: 250ms, rise: 2, fall: 2}", lan)}
+		for _, s := range c.Services[0].Servers {
+			udp.Servers = append(udp.Servers, harness.Server{Address: s.Address, Port: 5353, Weight: 1})
+		}
+		c.Services = append(c.Services, udp)
+	}})
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, ":5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rs1 := e.nat.Servers[0]
+	addr := rs1.Addr.Addr().String()
+	udpHealth := func(want string) string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h, reason := "", ""
+			svc := findSvc(resp, "udp", e.nat.VIP.String(), 53)
+			if svc == nil {
+				t.Fatal("lbctl lists no UDP service on port 53")
+			}
+			if rs := findServer(svc, addr, 5353); rs != nil {
+				h, reason = rs.Health, rs.HealthReason
+			}
+			if h == want {
+				return reason
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s:5353 stayed %q (%s), want %q", addr, h, reason, want)
+			}
+		}
+	}
+	udpHealth("up")
+	killServe(t, rs1.NS) // udpserve too
+	if reason := udpHealth("down"); reason != "port unreachable (through lbd)" {
+		t.Errorf("down reason %q", reason)
+	}
+	if _, err := harness.StartUDP(e.topo, []topo.Host{rs1}, e.nshelper, ":5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	udpHealth("up")
+	res, err := harness.UDPGet(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, e.nat.VIP.String()+":53", "", 20, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	by := map[string]int{}
+	for _, r := range res {
+		if r.Err == "" {
+			by[r.Server()]++
+		}
+	}
+	if by["rs1"] == 0 || by["rs2"] == 0 {
+		t.Errorf("UDP answers by server %v, want both", by)
+	}
+	e.stopLBD(t)
+}
+
+// TestICMPHealthThroughLBD: with no management link, an ICMP check with
+// via: lbd is an echo request lbd sends from its port's address: a server
+// that stops answering echo is taken out, and put back when it answers
+// again.
+func TestICMPHealthThroughLBD(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Services[0].Health = "{type: icmp, via: lbd, interval: 300ms, timeout: 250ms, rise: 2, fall: 2}"
+	}})
+	rs1 := e.nat.Servers[0]
+	addr := rs1.Addr.Addr().String()
+	echo := func(ignore string) {
+		t.Helper()
+		if out, err := exec.Command("ip", "netns", "exec", rs1.NS, "sysctl", "-qw", "net.ipv4.icmp_echo_ignore_all="+ignore).CombinedOutput(); err != nil {
+			t.Fatalf("sysctl: %v %s", err, out)
+		}
+	}
+	waitHealth(t, e, addr, "up")
+	echo("1")
+	if reason := waitHealth(t, e, addr, "down"); reason != "no echo reply within 250ms (through lbd)" {
+		t.Errorf("down reason %q", reason)
+	}
+	echo("0")
+	waitHealth(t, e, addr, "up")
+	e.stopLBD(t)
+}
