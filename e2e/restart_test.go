@@ -287,9 +287,28 @@ func (e *lbEnv) restartUnderLoad(t *testing.T, groups []streamGroup, restart fun
 }
 
 // countersCarried: every real server's counters after the restart are
-// at least what they were before it (they go on, not from zero).
+// at least what they were before it (they go on, not from zero), and its
+// handed-over connections are listed as active. Those gauges are the
+// workers' own, counted as they install the handover and read by the
+// controller's next refresh, which a listing taken the instant the new
+// lbd answers may precede (on a loaded machine it did): the listing is
+// taken again, for up to 5 s, until every server lists some.
 func (e *lbEnv) countersCarried(t *testing.T, groups []streamGroup, before, after api.Response) {
 	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		listed := true
+		for _, g := range groups {
+			if a := findSvc(after, "tcp", e.vip, g.port); a != nil {
+				for _, ra := range a.Servers {
+					listed = listed && ra.ActiveConns > 0
+				}
+			}
+		}
+		if listed {
+			break
+		}
+		after = e.list(t)
+	}
 	for _, g := range groups {
 		port := g.port
 		b, a := findSvc(before, "tcp", e.vip, port), findSvc(after, "tcp", e.vip, port)
