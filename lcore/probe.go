@@ -40,8 +40,8 @@ const (
 	HTTPProbePortFirst = ProbePortFirst + TCPProbePorts
 	probeFrameLen      = hdr.EthernetLen + hdr.IPv4MinLen + hdr.TCPMinLen
 	probeFrameLen6     = hdr.EthernetLen + hdr.IPv6Len + hdr.TCPMinLen
-	// MaxProbePayload bounds the data of a probe segment (an HTTP
-	// request): one segment within the minimum IPv6 MTU.
+	// MaxProbePayload bounds the data of a probe (an HTTP request, a
+	// UDP datagram): one packet within the minimum IPv6 MTU.
 	MaxProbePayload = 1024
 )
 
