@@ -79,6 +79,12 @@ func checkViaLBD(f string, e HealthCheck) error {
 		if e.ExpectBody != "" {
 			return fieldErrorf(f+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
 		}
+		// lbd writes them into the request line and a header as they are.
+		for _, fv := range [...][2]string{{"path", e.Path}, {"host", e.Host}} {
+			if i := strings.IndexFunc(fv[1], func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+				return fieldErrorf(f+"."+fv[0], "%q has a space or control character at byte %d (via: lbd sends it as it is)", fv[1], i)
+			}
+		}
 		if n := len(e.Path) + len(e.Host); n > maxViaLBDRequest {
 			return fieldErrorf(f+".path", "path and host of an HTTP check through lbd are %d bytes, at most %d (via: lbd: one segment)", n, maxViaLBDRequest)
 		}

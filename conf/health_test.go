@@ -280,6 +280,8 @@ func TestHealthVia(t *testing.T) {
 		{conf.HealthCheck{Type: "tcp", Via: "host"}, ""},
 		{conf.HealthCheck{Type: "http", Via: "lbd"}, ""},
 		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/health", Host: "www.example.com", ExpectStatus: "200,204"}, ""},
+		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/a b"}, `services[0].health.path: "/a b" has a space or control character at byte 2 (via: lbd sends it as it is)`},
+		{conf.HealthCheck{Type: "http", Via: "lbd", Host: "x\r\nX-Evil: 1"}, `services[0].health.host: "x\r\nX-Evil: 1" has a space or control character at byte 1 (via: lbd sends it as it is)`},
 		{conf.HealthCheck{Type: "http", Via: "lbd", ExpectBody: "ok"}, "services[0].health.expect_body: an HTTP check through lbd reads the status line only (via: lbd)"},
 		{conf.HealthCheck{Type: "http", Via: "lbd", Path: "/" + strings.Repeat("a", 900)}, "services[0].health.path: path and host of an HTTP check through lbd are 901 bytes, at most 900 (via: lbd: one segment)"},
 		{conf.HealthCheck{Type: "https", Via: "lbd"}, "services[0].health.via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is https)"},
