@@ -317,9 +317,12 @@ func TestHealthThroughLBD(t *testing.T) {
 // via: lbd is a connection lbd opens itself from its port's address: the
 // request goes out, the answer's status line is read. A server answering
 // 500 is taken out, and put back when it answers 200 again; a dead one is
-// taken out with the refused connect.
+// taken out with the refused connect. lbd has two lcores: the answers
+// reach both (each probe's port steers them), and whichever gets one
+// reports it.
 func TestHTTPHealthThroughLBD(t *testing.T) {
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		twoWorkers(c) // the answers reach either lcore, which reports them
 		c.Services[0].Health = "{type: http, via: lbd, path: /, expect_status: \"200-399\", interval: 300ms, timeout: 250ms, rise: 2, fall: 2}"
 	}})
 	e.warmUp(t)
@@ -362,6 +365,11 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 	if v, ok := metric(body, "dplb_probe_answers_rejected_total", nil); ok && v != 0 {
 		t.Errorf("%v genuine answers rejected", v)
 	}
+	for _, lc := range []string{"0", "1"} {
+		if v, ok := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": lc, "counter": "probe_answers"}); !ok || v == 0 {
+			t.Errorf("lcore %s took no probe answer (%v, %v)", lc, v, ok)
+		}
+	}
 	e.stopLBD(t)
 }
 
@@ -372,6 +380,7 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 // server.
 func TestUDPHealthThroughLBD(t *testing.T) {
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		twoWorkers(c)
 		lan := strings.Split(c.LANAddr, "/")[0]
 		udp := harness.Service{Protocol: "udp", VIP: c.Services[0].VIP, Port: 53, Scheduler: "rr",
 			Health: fmt.Sprintf("{type: udp, via: lbd, send: ping, expect: \"%s:\", interval: 300ms, timeout: 250ms, rise: 2, fall: 2}", lan)}
