@@ -53,7 +53,9 @@ const maxViaLBDRequest = 900
 
 // maxViaLBDSend and maxViaLBDExpect bound a UDP check through lbd: its
 // datagram is one probe segment (lcore.MaxProbePayload), and lbd keeps
-// the first 64 bytes of the reply (lcore.ProbeDataLen) to search.
+// the first 64 bytes of the reply (lcore.ProbeDataLen) to search. conf
+// cannot import lcore: ctl's TestViaLBDLimitsFitTheDataplane holds these
+// bounds and maxViaLBDRequest to lcore's.
 const (
 	maxViaLBDSend   = 1024
 	maxViaLBDExpect = 64

@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -618,5 +619,48 @@ func TestICMPProbeThroughLBD(t *testing.T) {
 	defer cancel()
 	if ok, reason := c.ProbeICMP(ctx, target); ok || reason != "no echo reply within 1s (through lbd)" {
 		t.Errorf("unanswered probe: %v %q", ok, reason)
+	}
+}
+
+// TestViaLBDLimitsFitTheDataplane: the configuration's bounds on checks
+// through lbd (conf cannot import lcore) are the dataplane's: the longest
+// UDP send and HTTP request it accepts fit one probe packet
+// (lcore.MaxProbePayload), the longest UDP expect fits what a reply event
+// keeps (lcore.ProbeDataLen), and one byte more is refused.
+func TestViaLBDLimitsFitTheDataplane(t *testing.T) {
+	cfg, err := conf.Parse([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	valid := func(h conf.HealthCheck) bool {
+		cfg.Services[0].Health = h
+		return cfg.Validate(nil) == nil
+	}
+	udp := conf.HealthCheck{Type: "udp", Via: "lbd", Send: strings.Repeat("s", lcore.MaxProbePayload), Expect: strings.Repeat("e", lcore.ProbeDataLen)}
+	if !valid(udp) {
+		t.Error("the longest UDP send and expect the dataplane takes are refused")
+	}
+	udp.Send += "s"
+	if valid(udp) {
+		t.Error("a UDP send longer than a probe packet is accepted")
+	}
+	udp.Send, udp.Expect = "s", udp.Expect+"e"
+	if valid(udp) {
+		t.Error("a UDP expect longer than a reply event keeps is accepted")
+	}
+	// The longest path and Host the configuration accepts (900 bytes
+	// together), with either method whose request is longest.
+	for _, method := range []string{"OPTIONS", "POST"} {
+		h := conf.HealthCheck{Type: "http", Via: "lbd", Method: method, Path: "/" + strings.Repeat("p", 850), Host: strings.Repeat("h", 49)}
+		if !valid(h) {
+			t.Fatalf("%s: a path and Host of 900 bytes are refused", method)
+		}
+		target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: h}
+		if n := len(httpProbeRequest(target)); n > lcore.MaxProbePayload {
+			t.Errorf("%s: the longest accepted request is %d bytes, a probe packet holds %d", method, n, lcore.MaxProbePayload)
+		}
+		if h.Host += "h"; valid(h) {
+			t.Errorf("%s: a path and Host of 901 bytes are accepted", method)
+		}
 	}
 }
