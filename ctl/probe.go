@@ -118,7 +118,7 @@ func (p *probeState) start(t health.Target, proto uint8, first, count uint16) (k
 	}
 }
 
-// setSent records that the probe k sent n bytes after its SYN.
+// setSent records that the probe w sent n bytes after its SYN.
 func (p *probeState) setSent(w *probeWaiter, n int) {
 	p.mu.Lock()
 	w.sent = uint32(n)
