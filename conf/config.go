@@ -198,6 +198,19 @@ type Service struct {
 	// spoofed SYN flood makes no entry and reaches no server); tcp only,
 	// nat and fullnat servers only; default false; reload: yes
 	SynProxy bool `mapstructure:"synproxy"`
+	// Blocklist names clients that get no new connection to the service
+	// (DPVS's blklst, lbctl --add-blklst): addresses or prefixes
+	// ("192.0.2.7", "198.51.100.0/24") in the VIP's family, at most
+	// MaxClientList; their SYNs (or first datagrams) are dropped and
+	// counted as client_blocked, before any SYN cookie; connections they
+	// already have go on; default none; reload: yes
+	Blocklist []string `mapstructure:"blocklist"`
+	// Allowlist, when not empty, is the only clients that get new
+	// connections (DPVS's whtlst, lbctl --add-whtlst); the others' are
+	// dropped and counted as client_not_allowed; a client in both lists
+	// is blocked; the same form and limit as blocklist; default none
+	// (every client); reload: yes
+	Allowlist []string `mapstructure:"allowlist"`
 }
 
 // RealServer is one destination of a service.

@@ -83,6 +83,12 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validate6(f, vip); err != nil {
 			return err
 		}
+		if err := checkClientList(f+".blocklist", s.Blocklist, vip); err != nil {
+			return err
+		}
+		if err := checkClientList(f+".allowlist", s.Allowlist, vip); err != nil {
+			return err
+		}
 		if vip.Is6() && !c.hasClientPort6() {
 			return fieldErrorf(f+".vip", "%s is IPv6 but no client-facing port has an address6 (its IPv6 link)", vip)
 		}

@@ -307,6 +307,16 @@ func TestValidate(t *testing.T) {
 			c.Services[1].SynProxy = true
 			c.Services[1].Servers[0].Forward = "dr"
 		}, `services[1].servers[0].forward: dr with synproxy: the replies of dr and tun servers bypass lbd, which could not move their sequence numbers (use nat or fullnat)`},
+		{"blocklist entry not an address", func(c *conf.Config) { c.Services[0].Blocklist = []string{"203.0.113.7", "bad"} },
+			`services[0].blocklist[1]: "bad" is neither an address nor a prefix (e.g. 192.0.2.7, 198.51.100.0/24, 2001:db8::/48)`},
+		{"blocklist prefix with host bits", func(c *conf.Config) { c.Services[0].Blocklist = []string{"203.0.113.7/24"} },
+			`services[0].blocklist[0]: "203.0.113.7/24" has bits set past its length (did you mean 203.0.113.0/24?)`},
+		{"allowlist in the other family", func(c *conf.Config) { c.Services[0].Allowlist = []string{"2001:db8::/48"} },
+			`services[0].allowlist[0]: 2001:db8::/48 is not in the VIP's family (203.0.113.10)`},
+		{"allowlist entry twice", func(c *conf.Config) { c.Services[0].Allowlist = []string{"192.0.2.0/24", "192.0.2.0/24"} },
+			`services[0].allowlist[1]: 192.0.2.0/24 is already services[0].allowlist[0]`},
+		{"allowlist too long", func(c *conf.Config) { c.Services[0].Allowlist = make([]string, conf.MaxClientList+1) },
+			`services[0].allowlist: 65537 entries: at most 65536`},
 		{"proxy protocol on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].ProxyProtocol = true },
 			`services[0].proxy_protocol: is for tcp services only`},
 		{"dr with another port", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "dr" },

@@ -125,6 +125,8 @@ const (
 	DropNDNotOurs        // a neighbour solicitation for an address that is not ours
 	DropFragShifted      // a fragment of a FullNAT datagram whose first fragment would take the PROXY v2 header: the later ones' offsets cannot follow
 	DropFragNoChecksum   // a fragment of a UDP datagram without a checksum from a NAT64 server: IPv6 requires one, over the whole datagram
+	DropClientBlocked    // a new connection from a client the service's blocklist names (clientacl.go)
+	DropClientNotAllowed // a new connection from a client the service's allowlist does not name
 
 	numStats
 )
@@ -161,7 +163,7 @@ var statNames = [numStats]string{
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
 	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours", DropFragShifted: "fragment_shifted",
-	DropFragNoChecksum: "fragment_no_checksum",
+	DropFragNoChecksum: "fragment_no_checksum", DropClientBlocked: "client_blocked", DropClientNotAllowed: "client_not_allowed",
 }
 
 func init() {

@@ -343,6 +343,11 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
+	if svc.Clients != nil {
+		if why := svc.Clients.admits(k.src); why != 0 {
+			return 0, why
+		}
+	}
 	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
 		return 0, DropFTPTableFull
 	}

@@ -172,6 +172,11 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 		d.flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK|hdr.TCPFlagRST|hdr.TCPFlagFIN) != hdr.TCPFlagSYN {
 		return 0, DropNotSYN
 	}
+	if svc.Clients != nil {
+		if why := svc.Clients.admits6(src); why != 0 {
+			return 0, why
+		}
+	}
 	if svc.Helper == HelperFTP && (w.ftp == nil || w.ftp.full()) {
 		return 0, DropFTPTableFull
 	}

@@ -141,6 +141,8 @@ type Service struct {
 	// the connection to the server only for an ACK that proves one
 	// (synproxy.go); NAT and FullNAT servers only.
 	SynProxy bool
+	// Clients are its blocklist and allowlist; nil: every client.
+	Clients *ClientACL
 
 	Dests  []sched.Dest
 	Scheds []sched.Scheduler // one per worker, indexed by worker id

@@ -279,8 +279,13 @@ func mssIndex(mss uint16) uint32 {
 }
 
 // answerSYN turns a SYN to service si into its cookie SYN-ACK, back to
-// where it came from.
+// where it came from; a client the service's lists keep out gets none.
 func (w *Worker) answerSYN(d *desc, k *flowKey, tcp hdr.TCP, si int32) exit {
+	if acl := w.snap.Services[si].Clients; acl != nil {
+		if why := acl.admits(k.src); why != 0 {
+			return drop(why)
+		}
+	}
 	var syn hdr.SynOptions
 	tcp.SynOptions(&syn)
 	mss := syn.MSS

@@ -102,6 +102,11 @@ func checkCookie6(src, dst *hdr.Addr6, sport, dport uint16, isn, cookie uint32, 
 // answerSYN6 turns an IPv6 SYN (src -> dst) to service si into its
 // cookie SYN-ACK, back to where it came from.
 func (w *Worker) answerSYN6(d *desc, src, dst *hdr.Addr6, tcp hdr.TCP, si int32) exit {
+	if acl := w.snap.Services[si].Clients; acl != nil {
+		if why := acl.admits6(src); why != 0 {
+			return drop(why) // before any cookie, as answerSYN
+		}
+	}
 	var syn hdr.SynOptions
 	tcp.SynOptions(&syn)
 	mss := syn.MSS

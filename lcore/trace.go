@@ -176,6 +176,11 @@ func (w *Worker) trace(r *TraceRequest) {
 		}
 		return
 	}
+	if svc.Clients != nil {
+		if res.Drop = svc.Clients.admits(r.Client); res.Drop != 0 {
+			return // the lists come before the scheduler, as in newConn
+		}
+	}
 	w.tracePick(res, svc, r)
 	switch {
 	case res.Pick < 0 && res.PickPredicted:

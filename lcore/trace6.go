@@ -60,6 +60,11 @@ func (w *Worker) trace6(r *TraceRequest) {
 		}
 		return
 	}
+	if svc.Clients != nil {
+		if res.Drop = svc.Clients.admits6(&r.Client6); res.Drop != 0 {
+			return // the lists come before the scheduler, as in newConn6
+		}
+	}
 	w.tracePick6(res, svc, r)
 	switch {
 	case res.Pick < 0 && res.PickPredicted:
