@@ -90,6 +90,21 @@ const (
 	// OpGetLaddr lists the local addresses of Request.Service, or of every
 	// service when it is nil, in Response.LocalAddresses (--get-laddr, -G).
 	OpGetLaddr = "get-laddr"
+	// OpAddBlklst adds Request.ClientPrefix to Request.Service's blocklist
+	// (DPVS's ipvsadm --add-blklst): the clients it names get no new
+	// connection.
+	OpAddBlklst = "add-blklst"
+	// OpDelBlklst removes Request.ClientPrefix from it (--del-blklst).
+	OpDelBlklst = "del-blklst"
+	// OpGetBlklst lists the blocklist of Request.Service, or of every
+	// service when it is nil, in Response.ClientLists (--get-blklst).
+	OpGetBlklst = "get-blklst"
+	// OpAddWhtlst, OpDelWhtlst and OpGetWhtlst are the same for the
+	// allowlist (--add-whtlst, --del-whtlst, --get-whtlst): when it is
+	// not empty, only the clients it names get new connections.
+	OpAddWhtlst = "add-whtlst"
+	OpDelWhtlst = "del-whtlst"
+	OpGetWhtlst = "get-whtlst"
 )
 
 // Request is what lbctl sends to lbd. Op says which of the optional
@@ -107,6 +122,9 @@ type Request struct {
 	Binary   string        `json:"binary,omitempty"`   // OpUpgrade: the new lbd binary
 	// LocalAddress (OpAddLaddr, OpDelLaddr) is a FullNAT local address (-z).
 	LocalAddress string `json:"local_address,omitempty"`
+	// ClientPrefix (OpAddBlklst, OpDelBlklst, OpAddWhtlst, OpDelWhtlst)
+	// is a client address or prefix (-k, -2).
+	ClientPrefix string `json:"client_prefix,omitempty"`
 
 	// HAState (OpHAState): "master" or "backup"; "" only reads the state.
 	HAState string      `json:"ha_state,omitempty"`
@@ -176,6 +194,9 @@ type Response struct {
 	// LocalAddresses (OpGetLaddr) are the services' FullNAT local
 	// addresses, and those removed that still drain.
 	LocalAddresses []LocalAddress `json:"local_addresses,omitempty"`
+	// ClientLists (OpGetBlklst, OpGetWhtlst) are the entries of the
+	// services' blocklists or allowlists.
+	ClientLists []ClientListEntry `json:"client_lists,omitempty"`
 }
 
 // LocalAddress is one FullNAT local address of a service (OpGetLaddr).
@@ -188,6 +209,22 @@ type LocalAddress struct {
 	// lbd answers ARP for it until none does. Its service is the one it
 	// was removed from.
 	Draining bool `json:"draining,omitempty"`
+}
+
+// The client lists of a service (ClientListEntry.List).
+const (
+	Blocklist = "blocklist"
+	Allowlist = "allowlist"
+)
+
+// ClientListEntry is one entry of a service's blocklist or allowlist
+// (OpGetBlklst, OpGetWhtlst).
+type ClientListEntry struct {
+	Protocol string `json:"protocol"` // "TCP" | "UDP"
+	VIP      string `json:"vip"`
+	Port     uint16 `json:"port"`
+	List     string `json:"list"`   // Blocklist | Allowlist
+	Prefix   string `json:"prefix"` // an address ("192.0.2.7") or a prefix ("198.51.100.0/24")
 }
 
 // Edit is one edit or reload lbd was asked for (OpEdits).
@@ -281,10 +318,15 @@ type Service struct {
 	SynProxy    bool     `json:"synproxy,omitempty"`    // SYN cookies answer the clients' SYNs (--synproxy)
 	// LocalAddresses are the FullNAT local addresses (local_addresses in
 	// the configuration, lbctl --add-laddr and --del-laddr).
-	LocalAddresses []string     `json:"local_addresses,omitempty"`
-	Stats          Stats        `json:"stats"`
-	Servers        []RealServer `json:"servers"`
-	Rates          Rates        `json:"rates"` // --rate: the estimator's rates
+	LocalAddresses []string `json:"local_addresses,omitempty"`
+	// Blocklist and Allowlist are the client lists (blocklist and
+	// allowlist in the configuration, lbctl --add-blklst and
+	// --add-whtlst): addresses and prefixes.
+	Blocklist []string     `json:"blocklist,omitempty"`
+	Allowlist []string     `json:"allowlist,omitempty"`
+	Stats     Stats        `json:"stats"`
+	Servers   []RealServer `json:"servers"`
+	Rates     Rates        `json:"rates"` // --rate: the estimator's rates
 }
 
 // RealServer is one destination of a Service (ipvsadm -a).

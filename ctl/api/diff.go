@@ -44,7 +44,7 @@ const (
 // Change is one service, real server or the timeouts, added, removed or
 // changed. Rule is the rule as ipvsadm -S -n writes it (the new one for an
 // add or a change, the running one for a remove); Fields, for a change,
-// say what moves.
+// say what moves, and for a service added or removed, its client lists.
 type Change struct {
 	Kind    string        `json:"kind"`             // ChangeAdd, ChangeRemove, ChangeEdit
 	Service string        `json:"service"`          // "-t VIP:port"; "" for the timeouts
@@ -61,10 +61,10 @@ type FieldChange struct {
 }
 
 // DiffRules compares two tables in ipvsadm's terms (the settings -S
-// writes: scheduler, persistence, netmask, flags; method, weight,
-// thresholds) and two sets of timeouts (nil: not compared). Services and
-// servers come sorted as -L sorts them; a removed service's servers go
-// with it.
+// writes: scheduler, persistence, netmask, flags, local addresses, client
+// lists; method, weight, thresholds) and two sets of timeouts (nil: not
+// compared). Services and servers come sorted as -L sorts them; a
+// removed service's servers go with it.
 func DiffRules(from, to []Service, fromT, toT *TimeoutsSpec) []Change {
 	var out []Change
 	if fromT != nil && toT != nil {
@@ -127,26 +127,33 @@ func serviceFlag(s Service) string {
 	return "-t " + addrPort(s.VIP, s.Port)
 }
 
-// serviceRule and serverRule are the lines WriteSave writes.
+// serviceRule and serverRule are the lines WriteSave writes. A service's
+// client lists, which may hold thousands of entries, are left out: its
+// change names them as fields.
 func serviceRule(s Service) string {
 	var b strings.Builder
-	s.Servers = nil
+	s.Servers, s.Blocklist, s.Allowlist = nil, nil, nil
 	WriteSave(&b, []Service{s})
 	return strings.TrimSuffix(b.String(), "\n")
 }
 
 func serverRule(s Service, r RealServer) string {
 	var b strings.Builder
-	s.Servers = []RealServer{r}
+	s.Servers, s.Blocklist, s.Allowlist = []RealServer{r}, nil, nil
 	WriteSave(&b, []Service{s})
 	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 	return lines[len(lines)-1]
 }
 
-// serviceChanges adds or removes a service and its servers.
+// serviceChanges adds or removes a service, its client lists (as fields)
+// and its servers.
 func serviceChanges(kind string, s Service) []Change {
 	name := serviceFlag(s)
-	out := []Change{{Kind: kind, Service: name, Rule: serviceRule(s)}}
+	fs := clientListFields(Service{}, s)
+	if kind == ChangeRemove {
+		fs = clientListFields(s, Service{})
+	}
+	out := []Change{{Kind: kind, Service: name, Rule: serviceRule(s), Fields: fs}}
 	for _, r := range s.Servers {
 		out = append(out, Change{Kind: kind, Service: name, Server: addrPort(r.Address, r.Port), Rule: serverRule(s, r)})
 	}
@@ -169,6 +176,7 @@ func editedService(a, b Service) []Change {
 	field("-b", strings.Join(a.SchedFlags, ","), strings.Join(b.SchedFlags, ","))
 	field("--synproxy", strconv.FormatBool(a.SynProxy), strconv.FormatBool(b.SynProxy))
 	field("-z", strings.Join(a.LocalAddresses, ","), strings.Join(b.LocalAddresses, ","))
+	fs = append(fs, clientListFields(a, b)...)
 	if fs != nil {
 		out = append(out, Change{Kind: ChangeEdit, Service: name, Rule: serviceRule(b), Fields: fs})
 	}
@@ -206,6 +214,21 @@ func editedService(a, b Service) []Change {
 		}
 	}
 	return out
+}
+
+// clientListFields are the blocklist (-k) and allowlist (-2) fields
+// that differ from a to b, each list joined by commas.
+func clientListFields(a, b Service) []FieldChange {
+	var fs []FieldChange
+	for _, f := range []struct {
+		opt      string
+		old, new []string
+	}{{"-k", a.Blocklist, b.Blocklist}, {"-2", a.Allowlist, b.Allowlist}} {
+		if old, new := strings.Join(f.old, ","), strings.Join(f.new, ","); old != new {
+			fs = append(fs, FieldChange{Option: f.opt, From: old, To: new})
+		}
+	}
+	return fs
 }
 
 func netmaskOrHost(m string) string {

@@ -73,6 +73,40 @@ func TestDiffRules(t *testing.T) {
 	})
 }
 
+// TestDiffClientLists: client lists change as fields -k and -2, an added
+// or removed service's lists too; no rule carries their entries.
+func TestDiffClientLists(t *testing.T) {
+	web := Service{Protocol: "TCP", VIP: "192.0.2.10", Port: 80, Scheduler: "rr", Blocklist: []string{"192.0.2.7"},
+		Servers: []RealServer{{Address: "198.51.100.11", Port: 80, Forward: "Masq", Weight: 1}}}
+	edited := web
+	edited.Blocklist = []string{"192.0.2.7", "203.0.113.0/24"}
+	edited.Allowlist = []string{"192.0.2.0/24"}
+	got := DiffRules([]Service{web}, []Service{edited}, nil, nil)
+	want := []Change{{Kind: ChangeEdit, Service: "-t 192.0.2.10:80", Rule: "-A -t 192.0.2.10:80 -s rr",
+		Fields: []FieldChange{{"-k", "192.0.2.7", "192.0.2.7,203.0.113.0/24"}, {"-2", "", "192.0.2.0/24"}}}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("changes:\n%+v\nwant:\n%+v", got, want)
+	}
+	var b bytes.Buffer
+	WriteDiff(&b, got)
+	if want := "~ -A -t 192.0.2.10:80 -s rr\n    -k 192.0.2.7 -> 192.0.2.7,203.0.113.0/24\n    -2  -> 192.0.2.0/24\n"; b.String() != want {
+		t.Fatalf("text:\n%s\nwant:\n%s", b.String(), want)
+	}
+	got = DiffRules(nil, []Service{edited}, nil, nil)
+	want = []Change{
+		{Kind: ChangeAdd, Service: "-t 192.0.2.10:80", Rule: "-A -t 192.0.2.10:80 -s rr",
+			Fields: []FieldChange{{"-k", "", "192.0.2.7,203.0.113.0/24"}, {"-2", "", "192.0.2.0/24"}}},
+		{Kind: ChangeAdd, Service: "-t 192.0.2.10:80", Server: "198.51.100.11:80", Rule: "-a -t 192.0.2.10:80 -r 198.51.100.11:80 -m -w 1"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("added:\n%+v\nwant:\n%+v", got, want)
+	}
+	if got := DiffRules([]Service{web}, nil, nil, nil); len(got) != 2 || got[0].Kind != ChangeRemove ||
+		!reflect.DeepEqual(got[0].Fields, []FieldChange{{"-k", "192.0.2.7", ""}}) {
+		t.Fatalf("removed: %+v", got)
+	}
+}
+
 func TestWriteTimeouts(t *testing.T) {
 	var b bytes.Buffer
 	if err := WriteTimeouts(&b, Response{Timeouts: &TimeoutsSpec{TCP: 900, TCPFin: 120, UDP: 300}}); err != nil {

@@ -78,6 +78,11 @@ var longOpts = map[string]optSpec{
 	// DPVS's local address verbs, with its letters.
 	"--add-laddr": {"-P", noValue}, "--del-laddr": {"-Q", noValue}, "--get-laddr": {"-G", noValue},
 	"--laddr": {"-z", needValue},
+	// DPVS's client list verbs, long forms only: its letters (-U -V -B,
+	// -O -Y -W) would take -V, the version.
+	"--add-blklst": {"--add-blklst", noValue}, "--del-blklst": {"--del-blklst", noValue}, "--get-blklst": {"--get-blklst", noValue},
+	"--add-whtlst": {"--add-whtlst", noValue}, "--del-whtlst": {"--del-whtlst", noValue}, "--get-whtlst": {"--get-whtlst", noValue},
+	"--blklst-address": {"-k", needValue}, "--whtlst-address": {"-2", needValue},
 }
 
 // shortOpts are the one-letter options.
@@ -99,14 +104,17 @@ var commandOps = map[string]string{
 	"-L": OpList, "-Z": OpZero, "--set": OpSetTimeouts, "-h": CmdHelp, "-V": CmdVersion,
 	"--ha-state": OpHAState,
 	"-P":         OpAddLaddr, "-Q": OpDelLaddr, "-G": OpGetLaddr,
+	"--add-blklst": OpAddBlklst, "--del-blklst": OpDelBlklst, "--get-blklst": OpGetBlklst,
+	"--add-whtlst": OpAddWhtlst, "--del-whtlst": OpDelWhtlst, "--get-whtlst": OpGetWhtlst,
 }
 
 // allowedWith lists, for each option that is not a command, the
 // operations it may go with (ipvsadm's option/command table, simplified).
 var allowedWith = map[string][]string{
 	"-t": {OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpZero, OpList,
-		OpAddLaddr, OpDelLaddr, OpGetLaddr},
+		OpAddLaddr, OpDelLaddr, OpGetLaddr, OpAddBlklst, OpDelBlklst, OpGetBlklst, OpAddWhtlst, OpDelWhtlst, OpGetWhtlst},
 	"-z": {OpAddLaddr, OpDelLaddr},
+	"-k": {OpAddBlklst, OpDelBlklst}, "-2": {OpAddWhtlst, OpDelWhtlst},
 	"-s": {OpAddService, OpEditService}, "-p": {OpAddService, OpEditService},
 	"-M": {OpAddService, OpEditService}, "-b": {OpAddService, OpEditService},
 	"-r": {OpAddServer, OpEditServer, OpDeleteServer},
@@ -227,6 +235,14 @@ func ParseArgs(args []string) (Command, error) {
 					return fmt.Errorf("-z %q: not an IPv4 address", v)
 				}
 				c.LocalAddress = a.String()
+			case "-k", "-2":
+				// lbd reads the entry (conf.ParseClientPrefix), and names
+				// what else is wrong with it.
+				_, perr := netip.ParsePrefix(v)
+				if _, aerr := netip.ParseAddr(v); perr != nil && aerr != nil {
+					return fmt.Errorf("%s %q: not an address or a prefix (e.g. 192.0.2.7, 198.51.100.0/24, 2001:db8::/48)", spec.name, v)
+				}
+				c.ClientPrefix = v
 			case "-g", "-i", "-m", "--fullnat":
 				f := map[string]string{"-g": "dr", "-i": "tun", "-m": "nat", "--fullnat": "fullnat"}[spec.name]
 				fwd = &f
@@ -484,7 +500,8 @@ func ParseArgs(args []string) (Command, error) {
 		c.Server = &r
 	}
 	switch cmd {
-	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpAddLaddr, OpDelLaddr:
+	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpAddLaddr, OpDelLaddr,
+		OpAddBlklst, OpDelBlklst, OpAddWhtlst, OpDelWhtlst:
 		if c.Service == nil {
 			return Command{}, fmt.Errorf("%s needs a service: -t|-u VIP:port", commandName(cmd))
 		}
@@ -497,6 +514,14 @@ func ParseArgs(args []string) (Command, error) {
 	case OpAddLaddr, OpDelLaddr:
 		if c.LocalAddress == "" {
 			return Command{}, fmt.Errorf("%s needs a local address: -z LIP", cmdLabel(cmd))
+		}
+	case OpAddBlklst, OpDelBlklst:
+		if c.ClientPrefix == "" {
+			return Command{}, fmt.Errorf("%s needs a client address or prefix: -k ADDR[/LEN]", cmdLabel(cmd))
+		}
+	case OpAddWhtlst, OpDelWhtlst:
+		if c.ClientPrefix == "" {
+			return Command{}, fmt.Errorf("%s needs a client address or prefix: -2 ADDR[/LEN]", cmdLabel(cmd))
 		}
 	}
 	if cmd == OpSetTimeouts {

@@ -236,3 +236,85 @@ func TestLocalAddressRules(t *testing.T) {
 		t.Errorf("--get-laddr output:\n%q\nwant\n%q", b.String(), want)
 	}
 }
+
+// TestClientListRules: DPVS's client list verbs parse (long forms, the
+// entry's options long and short, IPv6 too), -S writes them after their
+// service and -R takes them back, and what they cannot use is refused.
+func TestClientListRules(t *testing.T) {
+	web := &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 443}
+	for line, want := range map[string]api.Request{
+		"--add-blklst -t 192.0.2.100:443 -k 198.51.100.0/24":         {Op: api.OpAddBlklst, ClientPrefix: "198.51.100.0/24", Service: web},
+		"--del-blklst -t 192.0.2.100:443 --blklst-address 192.0.2.7": {Op: api.OpDelBlklst, ClientPrefix: "192.0.2.7", Service: web},
+		"--add-whtlst -t 192.0.2.100:443 -2 192.0.2.0/25":            {Op: api.OpAddWhtlst, ClientPrefix: "192.0.2.0/25", Service: web},
+		"--del-whtlst -u 192.0.2.100:53 --whtlst-address=192.0.2.9": {Op: api.OpDelWhtlst, ClientPrefix: "192.0.2.9",
+			Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.100", Port: 53}},
+		"--add-blklst -t [2001:db8::10]:80 -k 2001:db8:1::/64": {Op: api.OpAddBlklst, ClientPrefix: "2001:db8:1::/64",
+			Service: &api.ServiceSpec{Protocol: "tcp", VIP: "2001:db8::10", Port: 80}},
+		"--get-blklst":                    {Op: api.OpGetBlklst},
+		"--get-whtlst -t 192.0.2.100:443": {Op: api.OpGetWhtlst, Service: web},
+	} {
+		c, err := api.ParseArgs(strings.Fields(line))
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if !reflect.DeepEqual(c.Request, want) {
+			t.Errorf("%s: %+v, want %+v", line, c.Request, want)
+		}
+	}
+	for line, want := range map[string]string{
+		"--add-blklst -t 192.0.2.100:443":                  "--add-blklst needs a client address or prefix: -k ADDR[/LEN]",
+		"--del-whtlst -t 192.0.2.100:443":                  "--del-whtlst needs a client address or prefix: -2 ADDR[/LEN]",
+		"--add-blklst -k 192.0.2.7":                        "--add-blklst needs a service",
+		"--add-blklst -t 192.0.2.100:443 -k nope":          `-k "nope": not an address or a prefix`,
+		"--add-whtlst -t 192.0.2.100:443 -2 192.0.2.0/33":  `-2 "192.0.2.0/33": not an address or a prefix`,
+		"--add-whtlst -t 192.0.2.100:443 -k 192.0.2.7":     "option -k is not allowed with --add-whtlst",
+		"--add-blklst -t 192.0.2.100:443 -2 192.0.2.7":     "option -2 is not allowed with --add-blklst",
+		"-a -t 192.0.2.100:443 -r 10.0.0.1 -k 192.0.2.7":   "option -k is not allowed with -a",
+		"--add-laddr -t 192.0.2.100:443 -z 10.0.0.2 -k ::": "option -k is not allowed with --add-laddr",
+		"--get-blklst -k 192.0.2.7":                        "option -k is not allowed with --get-blklst",
+		"--add-blklst --add-whtlst -t 192.0.2.100:443":     "only one command at a time",
+	} {
+		if _, err := api.ParseArgs(strings.Fields(line)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want an error saying %q", line, err, want)
+		}
+	}
+
+	svc := api.Service{Protocol: "TCP", VIP: "192.0.2.100", Port: 443, Scheduler: "rr",
+		Blocklist: []string{"192.0.2.7", "198.51.100.0/24"}, Allowlist: []string{"192.0.2.0/24"},
+		Servers: []api.RealServer{{Address: "10.0.0.1", Port: 443, Forward: "Masq", Weight: 1}}}
+	var b bytes.Buffer
+	api.WriteSave(&b, []api.Service{svc})
+	saved := "-A -t 192.0.2.100:443 -s rr\n" +
+		"--add-blklst -t 192.0.2.100:443 -k 192.0.2.7\n" +
+		"--add-blklst -t 192.0.2.100:443 -k 198.51.100.0/24\n" +
+		"--add-whtlst -t 192.0.2.100:443 -2 192.0.2.0/24\n" +
+		"-a -t 192.0.2.100:443 -r 10.0.0.1:443 -m -w 1\n"
+	if b.String() != saved {
+		t.Fatalf("-S:\n%s\nwant\n%s", b.String(), saved)
+	}
+	reqs, err := api.ParseRestore(saved + "--del-blklst -t 192.0.2.100:443 -k 192.0.2.7\n--del-whtlst -t 192.0.2.100:443 -2 192.0.2.0/24\n")
+	if err != nil || len(reqs) != 7 || reqs[1].Op != api.OpAddBlklst || reqs[3].Op != api.OpAddWhtlst || reqs[3].ClientPrefix != "192.0.2.0/24" ||
+		reqs[5].Op != api.OpDelBlklst || reqs[6].Op != api.OpDelWhtlst {
+		t.Fatalf("restore: %+v %v", reqs, err)
+	}
+	for _, line := range []string{"--get-blklst\n", "--get-whtlst -t 192.0.2.100:443\n"} {
+		if _, err := api.ParseRestore(line); err == nil || !strings.Contains(err.Error(), "is not allowed in a restore file") {
+			t.Fatalf("%q in a restore file: %v", line, err)
+		}
+	}
+
+	b.Reset()
+	api.WriteClientLists(&b, api.Response{ClientLists: []api.ClientListEntry{
+		{Protocol: "TCP", VIP: "192.0.2.100", Port: 443, List: api.Blocklist, Prefix: "192.0.2.7"},
+		{Protocol: "TCP", VIP: "2001:db8::10", Port: 80, List: api.Blocklist, Prefix: "2001:db8:1::/64"}}}, api.Blocklist)
+	if want := "Prot VIP:Port                   Blocklist\n" +
+		"TCP  192.0.2.100:443            192.0.2.7\n" +
+		"TCP  [2001:db8::10]:80          2001:db8:1::/64\n"; b.String() != want {
+		t.Errorf("--get-blklst output:\n%q\nwant\n%q", b.String(), want)
+	}
+	b.Reset()
+	api.WriteClientLists(&b, api.Response{}, api.Allowlist)
+	if want := "Prot VIP:Port                   Allowlist\n"; b.String() != want {
+		t.Errorf("empty --get-whtlst output %q, want %q", b.String(), want)
+	}
+}

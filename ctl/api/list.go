@@ -138,9 +138,10 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 }
 
 // WriteSave renders services as ipvsadm -S -n does: one -A line per
-// service, then one -a line per real server, sorted as WriteList sorts
-// them. Thresholds, which ipvsadm -S leaves out, are written with -x and
-// -y when set, so that a restore keeps them.
+// service, its local addresses (-P) and client lists (--add-blklst,
+// --add-whtlst), then one -a line per real server, sorted as WriteList
+// sorts them. Thresholds, which ipvsadm -S leaves out, are written with
+// -x and -y when set, so that a restore keeps them.
 func WriteSave(w io.Writer, services []Service) error {
 	bw := bufio.NewWriter(w)
 	svcs := slices.Clone(services)
@@ -167,6 +168,12 @@ func WriteSave(w io.Writer, services []Service) error {
 		bw.WriteString("\n")
 		for _, l := range s.LocalAddresses {
 			fmt.Fprintf(bw, "-P %s -z %s\n", name, l)
+		}
+		for _, p := range s.Blocklist {
+			fmt.Fprintf(bw, "--add-blklst %s -k %s\n", name, p)
+		}
+		for _, p := range s.Allowlist {
+			fmt.Fprintf(bw, "--add-whtlst %s -2 %s\n", name, p)
 		}
 		rss := slices.Clone(s.Servers)
 		slices.SortStableFunc(rss, compareServers)

@@ -8,7 +8,8 @@ import (
 // ParseRestore parses ipvsadm -R input: one command per line, optionally
 // starting with "ipvsadm"; blank lines and lines starting with '#' are
 // skipped. Only commands that change the table are allowed (-A -E -D -a
-// -e -d -C --set). Errors name the line.
+// -e -d -C --set, and the local address and client list verbs). Errors
+// name the line.
 func ParseRestore(text string) ([]Request, error) {
 	var out []Request
 	for n, line := range strings.Split(text, "\n") {
@@ -34,7 +35,7 @@ func ParseRestore(text string) ([]Request, error) {
 func checkRestoreLine(c Command) error {
 	switch c.Op {
 	case OpAddService, OpEditService, OpDeleteService, OpAddServer, OpEditServer, OpDeleteServer, OpClear, OpSetTimeouts,
-		OpAddLaddr, OpDelLaddr:
+		OpAddLaddr, OpDelLaddr, OpAddBlklst, OpDelBlklst, OpAddWhtlst, OpDelWhtlst:
 	default:
 		return fmt.Errorf("%s is not allowed in a restore file", cmdLabel(c.Op))
 	}
