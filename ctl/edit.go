@@ -13,17 +13,26 @@ import (
 	"github.com/dplb/dplb/ctl/api"
 )
 
-// The ipvsadm edit rules (-A -E -D -a -e -d -C --set, and -R, a file of
-// them): pure functions from the configured services and a request to
-// the services that would result, refusals naming the command.
+// The ipvsadm edit rules (-A -E -D -a -e -d -C --set, DPVS's local
+// address and client list verbs, and -R, a file of them): pure functions
+// from the configured services and a request to the services that would
+// result, refusals naming the command.
 
 // edit applies one table-changing request to svcs and t, which it may
 // modify; refusals name the command and its arguments.
 func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Service, error) {
+	return editRule(keptClientLists(svcs), t, req)
+}
+
+// editRule is edit on services whose client lists are as lbd keeps them
+// (keptClientLists).
+func editRule(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Service, error) {
 	cmd := map[string]string{
 		api.OpAddService: "-A", api.OpEditService: "-E", api.OpDeleteService: "-D",
 		api.OpAddServer: "-a", api.OpEditServer: "-e", api.OpDeleteServer: "-d",
 		api.OpAddLaddr: "--add-laddr", api.OpDelLaddr: "--del-laddr",
+		api.OpAddBlklst: "--add-blklst", api.OpDelBlklst: "--del-blklst",
+		api.OpAddWhtlst: "--add-whtlst", api.OpDelWhtlst: "--del-whtlst",
 	}[req.Op]
 	switch req.Op {
 	case api.OpClear:
@@ -80,6 +89,9 @@ func edit(svcs []conf.Service, t *conf.Timeouts, req api.Request) ([]conf.Servic
 		return append(svcs[:at], svcs[at+1:]...), nil
 	case api.OpAddLaddr, api.OpDelLaddr:
 		return editLocalAddress(svcs, at, req, fmt.Sprintf("%s %s -z %s", cmd, spec, req.LocalAddress))
+	case api.OpAddBlklst, api.OpDelBlklst, api.OpAddWhtlst, api.OpDelWhtlst:
+		list, flag := clientList(req.Op)
+		return editClientList(svcs, at, req, list, fmt.Sprintf("%s %s %s %s", cmd, spec, flag, req.ClientPrefix))
 	}
 	if req.Server == nil {
 		return nil, fmt.Errorf("%s %s needs a real server: -r RIP[:port]", cmd, spec)
@@ -202,8 +214,9 @@ func restore(svcs []conf.Service, t *conf.Timeouts, text string) ([]conf.Service
 		return nil, err
 	}
 	lines := restoreLines(text)
+	svcs = keptClientLists(svcs) // once, not per line: a list, like a restore, may run to thousands
 	for i, req := range reqs {
-		if svcs, err = edit(svcs, t, req); err != nil {
+		if svcs, err = editRule(svcs, t, req); err != nil {
 			return nil, fmt.Errorf("line %d: %w", lines[i], err)
 		}
 	}

@@ -36,7 +36,8 @@ func authorFields(a api.Author) []zap.Field {
 // keeps.
 func isEdit(op string) bool {
 	switch op {
-	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons, api.OpGetLaddr:
+	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons, api.OpGetLaddr,
+		api.OpGetBlklst, api.OpGetWhtlst:
 		return false
 	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
 		return false
@@ -72,6 +73,10 @@ func editTarget(req api.Request) string {
 	}
 	if req.LocalAddress != "" {
 		parts = append(parts, "-z "+req.LocalAddress)
+	}
+	if req.ClientPrefix != "" {
+		_, flag := clientList(req.Op)
+		parts = append(parts, flag+" "+req.ClientPrefix)
 	}
 	if req.Timeouts != nil {
 		parts = append(parts, "--set "+strconv.Itoa(req.Timeouts.TCP)+" "+strconv.Itoa(req.Timeouts.TCPFin)+" "+strconv.Itoa(req.Timeouts.UDP))

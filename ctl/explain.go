@@ -18,7 +18,7 @@ var fieldRE = regexp.MustCompile(`^services\[(\d+)\](?:\.servers\[(\d+)\])?(?:\.
 var flagOf = map[string]string{
 	"scheduler": "-s", "sched_flags": "-b", "persistence": "-p", "netmask": "-M",
 	"weight": "-w", "upper_threshold": "-x", "lower_threshold": "-y", "forward": "-g|-i|-m|--fullnat",
-	"local_addresses": "-z",
+	"local_addresses": "-z", "blocklist": "-k", "allowlist": "-2",
 
 	"timeouts.tcp": "--set tcp", "timeouts.tcp_fin": "--set tcpfin", "timeouts.udp": "--set udp",
 }

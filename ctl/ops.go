@@ -161,8 +161,15 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			return o.refuse(who, req, err)
 		}
 		return resp
+	case api.OpGetBlklst, api.OpGetWhtlst:
+		resp, err := o.c.clientLists(req)
+		if err != nil {
+			return o.refuse(who, req, err)
+		}
+		return resp
 	case api.OpAddService, api.OpEditService, api.OpDeleteService, api.OpAddServer, api.OpEditServer,
-		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore, api.OpAddLaddr, api.OpDelLaddr:
+		api.OpDeleteServer, api.OpClear, api.OpSetTimeouts, api.OpRestore, api.OpAddLaddr, api.OpDelLaddr,
+		api.OpAddBlklst, api.OpDelBlklst, api.OpAddWhtlst, api.OpDelWhtlst:
 		if req.Op == api.OpRestore && req.DryRun {
 			resp, err := o.staged(req)
 			if err != nil {
@@ -200,6 +207,8 @@ func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 		api.OpAddServer: "server added", api.OpEditServer: "server edited", api.OpDeleteServer: "server removed",
 		api.OpClear: "services cleared", api.OpSetTimeouts: "timeouts set", api.OpRestore: "services restored",
 		api.OpAddLaddr: "local address added", api.OpDelLaddr: "local address removed",
+		api.OpAddBlklst: "client blocked", api.OpDelBlklst: "client unblocked",
+		api.OpAddWhtlst: "client allowed", api.OpDelWhtlst: "client no longer allowed",
 	}[req.Op]
 	fields := append(authorFields(who), zap.Int("services", n))
 	if req.Service != nil {
@@ -210,6 +219,9 @@ func (o *Ops) logDone(who api.Author, req api.Request, n int) {
 	}
 	if req.LocalAddress != "" {
 		fields = append(fields, zap.String("local_address", req.LocalAddress))
+	}
+	if req.ClientPrefix != "" {
+		fields = append(fields, zap.String("client_prefix", req.ClientPrefix))
 	}
 	if req.Timeouts != nil {
 		fields = append(fields, zap.Int("tcp", req.Timeouts.TCP), zap.Int("tcpfin", req.Timeouts.TCPFin), zap.Int("udp", req.Timeouts.UDP))
