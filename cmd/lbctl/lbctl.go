@@ -30,6 +30,10 @@ const usageText = `Usage:
   lbctl -d -t|-u VIP:port -r RIP[:port]
   lbctl --add-laddr|--del-laddr -t|-u VIP:port -z LIP
   lbctl --get-laddr [-t|-u VIP:port] [-o json]
+  lbctl --add-blklst|--del-blklst -t|-u VIP:port -k ADDR[/LEN]
+  lbctl --get-blklst [-t|-u VIP:port] [-o json]
+  lbctl --add-whtlst|--del-whtlst -t|-u VIP:port -2 ADDR[/LEN]
+  lbctl --get-whtlst [-t|-u VIP:port] [-o json]
   lbctl -L|-l [-t|-u VIP:port] [-n] [--stats|--rate|--thresholds|--persistent-conn] [--per-lcore] [--exact] [--sort] [-o json]
   lbctl -L -c [-t|-u VIP:port] [--client IP] [-o json]
   lbctl -L --timeout [-o json]
@@ -63,6 +67,14 @@ Commands:
   --del-laddr       -Q     remove a local address: new connections stop using it, those that
                            use it drain (lbd answers ARP for it until none is left)
   --get-laddr       -G     list the services' local addresses, draining ones marked
+  --add-blklst             block a client address or prefix from a service (new connections
+                           only: open ones go on; a client in both lists is blocked)
+  --del-blklst             remove a blocklist entry (however written: 192.0.2.7/32 is 192.0.2.7)
+  --get-blklst             list the services' blocklists
+  --add-whtlst             allow a client address or prefix: a service with an allowlist takes
+                           new connections from its clients only
+  --del-whtlst             remove an allowlist entry (an empty allowlist lets every client in)
+  --get-whtlst             list the services' allowlists
   --zero            -Z     zero the counters of a service or of all
   trace                    what lbd would do now with the next packet of one flow, and
                            why: the lcore that owns it (the steering hash of the client's
@@ -107,6 +119,9 @@ Options:
   --masquerading -m            NAT (the default)
   --fullnat                    FullNAT: from the service's local addresses (lbd.yaml, --add-laddr)
   --laddr        -z LIP        with --add-laddr, --del-laddr: the local address
+  --blklst-address -k ENTRY    with --add-blklst, --del-blklst: a client address or prefix in
+                               the VIP's family (192.0.2.7, 198.51.100.0/24, 2001:db8:1::/64)
+  --whtlst-address -2 ENTRY    with --add-whtlst, --del-whtlst: the same
   --weight       -w WEIGHT     0..65535 (default 1)
   --u-threshold  -x UPPER      no new connections at this many (0: no limit)
   --l-threshold  -y LOWER      new connections again below this many
@@ -243,6 +258,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		_, err = fmt.Fprintln(stdout, resp.HAState)
 	case api.OpGetLaddr:
 		err = api.WriteLocalAddresses(stdout, resp)
+	case api.OpGetBlklst:
+		err = api.WriteClientLists(stdout, resp, api.Blocklist)
+	case api.OpGetWhtlst:
+		err = api.WriteClientLists(stdout, resp, api.Allowlist)
 	case api.OpReload:
 		if len(resp.Restart) > 0 {
 			fmt.Fprintf(stderr, "lbctl: reloaded; these settings differ from the running ones and need a restart of lbd: %s\n",
