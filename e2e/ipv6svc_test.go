@@ -151,6 +151,29 @@ func TestIPv6NAT66(t *testing.T) {
 	if nat64["rs1"] == 0 || nat64["rs2"] == 0 {
 		t.Errorf("NAT64 spread %v, want both servers", nat64)
 	}
+	// A blocklist over IPv6 (lbctl, DPVS's --add-blklst): the client's
+	// /64 gets no new NAT64 connection, and again once it is removed.
+	svc64 := "[" + v6VIP + "]:8064"
+	client64 := netip.PrefixFrom(netip.MustParseAddr(v6Client), 64).Masked().String()
+	if _, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "--add-blklst", "-t", svc64, "-k", client64); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range e.get(t, "http://"+svc64+"/", 2, time.Second) {
+		if r.Err == "" {
+			t.Fatalf("request %d from a blocked IPv6 client was answered by %s", r.I, r.Server())
+		}
+	}
+	if n := e.drops(t, "client_blocked"); n == 0 {
+		t.Error("no client_blocked drop counted for the IPv6 client")
+	}
+	if _, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "--del-blklst", "-t", svc64, "-k", client64); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range e.get(t, "http://"+svc64+"/", 4, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("once unblocked, NAT64 request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+	}
 
 	list, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
 	if err != nil {
