@@ -37,6 +37,8 @@ func FuzzHandle(f *testing.F) {
 		l4Frame6(rs1MAC, lanMAC, hdr.ProtoTCP, rs61, 8080, clientAddr6, 40000, hdr.TCPFlagSYN|hdr.TCPFlagACK, "x"),
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5000, vip6, 53, 0, "q"),
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40001, vip6TUN, 80, hdr.TCPFlagSYN, ""),
+		tcpFrame(clientMAC, wanMAC, clientIP, 40003, vipDR, 80, hdr.TCPFlagSYN, ""),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40003, vip6DR, 80, hdr.TCPFlagSYN, ""),
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 40002, vip6, 8080, hdr.TCPFlagSYN, "nat64"),
 		tcpFrame(rs1MAC, lanMAC, rs1, 80, lip64, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, "nat64"),
 		tcpSeg(rs1MAC, lanMAC, rs1, 8080, lanAddr, HTTPProbePortFirst, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 1040, nil, "HTTP/1.1 200 OK\r\n\r\n"),
@@ -55,6 +57,17 @@ func FuzzHandle(f *testing.F) {
 	// polled out would stay in the TX batch.
 	r.w.snap.Ports[0].Addr6 = wanAddr6
 	withIPv6Services(r) // NAT66, DR, TUN and NAT64 for the IPv6 seeds
+	// Client lists: the DR services' clients are checked (and the
+	// client of the seeds blocked), in place: the snapshot's services are
+	// read at each new connection.
+	for i := range r.w.snap.Services {
+		switch s := &r.w.snap.Services[i]; s.Key {
+		case ServiceKey{VIP: vipDR, Port: 80, Proto: hdr.ProtoTCP}:
+			s.Clients = NewClientACL(prefixes(f, "203.0.113.0/25"), nil)
+		case ServiceKey{VIP6: vip6DR, Port: 80, Proto: hdr.ProtoTCP}:
+			s.Clients = NewClientACL(prefixes(f, "2001:db8:1::7/128"), prefixes(f, "2001:db8:1::/120"))
+		}
+	}
 	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
 		if len(frame) == 0 || len(frame) > 1600 {
 			return
