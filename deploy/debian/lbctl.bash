@@ -20,7 +20,8 @@ _lbctl() {
 		COMPREPLY=($(compgen -f -- "$cur"))
 		return ;;
 	-t | --tcp-service | -u | --udp-service | -r | --real-server | -w | --weight | \
-		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | --reply | -p | --persistent)
+		-x | --u-threshold | -y | --l-threshold | -M | --netmask | --client | --reply | -p | --persistent | \
+		-z | --laddr | -k | --blklst-address | -2 | --whtlst-address)
 		return ;;
 	esac
 	COMPREPLY=($(compgen -W "-A -E -D -C -R -S -a -e -d -L -l -Z -c -n -t -u -s -p -M -b -r -g -i -m -w -x -y -o -h -V
@@ -29,6 +30,8 @@ _lbctl() {
 		--timeout --dry-run --diff --reply trace
 		--sched-flags --real-server --gatewaying --ipip --masquerading --weight --u-threshold --l-threshold
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
-		--exact --output --socket --help --version reload upgrade --binary" -- "$cur"))
+		--exact --output --socket --help --version reload upgrade --binary --fullnat --synproxy --no-synproxy
+		--add-laddr --del-laddr --get-laddr --laddr -z --add-blklst --del-blklst --get-blklst --blklst-address -k
+		--add-whtlst --del-whtlst --get-whtlst --whtlst-address -2" -- "$cur"))
 }
 complete -F _lbctl lbctl
