@@ -1,0 +1,1076 @@
+package keepalived
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/dplb/dplb/conf"
+)
+
+// Warning is a keyword of keepalived.conf that the services do not carry
+// over as keepalived meant it: dropped, or changed in meaning.
+type Warning struct {
+	Pos     Pos
+	Keyword string
+	Msg     string
+}
+
+func (w Warning) String() string { return fmt.Sprintf("%s: %s: %s", w.Pos, w.Keyword, w.Msg) }
+
+// Result is what Convert makes of keepalived.conf.
+type Result struct {
+	Services []conf.Service // every default filled in, as conf.Load returns them
+	Origins  []Pos          // where each service's virtual_server is
+	Warnings []Warning      // in the order of the files' lines
+	VRRP     *Pos           // the first vrrp_instance, nil without one: keepalived's own job
+}
+
+// keepalived's defaults.
+const (
+	defaultDelayLoop   = 60 * time.Second
+	defaultTimeout     = 5 * time.Second
+	defaultPersistence = 360 * time.Second
+	defaultScheduler   = "wlc"
+	defaultHTTPStatus  = "200-299"
+)
+
+// lbd's bounds a converted value must keep within.
+const (
+	minInterval = 100 * time.Millisecond
+	maxInterval = time.Hour
+	minTimeout  = 10 * time.Millisecond
+	maxFall     = 100
+	maxWeight   = 65535
+	maxUpper    = 1000000
+	maxPersist  = 720 * time.Hour
+)
+
+// schedulers are keepalived's, every one of them lbd's too.
+var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
+
+// ignoredRoots are the top-level blocks that are not LVS: left alone.
+var ignoredRoots = []string{
+	"global_defs", "static_ipaddress", "static_routes", "static_rules",
+	"linkbeat_interfaces", "linkbeat_use_polling", "garp_group", "bfd_instance",
+	"track_file", "track_group", "net_namespace", "net_namespace_ipvs",
+	"namespace_with_ipsets", "instance", "use_pid_dir", "child_wait_time",
+	"interface_up_down_delays",
+}
+
+// Load reads and converts the keepalived.conf at path.
+func Load(path string) (Result, error) {
+	nodes, err := ParseFile(path)
+	if err != nil {
+		return Result{}, err
+	}
+	return Convert(nodes), nil
+}
+
+// converter gathers the result and its warnings.
+type converter struct {
+	res     Result
+	ssl     *Node // the SSL block (SSL_GET's client certificate)
+	sslUsed bool
+}
+
+// warn notes what n loses, once: a virtual_server's setting inherited by
+// every server would otherwise be named for each.
+func (c *converter) warn(n *Node, format string, args ...any) {
+	w := Warning{Pos: n.Pos, Keyword: n.Keyword(), Msg: fmt.Sprintf(format, args...)}
+	if !slices.Contains(c.res.Warnings, w) {
+		c.res.Warnings = append(c.res.Warnings, w)
+	}
+}
+
+// Convert turns keepalived.conf's statements into services.
+func Convert(nodes []*Node) Result {
+	c := &converter{}
+	for _, n := range nodes {
+		switch kw := n.Keyword(); {
+		case kw == "virtual_server":
+			c.virtualServer(n)
+		case kw == "virtual_server_group":
+			// Said where a virtual_server uses it.
+		case kw == "vrrp_instance":
+			if c.res.VRRP == nil {
+				p := n.Pos
+				c.res.VRRP = &p
+			}
+		case kw == "SSL":
+			c.ssl = n
+		case strings.HasPrefix(kw, "vrrp_"), slices.Contains(ignoredRoots, kw):
+		case strings.HasPrefix(kw, "$"), strings.HasPrefix(kw, "@"):
+			c.warn(n, "keepalived's parameters and conditional lines are not expanded: dropped")
+		default:
+			c.warn(n, "unknown keyword: dropped")
+		}
+	}
+	if c.ssl != nil && c.sslUsed && len(c.ssl.Block) > 0 {
+		c.warn(c.ssl, "lbd's https checks present no client certificate and verify no server's (tls_skip_verify: true): dropped")
+	}
+	slices.SortStableFunc(c.res.Warnings, func(a, b Warning) int { return a.Pos.seq - b.Pos.seq })
+	return c.res
+}
+
+// inherited are the check settings a virtual_server hands to its real
+// servers, and a real_server to its check; nil where keepalived's default
+// applies.
+type inherited struct {
+	delayLoop, timeout, retry, host *Node
+}
+
+// over returns in with the settings n's block writes replacing its own.
+func (in inherited) over(block []*Node) inherited {
+	for _, s := range block {
+		switch s.Keyword() {
+		case "delay_loop":
+			in.delayLoop = s
+		case "connect_timeout":
+			in.timeout = s
+		case "retry":
+			in.retry = s
+		case "virtualhost":
+			in.host = s
+		}
+	}
+	return in
+}
+
+func (c *converter) virtualServer(n *Node) {
+	args := n.Args()
+	switch {
+	case len(args) >= 1 && args[0] == "fwmark":
+		c.warn(n, "lbd has no fwmark services (they balance by address and port): virtual server skipped")
+		return
+	case len(args) >= 1 && args[0] == "group":
+		c.warn(n, "lbd has no virtual_server_group: write one virtual_server per address and port of the group; skipped")
+		return
+	case len(args) == 1 || len(args) == 2 && isZeros(args[1]):
+		c.warn(n, "a service of every port (port 0, persistent) has no lbd equivalent: skipped")
+		return
+	case len(args) != 2:
+		c.warn(n, "%q is not an address and a port: skipped", strings.Join(args, " "))
+		return
+	}
+	vip, err := netip.ParseAddr(args[0])
+	if err != nil || vip.Zone() != "" {
+		c.warn(n, "%q is not an IP address: skipped", args[0])
+		return
+	}
+	vip = vip.Unmap()
+	port, ok := parsePort(args[1])
+	if !ok {
+		c.warn(n, "%q is not a port in 1..65535: skipped", args[1])
+		return
+	}
+	svc := conf.Service{
+		Protocol:    "tcp",
+		VIP:         vip.String(),
+		Port:        port,
+		Scheduler:   defaultScheduler,
+		MHTableSize: 65537,
+		Netmask:     "255.255.255.255",
+		Health:      conf.DefaultHealthCheck(),
+		Feedback:    conf.DefaultFeedback(),
+	}
+	forward := "nat"
+	var flags, servers []*Node
+	var sorry, sorryMethod, granularity *Node
+	weight := 1
+	for _, s := range n.Block {
+		a := s.Args()
+		switch s.Keyword() {
+		case "protocol":
+			switch {
+			case len(a) == 1 && strings.EqualFold(a[0], "TCP"):
+				svc.Protocol = "tcp"
+			case len(a) == 1 && strings.EqualFold(a[0], "UDP"):
+				svc.Protocol = "udp"
+			case len(a) == 1 && strings.EqualFold(a[0], "SCTP"):
+				c.warn(s, "lbd balances TCP and UDP only: virtual server skipped")
+				return
+			default:
+				c.warn(s, "%q is not TCP or UDP: tcp kept", strings.Join(a, " "))
+			}
+		case "lb_algo", "lvs_sched":
+			if len(a) == 1 && slices.Contains(schedulers, a[0]) {
+				svc.Scheduler = a[0]
+			} else {
+				c.warn(s, "%q is not a scheduler: %s kept", strings.Join(a, " "), svc.Scheduler)
+			}
+		case "lb_kind", "lvs_method":
+			if f, ok := c.method(s); ok {
+				forward = f
+			}
+		case "persistence_timeout":
+			if len(a) == 0 {
+				svc.Persistence = defaultPersistence
+				break
+			}
+			secs, err := strconv.ParseUint(a[0], 10, 32)
+			switch {
+			case err != nil || secs == 0:
+				c.warn(s, "%q is not a number of seconds: dropped", a[0])
+			case time.Duration(secs)*time.Second > maxPersist:
+				c.warn(s, "%ss is more than lbd's 720h: 720h", a[0])
+				svc.Persistence = maxPersist
+			default:
+				svc.Persistence = time.Duration(secs) * time.Second
+			}
+		case "persistence_granularity":
+			granularity = s
+			if svc.Persistence == 0 {
+				svc.Persistence = defaultPersistence
+			}
+		case "persistence_engine":
+			c.warn(s, "lbd has no persistence engines (keepalived's sip): dropped")
+		case "sorry_server":
+			sorry = s
+		case "sorry_server_lvs_method":
+			sorryMethod = s
+		case "real_server":
+			servers = append(servers, s)
+		case "weight":
+			if w, ok := c.weight(s); ok {
+				weight = w
+			}
+		case "flag-1", "flag-2", "flag-3", "sh-port", "sh-fallback", "mh-port", "mh-fallback":
+			flags = append(flags, s)
+		case "ops":
+			c.warn(s, "lbd has no one-packet scheduling: dropped")
+		case "alpha":
+			c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
+		case "quorum":
+			if len(a) == 1 && a[0] != "1" {
+				c.warn(s, "lbd has no quorum: the sorry server (if any) takes over only when every server is down; dropped")
+			}
+		case "hysteresis":
+			if len(a) == 1 && !isZeros(a[0]) {
+				c.warn(s, "lbd has no quorum: dropped")
+			}
+		case "quorum_up", "quorum_down":
+			c.warn(s, "lbd runs no quorum scripts: dropped")
+		case "smtp_alert":
+			if enabled(a) {
+				c.warn(s, "lbd sends no mail (its events and metrics say when a server goes down): dropped")
+			}
+		case "delay_before_retry":
+			c.warn(s, "lbd probes every interval, also after a failure: dropped")
+		case "delay_loop", "connect_timeout", "retry", "virtualhost":
+			// Inherited by the servers' checks, below.
+		case "warmup", "ha_suspend", "omega", "inhibit_on_failure", "ip_family", "hashed", "snmp_name", "sorry_server_inhibit":
+			// No effect on what lbd does (see the package comment).
+		default:
+			c.warn(s, "unknown keyword: dropped")
+		}
+	}
+	in := inherited{}.over(n.Block)
+	c.flags(&svc, flags)
+	if granularity != nil {
+		c.granularity(&svc, vip, granularity)
+	}
+
+	if len(servers) == 0 {
+		c.warn(n, "no real_server: keepalived ignores it; skipped")
+		return
+	}
+	var checks []*conf.HealthCheck
+	seen := map[netip.AddrPort]bool{}
+	for _, s := range servers {
+		rs, h, ok := c.realServer(s, vip, port, forward, weight, in)
+		if !ok {
+			continue
+		}
+		ap := netip.AddrPortFrom(rs.Addr(), uint16(rs.Port))
+		if seen[ap] {
+			c.warn(s, "%s is already a server of this virtual server: skipped", ap)
+			continue
+		}
+		seen[ap] = true
+		svc.Servers = append(svc.Servers, rs)
+		checks = append(checks, h)
+	}
+	if len(svc.Servers) == 0 {
+		c.warn(n, "no real_server left: skipped")
+		return
+	}
+	shared := checks[0] != nil
+	for _, h := range checks[1:] {
+		shared = shared && h != nil && reflect.DeepEqual(*h, *checks[0])
+	}
+	if shared {
+		svc.Health = *checks[0]
+	} else {
+		for i, h := range checks {
+			svc.Servers[i].Health = h
+		}
+	}
+	if sorry != nil {
+		c.sorry(&svc, vip, forward, sorry, sorryMethod)
+	}
+	for i, s := range c.res.Services {
+		if s.Protocol == svc.Protocol && s.VIP == svc.VIP && s.Port == svc.Port {
+			c.warn(n, "%s %s is already the virtual_server at %s: skipped", svc.Protocol, netip.AddrPortFrom(vip, uint16(port)), c.res.Origins[i])
+			return
+		}
+	}
+	c.res.Services = append(c.res.Services, svc)
+	c.res.Origins = append(c.res.Origins, n.Pos)
+}
+
+// method reads lb_kind or lvs_method: the forward of its servers.
+func (c *converter) method(s *Node) (string, bool) {
+	a := s.Args()
+	if len(a) == 0 {
+		c.warn(s, "no method: dropped")
+		return "", false
+	}
+	var f string
+	switch strings.ToUpper(a[0]) {
+	case "NAT":
+		f = "nat"
+	case "DR":
+		f = "dr"
+	case "TUN":
+		f = "tun"
+	default:
+		c.warn(s, "%q is not NAT, DR or TUN: dropped", a[0])
+		return "", false
+	}
+	for i := 1; i+1 < len(a); i++ {
+		if a[i] == "type" && a[i+1] != "ipip" {
+			c.warn(s, "lbd tunnels in IPIP only, not %s: tun (ipip)", a[i+1])
+		}
+	}
+	return f, true
+}
+
+func (c *converter) weight(s *Node) (int, bool) {
+	a := s.Args()
+	w, err := strconv.ParseUint(firstArg(a), 10, 32)
+	switch {
+	case err != nil:
+		c.warn(s, "%q is not a weight: dropped", firstArg(a))
+		return 0, false
+	case w > maxWeight:
+		c.warn(s, "%d is more than lbd's %d: %d", w, maxWeight, maxWeight)
+		return maxWeight, true
+	}
+	return int(w), true
+}
+
+// flags turns the scheduler flag keywords into the sched_flags of an sh
+// or mh service: flag-1 is IPVS's fallback flag, flag-2 its port flag.
+func (c *converter) flags(svc *conf.Service, flags []*Node) {
+	for _, s := range flags {
+		var what string
+		switch s.Keyword() {
+		case "flag-1", "sh-fallback", "mh-fallback":
+			what = "fallback"
+		case "flag-2", "sh-port", "mh-port":
+			what = "port"
+		default:
+			c.warn(s, "no scheduler of lbd's uses IPVS's third flag: dropped")
+			continue
+		}
+		if svc.Scheduler != "sh" && svc.Scheduler != "mh" {
+			c.warn(s, "only the sh and mh schedulers take flags, not %s: dropped", svc.Scheduler)
+			continue
+		}
+		f := svc.Scheduler + "-" + what
+		if !slices.Contains(svc.SchedFlags, f) {
+			svc.SchedFlags = append(svc.SchedFlags, f)
+		}
+	}
+}
+
+// granularity reads persistence_granularity: an IPv4 netmask, an IPv6
+// prefix length.
+func (c *converter) granularity(svc *conf.Service, vip netip.Addr, s *Node) {
+	v := firstArg(s.Args())
+	if vip.Is6() {
+		bits, err := strconv.Atoi(v)
+		if err != nil || bits < 1 || bits > 128 {
+			c.warn(s, "%q is not an IPv6 prefix length in 1..128: dropped", v)
+			return
+		}
+		if bits != 128 {
+			svc.PersistencePrefix = bits
+		}
+		return
+	}
+	m, err := netip.ParseAddr(v)
+	if err != nil || !m.Is4() {
+		c.warn(s, "%q is not an IPv4 netmask: dropped", v)
+		return
+	}
+	b := m.As4()
+	mask := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	if mask != 0 && (^mask)&(^mask+1) != 0 {
+		c.warn(s, "%s is not a contiguous netmask, which lbd wants: dropped", v)
+		return
+	}
+	svc.Netmask = m.String()
+}
+
+// sorry reads sorry_server: lbd reaches it by nat, in the VIP's family,
+// and on the service's port for dr and tun (as keepalived resets it).
+func (c *converter) sorry(svc *conf.Service, vip netip.Addr, forward string, s, method *Node) {
+	a := s.Args()
+	addr, err := netip.ParseAddr(firstArg(a))
+	if err != nil || addr.Zone() != "" {
+		c.warn(s, "%q is not an IP address: dropped", firstArg(a))
+		return
+	}
+	addr = addr.Unmap()
+	if addr.Is4() != vip.Is4() {
+		c.warn(s, "%s is not in the VIP's family, as lbd reaches it by nat: dropped", addr)
+		return
+	}
+	if method != nil {
+		if f, ok := c.method(method); ok {
+			forward = f
+		}
+	}
+	port := svc.Port
+	if len(a) >= 2 && !isZeros(a[1]) && forward == "nat" {
+		p, ok := parsePort(a[1])
+		if !ok {
+			c.warn(s, "%q is not a port in 1..65535: dropped", a[1])
+			return
+		}
+		port = p
+	}
+	if forward != "nat" {
+		at := s
+		if method != nil {
+			at = method
+		}
+		c.warn(at, "lbd reaches the sorry server by nat, not %s: its replies must come back through lbd", forward)
+	}
+	svc.SorryServer = netip.AddrPortFrom(addr, uint16(port)).String()
+}
+
+// realServer converts a real_server and its check (nil without one).
+func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward string, weight int, in inherited) (conf.RealServer, *conf.HealthCheck, bool) {
+	a := n.Args()
+	if len(a) == 0 || len(a) > 2 {
+		c.warn(n, "%q is not an address and a port: skipped", strings.Join(a, " "))
+		return conf.RealServer{}, nil, false
+	}
+	addr, err := netip.ParseAddr(a[0])
+	if err != nil || addr.Zone() != "" {
+		c.warn(n, "%q is not an IP address: skipped", a[0])
+		return conf.RealServer{}, nil, false
+	}
+	addr = addr.Unmap()
+	if addr.Is4() != vip.Is4() {
+		c.warn(n, "%s is not in the family of the VIP %s: skipped", addr, vip)
+		return conf.RealServer{}, nil, false
+	}
+	port := vport
+	if len(a) == 2 && !isZeros(a[1]) {
+		p, ok := parsePort(a[1])
+		if !ok {
+			c.warn(n, "%q is not a port in 1..65535: skipped", a[1])
+			return conf.RealServer{}, nil, false
+		}
+		port = p
+	}
+	rs := conf.RealServer{Address: addr.String(), Port: port, Weight: weight, Forward: forward}
+	var checks []*Node
+	var lower *Node
+	for _, s := range n.Block {
+		args := s.Args()
+		switch s.Keyword() {
+		case "weight":
+			if w, ok := c.weight(s); ok {
+				rs.Weight = w
+			}
+		case "lvs_method":
+			if f, ok := c.method(s); ok {
+				rs.Forward = f
+			}
+		case "uthreshold":
+			if u, err := strconv.ParseUint(firstArg(args), 10, 32); err != nil || u > maxUpper {
+				c.warn(s, "%q is not a connection count in 0..%d: dropped", firstArg(args), maxUpper)
+			} else {
+				rs.Upper = int(u)
+			}
+		case "lthreshold":
+			if l, err := strconv.ParseUint(firstArg(args), 10, 32); err != nil || l > maxUpper {
+				c.warn(s, "%q is not a connection count in 0..%d: dropped", firstArg(args), maxUpper)
+			} else {
+				rs.Lower, lower = int(l), s
+			}
+		case "notify_up", "notify_down":
+			c.warn(s, "lbd runs no scripts when a server changes state (its events say so): dropped")
+		case "smtp_alert":
+			if enabled(args) {
+				c.warn(s, "lbd sends no mail (its events and metrics say when a server goes down): dropped")
+			}
+		case "delay_before_retry":
+			c.warn(s, "lbd probes every interval, also after a failure: dropped")
+		case "alpha":
+			if enabled(args) {
+				c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
+			}
+		case "delay_loop", "connect_timeout", "retry", "virtualhost":
+			// Inherited by the check, below.
+		case "warmup", "inhibit_on_failure", "snmp_name":
+		case "TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "PING_CHECK", "MISC_CHECK",
+			"DNS_CHECK", "SMTP_CHECK", "BFD_CHECK", "FILE_CHECK":
+			checks = append(checks, s)
+		default:
+			c.warn(s, "unknown keyword: dropped")
+		}
+	}
+	if rs.Forward != "nat" {
+		// dr and tun leave the port as it is: keepalived resets the
+		// server's to the service's, but its check probes the one written.
+		rs.Port = vport
+	}
+	// IPVS uses lthreshold only with a uthreshold, which lbd checks.
+	if rs.Upper != 0 && rs.Lower > rs.Upper {
+		c.warn(lower, "%d is above uthreshold %d: dropped", rs.Lower, rs.Upper)
+	}
+	if rs.Upper == 0 || rs.Lower > rs.Upper {
+		rs.Lower = 0
+	}
+
+	in = in.over(n.Block)
+	var kept *conf.HealthCheck
+	var keptAt *Node
+	for _, s := range checks {
+		if kept != nil {
+			c.warn(s, "lbd runs one check a server, the %s at line %d: dropped", keptAt.Keyword(), keptAt.Pos.Line)
+			continue
+		}
+		t := target{vip: vip, vport: vport, addr: addr, port: port, forward: rs.Forward}
+		if h, ok := c.check(s, t, in); ok {
+			kept, keptAt = &h, s
+		}
+	}
+	return rs, kept, true
+}
+
+// target is the server a check probes.
+type target struct {
+	vip, addr   netip.Addr
+	vport, port int // port as written (a dr server's check probes it)
+	forward     string
+}
+
+// check converts one check block; false when lbd cannot run it.
+func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bool) {
+	h := conf.DefaultHealthCheck()
+	h.Rise = 1 // one success brings a keepalived server back
+	retry := 1
+	switch n.Keyword() {
+	case "TCP_CHECK":
+		h.Type = conf.HealthTCP
+	case "HTTP_GET":
+		h.Type = conf.HealthHTTP
+	case "SSL_GET":
+		h.Type = conf.HealthHTTPS
+		c.sslUsed = true
+	case "UDP_CHECK":
+		h.Type = conf.HealthUDP
+	case "PING_CHECK":
+		h.Type = conf.HealthICMP
+	case "MISC_CHECK":
+		h.Type = conf.HealthExec
+		retry = 0
+	case "DNS_CHECK", "SMTP_CHECK":
+		c.warn(n, "lbd has no %s check: not supported, the server is left unchecked (type none)", strings.TrimSuffix(n.Keyword(), "_CHECK"))
+		return h, false
+	case "BFD_CHECK":
+		c.warn(n, "lbd has no BFD: not supported, the server is left unchecked (type none)")
+		return h, false
+	case "FILE_CHECK":
+		c.warn(n, "lbd reads no weights from files: not supported, the server is left unchecked (type none)")
+		return h, false
+	}
+	in = in.over(n.Block)
+	if h.Type == conf.HealthExec {
+		in.timeout = nil // a script has misc_timeout, not connect_timeout
+	}
+	var urls []*Node
+	var connectIP, sni, send, expect *Node
+	var command []string
+	for _, s := range n.Block {
+		a := s.Args()
+		switch s.Keyword() {
+		case "connect_port":
+			p, ok := parsePort(firstArg(a))
+			if !ok {
+				c.warn(s, "%q is not a port in 1..65535: dropped", firstArg(a))
+				break
+			}
+			h.Port = p
+		case "connect_ip":
+			connectIP = s
+		case "bindto":
+			src, err := netip.ParseAddr(firstArg(a))
+			switch {
+			case err != nil:
+				c.warn(s, "%q is not an IP address: dropped", firstArg(a))
+			case !src.Unmap().Is4():
+				c.warn(s, "lbd's probes take an IPv4 source only: dropped, the kernel chooses")
+			default:
+				h.Source = src.Unmap().String()
+			}
+		case "bind_port", "bind_if", "fwmark":
+			c.warn(s, "lbd's probes cannot set it: dropped")
+		case "nb_get_retry":
+			in.retry = s
+		case "misc_timeout":
+			in.timeout = s
+		case "delay_before_retry":
+			c.warn(s, "lbd probes every interval, also after a failure: dropped")
+		case "alpha":
+			if enabled(a) {
+				c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
+			}
+		case "url":
+			urls = append(urls, s)
+		case "sni_name":
+			sni = s
+		case "payload":
+			send = s
+		case "require_reply":
+			expect = s
+		case "min_reply_length", "max_reply_length":
+			c.warn(s, "lbd's udp check does not measure the reply: dropped")
+		case "misc_path":
+			command = c.argv(s)
+		case "misc_dynamic":
+			c.warn(s, "lbd takes every exit status but 0 as down (keepalived's 2-255 set the weight): dropped")
+		case "user":
+			c.warn(s, "lbd runs the command as its own user: dropped")
+		case "connect_timeout", "retry", "delay_loop", "virtualhost":
+			// Read through in.
+		case "warmup", "log_all_failures", "http_protocol", "fast_recovery", "enable_sni", "tls_compliant":
+		default:
+			c.warn(s, "unknown keyword: dropped")
+		}
+	}
+
+	h.Interval = c.interval(in.delayLoop)
+	h.Timeout = c.timeout(n, in.timeout, h.Interval)
+	if in.retry != nil {
+		r, err := strconv.ParseUint(firstArg(in.retry.Args()), 10, 32)
+		switch {
+		case err != nil:
+			c.warn(in.retry, "%q is not a number: dropped", firstArg(in.retry.Args()))
+		case r+1 > maxFall:
+			c.warn(in.retry, "lbd takes a server out after at most %d failures: fall %d", maxFall, maxFall)
+			retry = maxFall - 1
+		default:
+			retry = int(r)
+		}
+	}
+	// keepalived's retry counts the probes after the first failure.
+	h.Fall = retry + 1
+
+	if connectIP != nil {
+		ip, err := netip.ParseAddr(firstArg(connectIP.Args()))
+		switch {
+		case err != nil:
+			c.warn(connectIP, "%q is not an IP address: dropped", firstArg(connectIP.Args()))
+		case ip.Unmap() == t.addr:
+		case ip.Unmap() == t.vip && t.forward != "nat":
+			h.Target = conf.HealthTargetVIP
+		default:
+			c.warn(connectIP, "lbd probes the server's address (or, for dr and tun, the VIP): dropped")
+		}
+	}
+	// Port 0 probes the server's port, which is the service's for dr and
+	// tun: keepalived probes the one written.
+	probed := t.port
+	if t.forward != "nat" {
+		probed = t.vport
+	}
+	switch {
+	case h.Port == probed:
+		h.Port = 0
+	case h.Port == 0 && probed != t.port:
+		h.Port = t.port
+	}
+
+	switch h.Type {
+	case conf.HealthHTTP, conf.HealthHTTPS:
+		if !c.http(&h, n, urls, in.host) {
+			return h, false
+		}
+		if sni != nil && firstArg(sni.Args()) != h.Host {
+			c.warn(sni, "lbd's https checks send the host (%q, \"\" is the address) as the TLS server name: dropped", h.Host)
+		}
+	case conf.HealthUDP:
+		return h, c.udp(&h, n, send, expect)
+	case conf.HealthExec:
+		if command == nil {
+			c.warn(n, "no misc_path: the server is left unchecked (type none)")
+			return h, false
+		}
+		if !filepath.IsAbs(command[0]) {
+			c.warn(n, "lbd runs a command by its absolute path, not %q: the server is left unchecked (type none)", command[0])
+			return h, false
+		}
+		h.Command = command
+	}
+	return h, true
+}
+
+// interval reads delay_loop (keepalived's default 60s) within lbd's bounds.
+func (c *converter) interval(at *Node) time.Duration {
+	if at == nil {
+		return defaultDelayLoop
+	}
+	d, ok := c.seconds(at)
+	switch {
+	case !ok:
+		return defaultDelayLoop
+	case d < minInterval:
+		c.warn(at, "lbd probes at most every %s: %s", fmtDuration(minInterval), fmtDuration(minInterval))
+		return minInterval
+	case d > maxInterval:
+		c.warn(at, "lbd probes at least every %s: %s", fmtDuration(maxInterval), fmtDuration(maxInterval))
+		return maxInterval
+	}
+	return d
+}
+
+// timeout reads connect_timeout or misc_timeout (keepalived's defaults:
+// 5s, and for a script the interval), less than the interval as lbd wants.
+func (c *converter) timeout(n, at *Node, interval time.Duration) time.Duration {
+	d := defaultTimeout
+	if n.Keyword() == "MISC_CHECK" {
+		d = interval
+	}
+	if at != nil {
+		if at.Keyword() == "misc_timeout" {
+			s, err := strconv.ParseUint(firstArg(at.Args()), 10, 32)
+			if err == nil && s > 0 {
+				d = time.Duration(s) * time.Second
+			} else {
+				c.warn(at, "%q is not a number of seconds: dropped", firstArg(at.Args()))
+			}
+		} else if v, ok := c.seconds(at); ok {
+			d = v
+		}
+	}
+	if d < interval {
+		if d < minTimeout {
+			c.warn(at, "lbd waits at least %s: %s", fmtDuration(minTimeout), fmtDuration(minTimeout))
+			d = minTimeout
+		}
+		return d
+	}
+	less := interval - min(interval/10, time.Second)
+	switch {
+	case at != nil:
+		c.warn(at, "lbd wants a timeout less than the interval (delay_loop %s): %s", fmtDuration(interval), fmtDuration(less))
+	case n.Keyword() != "MISC_CHECK":
+		c.warn(n, "keepalived's connect_timeout, 5s, is not less than delay_loop %s, as lbd wants: timeout %s", fmtDuration(interval), fmtDuration(less))
+	}
+	return less
+}
+
+// http fills in an HTTP check from its url blocks: the first path, and
+// every url's status codes (keepalived wants each url to pass).
+func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Node) bool {
+	var codes [600]bool
+	var first *Node // the url whose path is kept
+	for _, u := range urls {
+		var path, status, host *Node
+		for _, s := range u.Block {
+			a := s.Args()
+			switch s.Keyword() {
+			case "path":
+				path = s
+			case "status_code":
+				status = s
+			case "virtualhost":
+				host = s
+			case "digest":
+				c.warn(s, "lbd's http checks read the status, not the body's MD5 digest: not supported, dropped")
+			case "regex":
+				if first == nil && len(a) == 1 && !strings.ContainsAny(a[0], `\.^$|?*+()[]{}`) {
+					h.ExpectBody = a[0]
+				} else {
+					c.warn(s, "lbd's http checks look for a plain string in the first url's body (expect_body), not a regular expression: dropped")
+				}
+			case "regex_no_match":
+				c.warn(s, "lbd's http checks want the body to contain expect_body, never not to: dropped")
+			case "regex_options", "regex_stack", "regex_min_offset", "regex_max_offset", "tls_compliant":
+			default:
+				c.warn(s, "unknown keyword: dropped")
+			}
+		}
+		if path == nil {
+			c.warn(u, "no path: keepalived ignores the url")
+			continue
+		}
+		p := firstArg(path.Args())
+		if first == nil {
+			first = u
+			if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t\r\n") {
+				c.warn(path, "%q is not a request path: / instead", p)
+				p = "/"
+			}
+			h.Path = p
+			if host != nil {
+				hostAt = host
+			}
+		} else if p != h.Path {
+			c.warn(path, "lbd checks one path a server, the first url's %s: %s dropped", h.Path, p)
+		}
+		ranges := defaultHTTPStatus
+		if status != nil {
+			ranges = strings.Join(status.Args(), ",")
+		}
+		if !addStatus(&codes, ranges) {
+			c.warn(status, "%q is not a list of status codes and ranges in 100..599: %s", strings.Join(status.Args(), " "), defaultHTTPStatus)
+			addStatus(&codes, defaultHTTPStatus)
+		}
+	}
+	if first == nil {
+		c.warn(n, "no url with a path: keepalived ignores the check; the server is left unchecked (type none)")
+		return false
+	}
+	h.ExpectStatus = statusRanges(&codes)
+	if hostAt != nil {
+		v := firstArg(hostAt.Args())
+		if v == "" || strings.ContainsAny(v, " \t\r\n/") {
+			c.warn(hostAt, "%q is not a host name: dropped", v)
+		} else {
+			h.Host = v
+		}
+	}
+	return true
+}
+
+// udp fills in a UDP check: lbd sends payload and, with require_reply,
+// looks for its bytes in the reply.
+func (c *converter) udp(h *conf.HealthCheck, n, send, expect *Node) bool {
+	if send == nil {
+		c.warn(n, "no payload (keepalived sends random bytes): lbd's udp check needs one to send; the server is left unchecked (type none)")
+		return false
+	}
+	payload, wild, ok := hexBytes(strings.Join(send.Args(), " "))
+	if !ok || wild || !utf8.Valid(payload) {
+		c.warn(send, "lbd sends text (UTF-8) and this is not: the server is left unchecked (type none)")
+		return false
+	}
+	h.Send = string(payload)
+	if expect == nil {
+		c.warn(n, "keepalived's check passes when nothing answers (only an ICMP port unreachable fails it); lbd's fails without a reply: a server that never answers will be taken out")
+		return true
+	}
+	if len(expect.Args()) == 0 {
+		return true
+	}
+	reply, wild, ok := hexBytes(strings.Join(expect.Args(), " "))
+	switch {
+	case !ok || !utf8.Valid(reply):
+		c.warn(expect, "lbd looks for text (UTF-8) in the reply and this is not: any reply passes")
+	case wild:
+		c.warn(expect, "lbd looks for the exact bytes in the reply, without X wildcards: any reply passes")
+	default:
+		// keepalived compares the reply's start; lbd looks anywhere in it.
+		h.Expect = string(reply)
+	}
+	return true
+}
+
+// argv splits misc_path as keepalived does: its first word (quotes
+// removed already) split again at spaces, with '...' and "..." quoting and
+// backslash escapes.
+func (c *converter) argv(s *Node) []string {
+	var out []string
+	var b strings.Builder
+	in := false
+	var quote byte
+	line := firstArg(s.Args())
+	if strings.HasPrefix(line, "'") {
+		// keepalived reads '...' here too; the grammar only "...".
+		line = strings.Join(s.Args(), " ")
+	}
+	for i := 0; i < len(line); i++ {
+		ch := line[i]
+		switch {
+		case ch == '\\' && i+1 < len(line):
+			i++
+			b.WriteByte(line[i])
+			in = true
+		case quote != 0 && ch == quote:
+			quote = 0
+		case quote != 0:
+			b.WriteByte(ch)
+		case ch == '\'' || ch == '"':
+			quote = ch
+			in = true
+		case ch == ' ' || ch == '\t':
+			if in {
+				out = append(out, b.String())
+				b.Reset()
+				in = false
+			}
+		default:
+			b.WriteByte(ch)
+			in = true
+		}
+	}
+	if quote != 0 {
+		c.warn(s, "unterminated quote: the server is left unchecked (type none)")
+		return nil
+	}
+	if in {
+		out = append(out, b.String())
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	if len(s.Args()) > 1 && !strings.HasPrefix(firstArg(s.Args()), "'") {
+		c.warn(s, "keepalived runs %s without the words after it, and so does lbd: quote the whole command to pass them", out[0])
+	}
+	return out
+}
+
+// seconds reads a keepalived timer: seconds, with up to six decimals.
+func (c *converter) seconds(s *Node) (time.Duration, bool) {
+	v := firstArg(s.Args())
+	whole, frac, _ := strings.Cut(v, ".")
+	w, err := strconv.ParseUint(whole, 10, 32)
+	if err != nil || len(frac) > 6 || strings.Trim(frac, "0123456789") != "" {
+		c.warn(s, "%q is not a number of seconds: dropped", v)
+		return 0, false
+	}
+	d := time.Duration(w) * time.Second
+	if frac != "" {
+		f, _ := strconv.Atoi(frac + strings.Repeat("0", 6-len(frac)))
+		d += time.Duration(f) * time.Microsecond
+	}
+	if d == 0 {
+		c.warn(s, "0 is not a time: dropped")
+		return 0, false
+	}
+	return d, true
+}
+
+// hexBytes reads keepalived's hex strings: pairs of digits, a lone digit
+// before a space or the end is one byte, spaces between; wild reports X
+// (any four bits) digits.
+func hexBytes(s string) (out []byte, wild, ok bool) {
+	for i := 0; i < len(s); {
+		if s[i] == ' ' || s[i] == '\t' {
+			i++
+			continue
+		}
+		hi, w1, ok1 := hexDigit(s[i])
+		if !ok1 {
+			return nil, false, false
+		}
+		i++
+		v := hi
+		if i < len(s) && s[i] != ' ' && s[i] != '\t' {
+			lo, w2, ok2 := hexDigit(s[i])
+			if !ok2 {
+				return nil, false, false
+			}
+			i++
+			v = hi<<4 | lo
+			wild = wild || w2
+		}
+		wild = wild || w1
+		out = append(out, v)
+	}
+	return out, wild, len(out) > 0
+}
+
+func hexDigit(c byte) (v byte, wild, ok bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', false, true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, false, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, false, true
+	case c == 'x' || c == 'X':
+		return 0, true, true
+	}
+	return 0, false, false
+}
+
+// addStatus marks the codes of "200,301-302" (keepalived writes them
+// space-separated: joined with commas here).
+func addStatus(codes *[600]bool, s string) bool {
+	for part := range strings.SplitSeq(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return false
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return false
+			}
+		}
+		if a < 100 || b > 599 || a > b {
+			return false
+		}
+		for i := a; i <= b; i++ {
+			codes[i] = true
+		}
+	}
+	return true
+}
+
+// statusRanges writes the marked codes as lbd's expect_status.
+func statusRanges(codes *[600]bool) string {
+	var parts []string
+	for i := 100; i < 600; i++ {
+		if !codes[i] {
+			continue
+		}
+		j := i
+		for j+1 < 600 && codes[j+1] {
+			j++
+		}
+		if j == i {
+			parts = append(parts, strconv.Itoa(i))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", i, j))
+		}
+		i = j
+	}
+	return strings.Join(parts, ",")
+}
+
+func parsePort(s string) (int, bool) {
+	p, err := strconv.Atoi(s)
+	return p, err == nil && p >= 1 && p <= 65535
+}
+
+func isZeros(s string) bool { return s != "" && strings.Trim(s, "0") == "" }
+
+func firstArg(a []string) string {
+	if len(a) == 0 {
+		return ""
+	}
+	return a[0]
+}
+
+// enabled reads keepalived's optional boolean: absent, true, on or yes.
+func enabled(a []string) bool {
+	return len(a) == 0 || a[0] == "true" || a[0] == "on" || a[0] == "yes"
+}

@@ -1,0 +1,643 @@
+package keepalived_test
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/conf/keepalived"
+)
+
+// ports put the converted services' VIPs on the client side and their
+// servers on the server side, both families.
+const ports = `
+ports:
+  - name: client
+    device: net_ring0
+    address: 192.0.2.1/24
+    address6: 2001:db8::1/64
+    role: client
+  - name: server
+    device: net_ring1
+    address: 198.51.100.1/24
+    address6: 2001:db8:1::1/64
+    role: server
+`
+
+const realisticYAML = `# services converted from testdata/keepalived.conf by lbd import-keepalived;
+# add the ports: section (see lbd.yaml(5)) and check with lbd -check
+services:
+  # virtual_server at testdata/keepalived.conf:22
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wrr
+    persistence: 300s
+    servers:
+      - address: 198.51.100.11
+        port: 8080
+        weight: 3
+      - address: 198.51.100.12
+        port: 8080
+    sorry_server: 198.51.100.99:8080
+    health:
+      type: http
+      interval: 6s
+      timeout: 3s
+      rise: 1
+      fall: 4
+      path: /healthz
+      host: www.example.com
+      expect_status: "200"
+  # virtual_server at testdata/conf.d/more.conf:2
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 443
+    scheduler: sh
+    sched_flags: [sh-port]
+    persistence: 360s
+    netmask: 255.255.255.0
+    servers:
+      - address: 198.51.100.11
+        forward: dr
+      - address: 198.51.100.12
+        forward: dr
+        upper_threshold: 1000
+        lower_threshold: 800
+    health:
+      type: tcp
+      interval: 10s
+      timeout: 2s
+      rise: 1
+      fall: 2
+  # virtual_server at testdata/conf.d/more.conf:25
+  - protocol: tcp
+    vip: 2001:db8::10
+    port: 80
+    servers:
+      - address: 2001:db8:1::11
+    health:
+      type: exec
+      interval: 5s
+      timeout: 4s
+      rise: 1
+      fall: 1
+      command: [/usr/local/bin/check-web, --port, "80", the site]
+  # virtual_server at testdata/conf.d/more.conf:38
+  - protocol: udp
+    vip: 192.0.2.53
+    port: 53
+    scheduler: lc
+    servers:
+      - address: 198.51.100.21
+        forward: dr
+        health:
+          type: icmp
+          rise: 1
+      - address: 198.51.100.22
+        forward: dr
+        health:
+          type: icmp
+          timeout: 1800ms
+          rise: 1
+`
+
+// service is a service as conf.Load returns it, every default filled in.
+func service(proto, vip string, port int, servers ...conf.RealServer) conf.Service {
+	return conf.Service{
+		Protocol: proto, VIP: vip, Port: port, Scheduler: "rr", MHTableSize: 65537,
+		Netmask: "255.255.255.255", Servers: servers,
+		Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(),
+	}
+}
+
+// health is the default check with edit applied.
+func health(edit func(*conf.HealthCheck)) conf.HealthCheck {
+	h := conf.DefaultHealthCheck()
+	h.Rise = 1
+	edit(&h)
+	return h
+}
+
+// TestConvertRealistic: a keepalived.conf as found on a pair of LVS
+// directors (VRRP, NAT with HTTP checks, DR with TCP checks, IPv6 with a
+// script, UDP with pings, an include) gives services that lbd takes.
+func TestConvertRealistic(t *testing.T) {
+	r, err := keepalived.Load("testdata/keepalived.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.YAML("testdata/keepalived.conf")); got != realisticYAML {
+		t.Errorf("YAML:\n%s\nwant\n%s", got, realisticYAML)
+	}
+	var warnings []string
+	for _, w := range r.Warnings {
+		warnings = append(warnings, w.String())
+	}
+	wantWarnings := []string{
+		"testdata/conf.d/more.conf:50: PING_CHECK: keepalived's connect_timeout, 5s, is not less than delay_loop 2s, as lbd wants: timeout 1800ms",
+	}
+	if !slices.Equal(warnings, wantWarnings) {
+		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+	if r.VRRP == nil || r.VRRP.String() != "testdata/keepalived.conf:10" {
+		t.Errorf("VRRP = %v, want testdata/keepalived.conf:10", r.VRRP)
+	}
+
+	web := service("tcp", "192.0.2.10", 80,
+		conf.RealServer{Address: "198.51.100.11", Port: 8080, Weight: 3, Forward: "nat"},
+		conf.RealServer{Address: "198.51.100.12", Port: 8080, Weight: 1, Forward: "nat"})
+	web.Scheduler = "wrr"
+	web.Persistence = 300 * time.Second
+	web.SorryServer = "198.51.100.99:8080"
+	web.Health = health(func(h *conf.HealthCheck) {
+		h.Type, h.Interval, h.Timeout, h.Fall = "http", 6*time.Second, 3*time.Second, 4
+		h.Path, h.Host, h.ExpectStatus = "/healthz", "www.example.com", "200"
+	})
+	tls := service("tcp", "192.0.2.10", 443,
+		conf.RealServer{Address: "198.51.100.11", Port: 443, Weight: 1, Forward: "dr"},
+		conf.RealServer{Address: "198.51.100.12", Port: 443, Weight: 1, Forward: "dr", Upper: 1000, Lower: 800})
+	tls.Scheduler, tls.SchedFlags = "sh", []string{"sh-port"}
+	tls.Persistence, tls.Netmask = 360*time.Second, "255.255.255.0"
+	tls.Health = health(func(h *conf.HealthCheck) {
+		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 10*time.Second, 2*time.Second, 2
+	})
+	web6 := service("tcp", "2001:db8::10", 80, conf.RealServer{Address: "2001:db8:1::11", Port: 80, Weight: 1, Forward: "nat"})
+	web6.Health = health(func(h *conf.HealthCheck) {
+		h.Type, h.Interval, h.Timeout, h.Fall = "exec", 5*time.Second, 4*time.Second, 1
+		h.Command = []string{"/usr/local/bin/check-web", "--port", "80", "the site"}
+	})
+	ping := health(func(h *conf.HealthCheck) { h.Type = "icmp" })
+	ping2 := health(func(h *conf.HealthCheck) { h.Type, h.Timeout = "icmp", 1800*time.Millisecond })
+	dns := service("udp", "192.0.2.53", 53,
+		conf.RealServer{Address: "198.51.100.21", Port: 53, Weight: 1, Forward: "dr", Health: &ping},
+		conf.RealServer{Address: "198.51.100.22", Port: 53, Weight: 1, Forward: "dr", Health: &ping2})
+	dns.Scheduler = "lc"
+	want := []conf.Service{web, tls, web6, dns}
+
+	if !reflect.DeepEqual(r.Services, want) {
+		t.Errorf("Services:\n%+v\nwant\n%+v", r.Services, want)
+	}
+	cfg, err := conf.Parse(append([]byte(ports), r.YAML("keepalived.conf")...))
+	if err != nil {
+		t.Fatalf("conf.Parse of the output: %v", err)
+	}
+	if !reflect.DeepEqual(cfg.Services, want) {
+		t.Errorf("conf.Parse of the output:\n%+v\nwant\n%+v", cfg.Services, want)
+	}
+}
+
+func convert(t *testing.T, text string) keepalived.Result {
+	t.Helper()
+	nodes, err := keepalived.Parse("keepalived.conf", []byte(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keepalived.Convert(nodes)
+}
+
+// vs wraps real_server lines in a virtual_server at line 1.
+func vs(body string) string {
+	return "virtual_server 192.0.2.10 80 {\n" + body + "}\n"
+}
+
+// TestConvertWarnings: what keepalived does and lbd cannot is named with
+// its keyword and line; the services keep the rest.
+func TestConvertWarnings(t *testing.T) {
+	tests := []struct {
+		name     string
+		text     string
+		warnings []string
+		services string // the services section of the output, "" for no check
+	}{
+		{"fwmark", "virtual_server fwmark 1 {\n  real_server 198.51.100.11 80\n}\n", []string{
+			"keepalived.conf:1: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped",
+		}, "services: []\n"},
+		{"group", "virtual_server_group web {\n  192.0.2.10 80\n}\nvirtual_server group web {\n  real_server 198.51.100.11 80\n}\n", []string{
+			"keepalived.conf:4: virtual_server: lbd has no virtual_server_group: write one virtual_server per address and port of the group; skipped",
+		}, "services: []\n"},
+		{"digest", vs(`  real_server 198.51.100.11 80 {
+    HTTP_GET {
+      url {
+        path /
+        digest 9b3a0c85a887a256d6939da88aabd8cd
+      }
+      connect_timeout 2
+      delay_loop 3
+    }
+  }
+`), []string{
+			"keepalived.conf:6: digest: lbd's http checks read the status, not the body's MD5 digest: not supported, dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+    health:
+      type: http
+      interval: 3s
+      timeout: 2s
+      rise: 1
+      fall: 2
+      expect_status: 200-299
+`},
+		{"DNS_CHECK", vs(`  real_server 198.51.100.11 80 {
+    DNS_CHECK {
+      name example.com
+    }
+  }
+`), []string{
+			"keepalived.conf:3: DNS_CHECK: lbd has no DNS check: not supported, the server is left unchecked (type none)",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+`},
+		{"two checks", vs(`  delay_loop 10
+  real_server 198.51.100.11 80 {
+    TCP_CHECK {
+    }
+    PING_CHECK {
+    }
+  }
+`), []string{
+			"keepalived.conf:6: PING_CHECK: lbd runs one check a server, the TCP_CHECK at line 4: dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+    health:
+      type: tcp
+      interval: 10s
+      timeout: 5s
+      rise: 1
+      fall: 2
+`},
+		{"unknown keywords", vs(`  lb_algo rr
+  frobnicate 3
+  real_server 198.51.100.11 80 {
+    wieght 2
+  }
+`) + "virtual_sever 192.0.2.11 80 {\n}\n", []string{
+			"keepalived.conf:3: frobnicate: unknown keyword: dropped",
+			"keepalived.conf:5: wieght: unknown keyword: dropped",
+			"keepalived.conf:8: virtual_sever: unknown keyword: dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+`},
+		{"SCTP", vs("  protocol SCTP\n  real_server 198.51.100.11 80\n"), []string{
+			"keepalived.conf:2: protocol: lbd balances TCP and UDP only: virtual server skipped",
+		}, "services: []\n"},
+		{"what lbd does not do", vs(`  lb_algo wlc
+  sh-port
+  alpha
+  quorum 2
+  hysteresis 1
+  quorum_down /usr/local/bin/page
+  ops
+  persistence_engine sip
+  smtp_alert
+  real_server 198.51.100.11 80 {
+    notify_down "/usr/local/bin/page rs1"
+    lvs_method TUN type gue port 6080
+  }
+`), []string{
+			"keepalived.conf:3: sh-port: only the sh and mh schedulers take flags, not wlc: dropped",
+			"keepalived.conf:4: alpha: lbd's servers start up, not down until a check passes: dropped",
+			"keepalived.conf:5: quorum: lbd has no quorum: the sorry server (if any) takes over only when every server is down; dropped",
+			"keepalived.conf:6: hysteresis: lbd has no quorum: dropped",
+			"keepalived.conf:7: quorum_down: lbd runs no quorum scripts: dropped",
+			"keepalived.conf:8: ops: lbd has no one-packet scheduling: dropped",
+			"keepalived.conf:9: persistence_engine: lbd has no persistence engines (keepalived's sip): dropped",
+			"keepalived.conf:10: smtp_alert: lbd sends no mail (its events and metrics say when a server goes down): dropped",
+			"keepalived.conf:12: notify_down: lbd runs no scripts when a server changes state (its events say so): dropped",
+			"keepalived.conf:13: lvs_method: lbd tunnels in IPIP only, not gue: tun (ipip)",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        forward: tun
+`},
+		{"timers lbd bounds", vs(`  lb_algo rr
+  delay_loop 3
+  real_server 198.51.100.11 80 {
+    delay_before_retry 2
+    TCP_CHECK {
+      connect_timeout 4
+    }
+  }
+  real_server 198.51.100.12 80 {
+    TCP_CHECK {
+      retry 0
+    }
+  }
+`), []string{
+			"keepalived.conf:5: delay_before_retry: lbd probes every interval, also after a failure: dropped",
+			"keepalived.conf:7: connect_timeout: lbd wants a timeout less than the interval (delay_loop 3s): 2700ms",
+			"keepalived.conf:11: TCP_CHECK: keepalived's connect_timeout, 5s, is not less than delay_loop 3s, as lbd wants: timeout 2700ms",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+        health:
+          type: tcp
+          interval: 3s
+          timeout: 2700ms
+          rise: 1
+          fall: 2
+      - address: 198.51.100.12
+        health:
+          type: tcp
+          interval: 3s
+          timeout: 2700ms
+          rise: 1
+          fall: 1
+`},
+		{"a virtual server's setting, named once", vs(`  lb_algo rr
+  delay_loop 2
+  connect_timeout 2
+  real_server 198.51.100.11 80 {
+    TCP_CHECK {
+    }
+  }
+  real_server 198.51.100.12 80 {
+    TCP_CHECK {
+    }
+  }
+`), []string{
+			"keepalived.conf:4: connect_timeout: lbd wants a timeout less than the interval (delay_loop 2s): 1800ms",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+      - address: 198.51.100.12
+    health:
+      type: tcp
+      timeout: 1800ms
+      rise: 1
+      fall: 2
+`},
+		{"http urls", vs(`  lb_algo rr
+  delay_loop 5
+  virtualhost vs.example.com
+  real_server 198.51.100.11 8080 {
+    SSL_GET {
+      url {
+        path /ready
+        status_code 200 204
+        regex ok
+      }
+      url {
+        path /live
+        status_code 301-302
+        regex "^up$"
+      }
+      virtualhost app.example.com
+      connect_port 8443
+      bindto 2001:db8::5
+      connect_timeout 1.5
+      nb_get_retry 2
+    }
+  }
+`) + "SSL {\n  certificate /etc/keepalived/client.pem\n}\n", []string{
+			"keepalived.conf:13: path: lbd checks one path a server, the first url's /ready: /live dropped",
+			"keepalived.conf:15: regex: lbd's http checks look for a plain string in the first url's body (expect_body), not a regular expression: dropped",
+			"keepalived.conf:19: bindto: lbd's probes take an IPv4 source only: dropped, the kernel chooses",
+			"keepalived.conf:25: SSL: lbd's https checks present no client certificate and verify no server's (tls_skip_verify: true): dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+        port: 8080
+    health:
+      type: https
+      interval: 5s
+      timeout: 1500ms
+      rise: 1
+      port: 8443
+      path: /ready
+      host: app.example.com
+      expect_status: 200,204,301-302
+      expect_body: ok
+`},
+		{"udp checks", vs(`  lb_algo rr
+  protocol UDP
+  delay_loop 5
+  connect_timeout 2
+  real_server 198.51.100.11 53 {
+    UDP_CHECK {
+      payload 00 01 61 62
+      require_reply 0x
+    }
+  }
+  real_server 198.51.100.12 53 {
+    UDP_CHECK {
+      payload 70 69 6e 67
+      require_reply 70 6F 6E 67
+    }
+  }
+  real_server 198.51.100.13 53 {
+    UDP_CHECK {
+      payload 70 69 6e 67
+    }
+  }
+  real_server 198.51.100.14 53 {
+    UDP_CHECK {
+      min_reply_length 4
+    }
+  }
+`), []string{
+			"keepalived.conf:9: require_reply: lbd looks for the exact bytes in the reply, without X wildcards: any reply passes",
+			"keepalived.conf:19: UDP_CHECK: keepalived's check passes when nothing answers (only an ICMP port unreachable fails it); lbd's fails without a reply: a server that never answers will be taken out",
+			"keepalived.conf:24: UDP_CHECK: no payload (keepalived sends random bytes): lbd's udp check needs one to send; the server is left unchecked (type none)",
+			"keepalived.conf:25: min_reply_length: lbd's udp check does not measure the reply: dropped",
+		}, `services:
+  - protocol: udp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+        port: 53
+        health:
+          type: udp
+          interval: 5s
+          timeout: 2s
+          rise: 1
+          fall: 2
+          send: "\0\x01ab"
+      - address: 198.51.100.12
+        port: 53
+        health:
+          type: udp
+          interval: 5s
+          timeout: 2s
+          rise: 1
+          fall: 2
+          send: ping
+          expect: pong
+      - address: 198.51.100.13
+        port: 53
+        health:
+          type: udp
+          interval: 5s
+          timeout: 2s
+          rise: 1
+          fall: 2
+          send: ping
+      - address: 198.51.100.14
+        port: 53
+`},
+		{"scripts", vs(`  lb_algo rr
+  delay_loop 10
+  real_server 198.51.100.11 80 {
+    MISC_CHECK {
+      misc_path "check-web 80"
+    }
+  }
+  real_server 198.51.100.12 80 {
+    MISC_CHECK {
+      misc_path /usr/local/bin/check-web 80
+      misc_dynamic
+      user nobody
+    }
+  }
+`), []string{
+			"keepalived.conf:5: MISC_CHECK: lbd runs a command by its absolute path, not \"check-web\": the server is left unchecked (type none)",
+			"keepalived.conf:11: misc_path: keepalived runs /usr/local/bin/check-web without the words after it, and so does lbd: quote the whole command to pass them",
+			"keepalived.conf:12: misc_dynamic: lbd takes every exit status but 0 as down (keepalived's 2-255 set the weight): dropped",
+			"keepalived.conf:13: user: lbd runs the command as its own user: dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+      - address: 198.51.100.12
+        health:
+          type: exec
+          interval: 10s
+          timeout: 9s
+          rise: 1
+          fall: 1
+          command: [/usr/local/bin/check-web]
+`},
+		{"dr: the service's port, the VIP as target, a sorry server by nat", vs(`  lb_algo rr
+  lb_kind DR
+  persistence_timeout
+  sorry_server 198.51.100.99 8080
+  real_server 198.51.100.11 8080 {
+    TCP_CHECK {
+      connect_ip 192.0.2.10
+    }
+  }
+  real_server 198.51.100.12 80 {
+    lvs_method NAT
+    uthreshold 10
+    lthreshold 20
+    TCP_CHECK {
+      connect_port 80
+    }
+  }
+  real_server 198.51.100.12 80 {
+  }
+`), []string{
+			"keepalived.conf:5: sorry_server: lbd reaches the sorry server by nat, not dr: its replies must come back through lbd",
+			"keepalived.conf:14: lthreshold: 20 is above uthreshold 10: dropped",
+			"keepalived.conf:19: real_server: 198.51.100.12:80 is already a server of this virtual server: skipped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    persistence: 360s
+    servers:
+      - address: 198.51.100.11
+        forward: dr
+        health:
+          type: tcp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          port: 8080
+          target: vip
+      - address: 198.51.100.12
+        upper_threshold: 10
+        health:
+          type: tcp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+    sorry_server: 198.51.100.99:80
+`},
+		{"ipv6 persistence and families", `virtual_server 2001:db8::10 443 {
+  lb_algo mh
+  flag-1
+  mh-port
+  flag-3
+  persistence_granularity 64
+  sorry_server 198.51.100.99 443
+  real_server 198.51.100.11 443
+  real_server 2001:db8:1::11 443
+}
+`, []string{
+			"keepalived.conf:5: flag-3: no scheduler of lbd's uses IPVS's third flag: dropped",
+			"keepalived.conf:7: sorry_server: 198.51.100.99 is not in the VIP's family, as lbd reaches it by nat: dropped",
+			"keepalived.conf:8: real_server: 198.51.100.11 is not in the family of the VIP 2001:db8::10: skipped",
+		}, `services:
+  - protocol: tcp
+    vip: 2001:db8::10
+    port: 443
+    scheduler: mh
+    sched_flags: [mh-fallback, mh-port]
+    persistence: 360s
+    persistence_prefix: 64
+    servers:
+      - address: 2001:db8:1::11
+`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := convert(t, tt.text)
+			var got []string
+			for _, w := range r.Warnings {
+				got = append(got, w.String())
+			}
+			if !slices.Equal(got, tt.warnings) {
+				t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tt.warnings, "\n"))
+			}
+			_, services, _ := strings.Cut(string(r.YAML("keepalived.conf")), "lbd -check\n")
+			services = strings.ReplaceAll(services, "  # virtual_server at keepalived.conf:1\n", "")
+			if services != tt.services {
+				t.Errorf("services:\n%s\nwant\n%s", services, tt.services)
+			}
+			if _, err := conf.Parse(append([]byte(ports), services...)); err != nil {
+				t.Errorf("conf.Parse of the output: %v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,53 @@
+// Package keepalived turns the LVS part of a keepalived.conf (its
+// virtual_server blocks) into lbd's services, for lbd import-keepalived.
+// It reads keepalived's grammar (ParseFile: blocks, comments, quotes,
+// includes), converts (Convert) and writes the services section of an
+// lbd.yaml (Result.YAML). Every keyword it cannot carry over as keepalived
+// meant it is named in a Warning; global_defs, vrrp_* and the other blocks
+// that are not LVS are left alone without one.
+//
+// What maps to what, keepalived's defaults applied first:
+//
+//   - virtual_server VIP PORT: a service (IPv4 or IPv6); protocol TCP/UDP
+//     (default TCP); lb_algo/lvs_sched the scheduler (keepalived's default
+//     wlc); sh-port, sh-fallback, mh-port, mh-fallback, flag-1 (fallback)
+//     and flag-2 (port) the sched_flags of an sh or mh service;
+//     persistence_timeout the persistence (bare: 360s, also what
+//     persistence_granularity alone implies); persistence_granularity the
+//     netmask (IPv4) or persistence_prefix (IPv6); sorry_server IP [PORT]
+//     the sorry_server, reached by nat.
+//   - lb_kind/lvs_method NAT, DR, TUN: every server's forward, a
+//     real_server's own lvs_method first; dr and tun servers keep the
+//     service's port (as keepalived resets it), their check the port
+//     written.
+//   - real_server IP [PORT]: weight (the virtual_server's weight, else 1),
+//     uthreshold and lthreshold the thresholds. inhibit_on_failure (weight
+//     0 instead of removal) needs no word: lbd takes a failed server out of
+//     scheduling and keeps its connections either way (on_failure: keep).
+//   - One check a server: TCP_CHECK tcp, HTTP_GET http, SSL_GET https
+//     (the first url's path, the union of every url's status_code, default
+//     200-299; virtualhost the host), UDP_CHECK udp (payload and
+//     require_reply in hex: send and expect), PING_CHECK icmp, MISC_CHECK
+//     exec (misc_path split into argv as keepalived does). delay_loop is
+//     the interval (default 60s), connect_timeout (misc_timeout) the
+//     timeout (default 5s; less than the interval, as lbd wants), and
+//     keepalived's retry N (default 1, MISC_CHECK 0) is fall N+1: it counts
+//     the probes after the first failure. One success brings a keepalived
+//     server back: rise 1. These settings are inherited from the
+//     virtual_server through the real_server to the check, as in keepalived.
+//     connect_port is the port, bindto the source (IPv4), connect_ip the
+//     VIP target: vip for dr and tun servers.
+//   - When every server of a service has the same check it becomes the
+//     service's health, else each server's own.
+//
+// Dropped with a warning: fwmark virtual servers, virtual_server groups,
+// SCTP, DNS_CHECK, SMTP_CHECK, BFD_CHECK and FILE_CHECK (the server is left
+// unchecked), a server's checks after the first lbd can run (keepalived
+// wants them all to pass), url digests, regular expressions other than a
+// plain string (expect_body), delay_before_retry (lbd probes every
+// interval), alpha (lbd's servers start up), quorum, notify and quorum
+// scripts, mail alerts, ops, persistence engines, GUE and GRE tunnels. A
+// UDP_CHECK without payload is dropped too (lbd sends what it is told),
+// and one without require_reply warned about: keepalived's passes on
+// silence, lbd's wants a reply.
+package keepalived

@@ -1,0 +1,221 @@
+package keepalived
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/dplb/dplb/conf"
+)
+
+// YAML writes the services as the services section of an lbd.yaml, in
+// lbd.example.yaml's order, leaving out what is lbd's default; source
+// names the keepalived.conf in the header.
+func (r Result) YAML(source string) []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# services converted from %s by lbd import-keepalived;\n", source)
+	b.WriteString("# add the ports: section (see lbd.yaml(5)) and check with lbd -check\n")
+	if len(r.Services) == 0 {
+		b.WriteString("services: []\n")
+		return b.Bytes()
+	}
+	b.WriteString("services:\n")
+	for i, s := range r.Services {
+		if i < len(r.Origins) {
+			fmt.Fprintf(&b, "  # virtual_server at %s\n", r.Origins[i])
+		}
+		w := &writer{b: &b, prefix: "  - ", indent: "    "}
+		w.service(s)
+	}
+	return b.Bytes()
+}
+
+// writer writes the keys of one mapping: the first after prefix (a list
+// item's "- "), the others after indent.
+type writer struct {
+	b              *bytes.Buffer
+	prefix, indent string
+}
+
+func (w *writer) key(k string) {
+	w.b.WriteString(w.prefix)
+	w.b.WriteString(k)
+	w.b.WriteString(":")
+	w.prefix = w.indent
+}
+
+func (w *writer) value(k, v string) {
+	w.key(k)
+	w.b.WriteString(" ")
+	w.b.WriteString(v)
+	w.b.WriteString("\n")
+}
+
+func (w *writer) str(k, v string)           { w.value(k, scalar(v)) }
+func (w *writer) int(k string, v int)       { w.value(k, strconv.Itoa(v)) }
+func (w *writer) list(k string, v []string) { w.value(k, flow(v)) }
+
+func (w *writer) service(s conf.Service) {
+	w.str("protocol", s.Protocol)
+	w.str("vip", s.VIP)
+	w.int("port", s.Port)
+	if s.Scheduler != "rr" {
+		w.str("scheduler", s.Scheduler)
+	}
+	if len(s.SchedFlags) > 0 {
+		w.list("sched_flags", s.SchedFlags)
+	}
+	if s.MHTableSize != 0 && s.MHTableSize != 65537 {
+		w.int("mh_table_size", s.MHTableSize)
+	}
+	if s.Persistence != 0 {
+		w.str("persistence", fmtDuration(s.Persistence))
+	}
+	if s.Netmask != "" && s.Netmask != "255.255.255.255" {
+		w.str("netmask", s.Netmask)
+	}
+	if s.PersistencePrefix != 0 {
+		w.int("persistence_prefix", s.PersistencePrefix)
+	}
+	if len(s.Servers) > 0 {
+		w.key("servers")
+		w.b.WriteString("\n")
+		for _, r := range s.Servers {
+			rw := &writer{b: w.b, prefix: w.indent + "  - ", indent: w.indent + "    "}
+			rw.server(s, r)
+		}
+	}
+	if s.SorryServer != "" {
+		w.str("sorry_server", s.SorryServer)
+	}
+	w.health(conf.DefaultHealthCheck(), s.Health)
+}
+
+func (w *writer) server(s conf.Service, r conf.RealServer) {
+	w.str("address", r.Address)
+	if r.Port != s.Port {
+		w.int("port", r.Port)
+	}
+	if r.Weight != 1 {
+		w.int("weight", r.Weight)
+	}
+	if r.Forward != "nat" {
+		w.str("forward", r.Forward)
+	}
+	if r.Upper != 0 {
+		w.int("upper_threshold", r.Upper)
+	}
+	if r.Lower != 0 {
+		w.int("lower_threshold", r.Lower)
+	}
+	if r.Health != nil {
+		w.health(s.Health, *r.Health)
+	}
+}
+
+// health writes the keys of h that differ from base (what it would have
+// without them), nothing when none does.
+func (w *writer) health(base, h conf.HealthCheck) {
+	var keys bytes.Buffer
+	hw := &writer{b: &keys, prefix: w.indent + "  ", indent: w.indent + "  "}
+	if h.Type != base.Type {
+		hw.str("type", h.Type)
+	}
+	if h.Interval != base.Interval {
+		hw.str("interval", fmtDuration(h.Interval))
+	}
+	if h.Timeout != base.Timeout {
+		hw.str("timeout", fmtDuration(h.Timeout))
+	}
+	if h.Rise != base.Rise {
+		hw.int("rise", h.Rise)
+	}
+	if h.Fall != base.Fall {
+		hw.int("fall", h.Fall)
+	}
+	if h.Port != base.Port {
+		hw.int("port", h.Port)
+	}
+	if h.Source != base.Source {
+		hw.str("source", h.Source)
+	}
+	if h.Target != base.Target {
+		hw.str("target", h.Target)
+	}
+	if h.Method != base.Method {
+		hw.str("method", h.Method)
+	}
+	if h.Path != base.Path {
+		hw.str("path", h.Path)
+	}
+	if h.Host != base.Host {
+		hw.str("host", h.Host)
+	}
+	if h.ExpectStatus != base.ExpectStatus {
+		hw.str("expect_status", h.ExpectStatus)
+	}
+	if h.ExpectBody != base.ExpectBody {
+		hw.str("expect_body", h.ExpectBody)
+	}
+	if h.TLSSkipVerify != base.TLSSkipVerify {
+		hw.value("tls_skip_verify", strconv.FormatBool(h.TLSSkipVerify))
+	}
+	if h.Send != base.Send {
+		hw.str("send", h.Send)
+	}
+	if h.Expect != base.Expect {
+		hw.str("expect", h.Expect)
+	}
+	if !slices.Equal(h.Command, base.Command) {
+		hw.list("command", h.Command)
+	}
+	if keys.Len() == 0 {
+		return
+	}
+	w.key("health")
+	w.b.WriteString("\n")
+	w.b.Write(keys.Bytes())
+}
+
+// scalar is s as a YAML string: plain where that reads back as the same
+// string, else quoted (double quotes, with escapes, for control characters).
+func scalar(s string) string {
+	n := &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}
+	if strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		n.Style = yaml.DoubleQuotedStyle
+	}
+	out, err := yaml.Marshal(n)
+	if err != nil {
+		return strconv.Quote(s)
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}
+
+// flow is a list of strings in YAML's flow style: [a, b].
+func flow(v []string) string {
+	n := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, s := range v {
+		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s})
+	}
+	out, err := yaml.Marshal(n)
+	if err != nil {
+		return "[]"
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}
+
+// fmtDuration writes whole seconds as "6s", else milliseconds ("1500ms").
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d%time.Second == 0:
+		return fmt.Sprintf("%ds", d/time.Second)
+	case d%time.Millisecond == 0:
+		return fmt.Sprintf("%dms", d/time.Millisecond)
+	}
+	return d.String()
+}
