@@ -5,6 +5,7 @@
 //	kill -USR2 $(pidof lbd)   # upgrade in place to the binary at lbd's path (lbctl upgrade)
 //	echo 'a password' | lbd -hash-password   # a bcrypt hash for web.users
 //	lbd doctor -c /etc/dplb/lbd.yaml [-o json]   # check the host for it
+//	lbd import-keepalived [-f /etc/keepalived/keepalived.conf]   # its virtual servers as lbd.yaml services
 package main
 
 import (
@@ -39,6 +40,9 @@ func init() {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "doctor" {
 		os.Exit(doctorMain(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "import-keepalived" {
+		os.Exit(importKeepalivedMain(os.Args[2:], os.Stdout, os.Stderr))
 	}
 	path := flag.String("c", "/etc/dplb/lbd.yaml", "configuration file (YAML)")
 	check := flag.Bool("check", false, "validate the configuration and exit")
