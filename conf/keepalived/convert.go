@@ -27,7 +27,7 @@ func (w Warning) String() string { return fmt.Sprintf("%s: %s: %s", w.Pos, w.Key
 // Result is what Convert makes of keepalived.conf.
 type Result struct {
 	Services []conf.Service // every default filled in, as conf.Load returns them
-	Origins  []Pos          // where each service's virtual_server is
+	Origins  []Origin       // where each service's virtual_server (and group entry) is
 	Warnings []Warning      // in the order of the files' lines
 	VRRP     *Pos           // the first vrrp_instance, nil without one: keepalived's own job
 }
@@ -75,9 +75,21 @@ func Load(path string) (Result, error) {
 
 // converter gathers the result and its warnings.
 type converter struct {
-	res     Result
-	ssl     *Node // the SSL block (SSL_GET's client certificate)
-	sslUsed bool
+	res        Result
+	ssl        *Node // the SSL block (SSL_GET's client certificate)
+	sslUsed    bool
+	vsGroups   map[string][]vsEntry  // virtual_server_group's entries by name
+	addrGroups map[string]*addrGroup // DPVS's address groups by keyword and name
+	pending    []pending             // the services, before their local addresses
+}
+
+// pending is a converted service waiting for its share of its
+// local_address_group, which depends on every service that uses it.
+type pending struct {
+	svc    conf.Service
+	origin Origin
+	n      *Node
+	laddr  string // the local_address_group of its fullnat servers, "" for none
 }
 
 // warn notes what n loses, once: a virtual_server's setting inherited by
@@ -92,12 +104,17 @@ func (c *converter) warn(n *Node, format string, args ...any) {
 // Convert turns keepalived.conf's statements into services.
 func Convert(nodes []*Node) Result {
 	c := &converter{}
+	c.groups(nodes)
 	for _, n := range nodes {
 		switch kw := n.Keyword(); {
 		case kw == "virtual_server":
 			c.virtualServer(n)
-		case kw == "virtual_server_group":
-			// Said where a virtual_server uses it.
+		case isGroup(kw):
+			// Read first, by groups.
+		case kw == "zone":
+			c.warn(n, "LVS FullNAT's zones have no lbd equivalent (a service's local addresses are its own): ignored")
+		case kw == "tunnel_group":
+			c.warn(n, "lbd makes no tunnel devices (its tun servers need none): dropped")
 		case kw == "vrrp_instance":
 			if c.res.VRRP == nil {
 				p := n.Pos
@@ -112,6 +129,7 @@ func Convert(nodes []*Node) Result {
 			c.warn(n, "unknown keyword: dropped")
 		}
 	}
+	c.localAddresses()
 	if c.ssl != nil && c.sslUsed && len(c.ssl.Block) > 0 {
 		c.warn(c.ssl, "lbd's https checks present no client certificate and verify no server's (tls_skip_verify: true): dropped")
 	}
@@ -143,6 +161,8 @@ func (in inherited) over(block []*Node) inherited {
 	return in
 }
 
+// virtualServer converts a virtual_server: one service, or one for each
+// address and port of its group, each with the whole body.
 func (c *converter) virtualServer(n *Node) {
 	args := n.Args()
 	switch {
@@ -150,7 +170,20 @@ func (c *converter) virtualServer(n *Node) {
 		c.warn(n, "lbd has no fwmark services (they balance by address and port): virtual server skipped")
 		return
 	case len(args) >= 1 && args[0] == "group":
-		c.warn(n, "lbd has no virtual_server_group: write one virtual_server per address and port of the group; skipped")
+		if len(args) != 2 {
+			c.warn(n, "%q is not a group name: skipped", strings.Join(args[1:], " "))
+			return
+		}
+		entries, ok := c.vsGroups[args[1]]
+		switch {
+		case !ok:
+			c.warn(n, "no virtual_server_group %s: skipped", args[1])
+		case len(entries) == 0:
+			c.warn(n, "virtual_server_group %s has no address and port lbd balances: skipped", args[1])
+		}
+		for _, e := range entries {
+			c.service(n, e.vip, e.port, Origin{Pos: n.Pos, Group: args[1], Entry: e.entry})
+		}
 		return
 	case len(args) == 1 || len(args) == 2 && isZeros(args[1]):
 		c.warn(n, "a service of every port (port 0, persistent) has no lbd equivalent: skipped")
@@ -170,6 +203,11 @@ func (c *converter) virtualServer(n *Node) {
 		c.warn(n, "%q is not a port in 1..65535: skipped", args[1])
 		return
 	}
+	c.service(n, vip, port, Origin{Pos: n.Pos})
+}
+
+// service converts a virtual_server's body for one VIP and port.
+func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	svc := conf.Service{
 		Protocol:    "tcp",
 		VIP:         vip.String(),
@@ -182,7 +220,8 @@ func (c *converter) virtualServer(n *Node) {
 	}
 	forward := "nat"
 	var flags, servers []*Node
-	var sorry, sorryMethod, granularity *Node
+	var sorry, sorryMethod, granularity, synProxy, proxyProtocol *Node
+	groups := map[string]*Node{} // DPVS's address groups named, by keyword
 	weight := 1
 	for _, s := range n.Block {
 		a := s.Args()
@@ -267,6 +306,30 @@ func (c *converter) virtualServer(n *Node) {
 			// Inherited by the servers' checks, below.
 		case "warmup", "ha_suspend", "omega", "inhibit_on_failure", "ip_family", "hashed", "snmp_name", "sorry_server_inhibit":
 			// No effect on what lbd does (see the package comment).
+		case "laddr_group_name", "daddr_group_name", "waddr_group_name":
+			groups[s.Keyword()] = s
+		case "syn_proxy":
+			synProxy = s
+		case "proxy_protocol":
+			proxyProtocol = s
+		case "zone":
+			c.warn(s, "LVS FullNAT's zones have no lbd equivalent (a service's local addresses are its own): ignored")
+		case "vip_bind_dev":
+			c.warn(s, "lbd answers for the VIPs on its client-facing ports (role client or both), bound to no device: dropped")
+		case "establish_timeout":
+			c.warn(s, "lbd's idle timeouts are every service's (timeouts: tcp, udp): dropped")
+		case "bps", "limit_proportion":
+			c.warn(s, "lbd does not limit a service's traffic: dropped")
+		case "hash_target":
+			c.warn(s, "lbd steers packets to its lcores by its own hash: dropped")
+		case "src-range", "dst-range", "iif", "oif":
+			c.warn(s, "lbd has no SNAT services (nor their matches): dropped")
+		case "nat_mask":
+			c.warn(s, "no lbd equivalent: dropped")
+		case "expire_quiescent_conn":
+			c.warn(s, "lbd keeps the connections of a server whose weight is 0 until they end: dropped")
+		case "quic":
+			c.warn(s, "lbd does not follow QUIC connection IDs: dropped")
 		default:
 			c.warn(s, "unknown keyword: dropped")
 		}
@@ -315,14 +378,156 @@ func (c *converter) virtualServer(n *Node) {
 	if sorry != nil {
 		c.sorry(&svc, vip, forward, sorry, sorryMethod)
 	}
-	for i, s := range c.res.Services {
-		if s.Protocol == svc.Protocol && s.VIP == svc.VIP && s.Port == svc.Port {
-			c.warn(n, "%s %s is already the virtual_server at %s: skipped", svc.Protocol, netip.AddrPortFrom(vip, uint16(port)), c.res.Origins[i])
+	if synProxy != nil {
+		c.synProxy(&svc, synProxy)
+	}
+	if proxyProtocol != nil {
+		c.proxyProtocol(&svc, proxyProtocol)
+	}
+	for _, kw := range []string{"daddr_group_name", "waddr_group_name"} {
+		if s := groups[kw]; s != nil {
+			list := &svc.Blocklist
+			if kw == "waddr_group_name" {
+				list = &svc.Allowlist
+			}
+			*list = c.clientList(s, vip)
+		}
+	}
+	p := pending{svc: svc, origin: origin, n: n}
+	if s := groups["laddr_group_name"]; s != nil {
+		name := firstArg(s.Args())
+		switch {
+		case c.addrGroups["local_address_group "+name] == nil:
+			c.warn(s, "no local_address_group %s: dropped", name)
+		case slices.ContainsFunc(svc.Servers, isFullNAT):
+			p.laddr = name
+		}
+		// Without fullnat servers DPVS leaves them unused too.
+	}
+	for _, q := range c.pending {
+		if q.svc.Protocol == svc.Protocol && q.svc.VIP == svc.VIP && q.svc.Port == svc.Port {
+			c.warn(n, "%s %s is already the %s: skipped", svc.Protocol, netip.AddrPortFrom(vip, uint16(port)), q.origin)
 			return
 		}
 	}
-	c.res.Services = append(c.res.Services, svc)
-	c.res.Origins = append(c.res.Origins, n.Pos)
+	c.pending = append(c.pending, p)
+}
+
+func isFullNAT(r conf.RealServer) bool { return r.Forward == "fullnat" }
+
+// synProxy reads syn_proxy: lbd's synproxy, which answers SYNs for tcp
+// services whose servers reply through it.
+func (c *converter) synProxy(svc *conf.Service, s *Node) {
+	if svc.Protocol != "tcp" {
+		c.warn(s, "lbd's synproxy is for tcp services: dropped")
+		return
+	}
+	for _, r := range svc.Servers {
+		if r.Forward == "dr" || r.Forward == "tun" {
+			c.warn(s, "lbd's synproxy is for nat and fullnat servers (a %s server's replies bypass it): dropped", r.Forward)
+			return
+		}
+	}
+	svc.SynProxy = true
+}
+
+// proxyProtocol reads DPVS's proxy_protocol: lbd writes version 2 to
+// fullnat servers.
+func (c *converter) proxyProtocol(svc *conf.Service, s *Node) {
+	switch v := firstArg(s.Args()); {
+	case v == "disable" || v == "none" || v == "":
+	case v != "v2":
+		c.warn(s, "lbd writes the PROXY protocol's version 2 only, not %s: dropped", v)
+	case svc.Protocol != "tcp":
+		c.warn(s, "lbd writes the PROXY protocol on tcp services: dropped")
+	case !slices.ContainsFunc(svc.Servers, isFullNAT):
+		c.warn(s, "lbd writes the PROXY protocol to fullnat servers only: dropped")
+	default:
+		svc.ProxyProtocol = true
+	}
+}
+
+// clientList reads daddr_group_name or waddr_group_name: the group's
+// addresses in the VIP's family.
+func (c *converter) clientList(s *Node, vip netip.Addr) []string {
+	kind := addrGroupOf[s.Keyword()]
+	name := firstArg(s.Args())
+	g := c.addrGroups[kind+" "+name]
+	if g == nil {
+		c.warn(s, "no %s %s: dropped", kind, name)
+		return nil
+	}
+	var out []string
+	other := 0
+	for _, a := range g.addrs {
+		if a.Is4() != vip.Is4() {
+			other++
+			continue
+		}
+		out = append(out, a.String())
+	}
+	if other > 0 {
+		c.warn(s, "lbd's lists hold addresses in the VIP's family (%s): %d of %s %s's dropped", vip, other, kind, name)
+	}
+	return out
+}
+
+// localAddresses gives the fullnat services their local_address_group's
+// addresses, and keeps those that have some. lbd's pools never overlap
+// (a local port belongs to one connection): a group that serves several
+// services is split among them, in order, each getting an equal share.
+func (c *converter) localAddresses() {
+	var names []string
+	users := map[string][]int{}
+	for i, p := range c.pending {
+		if p.laddr == "" {
+			continue
+		}
+		if users[p.laddr] == nil {
+			names = append(names, p.laddr)
+		}
+		users[p.laddr] = append(users[p.laddr], i)
+	}
+	taken := map[netip.Addr]string{}
+	for _, name := range names {
+		g := c.addrGroups["local_address_group "+name]
+		var addrs []netip.Addr
+		for _, a := range g.addrs {
+			if other, ok := taken[a]; ok {
+				c.warn(g.n, "%s is local_address_group %s's too, and lbd's local addresses are one service's: left to it", a, other)
+				continue
+			}
+			taken[a] = name
+			addrs = append(addrs, a)
+		}
+		k := len(users[name])
+		if k > 1 {
+			c.warn(g.n, "%d services use it, and a local address of lbd's serves one service (pools never overlap): its %d address(es) split among them", k, len(addrs))
+		}
+		n := len(addrs)
+		for j, i := range users[name] {
+			// Rounded up: with fewer addresses than services, the first
+			// services get one each.
+			for _, a := range addrs[(j*n+k-1)/k : ((j+1)*n+k-1)/k] {
+				c.pending[i].svc.LocalAddresses = append(c.pending[i].svc.LocalAddresses, a.String())
+			}
+		}
+	}
+	for _, p := range c.pending {
+		if len(p.svc.LocalAddresses) == 0 && slices.ContainsFunc(p.svc.Servers, isFullNAT) {
+			// lbd refuses fullnat servers without local addresses: the
+			// output must load as it is.
+			ap := netip.AddrPortFrom(p.svc.VIPAddr(), uint16(p.svc.Port))
+			if p.laddr == "" {
+				c.warn(p.n, "%s %s: lbd needs local_addresses for fullnat servers (laddr_group_name): skipped", p.svc.Protocol, ap)
+			} else {
+				c.warn(p.n, "%s %s: no address of local_address_group %s is left for it (lbd needs local_addresses for fullnat servers): skipped", p.svc.Protocol, ap, p.laddr)
+			}
+			continue
+		}
+		c.res.Services = append(c.res.Services, p.svc)
+		c.res.Origins = append(c.res.Origins, p.origin)
+	}
 }
 
 // method reads lb_kind or lvs_method: the forward of its servers.
@@ -340,8 +545,10 @@ func (c *converter) method(s *Node) (string, bool) {
 		f = "dr"
 	case "TUN":
 		f = "tun"
+	case "FNAT":
+		f = "fullnat" // DPVS's and LVS FullNAT's
 	default:
-		c.warn(s, "%q is not NAT, DR or TUN: dropped", a[0])
+		c.warn(s, "%q is not NAT, DR, TUN or FNAT: dropped", a[0])
 		return "", false
 	}
 	for i := 1; i+1 < len(a); i++ {
@@ -440,7 +647,7 @@ func (c *converter) sorry(svc *conf.Service, vip netip.Addr, forward string, s, 
 		}
 	}
 	port := svc.Port
-	if len(a) >= 2 && !isZeros(a[1]) && forward == "nat" {
+	if len(a) >= 2 && !isZeros(a[1]) && (forward == "nat" || forward == "fullnat") {
 		p, ok := parsePort(a[1])
 		if !ok {
 			c.warn(s, "%q is not a port in 1..65535: dropped", a[1])
@@ -471,10 +678,6 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 		return conf.RealServer{}, nil, false
 	}
 	addr = addr.Unmap()
-	if addr.Is4() != vip.Is4() {
-		c.warn(n, "%s is not in the family of the VIP %s: skipped", addr, vip)
-		return conf.RealServer{}, nil, false
-	}
 	port := vport
 	if len(a) == 2 && !isZeros(a[1]) {
 		p, ok := parsePort(a[1])
@@ -532,7 +735,17 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 			c.warn(s, "unknown keyword: dropped")
 		}
 	}
-	if rs.Forward != "nat" {
+	switch {
+	case addr.Is4() && vip.Is6() && rs.Forward == "fullnat":
+		// NAT64, from IPv4 local addresses.
+	case addr.Is4() != vip.Is4():
+		c.warn(n, "%s is not in the family of the VIP %s: skipped", addr, vip)
+		return conf.RealServer{}, nil, false
+	case addr.Is6() && rs.Forward == "fullnat":
+		c.warn(n, "lbd's fullnat reaches IPv4 servers only (an IPv6 service's by NAT64): skipped")
+		return conf.RealServer{}, nil, false
+	}
+	if rs.Forward == "dr" || rs.Forward == "tun" {
 		// dr and tun leave the port as it is: keepalived resets the
 		// server's to the service's, but its check probes the one written.
 		rs.Port = vport
@@ -629,7 +842,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			}
 		case "bind_port", "bind_if", "fwmark":
 			c.warn(s, "lbd's probes cannot set it: dropped")
-		case "nb_get_retry":
+		case "nb_get_retry", "nb_sock_retry": // nb_sock_retry: LVS FullNAT's TCP_CHECK
 			in.retry = s
 		case "misc_timeout":
 			in.timeout = s
@@ -686,7 +899,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		case err != nil:
 			c.warn(connectIP, "%q is not an IP address: dropped", firstArg(connectIP.Args()))
 		case ip.Unmap() == t.addr:
-		case ip.Unmap() == t.vip && t.forward != "nat":
+		case ip.Unmap() == t.vip && (t.forward == "dr" || t.forward == "tun"):
 			h.Target = conf.HealthTargetVIP
 		default:
 			c.warn(connectIP, "lbd probes the server's address (or, for dr and tun, the VIP): dropped")
@@ -695,7 +908,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 	// Port 0 probes the server's port, which is the service's for dr and
 	// tun: keepalived probes the one written.
 	probed := t.port
-	if t.forward != "nat" {
+	if t.forward == "dr" || t.forward == "tun" {
 		probed = t.vport
 	}
 	switch {

@@ -1,6 +1,7 @@
 package keepalived_test
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -190,6 +191,190 @@ func TestConvertRealistic(t *testing.T) {
 	}
 }
 
+const dpvsYAML = `# services converted from testdata/dpvs.conf by lbd import-keepalived;
+# add the ports: section (see lbd.yaml(5)) and check with lbd -check
+services:
+  # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.100 80
+  - protocol: tcp
+    vip: 192.0.2.100
+    port: 80
+    scheduler: wrr
+    servers:
+      - address: 198.51.100.11
+        weight: 100
+        forward: fullnat
+      - address: 198.51.100.12
+        weight: 50
+        forward: fullnat
+    local_addresses: [198.51.100.200, 198.51.100.201]
+    synproxy: true
+    blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
+    health:
+      type: tcp
+      interval: 3s
+      timeout: 2s
+      rise: 1
+  # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.101 80
+  - protocol: tcp
+    vip: 192.0.2.101
+    port: 80
+    scheduler: wrr
+    servers:
+      - address: 198.51.100.11
+        weight: 100
+        forward: fullnat
+      - address: 198.51.100.12
+        weight: 50
+        forward: fullnat
+    local_addresses: [198.51.100.202, 198.51.100.203]
+    synproxy: true
+    blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
+    health:
+      type: tcp
+      interval: 3s
+      timeout: 2s
+      rise: 1
+  # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.110 8080
+  - protocol: tcp
+    vip: 192.0.2.110
+    port: 8080
+    scheduler: wrr
+    servers:
+      - address: 198.51.100.11
+        port: 80
+        weight: 100
+        forward: fullnat
+      - address: 198.51.100.12
+        port: 80
+        weight: 50
+        forward: fullnat
+    local_addresses: [198.51.100.204, 198.51.100.205]
+    synproxy: true
+    blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
+    health:
+      type: tcp
+      interval: 3s
+      timeout: 2s
+      rise: 1
+  # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.111 8080
+  - protocol: tcp
+    vip: 192.0.2.111
+    port: 8080
+    scheduler: wrr
+    servers:
+      - address: 198.51.100.11
+        port: 80
+        weight: 100
+        forward: fullnat
+      - address: 198.51.100.12
+        port: 80
+        weight: 50
+        forward: fullnat
+    local_addresses: [198.51.100.206, 198.51.100.207]
+    synproxy: true
+    blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
+    health:
+      type: tcp
+      interval: 3s
+      timeout: 2s
+      rise: 1
+  # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.112 8080
+  - protocol: tcp
+    vip: 192.0.2.112
+    port: 8080
+    scheduler: wrr
+    servers:
+      - address: 198.51.100.11
+        port: 80
+        weight: 100
+        forward: fullnat
+      - address: 198.51.100.12
+        port: 80
+        weight: 50
+        forward: fullnat
+    local_addresses: [198.51.100.208, 198.51.100.209]
+    synproxy: true
+    blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
+    health:
+      type: tcp
+      interval: 3s
+      timeout: 2s
+      rise: 1
+  # virtual_server at testdata/dpvs.conf:68
+  - protocol: tcp
+    vip: 2001:db8::100
+    port: 443
+    servers:
+      - address: 198.51.100.21
+        forward: fullnat
+    local_addresses: [198.51.100.220]
+    health:
+      type: tcp
+      interval: 5s
+      timeout: 2s
+      rise: 1
+      fall: 2
+`
+
+// TestConvertDPVS: a keepalived.conf of DPVS's (FullNAT on DPDK ports: a
+// virtual_server_group with a range, local addresses named with their
+// dpdk0 interface, a SYN proxy, a blocklist, NAT64) gives services that
+// lbd takes, the group's local addresses split among its services.
+func TestConvertDPVS(t *testing.T) {
+	r, err := keepalived.Load("testdata/dpvs.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(r.YAML("testdata/dpvs.conf")); got != dpvsYAML {
+		t.Errorf("YAML:\n%s\nwant\n%s", got, dpvsYAML)
+	}
+	var warnings []string
+	for _, w := range r.Warnings {
+		warnings = append(warnings, w.String())
+	}
+	wantWarnings := []string{
+		"testdata/dpvs.conf:7: local_address_group: 5 services use it, and a local address of lbd's serves one service (pools never overlap): its 10 address(es) split among them",
+		"testdata/dpvs.conf:38: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
+	}
+	if !slices.Equal(warnings, wantWarnings) {
+		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+
+	check := health(func(h *conf.HealthCheck) {
+		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 3*time.Second, 2*time.Second, 3
+	})
+	var want []conf.Service
+	for i, e := range []struct {
+		vip  string
+		port int
+	}{{"192.0.2.100", 80}, {"192.0.2.101", 80}, {"192.0.2.110", 8080}, {"192.0.2.111", 8080}, {"192.0.2.112", 8080}} {
+		web := service("tcp", e.vip, e.port,
+			conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 100, Forward: "fullnat"},
+			conf.RealServer{Address: "198.51.100.12", Port: 80, Weight: 50, Forward: "fullnat"})
+		web.Scheduler, web.Health, web.SynProxy = "wrr", check, true
+		web.LocalAddresses = []string{fmt.Sprintf("198.51.100.%d", 200+2*i), fmt.Sprintf("198.51.100.%d", 201+2*i)}
+		web.Blocklist = []string{"203.0.113.7", "203.0.113.64", "203.0.113.65", "203.0.113.66"}
+		want = append(want, web)
+	}
+	nat64 := service("tcp", "2001:db8::100", 443, conf.RealServer{Address: "198.51.100.21", Port: 443, Weight: 1, Forward: "fullnat"})
+	nat64.LocalAddresses = []string{"198.51.100.220"}
+	nat64.Health = health(func(h *conf.HealthCheck) {
+		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 5*time.Second, 2*time.Second, 2
+	})
+	want = append(want, nat64)
+
+	if !reflect.DeepEqual(r.Services, want) {
+		t.Errorf("Services:\n%+v\nwant\n%+v", r.Services, want)
+	}
+	cfg, err := conf.Parse(append([]byte(ports), r.YAML("dpvs.conf")...))
+	if err != nil {
+		t.Fatalf("conf.Parse of the output: %v", err)
+	}
+	if !reflect.DeepEqual(cfg.Services, want) {
+		t.Errorf("conf.Parse of the output:\n%+v\nwant\n%+v", cfg.Services, want)
+	}
+}
+
 func convert(t *testing.T, text string) keepalived.Result {
 	t.Helper()
 	nodes, err := keepalived.Parse("keepalived.conf", []byte(text))
@@ -216,9 +401,184 @@ func TestConvertWarnings(t *testing.T) {
 		{"fwmark", "virtual_server fwmark 1 {\n  real_server 198.51.100.11 80\n}\n", []string{
 			"keepalived.conf:1: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped",
 		}, "services: []\n"},
-		{"group", "virtual_server_group web {\n  192.0.2.10 80\n}\nvirtual_server group web {\n  real_server 198.51.100.11 80\n}\n", []string{
-			"keepalived.conf:4: virtual_server: lbd has no virtual_server_group: write one virtual_server per address and port of the group; skipped",
-		}, "services: []\n"},
+		{"virtual_server_group: one service an address and port", `virtual_server_group web6 {
+  2001:db8::10-11 443
+  fwmark 3
+  192.0.2.10 443
+  2001:db8::12 0
+  2001:db8::20-1f 443
+}
+virtual_server_group marks {
+  fwmark 1
+}
+virtual_server group web6 {
+  lb_algo rr
+  real_server 2001:db8:1::11 443
+}
+virtual_server group marks {
+  real_server 198.51.100.11 80
+}
+virtual_server group nosuch {
+  real_server 198.51.100.11 80
+}
+`, []string{
+			"keepalived.conf:3: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
+			"keepalived.conf:4: 192.0.2.10: keepalived mixes no IPv4 and IPv6 in a group: entry skipped",
+			"keepalived.conf:5: 2001:db8::12: a service of every port (port 0, persistent) has no lbd equivalent: entry skipped",
+			"keepalived.conf:6: 2001:db8::20-1f: \"2001:db8::20-1f\" is not a range of addresses (the last group's end, in hex, above its start): skipped",
+			"keepalived.conf:9: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
+			"keepalived.conf:15: virtual_server: virtual_server_group marks has no address and port lbd balances: skipped",
+			"keepalived.conf:18: virtual_server: no virtual_server_group nosuch: skipped",
+		}, `services:
+  # virtual_server group web6 at keepalived.conf:11, entry 2001:db8::10 443
+  - protocol: tcp
+    vip: 2001:db8::10
+    port: 443
+    servers:
+      - address: 2001:db8:1::11
+  # virtual_server group web6 at keepalived.conf:11, entry 2001:db8::11 443
+  - protocol: tcp
+    vip: 2001:db8::11
+    port: 443
+    servers:
+      - address: 2001:db8:1::11
+`},
+		{"DPVS's keywords lbd lacks, unknown groups, zones", `virtual_server 192.0.2.10 80 {
+  lb_algo rr
+  vip_bind_dev dpdk0
+  establish_timeout 60
+  bps 1000
+  limit_proportion 50
+  hash_target qid
+  expire_quiescent_conn
+  src-range 10.0.0.1-10.0.0.5
+  iif dpdk0
+  zone east {
+    198.51.100.200
+  }
+  laddr_group_name nosuch
+  daddr_group_name nosuch
+  proxy_protocol v1
+  real_server 198.51.100.11 80
+}
+zone west {
+  198.51.100.201
+}
+tunnel_group tunnel_a {
+  tunnel_entry ipip1 {
+    kind ipip
+  }
+}
+`, []string{
+			"keepalived.conf:3: vip_bind_dev: lbd answers for the VIPs on its client-facing ports (role client or both), bound to no device: dropped",
+			"keepalived.conf:4: establish_timeout: lbd's idle timeouts are every service's (timeouts: tcp, udp): dropped",
+			"keepalived.conf:5: bps: lbd does not limit a service's traffic: dropped",
+			"keepalived.conf:6: limit_proportion: lbd does not limit a service's traffic: dropped",
+			"keepalived.conf:7: hash_target: lbd steers packets to its lcores by its own hash: dropped",
+			"keepalived.conf:8: expire_quiescent_conn: lbd keeps the connections of a server whose weight is 0 until they end: dropped",
+			"keepalived.conf:9: src-range: lbd has no SNAT services (nor their matches): dropped",
+			"keepalived.conf:10: iif: lbd has no SNAT services (nor their matches): dropped",
+			"keepalived.conf:11: zone: LVS FullNAT's zones have no lbd equivalent (a service's local addresses are its own): ignored",
+			"keepalived.conf:14: laddr_group_name: no local_address_group nosuch: dropped",
+			"keepalived.conf:15: daddr_group_name: no deny_address_group nosuch: dropped",
+			"keepalived.conf:16: proxy_protocol: lbd writes the PROXY protocol's version 2 only, not v1: dropped",
+			"keepalived.conf:19: zone: LVS FullNAT's zones have no lbd equivalent (a service's local addresses are its own): ignored",
+			"keepalived.conf:22: tunnel_group: lbd makes no tunnel devices (its tun servers need none): dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+`},
+		{"fullnat: local addresses, NAT64, the SYN proxy, lists", `local_address_group one {
+  198.51.100.200 dpdk0
+  2001:db8:1::200 dpdk0
+}
+allow_address_group ok {
+  192.0.2.0-3
+  2001:db8::5
+  ipset:friends
+}
+virtual_server 192.0.2.10 80 {
+  lb_algo rr
+  lb_kind FNAT
+  laddr_group_name one
+  waddr_group_name ok
+  syn_proxy
+  proxy_protocol v2
+  real_server 198.51.100.11 8080
+}
+virtual_server 192.0.2.11 80 {
+  lb_algo rr
+  lb_kind FNAT
+  laddr_group_name one
+  real_server 198.51.100.11 80
+}
+virtual_server 192.0.2.12 80 {
+  lb_algo rr
+  lb_kind FNAT
+  real_server 198.51.100.11 80
+}
+virtual_server 192.0.2.13 53 {
+  lb_algo rr
+  protocol UDP
+  lb_kind DR
+  laddr_group_name one
+  syn_proxy
+  real_server 198.51.100.11 53
+}
+virtual_server 192.0.2.14 80 {
+  lb_algo rr
+  syn_proxy
+  real_server 198.51.100.11 80 {
+    lvs_method TUN
+  }
+}
+virtual_server 2001:db8::10 80 {
+  lb_algo rr
+  lb_kind FNAT
+  real_server 2001:db8:1::11 80
+}
+`, []string{
+			"keepalived.conf:1: local_address_group: 2 services use it, and a local address of lbd's serves one service (pools never overlap): its 1 address(es) split among them",
+			"keepalived.conf:3: 2001:db8:1::200: lbd's local addresses are IPv4 (its fullnat reaches IPv4 servers, an IPv6 service's by NAT64): dropped",
+			"keepalived.conf:8: ipset:friends: lbd reads no ipsets: dropped",
+			"keepalived.conf:14: waddr_group_name: lbd's lists hold addresses in the VIP's family (192.0.2.10): 1 of allow_address_group ok's dropped",
+			"keepalived.conf:19: virtual_server: tcp 192.0.2.11:80: no address of local_address_group one is left for it (lbd needs local_addresses for fullnat servers): skipped",
+			"keepalived.conf:25: virtual_server: tcp 192.0.2.12:80: lbd needs local_addresses for fullnat servers (laddr_group_name): skipped",
+			"keepalived.conf:35: syn_proxy: lbd's synproxy is for tcp services: dropped",
+			"keepalived.conf:40: syn_proxy: lbd's synproxy is for nat and fullnat servers (a tun server's replies bypass it): dropped",
+			"keepalived.conf:45: virtual_server: no real_server left: skipped",
+			"keepalived.conf:48: real_server: lbd's fullnat reaches IPv4 servers only (an IPv6 service's by NAT64): skipped",
+		}, `services:
+  # virtual_server at keepalived.conf:10
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    servers:
+      - address: 198.51.100.11
+        port: 8080
+        forward: fullnat
+    local_addresses: [198.51.100.200]
+    proxy_protocol: true
+    synproxy: true
+    allowlist: [192.0.2.0, 192.0.2.1, 192.0.2.2, 192.0.2.3]
+  # virtual_server at keepalived.conf:30
+  - protocol: udp
+    vip: 192.0.2.13
+    port: 53
+    servers:
+      - address: 198.51.100.11
+        forward: dr
+  # virtual_server at keepalived.conf:38
+  - protocol: tcp
+    vip: 192.0.2.14
+    port: 80
+    servers:
+      - address: 198.51.100.11
+        forward: tun
+`},
 		{"digest", vs(`  real_server 198.51.100.11 80 {
     HTTP_GET {
       url {

@@ -8,18 +8,33 @@
 //
 // What maps to what, keepalived's defaults applied first:
 //
-//   - virtual_server VIP PORT: a service (IPv4 or IPv6); protocol TCP/UDP
-//     (default TCP); lb_algo/lvs_sched the scheduler (keepalived's default
-//     wlc); sh-port, sh-fallback, mh-port, mh-fallback, flag-1 (fallback)
-//     and flag-2 (port) the sched_flags of an sh or mh service;
-//     persistence_timeout the persistence (bare: 360s, also what
-//     persistence_granularity alone implies); persistence_granularity the
-//     netmask (IPv4) or persistence_prefix (IPv6); sorry_server IP [PORT]
-//     the sorry_server, reached by nat.
-//   - lb_kind/lvs_method NAT, DR, TUN: every server's forward, a
-//     real_server's own lvs_method first; dr and tun servers keep the
-//     service's port (as keepalived resets it), their check the port
-//     written.
+//   - virtual_server VIP PORT: a service (IPv4 or IPv6); virtual_server
+//     group NAME one for each address and port of the virtual_server_group
+//     (IP PORT, a range A.B.C.D-E PORT, IPv6's on the last group in hex),
+//     each with the whole body, its YAML comment naming the entry;
+//     protocol TCP/UDP (default TCP); lb_algo/lvs_sched the scheduler
+//     (keepalived's default wlc); sh-port, sh-fallback, mh-port,
+//     mh-fallback, flag-1 (fallback) and flag-2 (port) the sched_flags of
+//     an sh or mh service; persistence_timeout the persistence (bare:
+//     360s, also what persistence_granularity alone implies);
+//     persistence_granularity the netmask (IPv4) or persistence_prefix
+//     (IPv6); sorry_server IP [PORT] the sorry_server, reached by nat.
+//   - lb_kind/lvs_method NAT, DR, TUN, FNAT (DPVS's and LVS FullNAT's):
+//     every server's forward (nat, dr, tun, fullnat), a real_server's own
+//     lvs_method first; dr and tun servers keep the service's port (as
+//     keepalived resets it), their check the port written. An IPv6
+//     service's IPv4 fullnat servers are NAT64, as in DPVS.
+//   - DPVS's groups, read wherever they are in the file: laddr_group_name
+//     names a local_address_group (IP [interface], or a range; the
+//     interface, DPVS's dpdk0, is dropped: lbd puts a local address on the
+//     server-facing port whose subnet holds it), the local_addresses of a
+//     service with fullnat servers. lbd's pools never overlap, so a group
+//     several services use is split among them in order (with a warning).
+//     daddr_group_name (deny_address_group) is the blocklist,
+//     waddr_group_name (allow_address_group) the allowlist, their
+//     addresses in the VIP's family. syn_proxy is synproxy (tcp, nat and
+//     fullnat servers), proxy_protocol v2 proxy_protocol (to fullnat
+//     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry.
 //   - real_server IP [PORT]: weight (the virtual_server's weight, else 1),
 //     uthreshold and lthreshold the thresholds. inhibit_on_failure (weight
 //     0 instead of removal) needs no word: lbd takes a failed server out of
@@ -40,8 +55,12 @@
 //   - When every server of a service has the same check it becomes the
 //     service's health, else each server's own.
 //
-// Dropped with a warning: fwmark virtual servers, virtual_server groups,
-// SCTP, DNS_CHECK, SMTP_CHECK, BFD_CHECK and FILE_CHECK (the server is left
+// The output loads as it is once the ports are added: what lbd would
+// refuse is dropped or changed with a warning. A service with fullnat
+// servers and no local address (no laddr_group_name, an unknown group, or
+// none left to it) is skipped, not written for the operator to complete.
+//
+// Dropped with a warning: fwmark virtual servers and group entries, SCTP, DNS_CHECK, SMTP_CHECK, BFD_CHECK and FILE_CHECK (the server is left
 // unchecked), a server's checks after the first lbd can run (keepalived
 // wants them all to pass), url digests, regular expressions other than a
 // plain string (expect_body), delay_before_retry (lbd probes every
@@ -49,5 +68,10 @@
 // scripts, mail alerts, ops, persistence engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),
 // and one without require_reply warned about: keepalived's passes on
-// silence, lbd's wants a reply.
+// silence, lbd's wants a reply. So are DPVS's and LVS FullNAT's keywords
+// lbd has no use for: zone blocks (per-zone local addresses), tunnel_group,
+// vip_bind_dev, establish_timeout, bps, limit_proportion, hash_target,
+// nat_mask, SNAT's src-range, dst-range, iif and oif,
+// expire_quiescent_conn, quic, ipset entries; DPVS's dpdk_interface and
+// the rest of its vrrp_instance are keepalived's, left alone.
 package keepalived

@@ -27,7 +27,7 @@ func (r Result) YAML(source string) []byte {
 	b.WriteString("services:\n")
 	for i, s := range r.Services {
 		if i < len(r.Origins) {
-			fmt.Fprintf(&b, "  # virtual_server at %s\n", r.Origins[i])
+			fmt.Fprintf(&b, "  # %s\n", r.Origins[i])
 		}
 		w := &writer{b: &b, prefix: "  - ", indent: "    "}
 		w.service(s)
@@ -89,6 +89,21 @@ func (w *writer) service(s conf.Service) {
 			rw := &writer{b: w.b, prefix: w.indent + "  - ", indent: w.indent + "    "}
 			rw.server(s, r)
 		}
+	}
+	if len(s.LocalAddresses) > 0 {
+		w.list("local_addresses", s.LocalAddresses)
+	}
+	if s.ProxyProtocol {
+		w.value("proxy_protocol", "true")
+	}
+	if s.SynProxy {
+		w.value("synproxy", "true")
+	}
+	if len(s.Blocklist) > 0 {
+		w.list("blocklist", s.Blocklist)
+	}
+	if len(s.Allowlist) > 0 {
+		w.list("allowlist", s.Allowlist)
 	}
 	if s.SorryServer != "" {
 		w.str("sorry_server", s.SorryServer)
