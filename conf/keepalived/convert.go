@@ -239,9 +239,16 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 				c.warn(s, "%q is not TCP or UDP: tcp kept", strings.Join(a, " "))
 			}
 		case "lb_algo", "lvs_sched":
-			if len(a) == 1 && slices.Contains(schedulers, a[0]) {
+			switch {
+			case len(a) == 1 && slices.Contains(schedulers, a[0]):
 				svc.Scheduler = a[0]
-			} else {
+			case len(a) == 1 && a[0] == "conhash":
+				// DPVS's consistent hash of the client's address: lbd's
+				// is Maglev's, which moves as few clients when a server
+				// comes or goes.
+				svc.Scheduler = "mh"
+				c.warn(s, "DPVS's conhash is lbd's mh (Maglev consistent hashing of the client's address): the same clients stay together, on other servers than DPVS chose")
+			default:
 				c.warn(s, "%q is not a scheduler: %s kept", strings.Join(a, " "), svc.Scheduler)
 			}
 		case "lb_kind", "lvs_method":

@@ -398,6 +398,9 @@ func TestConvertWarnings(t *testing.T) {
 		warnings []string
 		services string // the services section of the output, "" for no check
 	}{
+		{"DPVS's conhash", "virtual_server 192.0.2.10 80 {\n  lb_algo conhash\n  real_server 198.51.100.11 80\n}\n", []string{
+			"keepalived.conf:2: lb_algo: DPVS's conhash is lbd's mh (Maglev consistent hashing of the client's address): the same clients stay together, on other servers than DPVS chose",
+		}, "services:\n  - protocol: tcp\n    vip: 192.0.2.10\n    port: 80\n    scheduler: mh\n    servers:\n      - address: 198.51.100.11\n"},
 		{"fwmark", "virtual_server fwmark 1 {\n  real_server 198.51.100.11 80\n}\n", []string{
 			"keepalived.conf:1: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped",
 		}, "services: []\n"},
