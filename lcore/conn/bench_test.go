@@ -90,41 +90,28 @@ func BenchmarkLookupHit(b *testing.B) {
 }
 
 // BenchmarkLookupBurst looks keys up 32 at a time as an lcore does a
-// burst (prefetch.go): hash and prefetch every index cell, prefetch the
-// entries, then the lookups in order with the hashes already made. ns/op is per key. The burst's keys
-// are made in a small array, as an lcore reads them from the packets it
-// has just received (see benchConnIn).
+// burst: conn.LookupSpreadBursts, the code the perf run times for issue
+// #11's scale target, on the table FillSpread makes. ns/key is per key.
 func BenchmarkLookupBurst(b *testing.B) {
-	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
-		const burst = 32
-		var hs [burst]uint32
-		var batch [burst]conn.Conn
-		b.ReportAllocs()
-		i, last := 0, uint32(0)
-		for b.Loop() {
-			for j := range batch {
-				batch[j] = benchConn(i)
-				i = (i + 7919 + int(last>>31)) % live // the next burst waits for this one, as in an lcore
+	for _, bc := range benchCaps {
+		b.Run(bc.name, func(b *testing.B) {
+			tb, err := conn.FillSpread(bc.cap, bc.live, 7)
+			if err != nil {
+				b.Fatal(err)
 			}
-			for j := range batch {
-				c := &batch[j]
-				hs[j] = tb.Hash(c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
-				tb.PrefetchCell(hs[j])
-			}
-			for j := range batch {
-				tb.PrefetchEntry(hs[j])
-			}
-			for j := range batch {
-				c := &batch[j]
-				id, _, ok := tb.LookupHashed(hs[j], c.Proto, c.ClientIP, c.ClientPort, c.VIP, c.VPort)
-				if !ok {
+			b.ReportAllocs()
+			next, keys := 0, 0
+			for b.Loop() {
+				var n int
+				var ok bool
+				if next, n, ok = tb.LookupSpreadBursts(bc.live, 1, next); !ok {
 					b.Fatal("miss")
 				}
-				last |= id
+				keys += n
 			}
-		}
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/key")
-	})
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+		})
+	}
 }
 
 func BenchmarkLookupMiss(b *testing.B) {

@@ -56,6 +56,8 @@ type options struct {
 	// steeringKey is given to lbd (dataplane.steering_key) and lbgen
 	// (-steering-key), so that lbgen sends every flow on its owner's queue.
 	steeringKey string
+	// lookup: time issue #11's lookup target after the cases (lookup.go).
+	lookup bool
 }
 
 // Defaults of the quick run (make perf, a few minutes) and of -long.
@@ -97,6 +99,7 @@ func main() {
 	flag.Float64Var(&o.openRate, "open-rate", 500e3, "SYNs per second when lbgen opens established flows")
 	flag.StringVar(&o.steeringKey, "steering-key", "", "steering key (80 hex digits) given to lbd and lbgen so that multi-lcore flows arrive at their owner; empty: one drawn at random for this run")
 	flag.IntVar(&o.rounds, "rounds", 3, "rounds of the cases issue #11's and #15's targets read (the first is the whole run; later ones at "+roundRates+" offered): the targets give the median round")
+	flag.BoolVar(&o.lookup, "lookup", true, "time lookups among 1k and 10M connections after the cases (issue #11's lookup target; 1.5 GB for a few seconds)")
 	rerender := flag.String("report-from", "", "write the .md report again from a results .json of an earlier run (no measurement)")
 	flag.Parse()
 	if *rerender != "" {
@@ -197,6 +200,8 @@ type Results struct {
 	Issue11 []Target `json:"targets_issue11"`
 	// IPv6 is "IPv6 beside IPv4" (issue #16), when an IPv6 case ran.
 	IPv6 *IPv6Section `json:"ipv6_beside_ipv4,omitempty"`
+	// Lookup is issue #11's lookup target, timed once (lookup.go).
+	Lookup *LookupScale `json:"lookup_scale,omitempty"`
 }
 
 // Row is a line of the summary: the step with the highest received rate,
@@ -264,6 +269,13 @@ func run(o options) error {
 			}
 		}
 		res.Rounds = append(res.Rounds, round)
+	}
+	if o.lookup {
+		fmt.Fprintf(os.Stderr, "perfrun: lookups among 1k and 10M connections\n")
+		var err error
+		if res.Lookup, err = measureLookupScale(1<<10, 10_000_000); err != nil {
+			fmt.Fprintf(os.Stderr, "perfrun: %v\n", err) // the row says not measured
+		}
 	}
 	res.LoadAfter = strings.TrimSpace(readFile("/proc/loadavg"))
 	res.Summary = summarize(res.Cases)
