@@ -353,6 +353,12 @@ func TestWebConsole(t *testing.T) {
 	if afterReload != before {
 		t.Errorf("lbctl -S -n after the reload:\n%s\nwant the file's rules\n%s", afterReload, before)
 	}
+	// A client list lbctl adds shows in its service's row, counted, its
+	// entries in the cell's title.
+	e.lbctlOK(t, "--add-blklst", "-t", vip+":80", "-k", "198.18.0.0/15")
+	poll("the blocklist in the service row", `Array.from(document.querySelectorAll("#services tr.svc td.text")).some(td => td.textContent.includes("blocklist 1") && td.title === "blocklist: 198.18.0.0/15")`)
+	e.lbctlOK(t, "--del-blklst", "-t", vip+":80", "-k", "198.18.0.0/15")
+	poll("the blocklist gone from the row", `!Array.from(document.querySelectorAll("#services tr.svc td.text")).some(td => td.textContent.includes("blocklist"))`)
 	// An edit with lbctl and a reload by SIGHUP are events with their
 	// authors: the Unix user lbctl ran as, and the signal.
 	e.lbctlOK(t, "-e", "-t", vip+":80", "-r", rs1+":8080", "-w", "1")

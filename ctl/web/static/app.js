@@ -130,11 +130,17 @@ function renderServices(data) {
     let sched = s.scheduler;
     if (s.sched_flags && s.sched_flags.length) sched += " (" + s.sched_flags.join(",") + ")";
     if (s.persistence) sched += " persistent " + s.persistence;
+    if (s.synproxy) sched += " synproxy";
+    // The lists are counted here, their entries in the cell's title
+    // (lbctl --get-blklst and --get-whtlst list them whole).
+    const lists = [["blocklist", s.blocklist], ["allowlist", s.allowlist]].filter(([, l]) => l && l.length);
+    for (const [name, l] of lists) sched += " " + name + " " + l.length;
+    const listTitle = lists.map(([name, l]) => name + ": " + l.slice(0, 20).join(", ") + (l.length > 20 ? ", ..." : "")).join("\n");
     const act = el("td", { class: "admin" }, el("button", { onclick: () => confirmDo("Delete service " + svcName(s) + " and its servers?", { op: "delete-service", service: svcSpec(s) }) }, "Delete"));
     let active = 0, inact = 0;
     for (const rs of s.servers || []) { active += rs.active_conns; inact += rs.inactive_conns; }
     rows.push(el("tr", { class: "svc", "data-service": svcName(s) },
-      el("td", {}, svcName(s)), el("td", { class: "text" }, sched), el("td", {}, ""), el("td", {}, active), el("td", {}, inact), el("td", {}, ""),
+      el("td", {}, svcName(s)), el("td", { class: "text", title: listTitle }, sched), el("td", {}, ""), el("td", {}, active), el("td", {}, inact), el("td", {}, ""),
       el("td", {}, ""), el("td", {}, ""), el("td", {}, num(s.rates.cps)), el("td", {}, num(s.rates.in_pps)), el("td", {}, num(s.rates.out_pps)),
       el("td", {}, num(s.rates.in_bps)), el("td", {}, num(s.rates.out_bps)), el("td", {}, num(s.stats.conns)), act));
     const servers = (s.servers || []).slice().sort((a, b) => (a.address + a.port).localeCompare(b.address + b.port));
