@@ -155,6 +155,11 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	ops.upgrade = opts.Upgrade
 	if incoming != nil {
 		restoreSyncDaemons(syncd, incoming.SyncDaemons, log)
+		// lbctl's edits first: the connections to a server lbctl added
+		// are installed with it (carry.go).
+		if note := ops.adoptServices(incoming.Services); note != "" {
+			log.Info(note, zap.String("from", from))
+		}
 		res, err := ctl.restoreHandover(incoming, ops.base)
 		if err != nil {
 			log.Error("handover not fully installed", zap.String("from", from), zap.Error(err))

@@ -45,6 +45,13 @@ type Ops struct {
 	editSeq uint64
 	// upgrade serves api.OpUpgrade (RunOptions.Upgrade); nil refuses it.
 	upgrade func(binary string) (string, error)
+
+	// file and fileTimeouts are the configuration's services as lbd last
+	// read them (carry.go); fileMu, not mu, guards them: the handover
+	// reads them while an upgrade request may hold mu.
+	fileMu       sync.Mutex
+	file         []conf.Service
+	fileTimeouts conf.Timeouts
 }
 
 // NewOps serves lbctl for c. started is the configuration lbd runs with
@@ -52,7 +59,9 @@ type Ops struct {
 // nil, applies a new log.level on reload; rates, if not nil, fills the
 // listings' rates.
 func NewOps(c *Controller, started conf.Config, path string, setLevel func(string) error, rates *RateEstimator, log *zap.Logger) *Ops {
-	return &Ops{c: c, log: log, path: path, started: started, setLevel: setLevel, rates: rates, base: baselines{}}
+	o := &Ops{c: c, log: log, path: path, started: started, setLevel: setLevel, rates: rates, base: baselines{}}
+	o.readFile(started.Services, started.Timeouts)
+	return o
 }
 
 // SetSync gives lbctl's sync daemon verbs the daemon to drive (nil: they

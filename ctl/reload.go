@@ -53,6 +53,7 @@ func (o *Ops) reload(who api.Author) ([]string, error) {
 	if err := o.apply(cfg.Services, cfg.Timeouts); err != nil {
 		return nil, fmt.Errorf("reload: %s: %w; nothing changed", o.path, err)
 	}
+	o.readFile(cfg.Services, cfg.Timeouts)
 	if o.setLevel != nil {
 		o.started.Log.Level = cfg.Log.Level
 	}

@@ -300,6 +300,7 @@ func handOver(dp Runtime, c *Controller, ops *Ops, cfg conf.Config, opts RunOpti
 		return
 	}
 	s.PID = os.Getpid()
+	s.Services = ops.servicesHandover()
 	if ops.syncd != nil {
 		for _, st := range ops.syncd.Status() {
 			s.SyncDaemons = append(s.SyncDaemons, handover.SyncDaemon{Mode: st.Mode.String(), SyncID: st.SyncID, Interface: st.Interface})

@@ -26,20 +26,23 @@
 //	  RIP (128; 0 for an IPv4 server), IPv4 RIP (32), RPort, 0, then the
 //	  counters and baselines as an IPv4 one's)
 //	| version 3: IPv6 neighbours of 24 bytes (address (128), MAC, port)
-//	| version 4: FTP records (32)
+//	| version 4: FTP records (32) | version 5: services length (32)
 //	| version 4: FTP records of 48 bytes (the FTP helper's VS/NAT control
 //	  connections with their sequence adjustments and data connections
 //	  with their service, connection sync's kind 6)
+//	| version 5: the services, as the control plane encodes them (opaque
+//	  here: the running table with lbctl's edits, and the configuration's
+//	  as the writer last read it)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
 //
-// A build writes version 4 and reads 1 to 4 (an upgrade from a build
+// A build writes version 5 and reads 1 to 5 (an upgrade from a build
 // that wrote an older version keeps the connections that version
-// carries, an FTP control connection as a plain one, untranslated; a
-// downgrade to a build that does not read version 4 starts with an
-// empty table).
+// carries, an FTP control connection as a plain one, untranslated, and
+// starts with its configuration's services; a downgrade to a build that
+// does not read version 5 starts with an empty table).
 package handover
 
 import (
@@ -58,7 +61,7 @@ const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
 	// the versions before it (from 1) and refuses any other.
-	Version = 4
+	Version = 5
 
 	RecordLen     = connsync.RecordLen
 	ExtRecordLen  = connsync.ExtRecordLen
@@ -103,6 +106,9 @@ type State struct {
 	Counters    []DestCounters
 	Neighbours  []Neighbour
 	Neighbours6 []Neighbour6
+	// Services are the writer's services, encoded by the control plane
+	// (ctl's servicesHandover); nil from a writer before version 5.
+	Services []byte
 }
 
 // DestCounters are one (service, real server) pair's counters as the
@@ -194,6 +200,7 @@ func Encode(b []byte, s State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(six))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours6)))
 	b = binary.BigEndian.AppendUint32(b, uint32(kinds[3]))
+	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Services)))
 	for k, appendRec := range []func([]byte, lcore.SyncConn) []byte{connsync.AppendRecord, connsync.AppendExtRecord} {
 		for i := range s.Records {
 			if recordKind(&s.Records[i]) == k {
@@ -246,6 +253,7 @@ func Encode(b []byte, s State) []byte {
 			b = connsync.AppendFTPRecord(b, s.Records[i])
 		}
 	}
+	b = append(b, s.Services...)
 	sum := sha256.Sum256(b[start:])
 	return append(b, sum[:]...)
 }
@@ -310,10 +318,11 @@ func Decode(b []byte) (State, error) {
 		p = p[3+int(p[2]):]
 	}
 	// records, extended records, counters, neighbours; from version 3
-	// IPv6 records, counters and neighbours; from version 4 FTP records
-	var nr, nx, nc, nn, n6, nc6, nn6, nf uint32
+	// IPv6 records, counters and neighbours; from version 4 FTP records;
+	// from version 5 the services
+	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns uint32
 	counts := [][]*uint32{1: {&nr, &nc, &nn}, 2: {&nr, &nx, &nc, &nn}, 3: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6},
-		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}}[version]
+		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}, 5: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns}}[version]
 	if version >= 2 {
 		if len(p) < keyLen {
 			return s, errors.New("truncated header")
@@ -331,9 +340,9 @@ func Decode(b []byte) (State, error) {
 	}
 	p = p[4*len(counts):]
 	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen +
-		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen; want != uint64(len(p)) {
+		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen + uint64(ns); want != uint64(len(p)) {
 		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters, "+
-			"%d IPv6 neighbours and %d FTP records need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, nf, want, len(p))
+			"%d IPv6 neighbours, %d FTP records and %d bytes of services need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, nf, ns, want, len(p))
 	}
 	s.Records = make([]lcore.SyncConn, 0, uint64(nr)+uint64(nx)+uint64(n6)+uint64(nf))
 	var err error
@@ -384,8 +393,11 @@ func Decode(b []byte) (State, error) {
 		n.Port = binary.BigEndian.Uint16(p[22:])
 		p = p[Neighbour6Len:]
 	}
-	if _, err = s.decodeRecords(p, nf, FTPRecordLen, connsync.DecodeFTPRecord); err != nil {
+	if p, err = s.decodeRecords(p, nf, FTPRecordLen, connsync.DecodeFTPRecord); err != nil {
 		return State{}, err
+	}
+	if ns > 0 {
+		s.Services = append([]byte(nil), p[:ns]...)
 	}
 	return s, nil
 }

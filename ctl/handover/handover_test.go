@@ -177,6 +177,7 @@ func TestFileAndMemfd(t *testing.T) {
 // version 3 encoding of the same state (no FTP record count), as an lbd
 // before version 4 wrote it.
 func encodeV3(b []byte) []byte {
+	b = encodeV4(b)
 	b = b[:len(b)-sumLen]
 	p := countsOffset(b)
 	v3 := append([]byte(nil), b[:p+28]...) // up to the seven counts of version 3
@@ -184,6 +185,19 @@ func encodeV3(b []byte) []byte {
 	v3 = append(v3, b[p+32:]...) // the records and the rest
 	sum := sha256.Sum256(v3)
 	return append(v3, sum[:]...)
+}
+
+// encodeV4 turns a version 5 encoding without services into the
+// version 4 encoding of the same state (no services length), as an lbd
+// before version 5 wrote it.
+func encodeV4(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v4 := append([]byte(nil), b[:p+32]...) // up to the eight counts of version 4
+	binary.BigEndian.PutUint16(v4[8:], 4)
+	v4 = append(v4, b[p+36:]...) // the records and the rest
+	sum := sha256.Sum256(v4)
+	return append(v4, sum[:]...)
 }
 
 // encodeV2 turns a version 4 encoding without IPv6 or FTP records,
@@ -335,7 +349,7 @@ func TestRoundTripFTP(t *testing.T) {
 	}
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
 	sum = sha256.Sum256(short)
-	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "FTP records need") {
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "bytes of services need") {
 		t.Errorf("a handover short of a byte: %v", err)
 	}
 }
@@ -391,4 +405,25 @@ func BenchmarkHandover(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(len(buf))/(1<<20), "MiB")
+}
+
+// TestDecodeVersion4: a handover from an lbd that wrote version 4 (no
+// services) is read whole.
+func TestDecodeVersion4(t *testing.T) {
+	want := sampleFTP()
+	checkDecodes(t, encodeV4(Encode(nil, want)), 4, want)
+}
+
+// TestRoundTripServices: version 5 carries the control plane's services
+// as it gave them, after everything version 4 had.
+func TestRoundTripServices(t *testing.T) {
+	want := sampleFTP()
+	want.Services = []byte(`{"running":[{"Protocol":"tcp"}]}`)
+	b := Encode(nil, want)
+	checkDecodes(t, b, Version, want)
+	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
+	sum := sha256.Sum256(short)
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "bytes of services need") {
+		t.Errorf("services short of a byte: %v", err)
+	}
 }
