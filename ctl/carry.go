@@ -85,10 +85,10 @@ func (o *Ops) adoptServices(b []byte) string {
 // from a handover against those conf.Load made, nil and empty lists
 // alike.
 func sameJSON(a, b []conf.Service) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
 	x, errx := json.Marshal(a)
 	y, erry := json.Marshal(b)
-	if len(a) == 0 && len(b) == 0 {
-		return true
-	}
 	return errx == nil && erry == nil && bytes.Equal(x, y)
 }

@@ -34,16 +34,6 @@ func clientEntry(p netip.Prefix) string {
 	return p.String()
 }
 
-// clientEntries are a valid list's entries as clientEntry writes them;
-// nil when there are none.
-func clientEntries(list []string) []string {
-	var out []string
-	for _, p := range conf.ClientPrefixes(list) {
-		out = append(out, clientEntry(p))
-	}
-	return out
-}
-
 // keptClientLists gives svcs client lists of their own (the running
 // services' stay as they are), their entries written as lbd keeps them
 // (lbd.yaml may have 192.0.2.7/32 for 192.0.2.7), so that an edit finds
@@ -56,8 +46,8 @@ func keptClientLists(svcs []conf.Service) []conf.Service {
 	return svcs
 }
 
-// keptEntries is keptClientLists for one list; an entry that does not
-// parse is left for the validation to name.
+// keptEntries is keptClientLists for one list (and what the listings
+// show); an entry that does not parse is left for the validation to name.
 func keptEntries(list []string) []string {
 	if len(list) == 0 {
 		return nil
@@ -126,7 +116,7 @@ func (c *Controller) clientLists(req api.Request) (api.Response, error) {
 		if list == api.Allowlist {
 			entries = s.Allowlist
 		}
-		for _, e := range clientEntries(entries) {
+		for _, e := range keptEntries(entries) {
 			resp.ClientLists = append(resp.ClientLists, api.ClientListEntry{Protocol: strings.ToUpper(s.Protocol),
 				VIP: s.VIPAddr().String(), Port: uint16(s.Port), List: list, Prefix: e})
 		}

@@ -109,7 +109,7 @@ func serviceSettings(s conf.Service) api.Service {
 	if len(s.LocalAddresses) > 0 {
 		as.LocalAddresses = append([]string(nil), s.LocalAddresses...)
 	}
-	as.Blocklist, as.Allowlist = clientEntries(s.Blocklist), clientEntries(s.Allowlist)
+	as.Blocklist, as.Allowlist = keptEntries(s.Blocklist), keptEntries(s.Allowlist)
 	return as
 }
 

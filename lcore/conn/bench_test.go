@@ -26,14 +26,9 @@ func forEachCap(b *testing.B, fn func(b *testing.B, tb *conn.Table, live int)) {
 }
 
 // benchConn spreads connections over 2^16 client addresses and many ports,
-// like real traffic to one VIP.
-func benchConn(i int) conn.Conn {
-	return conn.Conn{
-		Proto: tcp, ClientIP: 0x64400000 + uint32(i>>4), ClientPort: uint16(1024 + i&0x0f*3000),
-		VIP: vip, VPort: 80, RIP: rs1 + uint32(i&0xff), RPort: 8080,
-		State: conn.StateEstablished,
-	}
-}
+// like real traffic to one VIP: conn.SpreadConn, which the perf run's
+// lookups use too.
+func benchConn(i int) conn.Conn { return conn.SpreadConn(i) }
 
 // benchConnIn returns benchConn(i) in memory the caches hold, as an
 // lcore finds a key in the packet it has just received. Keys read from a
@@ -48,18 +43,13 @@ func benchConnIn(i int) *conn.Conn {
 
 var benchKey conn.Conn
 
+// benchTable is conn.FillSpread's table (entries never due:
+// BenchmarkExpireScan sweeps live entries).
 func benchTable(b *testing.B, capacity, live int) *conn.Table {
 	b.Helper()
-	tb, err := conn.NewWithSeed(capacity, 7)
+	tb, err := conn.FillSpread(capacity, live, 7)
 	if err != nil {
 		b.Fatal(err)
-	}
-	for i := 0; i < live; i++ {
-		c := benchConn(i)
-		c.Expires = 1 << 62 // never due: BenchmarkExpireScan sweeps live entries
-		if _, err := tb.Insert(&c); err != nil {
-			b.Fatalf("insert %d: %v", i, err)
-		}
 	}
 	return tb
 }
