@@ -50,6 +50,11 @@ type Controller struct {
 	// lipDrain are removed FullNAT local addresses connections may still
 	// use (laddr.go).
 	lipDrain map[uint32]lipDrain
+	// adoptHeld are the ids of servers adopted from a peer's records
+	// (adopt.go), kept from reclaim until their connections are counted.
+	adoptHeld map[uint32]time.Time
+	// adoptRefused is when the log last said an adoption failed.
+	adoptRefused time.Time
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -96,6 +101,12 @@ func (c *Controller) validate(svcs []conf.Service, t conf.Timeouts) error {
 // slow start have it now; it changes nothing. The caller holds mu, or is
 // the constructor.
 func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error) {
+	return c.buildAdopting(svcs, t, nil)
+}
+
+// buildAdopting is build, with the servers adopt (not configured here)
+// given ids and draining, as a removed server's (adoptPeerServers).
+func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt []destKey) (*update, error) {
 	u := &update{timeouts: t, ids: c.ids.clone()}
 	u.ids.reclaim(c.destInUse)
 	prev := make(map[lcore.ServiceKey]*service, len(c.services))
@@ -133,7 +144,15 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 		u.services = append(u.services, s)
 		dps = append(dps, ls)
 	}
+	for _, k := range adopt {
+		if !used[k] {
+			if _, err := u.ids.get(k); err != nil {
+				return nil, err
+			}
+		}
+	}
 	u.ids.drain(used)
+	withDraining(dps, &u.ids)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
 	u.snap.Neigh6 = c.neigh6.macs()
 	u.lipDrain = c.nextLIPDrain(svcs)
@@ -150,6 +169,12 @@ func (c *Controller) build(svcs []conf.Service, t conf.Timeouts) (*update, error
 // destInUse reports whether connections or persistence templates on any
 // lcore still name a real server's id (their published gauges).
 func (c *Controller) destInUse(id uint32) bool {
+	if until, held := c.adoptHeld[id]; held {
+		if time.Now().Before(until) {
+			return true
+		}
+		delete(c.adoptHeld, id)
+	}
 	ds := c.dp.DestStats(id)
 	return ds[lcore.DestActive]+ds[lcore.DestInactive]+ds[lcore.DestPersistent] > 0
 }
@@ -270,6 +295,14 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 			}
 		}
 	}
+	for _, k := range c.ids.draining { // their connections may go on (adopt.go)
+		if k.addr == 0 {
+			continue // an IPv6 server (wantedNeighbours6)
+		}
+		if port, hop, ok := c.snap.Route(k.addr); ok {
+			want[hop] = port
+		}
+	}
 	for i, p := range c.ports {
 		if p.Gateway != 0 {
 			want[p.Gateway] = i
@@ -298,6 +331,9 @@ func (c *Controller) wantedNeighbours6() map[hdr.Addr6]int {
 		if s.sorry != nil {
 			wanted(s.sorry)
 		}
+	}
+	for _, k := range c.ids.draining {
+		wanted(&server{key: k})
 	}
 	for i, p := range c.ports {
 		if !p.Gateway6.IsUnspecified() {

@@ -92,6 +92,7 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 	if len(recs) == 0 {
 		return res
 	}
+	c.adoptPeerServers(recs)
 	n := max(c.dp.NumWorkers(), 1)
 	per := make([][]lcore.SyncConn, n)
 	for _, r := range recs {

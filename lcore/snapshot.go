@@ -146,6 +146,14 @@ type Service struct {
 
 	Dests  []sched.Dest
 	Scheds []sched.Scheduler // one per worker, indexed by worker id
+	// Draining are real servers of the service that are not among Dests
+	// but whose connections may live on: removed ones, and those a
+	// peer's records named that were never configured here (ctl adopts
+	// them, as IPVS enters a synced connection without a destination).
+	// Never scheduled; a synced or handed-over connection to one is
+	// installed with the record's forwarding method (ID, Addr, Addr6
+	// and Port are set, Fwd is not).
+	Draining []sched.Dest
 }
 
 // NewSnapshot indexes services and ports for the per-packet lookups.

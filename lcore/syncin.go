@@ -67,8 +67,11 @@ func validSyncState(r *SyncConn) bool {
 // syncedDest finds a record's service and real server in this snapshot,
 // or counts why not. An FTP data connection's service is its FTP
 // service (on ServicePort), whose real server has the data connection's
-// address, on another port.
-func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bool) {
+// address, on another port. A connection (not a template) may also name
+// a draining server of the service (Service.Draining): it goes on with
+// the record's forwarding method, as IPVS's synced connections without a
+// destination do.
+func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, d sched.Dest, ok bool) {
 	vport := r.VPort
 	if r.FTPData {
 		vport = r.ServicePort
@@ -76,26 +79,47 @@ func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, idx int, ok bo
 	si, ok = w.snap.service(r.VIP, vport, r.Proto)
 	if !ok {
 		b.NoService++
-		return 0, 0, false
+		return 0, d, false
 	}
 	svc := &w.snap.Services[si]
 	anyPort := r.FTPData && svc.Helper == HelperFTP
-	for i, d := range svc.Dests {
+	for _, d := range svc.Dests {
 		if d.Addr == r.RIP && (d.Port == r.RPort || anyPort) {
-			return si, i, true
+			return si, d, true
 		}
 	}
+	if d, ok := drainingDest(svc, r, func(d *sched.Dest) bool { return d.Addr == r.RIP }); ok {
+		return si, d, true
+	}
 	b.NoDest++
-	return 0, 0, false
+	return 0, d, false
+}
+
+// drainingDest finds the draining server of svc that record r (a
+// connection's, not its FTP data connection's) names, by its port and
+// same, and gives it r's forwarding method.
+func drainingDest(svc *Service, r *SyncConn, same func(*sched.Dest) bool) (sched.Dest, bool) {
+	if r.Template || r.FTPData || r.Fwd > fwd.FullNAT {
+		return sched.Dest{}, false
+	}
+	for i := range svc.Draining {
+		d := svc.Draining[i]
+		d.Fwd = r.Fwd
+		if d.Port == r.RPort && same(&d) {
+			return d, true
+		}
+	}
+	return sched.Dest{}, false
 }
 
 // installConn makes or updates one synced connection.
 func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
-	si, idx, ok := w.syncedDest(b, r)
+	si, dest, ok := w.syncedDest(b, r)
 	if !ok {
 		return
 	}
-	fullNAT := w.snap.Services[si].Dests[idx].Fwd == fwd.FullNAT
+	d := &dest
+	fullNAT := d.Fwd == fwd.FullNAT
 	if fullNAT != (r.HasExt && r.Fwd == fwd.FullNAT) {
 		// An older peer's record has no local port nor deltas to rebuild
 		// a FullNAT connection from; a FullNAT one here is a NAT one there.
@@ -106,7 +130,6 @@ func (w *Worker) installConn(b *SyncBatch, r *SyncConn) {
 		b.Invalid++ // a NAT connection's extension keys its replies to the client
 		return
 	}
-	d := &w.snap.Services[si].Dests[idx]
 	// An FTP control connection's helper state comes along when the
 	// service here has the helper too (else it goes on untranslated, as
 	// a connection of a service without it).
@@ -293,7 +316,11 @@ func (w *Worker) pinSyncedTemplate(svc *Service, r *SyncConn) uint32 {
 // record's real server. Synced connections installed after it hold it
 // (pinSyncedTemplate); with none, it expires unless renewed.
 func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
-	si, idx, ok := w.syncedDest(b, r)
+	if r.Fwd > fwd.FullNAT {
+		b.Invalid++
+		return
+	}
+	si, d, ok := w.syncedDest(b, r) // a configured server: never a draining one
 	if !ok {
 		return
 	}
@@ -302,7 +329,7 @@ func (w *Worker) installTemplate(b *SyncBatch, r *SyncConn) {
 		b.NoService++ // no persistent service here
 		return
 	}
-	slot := w.armTemplate(svc, r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto, svc.Dests[idx].ID)
+	slot := w.armTemplate(svc, r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto, d.ID)
 	if slot < 0 {
 		b.TableFull++
 		return

@@ -4,6 +4,7 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // IPv6 connections from sync or a handover. A record carries the full
@@ -30,19 +31,21 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	}
 	svc := &w.snap.Services[si]
 	anyPort := r.FTPData && svc.Helper == HelperFTP
-	idx := -1
+	var d *sched.Dest
 	for i := range svc.Dests {
-		d := &svc.Dests[i]
-		if (d.Port == r.RPort || anyPort) && (d.Fwd == fwd.FullNAT && d.Addr == r.RIP || d.Fwd != fwd.FullNAT && d.Addr6 == r.Six.RIP) {
-			idx = i
+		if c := &svc.Dests[i]; (c.Port == r.RPort || anyPort) && sameServer6(c, r) {
+			d = c
 			break
 		}
 	}
-	if idx < 0 {
-		b.NoDest++
-		return
+	if d == nil {
+		draining, ok := drainingDest(svc, r, func(c *sched.Dest) bool { return sameServer6(c, r) })
+		if !ok {
+			b.NoDest++
+			return
+		}
+		d = &draining
 	}
-	d := &svc.Dests[idx]
 	nat64 := d.Fwd == fwd.FullNAT
 	if nat64 != (r.Fwd == fwd.FullNAT) || nat64 && !r.HasExt {
 		b.FullNAT++ // a NAT64 server here and not there, or the reverse
@@ -98,4 +101,13 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 			e.Template = uint32(slot) + 1
 		}
 	}
+}
+
+// sameServer6 reports whether real server d is the one IPv6 record r
+// names: a NAT64 one by its IPv4 address, any other by its IPv6 one.
+func sameServer6(d *sched.Dest, r *SyncConn) bool {
+	if d.Fwd == fwd.FullNAT {
+		return d.Addr == r.RIP
+	}
+	return d.Addr6 == r.Six.RIP
 }

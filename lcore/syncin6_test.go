@@ -7,6 +7,7 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // TestSyncOut6: a master syncs IPv6 connections with their addresses,
@@ -204,5 +205,44 @@ func TestSyncInstall6Refusals(t *testing.T) {
 	plain := newRig(t, defaultNeigh())
 	if b := install6(t, plain, record6(40000, 80, 8080, rs61, fwd.NAT, vip6)); b.NoService != 1 {
 		t.Fatalf("no IPv6 service: %+v", b)
+	}
+}
+
+// TestSyncedIPv6ConnectionToDrainingServer: IPv6 records naming a
+// draining server (Service.Draining), a NAT66 one by its IPv6 address and
+// a NAT64 one by its IPv4 address, are installed with the record's method.
+func TestSyncedIPv6ConnectionToDrainingServer(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	rs63 := rs62
+	rs63[15]++
+	var nat66svc, nat64svc *Service
+	for i := range w.snap.Services {
+		switch s := &w.snap.Services[i]; s.Key {
+		case ServiceKey{VIP6: vip6, Port: 80, Proto: hdr.ProtoTCP}:
+			nat66svc = s
+		case ServiceKey{VIP6: vip6, Port: 8080, Proto: hdr.ProtoTCP}:
+			nat64svc = s
+		}
+	}
+	nat66svc.Draining = []sched.Dest{{ID: 30, Addr6: rs63, Port: 8080}}
+	nat64svc.Draining = []sched.Dest{{ID: 31, Addr: rs2, Port: 80}}
+	pool := w.lpools[lip64]
+	lport := pool.ports[pool.head]
+	nat64 := SyncConn{RIP: rs2, ClientPort: 40002, VPort: 8080, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished,
+		Fwd: fwd.FullNAT, HasExt: true, Ext: conn.Ext{LIP: lip64, LPort: lport},
+		IPv6: true, Six: conn.Addrs6{Client: clientAddr6, VIP: vip6}}
+	wrongPort := record6(40003, 80, 8081, rs63, fwd.NAT, vip6)
+	if b := install6(t, r, record6(40001, 80, 8080, rs63, fwd.NAT, vip6), nat64, wrongPort); b.Installed != 2 || b.NoDest != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	id, _, ok := w.table.Lookup6(hdr.ProtoTCP, &clientAddr6, 40001, &vip6, 80)
+	if !ok || w.table.Addrs6(id).RIP != rs63 || w.table.Get(id).Dest != 30 || w.table.Get(id).Fwd != fwd.NAT {
+		t.Fatal("the NAT66 connection to the draining server is not entered with its id and address")
+	}
+	r.inject(1, tcpFrame(rs2MAC, lanMAC, rs2, 80, lip64, lport, hdr.TCPFlagACK, "reply"))
+	w.poll()
+	if _, ip, _ := check6(t, one(t, r, 0)); ip.Src() != vip6 || ip.Dst() != clientAddr6 {
+		t.Fatalf("the draining NAT64 server's reply went %s -> %s", ip.Src(), ip.Dst())
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // install hands a batch to the worker as the control plane does.
@@ -240,5 +241,68 @@ func TestSyncInstallIsPaced(t *testing.T) {
 	w.runCommands(0)
 	if !batches[2].Done() || w.table.Len() != 900 {
 		t.Fatalf("second run: done %v, %d entries", batches[2].Done(), w.table.Len())
+	}
+}
+
+// TestSyncedConnectionToDrainingServer: a record naming a server the
+// service has no more (or never had here: the control plane adopted it
+// into Draining) is installed with the record's forwarding method and
+// forwards both ways, counted on the draining id; a template naming it
+// is refused, and no new connection is scheduled to it.
+func TestSyncedConnectionToDrainingServer(t *testing.T) {
+	rs3, rs3MAC := ip4(198, 51, 100, 13), hdr.MAC{0x02, 0, 0, 0, 0, 0x13}
+	r := newRig(t, map[uint32]hdr.MAC{clientIP: clientMAC, rs1: rs1MAC, rs2: rs2MAC, rs3: rs3MAC})
+	w := r.w
+	w.snap.Services[0].Draining = []sched.Dest{{ID: 9, Addr: rs3, Port: 80}}
+	nat := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs3, ClientPort: 40000, VPort: 80, RPort: 80,
+		Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT}
+	dr := nat
+	dr.ClientPort, dr.Fwd = 40001, fwd.DR
+	tmpl := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs3, VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, Template: true}
+	unknown := nat
+	unknown.ClientPort, unknown.RIP = 40002, ip4(198, 51, 100, 99)
+	otherPort := nat
+	otherPort.ClientPort, otherPort.RPort = 40003, 81
+	if b := install(t, w, nat, dr, tmpl, unknown, otherPort); b.Installed != 2 || b.NoDest != 3 {
+		t.Fatalf("batch %+v", b)
+	}
+	r.inject(1, tcpFrame(rs3MAC, lanMAC, rs3, 80, clientIP, 40000, hdr.TCPFlagACK, "data"))
+	w.poll()
+	out := r.sent(0)
+	if len(out) != 1 {
+		t.Fatalf("the draining server's reply not forwarded (stats %v)", w.cnt.own)
+	}
+	if _, ip, tcp := checkTCP(t, out[0]); ip.Src() != vip || tcp.SrcPort() != 80 || ip.Dst() != clientIP {
+		t.Fatalf("SNAT gave %x:%d -> %x", ip.Src(), tcp.SrcPort(), ip.Dst())
+	}
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 80, hdr.TCPFlagACK, ""))
+	w.poll()
+	if out = r.sent(1); len(out) != 1 {
+		t.Fatal("client packet not forwarded")
+	}
+	if eth, ip, _ := checkTCP(t, out[0]); ip.Dst() != rs3 || eth.Dst() != rs3MAC {
+		t.Fatalf("DNAT to %x (%v)", ip.Dst(), eth.Dst())
+	}
+	// The DR record's connection keeps its own method: the MAC changes,
+	// the VIP stays.
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40001, vip, 80, hdr.TCPFlagACK, "x"))
+	w.poll()
+	if out = r.sent(1); len(out) != 1 {
+		t.Fatal("DR packet not forwarded")
+	}
+	if eth, ip, _ := checkTCP(t, out[0]); ip.Dst() != vip || eth.Dst() != rs3MAC {
+		t.Fatalf("DR sent %v %x", eth.Dst(), ip.Dst())
+	}
+	if got := w.cnt.dest[9][DestActive]; got != 2 {
+		t.Fatalf("the draining id counts %d active connections, want 2", got)
+	}
+	for port := uint16(41000); port < 41004; port++ {
+		r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, port, vip, 80, hdr.TCPFlagSYN, ""))
+		w.poll()
+		for _, f := range r.sent(1) {
+			if _, ip, _ := checkTCP(t, f); ip.Dst() == rs3 {
+				t.Fatalf("a new connection went to the draining server")
+			}
+		}
 	}
 }
