@@ -18,7 +18,9 @@ import (
 
 // The announcer decides which VIPs lbd's BGP speaker announces
 // (docs/design.md, "Scale-out over BGP"): a VIP while lbd forwards, is
-// neither drained (lbctl drain) nor stopping (SIGTERM), and, with
+// neither drained (lbctl drain) nor stopping (SIGTERM), every port's
+// link is up (link.go: a director that cannot reach its clients or
+// servers must not draw their flows), and, with
 // bgp.require_live_server, one of the VIP's services has a real server
 // that is not down and has a weight above 0.
 
@@ -31,6 +33,7 @@ const (
 	withheldDraining = "draining"
 	withheldStopping = "stopping"
 	withheldNoServer = "no live server"
+	withheldLinkDown = "port link down"
 )
 
 // announcer drives the speaker from the controller's view.
@@ -73,6 +76,7 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 			}
 		}
 	}
+	linkDown := len(api.LinksDown(v.Links)) > 0
 	vips := make([]netip.Addr, 0, len(live))
 	for vip := range live {
 		vips = append(vips, vip)
@@ -85,6 +89,8 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 			reason = withheldStopping
 		case draining:
 			reason = withheldDraining
+		case linkDown:
+			reason = withheldLinkDown
 		case a.cfg.RequireLiveServer && !live[vip]:
 			reason = withheldNoServer
 		}

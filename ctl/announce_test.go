@@ -48,6 +48,13 @@ func TestAnnouncerWantsHealthyVIPs(t *testing.T) {
 		t.Errorf("without require_live_server: announced %v, withheld %v; want every VIP", want, withheld)
 	}
 
+	// A port whose link is down withholds every VIP.
+	down := announceView()
+	down.Links = []api.PortLink{{Port: "wan", Up: true}, {Port: "lan"}}
+	if want, withheld := a.wanted(down); len(want) != 0 || len(withheld) != 3 || withheld[0].Reason != withheldLinkDown {
+		t.Errorf("a link down: announced %v, withheld %v; want nothing announced", want, withheld)
+	}
+
 	a.draining = true
 	want, withheld = a.wanted(announceView())
 	if len(want) != 0 || len(withheld) != 3 || withheld[0].Reason != withheldDraining {

@@ -55,6 +55,7 @@ type Controller struct {
 	adoptHeld map[uint32]time.Time
 	// adoptRefused is when the log last said an adoption failed.
 	adoptRefused time.Time
+	links        linkState // the ports' links (link.go)
 }
 
 // stepPeriod paces the control loop: events, neighbour aging, ARP requests.
@@ -410,6 +411,7 @@ func (c *Controller) step(now time.Time) {
 			}
 		}
 	})
+	c.pollLinks(now)
 	reqs, aged := c.neigh.tick(now)
 	for _, r := range reqs {
 		if !c.dp.RequestARP(r.port, r.ip) {

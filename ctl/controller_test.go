@@ -27,6 +27,7 @@ type fakeDataplane struct {
 	probes    []lcore.Event
 	failFull  bool
 	stats     []lcore.Stats // the workers' counters; nil: a few connections
+	linksDown []bool        // by port: its link is down (else up)
 
 	workers  int        // 0: two
 	cmdMu    sync.Mutex // SendCommand runs on the sync receiver's and the announcer's goroutines
@@ -106,8 +107,14 @@ func (f *fakeDataplane) SendProbe(ip uint32, ip6 hdr.Addr6, dst, src uint16, seq
 	return true
 }
 func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}
-func (f *fakeDataplane) MempoolInUse() int                    { return 0 }
-func (f *fakeDataplane) Workers() []*lcore.Worker             { return nil }
+func (f *fakeDataplane) PortLink(i int) (ethdev.Link, error) {
+	if i < len(f.linksDown) && f.linksDown[i] {
+		return ethdev.Link{}, nil
+	}
+	return ethdev.Link{Up: true, SpeedMbps: 10000, FullDuplex: true}, nil
+}
+func (f *fakeDataplane) MempoolInUse() int        { return 0 }
+func (f *fakeDataplane) Workers() []*lcore.Worker { return nil }
 func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.ConnInfo, bool, error) {
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {

@@ -49,6 +49,9 @@ type Dataplane interface {
 	// For metrics:
 	// PortStats passes each port's device counters to fn.
 	PortStats(fn func(port string, s ethdev.Stats))
+	// PortLink reads port i's link state without waiting (ports in
+	// configuration order).
+	PortLink(i int) (ethdev.Link, error)
 	// MempoolInUse counts the packet buffers taken out of the pool.
 	MempoolInUse() int
 	// Workers are the lcores, for their rings, jobs and table sizes.

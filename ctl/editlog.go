@@ -37,7 +37,7 @@ func authorFields(a api.Author) []zap.Field {
 func isEdit(op string) bool {
 	switch op {
 	case api.OpList, api.OpSave, api.OpConnections, api.OpEdits, api.OpDaemons, api.OpGetLaddr,
-		api.OpGetBlklst, api.OpGetWhtlst:
+		api.OpGetBlklst, api.OpGetWhtlst, api.OpLinks, api.OpHACheck:
 		return false
 	case api.OpTimeouts, api.OpDiff, api.OpTrace: // they only look
 		return false

@@ -15,7 +15,8 @@ import (
 
 // Response is the view as lbctl's listing (api.OpList).
 func (v View) Response() api.Response {
-	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections, Started: v.Started, Handover: v.Handover}}
+	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections, Started: v.Started, Handover: v.Handover,
+		LinksDown: api.LinksDown(v.Links)}}
 	for _, l := range v.Lcores {
 		al := api.Lcore{
 			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),

@@ -159,7 +159,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 // metricsHandler serves /metrics from a registry of its own (no globals).
 func metricsHandler(dp Dataplane, ctl *Controller, mon *health.Monitor, rates *RateEstimator, syncd *connsync.Daemon, ann *announcer) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon), newHACollector(ctl), connsync.NewCollector(syncd), newBGPCollector(ann))
+	reg.MustRegister(newCollector(dp, ctl, rates), health.NewCollector(mon), newHACollector(ctl), newLinkCollector(ctl), connsync.NewCollector(syncd), newBGPCollector(ann))
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	return mux

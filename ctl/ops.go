@@ -158,6 +158,10 @@ func (o *Ops) handle(who api.Author, req api.Request) api.Response {
 			o.log.Info("ha state set", append(authorFields(who), zap.String("state", req.HAState))...)
 		}
 		return api.Response{HAState: o.c.HAState()}
+	case api.OpHACheck:
+		return api.Response{HAState: o.c.HAState(), Links: o.c.Links()}
+	case api.OpLinks:
+		return api.Response{Links: o.c.Links()}
 	case api.OpConnections:
 		resp, err := o.c.connections(req)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dplb/dplb/conf"
+	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/ctl/feedback"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
@@ -20,8 +21,9 @@ type View struct {
 	ConnTableSize uint64 // capacity of the connection tables
 	Connections   uint64 // entries in use
 	Services      []ServiceView
-	Started       time.Time // when this lbd started
-	Handover      string    // what it made of a handover, "" when none
+	Started       time.Time      // when this lbd started
+	Handover      string         // what it made of a handover, "" when none
+	Links         []api.PortLink // the dataplane ports' links
 }
 
 // LcoreView is one worker's counters and what they say about its load.
@@ -179,9 +181,10 @@ type baselines map[destKey]Counters
 // view reads the lcores' counters into the typed view, each server's
 // less its baseline (base may be nil).
 func (c *Controller) view(base baselines) View {
+	links := c.Links()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover}
+	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover, Links: links}
 	workers := c.dp.Workers()
 	for i, ws := range c.dp.WorkerStats() {
 		l := LcoreView{ID: i, Stats: ws}

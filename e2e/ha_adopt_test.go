@@ -33,27 +33,7 @@ func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 		}
 	}
 
-	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, adoptStreams, haChunk, haInterval, haStreamDead)
-	defer func() {
-		select {
-		case <-fleet.stop:
-		default:
-			close(fleet.stop)
-		}
-	}()
-	if len(fleet.failed) > 0 {
-		t.Fatalf("%d of %d streams never connected through the master: %v", len(fleet.failed), adoptStreams, fleet.failed[:min(3, len(fleet.failed))])
-	}
-	t0 := time.Now()
-	time.Sleep(2 * time.Second)
-	if moving, ended := fleet.progressSince(t0); moving < adoptStreams {
-		t.Fatalf("before the failover only %d of %d streams move (%d ended)", moving, adoptStreams, ended)
-	}
-	have, err := e.waitConnections(b, adoptStreams, 10*time.Second)
-	t.Logf("node b (backup, without %s) holds %d connection entries for %d streams", rs2.Name, have, adoptStreams)
-	if err != nil || have < adoptStreams {
-		t.Errorf("node b holds %d connection entries, want all %d streams' (half of them to the server it lacks) (%v)", have, adoptStreams, err)
-	}
+	fleet := e.startStreams(t, adoptStreams, b) // b holds them all: half to the server it lacks
 	listed, err := harness.LBCtl(e.ctx, e.lbctl, b.lbd.Config.Socket, "-L", "-c", "-n")
 	if err != nil {
 		t.Fatal(err)
@@ -85,15 +65,7 @@ func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 	}
 
 	maxStall := 2*takeover + 1500*time.Millisecond
-	fleet.finish()
-	ty, longest := fleet.verdict(maxStall)
-	if bad := fleet.stalled(maxStall, 3); len(bad) > 0 {
-		e.explainStreams(t, bad)
-	}
-	t.Logf("streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
-	if broken := ty.broken(); float64(adoptStreams-broken) < haMinSurvival*adoptStreams {
-		t.Errorf("%d of %d streams broke across the failover, want at most %.0f%%", broken, adoptStreams, (1-haMinSurvival)*100)
-	}
+	e.endStreams(t, fleet, maxStall, "the failover")
 	if err := b.lbd.Stop(10 * time.Second); err != nil {
 		t.Errorf("node b: %v", err)
 	}

@@ -62,6 +62,7 @@ type haEnv struct {
 	vipHTTP, vipEcho       string
 	vipFNAT                string            // VS/NAT pair: the FullNAT echo service
 	six                    bool              // IPv6 too, an echo service on haVIP6
+	taps                   bool              // lbd on TAP ports bridged to the node's links (haTapPorts)
 	ftp                    map[string]string // VS/NAT pair: vsftpd on the servers (their files' SHA-256 to their names), an FTP service on VIP:21
 }
 
@@ -80,6 +81,15 @@ func newHAEnv(t *testing.T, dr bool) *haEnv {
 // with the helper on VIP:21 (with six instead haVIP6:21, by NAT66).
 func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 	t.Helper()
+	return newHAEnvOn(t, dr, six, ftp, false)
+}
+
+// newHAEnvOn is newHAEnvWith, with taps each lbd's ports on TAP devices
+// bridged to the node's links (haTapPorts) instead of af_packet ones: a
+// TAP port's link follows its tap interface's state, which a test can
+// set down.
+func newHAEnvOn(t *testing.T, dr, six, ftp, taps bool) *haEnv {
+	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		t.Skip("end-to-end failover test: keepalived not found (run scripts/setup.sh)")
@@ -96,7 +106,7 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper, six: six}
+	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper, six: six, taps: taps}
 	e.vipHTTP = "http://" + h.VIP.String() + "/"
 	e.vipEcho = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haEchoPort))
 	e.vipFNAT = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haFNATPort))
@@ -155,11 +165,16 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 		if dr {
 			vipIf = nd.ServerIf
 		}
-		if e.vip.macs[i], err = harness.LinkMAC(nd.NS, vipIf); err != nil {
+		serverMAC := func() (net.HardwareAddr, error) { return harness.LinkMAC(nd.NS, nd.ServerIf) }
+		if e.taps { // the TAP ports' own MACs, not the links'
+			ports := e.config(n).Ports
+			e.vip.macs[i], _ = net.ParseMAC(haTapMAC(i, 0))
+			serverMAC = func() (net.HardwareAddr, error) { return net.ParseMAC(haTapMAC(i, len(ports)-1)) }
+		} else if e.vip.macs[i], err = harness.LinkMAC(nd.NS, vipIf); err != nil {
 			t.Fatal(err)
 		}
 		if e.floating != nil {
-			if e.floating.macs[i], err = harness.LinkMAC(nd.NS, nd.ServerIf); err != nil {
+			if e.floating.macs[i], err = serverMAC(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -229,6 +244,9 @@ func (e *haEnv) config(n *haNode) harness.Config {
 			ftp.Helper = "ftp"
 			services = append(services, ftp)
 		}
+	}
+	if e.taps {
+		haTapPorts(ports, e.nodeIndex(n))
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
 	c.Services = services
@@ -345,6 +363,39 @@ func (e *haEnv) startLBD(t *testing.T, n *haNode) {
 	if err != nil {
 		t.Fatalf("node %s: %v", n.Name, err)
 	}
+	if e.taps {
+		links := []string{n.ClientIf, n.ServerIf}
+		if e.ha.DR {
+			links = []string{n.ServerIf}
+		}
+		for i, ifc := range links {
+			tap := "dtap" + strconv.Itoa(i)
+			kernelMAC := fmt.Sprintf("02:00:00:00:7b:%d%d", e.nodeIndex(n), i)
+			if err := harness.BridgeTap(e.topo, n.NS, "br"+tap, tap, ifc, kernelMAC, 10*time.Second); err != nil {
+				t.Fatalf("node %s: %v", n.Name, err)
+			}
+		}
+	}
+}
+
+// haTapPorts puts node i's ports (in configuration order) on TAP devices
+// dtap0, dtap1..., each with a fixed MAC (haTapMAC), to be bridged to
+// the node's links once lbd runs (startLBD; a restarted lbd is not).
+func haTapPorts(ports []harness.Port, node int) {
+	for j := range ports {
+		ports[j].Device = fmt.Sprintf("net_tap%d,iface=dtap%d,mac=%s", j, j, haTapMAC(node, j))
+	}
+}
+
+// haTapMAC is node i's TAP port j's MAC.
+func haTapMAC(node, port int) string { return fmt.Sprintf("02:00:00:00:7a:%d%d", node, port) }
+
+// nodeIndex is n's place in the pair (0: node a).
+func (e *haEnv) nodeIndex(n *haNode) int {
+	if e.nodes[1] == n {
+		return 1
+	}
+	return 0
 }
 
 // startKeepalived writes node n's keepalived files from the shipped

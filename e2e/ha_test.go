@@ -339,3 +339,48 @@ func liveStreams(f *echoFleet) int {
 	_, ended := f.progressSince(time.Now())
 	return len(f.streams) - ended
 }
+
+// startStreams starts n echo streams to the VIP's echo service through
+// the master, checks that all of them move, and that backup holds their
+// entries (synced); the streams stop when the test ends.
+func (e *haEnv) startStreams(t *testing.T, n int, backup *haNode) *echoFleet {
+	t.Helper()
+	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, n, haChunk, haInterval, haStreamDead)
+	t.Cleanup(func() {
+		select {
+		case <-fleet.stop:
+		default:
+			close(fleet.stop)
+		}
+	})
+	if len(fleet.failed) > 0 {
+		t.Fatalf("%d of %d streams never connected through the master: %v", len(fleet.failed), n, fleet.failed[:min(3, len(fleet.failed))])
+	}
+	t0 := time.Now()
+	time.Sleep(2 * time.Second)
+	if moving, ended := fleet.progressSince(t0); moving < n {
+		t.Fatalf("at the start only %d of %d streams move (%d ended)", moving, n, ended)
+	}
+	have, err := e.waitConnections(backup, uint64(n), 10*time.Second)
+	t.Logf("node %s (backup) holds %d connection entries for %d streams", backup.Name, have, n)
+	if err != nil || have < uint64(n) {
+		t.Errorf("node %s holds %d connection entries, want the %d streams' (synced from the master) (%v)", backup.Name, have, n, err)
+	}
+	return fleet
+}
+
+// endStreams stops the streams and checks that at least 99% of them
+// never stalled longer than maxStall nor broke.
+func (e *haEnv) endStreams(t *testing.T, fleet *echoFleet, maxStall time.Duration, across string) {
+	t.Helper()
+	fleet.finish()
+	ty, longest := fleet.verdict(maxStall)
+	if bad := fleet.stalled(maxStall, 3); len(bad) > 0 {
+		e.explainStreams(t, bad)
+	}
+	n := len(fleet.streams) + len(fleet.failed)
+	t.Logf("streams: %s (longest gap %v, allowed %v)", ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
+	if broken := ty.broken(); float64(n-len(fleet.failed)-broken) < haMinSurvival*float64(n) {
+		t.Errorf("%d of %d streams broke across %s, want at most %.0f%%", broken+len(fleet.failed), n, across, (1-haMinSurvival)*100)
+	}
+}

@@ -68,3 +68,40 @@ func TestHAState(t *testing.T) {
 		}
 	}
 }
+
+// TestHACheck: lbctl --ha-check exits 0 while every port's link is up
+// and 1 (keepalived's vrrp_script fails) while one is down.
+func TestHACheck(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "lbd.sock")
+	l, err := api.Listen(path, 0o600, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	lanUp := true
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	srv := &api.Server{AllowGID: -1, Handler: api.HandlerFunc(func(_ context.Context, req api.Request) api.Response {
+		if req.Op != api.OpHACheck {
+			return api.Response{Error: "unexpected op " + req.Op}
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return api.Response{HAState: "master", Links: []api.PortLink{{Port: "wan", Up: true}, {Port: "lan", Up: lanUp}}}
+	})}
+	go func() { srv.Serve(ctx, l); close(done) }()
+	defer func() { cancel(); <-done }()
+	for _, tc := range []struct {
+		up   bool
+		code int
+		out  string
+	}{{true, 0, "master: every port's link is up\n"}, {false, exitError, "master: link down on lan\n"}} {
+		mu.Lock()
+		lanUp = tc.up
+		mu.Unlock()
+		var stdout, stderr bytes.Buffer
+		if code := run(context.Background(), []string{"--ha-check", "--socket", path}, env(nil), strings.NewReader(""), &stdout, &stderr); code != tc.code || stdout.String() != tc.out {
+			t.Errorf("lan up %v: exit %d, stdout %q, stderr %q", tc.up, code, stdout.String(), stderr.String())
+		}
+	}
+}

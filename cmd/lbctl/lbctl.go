@@ -45,9 +45,11 @@ const usageText = `Usage:
   lbctl -L --daemon
   lbctl drain | undrain
   lbctl -L --bgp [-o json]
+  lbctl -L --links [-o json]
   lbctl reload
   lbctl upgrade [--binary PATH]
   lbctl --ha-state [master|backup]
+  lbctl --ha-check
   lbctl -h|--help
   lbctl -V|--version
 
@@ -94,6 +96,9 @@ Commands:
                            Established connections survive; packets wait out DPDK's start-up
   --ha-state [STATE]       make lbd the master (answers ARP for the VIPs and floating addresses,
                            announces them) or the backup of its pair; print the state
+  --ha-check               print the state and whether every dataplane port's link is up;
+                           exit 1 while one is down (keepalived's vrrp_script: the master
+                           gives its role up)
   drain                    withdraw every VIP from lbd's BGP peers and keep them withdrawn: the
                            routers send new flows to the other directors, connections here go on
   undrain                  announce the healthy VIPs again
@@ -132,6 +137,7 @@ Options:
   --daemon                     with -L: the running sync daemons, as ipvsadm prints them
   --bgp                        with -L: the BGP sessions (state, time up, prefixes sent) and
                                the VIPs announced and withheld (scale-out, bgp: section)
+  --links                      with -L: the dataplane ports' links (up or down, speed, changes)
   --mcast-interface IF         with --start-daemon: the host interface to sync over (default
                                sync.mcast_interface); both modes share one interface
   --syncid N                   with --start-daemon: the sync group id, 0..255 (default sync.syncid)
@@ -230,6 +236,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 			fmt.Fprintf(stderr, "lbctl: %v\n", err)
 			return failed(c)
 		}
+		if c.Op == api.OpHACheck && len(api.LinksDown(resp.Links)) > 0 {
+			return exitError
+		}
 		return diffExit(c, resp)
 	}
 	switch c.Op {
@@ -256,6 +265,13 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdin i
 		_, err = io.WriteString(stdout, text)
 	case api.OpHAState:
 		_, err = fmt.Fprintln(stdout, resp.HAState)
+	case api.OpLinks:
+		err = api.WriteLinks(stdout, resp, time.Now())
+	case api.OpHACheck:
+		var up bool
+		if up, err = api.WriteHACheck(stdout, resp); err == nil && !up {
+			return exitError // a port is down: keepalived gives the master role up
+		}
 	case api.OpGetLaddr:
 		err = api.WriteLocalAddresses(stdout, resp)
 	case api.OpGetBlklst:

@@ -187,10 +187,12 @@ type Response struct {
 	Restart        []string `json:"restart,omitempty"` // OpReload: settings that differ from the running ones and need a restart
 	Edits          []Edit   `json:"edits,omitempty"`   // OpEdits
 
-	// HAState (OpHAState): "master" or "backup".
-	HAState string   `json:"ha_state,omitempty"`
-	Daemons []Daemon `json:"daemons,omitempty"` // OpDaemons
-	BGP     *BGP     `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
+	// HAState (OpHAState, OpHACheck): "master" or "backup".
+	HAState string `json:"ha_state,omitempty"`
+	// Links (OpLinks, OpHACheck) are the dataplane ports' links.
+	Links   []PortLink `json:"links,omitempty"`
+	Daemons []Daemon   `json:"daemons,omitempty"` // OpDaemons
+	BGP     *BGP       `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
 	// LocalAddresses (OpGetLaddr) are the services' FullNAT local
 	// addresses, and those removed that still drain.
 	LocalAddresses []LocalAddress `json:"local_addresses,omitempty"`
@@ -302,6 +304,8 @@ type Info struct {
 	// handed over to it ("" when none was).
 	Started  time.Time `json:"started,omitzero"`
 	Handover string    `json:"handover,omitempty"`
+	// LinksDown names the dataplane ports whose link is down.
+	LinksDown []string `json:"links_down,omitempty"`
 }
 
 // Service is one virtual service (ipvsadm -A).

@@ -47,7 +47,7 @@ type BGPPeer struct {
 // BGPWithheld is a VIP not announced, and why.
 type BGPWithheld struct {
 	VIP    string `json:"vip"`
-	Reason string `json:"reason"` // "draining", "stopping", "no live server"
+	Reason string `json:"reason"` // "draining", "stopping", "port link down", "no live server"
 }
 
 func init() {

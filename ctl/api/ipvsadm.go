@@ -416,6 +416,9 @@ func ParseArgs(args []string) (Command, error) {
 	if cmd == OpList && slices.Contains(c.Options, "--bgp") {
 		cmd = OpBGP
 	}
+	if cmd == OpList && slices.Contains(c.Options, "--links") {
+		cmd = OpLinks
+	}
 	c.Op = cmd
 	if err := daemon.finish(&c); err != nil {
 		return Command{}, err
@@ -555,6 +558,8 @@ func cmdLabel(op string) string {
 		return "-L --daemon"
 	case OpBGP:
 		return "-L --bgp"
+	case OpLinks:
+		return "-L --links"
 	case OpDrain, OpUndrain:
 		return op
 	case OpAddLaddr:

@@ -33,6 +33,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 		size = resp.Info.ConnTableSize
 	}
 	fmt.Fprintf(bw, "dplb lbctl (API v%d) (size=%d)\n", Version, size)
+	if resp.Info != nil && len(resp.Info.LinksDown) > 0 {
+		fmt.Fprintf(bw, "Link down: %s (lbctl -L --links)\n", strings.Join(resp.Info.LinksDown, ", "))
+	}
 	switch {
 	case f.Stats:
 		fmt.Fprintf(bw, "%-33s %8s %8s %8s %8s %8s\n"+

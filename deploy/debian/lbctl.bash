@@ -32,6 +32,7 @@ _lbctl() {
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
 		--exact --output --socket --help --version reload upgrade --binary --fullnat --synproxy --no-synproxy
 		--add-laddr --del-laddr --get-laddr --laddr -z --add-blklst --del-blklst --get-blklst --blklst-address -k
-		--add-whtlst --del-whtlst --get-whtlst --whtlst-address -2" -- "$cur"))
+		--add-whtlst --del-whtlst --get-whtlst --whtlst-address -2
+		--ha-state --ha-check --links --bgp drain undrain --daemon --start-daemon --stop-daemon" -- "$cur"))
 }
 complete -F _lbctl lbctl

@@ -11,8 +11,9 @@
 # virtual_ipaddress holds only a management address.
 #
 # keepalived.conf: vrrp_scripts running "dplb-notify.sh check" (lbd
-# answers on its socket) and "dplb-notify.sh alive" (something listens on
-# it) tracked by the vrrp_instance, and in it:
+# answers on its socket and every dataplane port's link is up) and
+# "dplb-notify.sh alive" (something listens on it) tracked by the
+# vrrp_instance, and in it:
 #   notify_master "/etc/keepalived/dplb-notify.sh master"
 #   notify_backup "/etc/keepalived/dplb-notify.sh backup"
 #   notify_fault  "/etc/keepalived/dplb-notify.sh fault"
@@ -44,8 +45,10 @@ lbctl() {
 
 case ${1:-} in
 check)
-	# keepalived's vrrp_script, every second: does lbd answer?
-	exec "$LBCTL" --socket "$SOCKET" --ha-state >/dev/null 2>&1
+	# keepalived's vrrp_script, every second: does lbd answer, with
+	# every dataplane port's link up? (A DPDK port is no kernel
+	# interface: track_interface cannot see it.)
+	exec "$LBCTL" --socket "$SOCKET" --ha-check >/dev/null 2>&1
 	;;
 alive)
 	# keepalived's other vrrp_script, every second: is lbd there at all?

@@ -175,6 +175,14 @@ func (d *DPDK) PortStats(fn func(port string, s ethdev.Stats)) {
 	}
 }
 
+// PortLink reads port i's link state without waiting.
+func (d *DPDK) PortLink(i int) (ethdev.Link, error) {
+	if i < 0 || i >= len(d.ports) {
+		return ethdev.Link{}, fmt.Errorf("no port %d", i)
+	}
+	return d.ports[i].id.Link()
+}
+
 // MempoolInUse counts the mbufs out of the pool.
 func (d *DPDK) MempoolInUse() int {
 	if d.pool == nil {

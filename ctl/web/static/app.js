@@ -123,7 +123,11 @@ function renderServices(data) {
   const info = resp.info || { connections: 0, conn_table_size: 0 };
   const pct = info.conn_table_size ? (100 * info.connections / info.conn_table_size).toFixed(2) : "0";
   const n = (resp.services || []).length;
-  $("summary").textContent = `${n} service${n === 1 ? "" : "s"}; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
+  // A port whose link is down leads the summary: nothing reaches its
+  // segment (lbctl -L --links).
+  const down = (info.links_down || []).length ? `link down: ${info.links_down.join(", ")}; ` : "";
+  $("summary").textContent = `${down}${n} service${n === 1 ? "" : "s"}; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
+  $("summary").classList.toggle("failed", down !== "");
   const tb = $("services").tBodies[0];
   const rows = [];
   for (const s of resp.services || []) {
