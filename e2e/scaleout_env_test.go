@@ -38,9 +38,18 @@ type scaleEnv struct {
 	lbdPath, lbctl, helper string
 	keyFile                string
 	prefix                 netip.Prefix
+	taps                   bool // lbd on a TAP port bridged to the node's link
 }
 
 func newScaleEnv(t *testing.T) *scaleEnv {
+	t.Helper()
+	return newScaleEnvOn(t, false)
+}
+
+// newScaleEnvOn is newScaleEnv, with taps each lbd's port on a TAP
+// device bridged to the node's link (its link follows the tap
+// interface's state, which a test can set down).
+func newScaleEnvOn(t *testing.T, taps bool) *scaleEnv {
 	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -52,7 +61,7 @@ func newScaleEnv(t *testing.T) *scaleEnv {
 		t.Fatalf("build topology: %v", err)
 	}
 	e := &scaleEnv{ctx: ctx, tp: tp, net: n, lbdPath: lbdPath, lbctl: lbctl, helper: helper,
-		prefix: netip.PrefixFrom(n.VIP, 32)}
+		prefix: netip.PrefixFrom(n.VIP, 32), taps: taps}
 	dir := t.TempDir()
 	e.keyFile = filepath.Join(dir, "sync.key")
 	key := make([]byte, 32)
@@ -102,6 +111,9 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.tp.Suffix(), n.Name, n.starts), n.dir,
 		harness.AFPacketPort(0, harness.LVSPortName, n.ServerIf, n.ServerIP.String(), e.net.Gateway.String(), "both"))
+	if e.taps {
+		c.Ports[0].Device = fmt.Sprintf("net_tap0,iface=dtap0,mac=02:00:00:00:7c:%02x", n.Name[0])
+	}
 	c.Services = []harness.Service{svc(scaleHTTPPort), svc(scaleEchoPort)}
 	c.ConnTableSize = 16384
 	c.LogFormat = "json"
@@ -150,6 +162,11 @@ func (e *scaleEnv) startLBD(t *testing.T, n *scaleNode) {
 	}
 	if err != nil {
 		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	if e.taps {
+		if err := harness.BridgeTap(e.tp, n.NS, "brdtap0", "dtap0", n.ServerIf, "02:00:00:00:7d:"+fmt.Sprintf("%02x", n.Name[0]), 10*time.Second); err != nil {
+			t.Fatalf("node %s: %v", n.Name, err)
+		}
 	}
 }
 
