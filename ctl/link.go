@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
 )
 
 // The ports' links. A DPDK port is no kernel interface, so neither
@@ -22,8 +23,8 @@ import (
 //   - the BGP announcer withholds every VIP while a port is down, so the
 //     routers send the flows to the other directors;
 //   - a master announces its addresses on a port whose link came back
-//     (gratuitous ARP), as at a takeover: the switch may have forgotten
-//     where they are.
+//     (gratuitous ARP, unsolicited NAs), as at a takeover: the switch
+//     may have forgotten where they are.
 
 // linkPoll is how often the ports' link state is read.
 const linkPoll = 100 * time.Millisecond
@@ -88,7 +89,8 @@ func (c *Controller) pollLinks(now time.Time) {
 }
 
 // announcePort has worker 0 send gratuitous ARP for the addresses a
-// master announces on port i; the caller holds mu.
+// master announces on port i, and unsolicited NAs for its IPv6 ones;
+// the caller holds mu.
 func (c *Controller) announcePort(i int) {
 	var targets []announceTarget
 	for _, t := range c.announceTargets() {
@@ -97,6 +99,10 @@ func (c *Controller) announcePort(i int) {
 		}
 	}
 	c.announce(targets)
+	if !c.ports[i].Addr6.IsUnspecified() &&
+		!c.command(0, lcore.Command{Kind: lcore.CmdAnnounce6, Port: i}, time.Now().Add(100*time.Millisecond)) {
+		c.ha.announceLost.Add(1)
+	}
 }
 
 // Links lists the ports' links (up until the first poll says otherwise).

@@ -47,11 +47,16 @@ const (
 	// port's address to Command.IP (or IP6), identifier SrcPort,
 	// sequence number the low 16 bits of Seq.
 	CmdProbeEcho
+	// CmdAnnounce6 sends the unsolicited NAs a takeover sends out of
+	// Command.Port (announce6): its IPv6 address and, on a master, its
+	// IPv6 floating addresses and VIPs. The control plane asks for it when
+	// the port's link comes back.
+	CmdAnnounce6
 )
 
 var commandNames = [...]string{CmdSnapshot: "snapshot", CmdARPRequest: "arp_request", CmdDump: "dump", CmdProbe: "probe",
 	CmdSyncInstall: "sync_install", CmdAnnounce: "announce", CmdTrace: "trace", CmdSolicit: "solicit", CmdProbeSegment: "probe_segment", CmdProbeDatagram: "probe_datagram",
-	CmdProbeEcho: "probe_echo"}
+	CmdProbeEcho: "probe_echo", CmdAnnounce6: "announce6"}
 
 func (k CommandKind) String() string { return name(commandNames[:], uint8(k), "command") }
 

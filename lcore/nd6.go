@@ -140,23 +140,29 @@ func (s *Snapshot) isLocal6(a hdr.Addr6) bool {
 // control work.
 func (w *Worker) announce6() {
 	for i := range w.snap.Ports {
-		p := &w.snap.Ports[i]
-		if p.Addr6.IsUnspecified() {
-			continue
-		}
-		w.sendUnsolicitedNA(i, p.Addr6)
-		if w.snap.Backup {
-			continue
-		}
-		for _, f := range p.Floating6 {
-			w.sendUnsolicitedNA(i, f)
-		}
-		if !p.FacesClients {
-			continue
-		}
-		for vip := range w.snap.six.vips {
-			w.sendUnsolicitedNA(i, vip)
-		}
+		w.announce6Port(i)
+	}
+}
+
+// announce6Port is announce6 for port i alone (CmdAnnounce6: its link
+// came back).
+func (w *Worker) announce6Port(i int) {
+	p := &w.snap.Ports[i]
+	if p.Addr6.IsUnspecified() {
+		return
+	}
+	w.sendUnsolicitedNA(i, p.Addr6)
+	if w.snap.Backup {
+		return
+	}
+	for _, f := range p.Floating6 {
+		w.sendUnsolicitedNA(i, f)
+	}
+	if !p.FacesClients {
+		return
+	}
+	for vip := range w.snap.six.vips {
+		w.sendUnsolicitedNA(i, vip)
 	}
 }
 

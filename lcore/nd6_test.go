@@ -131,6 +131,30 @@ func TestUnsolicitedNA(t *testing.T) {
 	}
 }
 
+// TestAnnounce6Command: CmdAnnounce6 (a port's link came back) has the
+// worker send that port's unsolicited NAs again, and none for a port
+// without an IPv6 address.
+func TestAnnounce6Command(t *testing.T) {
+	r := rig6(t)
+	r.w.runCommands(0)
+	r.w.flush()
+	r.sent(0) // the start's NA
+	for _, port := range []int{0, 1, 7} {
+		if !r.w.Commands().Push(Command{Kind: CmdAnnounce6, Port: port}) {
+			t.Fatal("command ring full")
+		}
+	}
+	r.w.runCommands(0)
+	r.w.flush()
+	out := r.sent(0)
+	if len(out) != 1 || len(r.sent(1)) != 0 {
+		t.Fatalf("sent %d frames on wan and %d on lan, want wan's NA alone", len(out), len(r.sent(1)))
+	}
+	if _, ip, na := checkNA(t, out[0]); ip.Dst() != hdr.AllNodes || na.Flags() != hdr.NAFlagOverride {
+		t.Errorf("NA to %v flags %#x", ip.Dst(), na.Flags())
+	}
+}
+
 // TestEcho6: an echo request to the port's IPv6 address is answered with
 // a valid checksum; one to another address is dropped.
 func TestEcho6(t *testing.T) {

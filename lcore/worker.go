@@ -540,6 +540,10 @@ func (w *Worker) runCommands(int64) {
 			}
 		case CmdAnnounce:
 			w.announce(cmd.Port, cmd.IP)
+		case CmdAnnounce6:
+			if cmd.Port >= 0 && cmd.Port < len(w.snap.Ports) {
+				w.announce6Port(cmd.Port)
+			}
 		case CmdDump:
 			if w.dump != nil { // one at a time: the control plane waits for each
 				w.dump.Truncated = true
