@@ -8,7 +8,8 @@ import (
 	"time"
 )
 
-// BGP configures scale-out: lbd announces each VIP as a /32 to its BGP
+// BGP configures scale-out: lbd announces each VIP as a /32 (an IPv6 one
+// as a /128) to its BGP
 // peers (the routers in front of N active directors, which spread flows
 // over them with ECMP) while it is healthy for that VIP. The sessions run
 // over the host's kernel stack (a management interface), not a dataplane
@@ -18,7 +19,8 @@ type BGP struct {
 	ASN            int            `mapstructure:"asn"`             // this director's AS number, 1..4294967295, 0 = BGP off; default 0; reload: restart
 	RouterID       string         `mapstructure:"router_id"`       // BGP identifier, an IPv4 address unique among the routers' peers, required with asn; default ""; reload: restart
 	ListenPort     int            `mapstructure:"listen_port"`     // TCP port to accept sessions on, -1 = do not listen (lbd dials its peers), -1..65535; default -1; reload: restart
-	NextHop        string         `mapstructure:"next_hop"`        // next hop announced with every VIP, the dataplane address the routers reach lbd by; "" = the address of the first client-facing port; default ""; reload: restart
+	NextHop        string         `mapstructure:"next_hop"`        // next hop announced with every IPv4 VIP, the dataplane address the routers reach lbd by; "" = the address of the first client-facing port; default ""; reload: restart
+	NextHop6       string         `mapstructure:"next_hop6"`       // next hop announced with every IPv6 VIP (a /128, in MP-BGP over the same sessions), a global IPv6 address; "" = the address6 of the first client-facing port that has one; with neither, IPv6 VIPs are withheld; default ""; reload: restart
 	Peers          []BGPPeer      `mapstructure:"peers"`           // the routers to announce to, at least one with asn; reload: restart
 	Communities    []string       `mapstructure:"communities"`     // standard communities ("65000:100") sent with every VIP; default none; reload: restart
 	VIPCommunities []BGPVIPExtras `mapstructure:"vip_communities"` // communities sent with one VIP only, in addition to communities; default none; reload: restart
@@ -145,6 +147,11 @@ func (c *Config) validateBGP() error {
 	} else if _, ok := c.BGPNextHop(); !ok {
 		return fieldErrorf("bgp.next_hop", "is not set and no port faces clients: name the dataplane address the routers send the VIPs' traffic to")
 	}
+	if b.NextHop6 != "" {
+		if a, err := netip.ParseAddr(b.NextHop6); err != nil || !a.Is6() || a.Is4In6() || !a.IsGlobalUnicast() {
+			return fieldErrorf("bgp.next_hop6", "%q is not a global unicast IPv6 address", b.NextHop6)
+		}
+	}
 	if len(b.Peers) == 0 {
 		return fieldErrorf("bgp.peers", "is empty: name at least one router to announce the VIPs to")
 	}
@@ -203,6 +210,21 @@ func (c *Config) validateBGP() error {
 		}
 	}
 	return nil
+}
+
+// BGPNextHop6 is the next hop lbd announces its IPv6 VIPs with:
+// bgp.next_hop6, else the IPv6 address of the first client-facing port
+// that has one; false when there is none (IPv6 VIPs are then withheld).
+func (c *Config) BGPNextHop6() (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(c.BGP.NextHop6); err == nil {
+		return a, true
+	}
+	for _, p := range c.Ports {
+		if p6, ok := p.Prefix6(); ok && p.FacesClients() {
+			return p6.Addr(), true
+		}
+	}
+	return netip.Addr{}, false
 }
 
 // BGPNextHop is the next hop lbd announces its VIPs with: bgp.next_hop,

@@ -25,7 +25,7 @@ func TestBGPValid(t *testing.T) {
 		{"one peer, defaults", bgpOn},
 		{"everything", func(b *conf.BGP) {
 			bgpOn(b)
-			b.ASN, b.ListenPort, b.NextHop = 4200000000, 179, "203.0.113.1"
+			b.ASN, b.ListenPort, b.NextHop, b.NextHop6 = 4200000000, 179, "203.0.113.1", "2001:db8:100::1"
 			b.Peers = append(b.Peers, conf.BGPPeer{Address: "10.0.0.253", ASN: 65001, Port: 1179,
 				LocalAddress: "10.0.0.1", Password: "k", HoldTime: 3 * time.Second, Keepalive: time.Second})
 			b.Communities = []string{"65000:0", "0:65535"}
@@ -53,6 +53,8 @@ func TestBGPInvalid(t *testing.T) {
 		{"bgp.listen_port", func(b *conf.BGP) { b.ListenPort = 65536 }},
 		{"bgp.listen_port", func(b *conf.BGP) { b.ListenPort = -2 }},
 		{"bgp.next_hop", func(b *conf.BGP) { bgpOn(b); b.NextHop = "nope" }},
+		{"bgp.next_hop6", func(b *conf.BGP) { bgpOn(b); b.NextHop6 = "203.0.113.1" }},
+		{"bgp.next_hop6", func(b *conf.BGP) { bgpOn(b); b.NextHop6 = "fe80::1" }},
 		{"bgp.peers", func(b *conf.BGP) { bgpOn(b); b.Peers = nil }},
 		{"bgp.peers[0].address", func(b *conf.BGP) { bgpOn(b); b.Peers[0].Address = "10.0.0" }},
 		{"bgp.peers[1].address", func(b *conf.BGP) { bgpOn(b); b.Peers = append(b.Peers, b.Peers[0]) }},
@@ -94,6 +96,24 @@ func TestBGPNextHopDefaultsToTheClientPort(t *testing.T) {
 	c.Ports[0].Role = "server"
 	if err := c.Validate(schedulers); err == nil {
 		t.Errorf("no port faces clients and no bgp.next_hop: accepted")
+	}
+}
+
+// TestBGPNextHop6: the IPv6 VIPs' next hop is bgp.next_hop6, else the
+// first client-facing port's address6; none without either.
+func TestBGPNextHop6(t *testing.T) {
+	c := validConfig()
+	bgpOn(&c.BGP)
+	if a, ok := c.BGPNextHop6(); ok {
+		t.Errorf("no address6 and no bgp.next_hop6: BGPNextHop6() = %v", a)
+	}
+	c.Ports[0].Address6 = "2001:db8:100::1/64"
+	if a, ok := c.BGPNextHop6(); !ok || a != netip.MustParseAddr("2001:db8:100::1") {
+		t.Errorf("BGPNextHop6() = %v, %v; want the client port's 2001:db8:100::1", a, ok)
+	}
+	c.BGP.NextHop6 = "2001:db8:200::1"
+	if a, ok := c.BGPNextHop6(); !ok || a != netip.MustParseAddr("2001:db8:200::1") {
+		t.Errorf("BGPNextHop6() = %v, %v; want bgp.next_hop6", a, ok)
 	}
 }
 

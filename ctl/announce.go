@@ -34,6 +34,7 @@ const (
 	withheldStopping = "stopping"
 	withheldNoServer = "no live server"
 	withheldLinkDown = "port link down"
+	withheldNoNH6    = "no IPv6 next hop"
 )
 
 // announcer drives the speaker from the controller's view.
@@ -43,6 +44,8 @@ type announcer struct {
 	ctl  *Controller
 	log  *zap.Logger
 	kick chan struct{}
+	// nextHop6 is the IPv6 VIPs' next hop; invalid: they are withheld.
+	nextHop6 netip.Addr
 
 	mu       sync.Mutex
 	draining bool
@@ -51,7 +54,7 @@ type announcer struct {
 }
 
 func newAnnouncer(sp *bgp.Speaker, cfg conf.BGP, c *Controller, log *zap.Logger) *announcer {
-	return &announcer{sp: sp, cfg: cfg, ctl: c, log: log, kick: make(chan struct{}, 1)}
+	return &announcer{sp: sp, cfg: cfg, ctl: c, log: log, kick: make(chan struct{}, 1), nextHop6: sp.NextHop6()}
 }
 
 // wanted splits the VIPs of v into those to announce and those withheld,
@@ -64,9 +67,6 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 	for i := range v.Services {
 		s := &v.Services[i]
 		vip := s.VIP().Addr()
-		if vip.Is6() {
-			continue // the speaker announces IPv4 /32s only
-		}
 		if _, ok := live[vip]; !ok {
 			live[vip] = false
 		}
@@ -93,6 +93,8 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 			reason = withheldLinkDown
 		case a.cfg.RequireLiveServer && !live[vip]:
 			reason = withheldNoServer
+		case vip.Is6() && !a.nextHop6.IsValid():
+			reason = withheldNoNH6
 		}
 		if reason == "" {
 			want = append(want, vip)
@@ -161,8 +163,11 @@ func (a *announcer) status(ctx context.Context) (*api.BGP, error) {
 		out.Peers = append(out.Peers, api.BGPPeer{Address: p.Address, ASN: p.ASN, State: p.State, Since: p.Since,
 			HoldTime: p.HoldTime, Advertised: p.Advertised})
 	}
+	if a.nextHop6.IsValid() {
+		out.NextHop6 = a.nextHop6.String()
+	}
 	for _, vip := range a.sp.Announced() {
-		out.Announced = append(out.Announced, vip.String()+"/32")
+		out.Announced = append(out.Announced, netip.PrefixFrom(vip, vip.BitLen()).String())
 	}
 	return out, nil
 }
@@ -178,7 +183,7 @@ func newBGPCollector(a *announcer) *bgpCollector {
 	return &bgpCollector{a: a,
 		up:         d("dplb_bgp_session_up", "1 while the BGP session with the peer is established.", []string{"peer"}, nil),
 		advertised: d("dplb_bgp_peer_advertised_prefixes", "Prefixes sent to the peer and not withdrawn.", []string{"peer"}, nil),
-		announced:  d("dplb_bgp_prefixes_announced", "VIPs this lbd announces now (each a /32).", nil, nil),
+		announced:  d("dplb_bgp_prefixes_announced", "VIPs this lbd announces now (each a /32, an IPv6 one a /128).", nil, nil),
 		draining:   d("dplb_bgp_draining", "1 while lbd is drained (lbctl drain) or stopping: it announces no VIP.", nil, nil),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // announceView has three VIPs: .10 with a live server on one of its two
@@ -46,6 +47,19 @@ func TestAnnouncerWantsHealthyVIPs(t *testing.T) {
 	a.cfg.RequireLiveServer = false
 	if want, withheld := a.wanted(announceView()); !slices.Equal(want, addrs("203.0.113.10", "203.0.113.11", "203.0.113.12")) || len(withheld) != 0 {
 		t.Errorf("without require_live_server: announced %v, withheld %v; want every VIP", want, withheld)
+	}
+
+	// An IPv6 VIP is announced with an IPv6 next hop, withheld without.
+	six := announceView()
+	six.Services = append(six.Services, ServiceView{Key: lcore.ServiceKey{VIP6: hdr.Addr6From(netip.MustParseAddr("2001:db8::10")), Port: 80},
+		Servers: []ServerView{{Health: Up, Weight: 1}}})
+	if want, withheld := a.wanted(six); !slices.Equal(want, addrs("203.0.113.10", "203.0.113.11", "203.0.113.12")) ||
+		!slices.Equal(withheld, []api.BGPWithheld{{VIP: "2001:db8::10", Reason: withheldNoNH6}}) {
+		t.Errorf("no IPv6 next hop: announced %v, withheld %v", want, withheld)
+	}
+	a.nextHop6 = netip.MustParseAddr("2001:db8:100::1")
+	if want, _ := a.wanted(six); !slices.Equal(want, addrs("203.0.113.10", "203.0.113.11", "203.0.113.12", "2001:db8::10")) {
+		t.Errorf("with an IPv6 next hop: announced %v", want)
 	}
 
 	// A port whose link is down withholds every VIP.

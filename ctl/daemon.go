@@ -177,7 +177,8 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	var ann *announcer
 	if cfg.BGP.Enabled() {
 		nh, _ := cfg.BGPNextHop() // conf.Validate checked there is one
-		sp, err := bgp.Start(ctx, cfg.BGP, nh, log)
+		nh6, _ := cfg.BGPNextHop6()
+		sp, err := bgp.Start(ctx, cfg.BGP, nh, nh6, log)
 		if err != nil {
 			return err
 		}

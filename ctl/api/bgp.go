@@ -26,11 +26,12 @@ const (
 type BGP struct {
 	ASN       uint32        `json:"asn"`
 	RouterID  string        `json:"router_id"`
-	NextHop   string        `json:"next_hop"`  // announced with every VIP
-	Draining  bool          `json:"draining"`  // lbctl drain: nothing is announced
-	Stopping  bool          `json:"stopping"`  // SIGTERM: withdrawn, lbd stops after bgp.shutdown_grace
-	Peers     []BGPPeer     `json:"peers"`     // in configuration order
-	Announced []string      `json:"announced"` // VIPs announced now, as /32 prefixes
+	NextHop   string        `json:"next_hop"`            // announced with every IPv4 VIP
+	NextHop6  string        `json:"next_hop6,omitempty"` // announced with every IPv6 VIP
+	Draining  bool          `json:"draining"`            // lbctl drain: nothing is announced
+	Stopping  bool          `json:"stopping"`            // SIGTERM: withdrawn, lbd stops after bgp.shutdown_grace
+	Peers     []BGPPeer     `json:"peers"`               // in configuration order
+	Announced []string      `json:"announced"`           // VIPs announced now, as /32 prefixes
 	Withheld  []BGPWithheld `json:"withheld,omitempty"`
 }
 
@@ -47,7 +48,7 @@ type BGPPeer struct {
 // BGPWithheld is a VIP not announced, and why.
 type BGPWithheld struct {
 	VIP    string `json:"vip"`
-	Reason string `json:"reason"` // "draining", "stopping", "port link down", "no live server"
+	Reason string `json:"reason"` // "draining", "stopping", "port link down", "no live server", "no IPv6 next hop"
 }
 
 func init() {
@@ -71,7 +72,11 @@ func WriteBGP(w io.Writer, resp Response, now time.Time) error {
 		state = "drained (withdrawn)"
 	}
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "BGP AS %d router-id %s next-hop %s: %s\n", b.ASN, b.RouterID, b.NextHop, state)
+	nh := b.NextHop
+	if b.NextHop6 != "" {
+		nh += " " + b.NextHop6
+	}
+	fmt.Fprintf(&sb, "BGP AS %d router-id %s next-hop %s: %s\n", b.ASN, b.RouterID, nh, state)
 	fmt.Fprintf(&sb, "%-18s %-10s %-12s %-10s %s\n", "Peer", "AS", "State", "Up", "Advertised")
 	for _, p := range b.Peers {
 		up := "-"
@@ -82,7 +87,11 @@ func WriteBGP(w io.Writer, resp Response, now time.Time) error {
 	}
 	fmt.Fprintf(&sb, "Announced: %s\n", orNone(b.Announced))
 	for _, x := range b.Withheld {
-		fmt.Fprintf(&sb, "Withheld: %s/32 (%s)\n", x.VIP, x.Reason)
+		prefix := x.VIP + "/32"
+		if strings.Contains(x.VIP, ":") {
+			prefix = x.VIP + "/128"
+		}
+		fmt.Fprintf(&sb, "Withheld: %s (%s)\n", prefix, x.Reason)
 	}
 	_, err := io.WriteString(w, sb.String())
 	return err

@@ -1,6 +1,6 @@
 // Package bgp announces lbd's VIPs to routers over BGP, with an embedded
-// GoBGP speaker (github.com/osrg/gobgp): each VIP a /32 whose next hop is
-// lbd's dataplane address, so that routers in front of several active
+// GoBGP speaker (github.com/osrg/gobgp): each VIP a /32 (an IPv6 one a
+// /128, in MP-BGP) whose next hop is lbd's dataplane address, so that routers in front of several active
 // directors spread the VIPs' flows over them with ECMP. The speaker holds
 // the sessions and the announcements; which VIPs to announce (health,
 // drain) is the caller's decision, handed over whole with Announce.
@@ -32,10 +32,11 @@ const connectRetry = 5 * time.Second
 
 // Speaker is lbd's BGP speaker.
 type Speaker struct {
-	srv     *server.BgpServer
-	cfg     conf.BGP
-	nextHop netip.Addr
-	log     *zap.Logger
+	srv      *server.BgpServer
+	cfg      conf.BGP
+	nextHop  netip.Addr
+	nextHop6 netip.Addr // IPv6 VIPs' (MP-BGP); invalid: none announced
+	log      *zap.Logger
 
 	unwatch func() // ends the session-state watch
 
@@ -44,12 +45,13 @@ type Speaker struct {
 }
 
 // Start starts the speaker with cfg (valid, enabled) and dials every
-// peer; nextHop is announced with every VIP. Nothing is announced until
+// peer; nextHop is announced with every IPv4 VIP, nextHop6 with every
+// IPv6 one (invalid: none is announced). Nothing is announced until
 // Announce.
-func Start(ctx context.Context, cfg conf.BGP, nextHop netip.Addr, log *zap.Logger) (*Speaker, error) {
+func Start(ctx context.Context, cfg conf.BGP, nextHop, nextHop6 netip.Addr, log *zap.Logger) (*Speaker, error) {
 	srv := server.NewBgpServer(server.LoggerOption(zapLogger{log.Named("gobgp")}))
 	go srv.Serve()
-	s := &Speaker{srv: srv, cfg: cfg, nextHop: nextHop, log: log, announced: map[netip.Addr][]uint32{}}
+	s := &Speaker{srv: srv, cfg: cfg, nextHop: nextHop, nextHop6: nextHop6, log: log, announced: map[netip.Addr][]uint32{}}
 	global := &api.Global{Asn: uint32(cfg.ASN), RouterId: cfg.RouterID, ListenPort: int32(cfg.ListenPort)}
 	if err := srv.StartBgp(ctx, &api.StartBgpRequest{Global: global}); err != nil {
 		srv.Stop()
@@ -88,11 +90,25 @@ func peerOf(p conf.BGPPeer) *api.Peer {
 		Timers: &api.Timers{Config: &api.TimersConfig{HoldTime: uint64(hold / time.Second),
 			KeepaliveInterval: uint64(keep / time.Second), ConnectRetry: uint64(connectRetry / time.Second)}},
 		Transport: &api.Transport{LocalAddress: p.LocalAddress, RemotePort: uint32(p.PeerPort())},
-		AfiSafis:  []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}}},
+		// IPv6 VIPs travel in MP-BGP over the same (IPv4) session; a
+		// router without the IPv6 family takes the IPv4 ones alone.
+		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}},
+			{Config: &api.AfiSafiConfig{Family: ipv6Unicast, Enabled: true}}},
 	}
 }
 
-var ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+var (
+	ipv4Unicast = &api.Family{Afi: api.Family_AFI_IP, Safi: api.Family_SAFI_UNICAST}
+	ipv6Unicast = &api.Family{Afi: api.Family_AFI_IP6, Safi: api.Family_SAFI_UNICAST}
+)
+
+// familyOf is vip's address family.
+func familyOf(vip netip.Addr) *api.Family {
+	if vip.Is6() {
+		return ipv6Unicast
+	}
+	return ipv4Unicast
+}
 
 // Announce makes the set of announced VIPs want: VIPs not in it are
 // withdrawn, new ones announced with their communities. It returns the
@@ -112,6 +128,9 @@ func (s *Speaker) Announce(ctx context.Context, want []netip.Addr) error {
 		}
 	}
 	for _, vip := range want {
+		if vip.Is6() && !s.nextHop6.IsValid() {
+			continue // no IPv6 next hop: the announcer withholds it
+		}
 		comms := s.cfg.CommunitiesOf(vip)
 		if have, ok := s.announced[vip]; ok && slices.Equal(have, comms) {
 			continue
@@ -131,7 +150,7 @@ func (s *Speaker) announce(ctx context.Context, vip netip.Addr, comms []uint32) 
 		return fmt.Errorf("bgp: announce %s: %w", vip, err)
 	}
 	s.announced[vip] = comms
-	s.log.Info("bgp: announced", zap.Stringer("vip", vip), zap.Stringer("next_hop", s.nextHop))
+	s.log.Info("bgp: announced", zap.Stringer("vip", vip), zap.Stringer("next_hop", s.NextHopOf(vip)))
 	return nil
 }
 
@@ -141,7 +160,7 @@ func (s *Speaker) withdraw(ctx context.Context, vip netip.Addr) error {
 	if err != nil {
 		return err
 	}
-	if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{Family: ipv4Unicast, Path: p}); err != nil {
+	if err := s.srv.DeletePath(ctx, &api.DeletePathRequest{Family: familyOf(vip), Path: p}); err != nil {
 		return fmt.Errorf("bgp: withdraw %s: %w", vip, err)
 	}
 	delete(s.announced, vip)
@@ -149,9 +168,10 @@ func (s *Speaker) withdraw(ctx context.Context, vip netip.Addr) error {
 	return nil
 }
 
-// path is vip's /32 with lbd's next hop and comms.
+// path is vip's /32 (an IPv6 VIP's /128) with lbd's next hop and comms.
 func (s *Speaker) path(vip netip.Addr, comms []uint32) (*api.Path, error) {
-	nlri, err := anypb.New(&api.IPAddressPrefix{Prefix: vip.String(), PrefixLen: 32})
+	family := familyOf(vip)
+	nlri, err := anypb.New(&api.IPAddressPrefix{Prefix: vip.String(), PrefixLen: uint32(vip.BitLen())})
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +179,13 @@ func (s *Speaker) path(vip netip.Addr, comms []uint32) (*api.Path, error) {
 	if err != nil {
 		return nil, err
 	}
-	nh, err := anypb.New(&api.NextHopAttribute{NextHop: s.nextHop.String()})
+	// An IPv6 route's next hop travels in MP_REACH_NLRI (RFC 4760).
+	var nh *anypb.Any
+	if vip.Is6() {
+		nh, err = anypb.New(&api.MpReachNLRIAttribute{Family: family, NextHops: []string{s.nextHop6.String()}, Nlris: []*anypb.Any{nlri}})
+	} else {
+		nh, err = anypb.New(&api.NextHopAttribute{NextHop: s.nextHop.String()})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +197,7 @@ func (s *Speaker) path(vip netip.Addr, comms []uint32) (*api.Path, error) {
 		}
 		attrs = append(attrs, c)
 	}
-	return &api.Path{Family: ipv4Unicast, Nlri: nlri, Pattrs: attrs}, nil
+	return &api.Path{Family: family, Nlri: nlri, Pattrs: attrs}, nil
 }
 
 // Announced lists the VIPs announced now, in address order.
@@ -186,8 +212,20 @@ func (s *Speaker) Announced() []netip.Addr {
 	return out
 }
 
-// NextHop is the next hop announced with every VIP.
+// NextHop is the next hop announced with every IPv4 VIP.
 func (s *Speaker) NextHop() netip.Addr { return s.nextHop }
+
+// NextHop6 is the next hop announced with every IPv6 VIP; invalid when
+// there is none (IPv6 VIPs are not announced).
+func (s *Speaker) NextHop6() netip.Addr { return s.nextHop6 }
+
+// NextHopOf is the next hop vip is announced with.
+func (s *Speaker) NextHopOf(vip netip.Addr) netip.Addr {
+	if vip.Is6() {
+		return s.nextHop6
+	}
+	return s.nextHop
+}
 
 // Peer is one session's state.
 type Peer struct {

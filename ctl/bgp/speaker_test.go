@@ -51,6 +51,8 @@ func newRouter(t *testing.T, password string) *router {
 		Conf:      &api.PeerConf{NeighborAddress: "127.0.0.2", PeerAsn: lbdASN, AuthPassword: password},
 		Transport: &api.Transport{PassiveMode: true},
 		Timers:    &api.Timers{Config: &api.TimersConfig{HoldTime: 9, KeepaliveInterval: 3}},
+		AfiSafis: []*api.AfiSafi{{Config: &api.AfiSafiConfig{Family: ipv4Unicast, Enabled: true}},
+			{Config: &api.AfiSafiConfig{Family: ipv6Unicast, Enabled: true}}},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -68,27 +70,31 @@ type route struct {
 func (r *router) routes(t *testing.T) map[string]route {
 	t.Helper()
 	out := map[string]route{}
-	err := r.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: ipv4Unicast},
-		func(d *api.Destination) {
-			for _, p := range d.Paths {
-				rt := route{prefix: d.Prefix}
-				for _, a := range p.Pattrs {
-					m, err := a.UnmarshalNew()
-					if err != nil {
-						continue
+	for _, family := range []*api.Family{ipv4Unicast, ipv6Unicast} {
+		err := r.srv.ListPath(context.Background(), &api.ListPathRequest{TableType: api.TableType_GLOBAL, Family: family},
+			func(d *api.Destination) {
+				for _, p := range d.Paths {
+					rt := route{prefix: d.Prefix}
+					for _, a := range p.Pattrs {
+						m, err := a.UnmarshalNew()
+						if err != nil {
+							continue
+						}
+						switch v := m.(type) {
+						case *api.NextHopAttribute:
+							rt.nextHop = v.NextHop
+						case *api.MpReachNLRIAttribute:
+							rt.nextHop = v.NextHops[0]
+						case *api.CommunitiesAttribute:
+							rt.communities = v.Communities
+						}
 					}
-					switch v := m.(type) {
-					case *api.NextHopAttribute:
-						rt.nextHop = v.NextHop
-					case *api.CommunitiesAttribute:
-						rt.communities = v.Communities
-					}
+					out[d.Prefix] = rt
 				}
-				out[d.Prefix] = rt
-			}
-		})
-	if err != nil {
-		t.Fatal(err)
+			})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return out
 }
@@ -141,10 +147,10 @@ func waitEstablished(t *testing.T, s *Speaker) Peer {
 
 func TestSpeakerAnnouncesAndWithdraws(t *testing.T) {
 	r := newRouter(t, "")
-	nh := netip.MustParseAddr("198.51.100.1")
+	nh, nh6 := netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8:100::1")
 	ctx := context.Background()
 	core, logs := observer.New(zap.InfoLevel)
-	s, err := Start(ctx, lbdConfig(r.port, ""), nh, zap.New(core))
+	s, err := Start(ctx, lbdConfig(r.port, ""), nh, nh6, zap.New(core))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +197,21 @@ func TestSpeakerAnnouncesAndWithdraws(t *testing.T) {
 	if p := waitEstablished(t, s); p.Advertised != 1 {
 		t.Errorf("advertised to the peer: %d, want 1", p.Advertised)
 	}
+
+	// An IPv6 VIP: a /128 in MP-BGP with the IPv6 next hop, over the same
+	// session, and withdrawn alike.
+	v6 := netip.MustParseAddr("2001:db8:1::10")
+	if err := s.Announce(ctx, []netip.Addr{a, v6}); err != nil {
+		t.Fatal(err)
+	}
+	got = r.waitRoutes(t, "an IPv6 VIP announced", "192.0.2.10/32", "2001:db8:1::10/128")
+	if rt := got["2001:db8:1::10/128"]; rt.nextHop != "2001:db8:100::1" || !slices.Equal(rt.communities, []uint32{65001<<16 | 1}) {
+		t.Errorf("2001:db8:1::10/128: next hop %s communities %v, want 2001:db8:100::1 and 65001:1", rt.nextHop, rt.communities)
+	}
+	if err := s.Announce(ctx, []netip.Addr{a}); err != nil {
+		t.Fatal(err)
+	}
+	r.waitRoutes(t, "the IPv6 VIP withdrawn", "192.0.2.10/32")
 
 	// Stopping closes the session: the router drops lbd's routes.
 	s.Stop()
