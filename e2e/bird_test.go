@@ -41,6 +41,10 @@ protocol kernel {
 	ipv4 { import none; export all; };
 	merge paths on;
 }
+protocol kernel {
+	ipv6 { import none; export all; };
+	merge paths on;
+}
 template bgp director {
 	local %s as %d;
 	passive on;
@@ -49,6 +53,10 @@ template bgp director {
 	keepalive time 3;
 	ipv4 {
 		import where net.len = 32;
+		export none;
+	};
+	ipv6 {
+		import where net.len = 128;
 		export none;
 	};
 }
@@ -108,7 +116,7 @@ func (b *bird) cmd(args ...string) (string, error) {
 	return string(out), nil
 }
 
-var viaRE = regexp.MustCompile(`via (\d+\.\d+\.\d+\.\d+)`)
+var viaRE = regexp.MustCompile(`via (\d+\.\d+\.\d+\.\d+|[0-9a-f]*:[0-9a-f:]+)`)
 
 // vias lists the next hops in text, sorted.
 func vias(text string) []string {
@@ -136,6 +144,10 @@ func (b *bird) paths(prefix netip.Prefix) ([]string, error) {
 // kernelNextHops lists the next hops of the router's kernel route to
 // prefix: what it forwards with (ECMP when more than one).
 func kernelNextHops(tp *topo.Topo, ns string, prefix netip.Prefix) ([]string, string, error) {
-	out, err := tp.Exec(ns, "ip", "route", "show", prefix.String())
+	family := "-4"
+	if prefix.Addr().Is6() {
+		family = "-6"
+	}
+	out, err := tp.Exec(ns, "ip", family, "route", "show", prefix.String())
 	return vias(out), out, err
 }

@@ -39,17 +39,19 @@ type scaleEnv struct {
 	keyFile                string
 	prefix                 netip.Prefix
 	taps                   bool // lbd on a TAP port bridged to the node's link
+	six                    bool // an IPv6 VIP too (scaleVIP6), announced with the port's address6
 }
 
 func newScaleEnv(t *testing.T) *scaleEnv {
 	t.Helper()
-	return newScaleEnvOn(t, false)
+	return newScaleEnvOn(t, false, false)
 }
 
 // newScaleEnvOn is newScaleEnv, with taps each lbd's port on a TAP
 // device bridged to the node's link (its link follows the tap
-// interface's state, which a test can set down).
-func newScaleEnvOn(t *testing.T, taps bool) *scaleEnv {
+// interface's state, which a test can set down), with six an IPv6
+// address on the router's and the nodes' segment and an IPv6 VIP.
+func newScaleEnvOn(t *testing.T, taps, six bool) *scaleEnv {
 	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -61,7 +63,23 @@ func newScaleEnvOn(t *testing.T, taps bool) *scaleEnv {
 		t.Fatalf("build topology: %v", err)
 	}
 	e := &scaleEnv{ctx: ctx, tp: tp, net: n, lbdPath: lbdPath, lbctl: lbctl, helper: helper,
-		prefix: netip.PrefixFrom(n.VIP, 32), taps: taps}
+		prefix: netip.PrefixFrom(n.VIP, 32), taps: taps, six: six}
+	if six {
+		// The client behind the router, which reaches the IPv6 VIP by BGP
+		// alone; the servers answer for it on lo (VS/DR).
+		s6 := v6Setup{t, tp}
+		s6.clientBehindRouter(n.Client, n.Router.Router)
+		s6.do(n.SwitchNS, "ip", "link", "set", tp.IfName("brs"), "type", "bridge", "mcast_snooping", "0")
+		for i, s := range n.Servers {
+			s6.addr(s.NS, s.If, v6LVSServer(i)+"/64")
+			s6.do(s.NS, "ip", "-6", "route", "add", "default", "via", v6LVSRouterSeg)
+			s6.do(s.NS, "sysctl", "-q", "-w", "net.ipv6.conf.lo.disable_ipv6=0")
+			s6.do(s.NS, "ip", "-6", "addr", "add", scaleVIP6+"/128", "dev", "lo", "nodad")
+		}
+		if err := harness.StartHTTP(tp, n.Servers, helper, fmt.Sprintf("[::]:%d", scaleHTTP6Port), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
 	dir := t.TempDir()
 	e.keyFile = filepath.Join(dir, "sync.key")
 	key := make([]byte, 32)
@@ -115,6 +133,14 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 		c.Ports[0].Device = fmt.Sprintf("net_tap0,iface=dtap0,mac=02:00:00:00:7c:%02x", n.Name[0])
 	}
 	c.Services = []harness.Service{svc(scaleHTTPPort), svc(scaleEchoPort)}
+	if e.six {
+		c.Ports[0].Address6 = scaleNode6(n) + "/64"
+		v6 := harness.Service{VIP: scaleVIP6, Port: scaleHTTP6Port, Scheduler: "mh", SchedFlags: []string{"mh-port"}, SloppyTCP: true}
+		for i := range e.net.Servers {
+			v6.Servers = append(v6.Servers, harness.Server{Address: v6LVSServer(i), Port: scaleHTTP6Port, Weight: 1, Forward: "dr"})
+		}
+		c.Services = append(c.Services, v6)
+	}
 	c.ConnTableSize = 16384
 	c.LogFormat = "json"
 	var peers []string
@@ -144,6 +170,17 @@ bgp:
 		e.net.Router.MgmtIP.Addr(), routerASN, bgpPassword, scaleGrace)
 	return c
 }
+
+// scaleVIP6 is the IPv6 VIP of newScaleEnvOn's six, an HTTP service on
+// scaleHTTP6Port (the servers' IPv4 one listens on IPv4 alone).
+const (
+	scaleVIP6      = "2001:db8:1::100"
+	scaleHTTP6Port = 8080
+)
+
+// scaleNode6 is node n's IPv6 address on the segment (the next hop it
+// announces scaleVIP6 with).
+func scaleNode6(n *scaleNode) string { return fmt.Sprintf("fd00:2::%d", 1+int(n.Name[0]-'a')) }
 
 func (e *scaleEnv) startLBD(t *testing.T, n *scaleNode) {
 	t.Helper()
@@ -179,27 +216,45 @@ func (e *scaleEnv) waitRoute(t *testing.T, when string, nodes ...*scaleNode) tim
 	for _, n := range nodes {
 		want = append(want, n.ServerIP.Addr().String())
 	}
+	return e.waitRouteVia(t, when, e.prefix, want)
+}
+
+// waitRoute6 is waitRoute for the IPv6 VIP, over the nodes' IPv6
+// addresses.
+func (e *scaleEnv) waitRoute6(t *testing.T, when string, nodes ...*scaleNode) time.Duration {
+	t.Helper()
+	var want []string
+	for _, n := range nodes {
+		want = append(want, scaleNode6(n))
+	}
+	return e.waitRouteVia(t, when, netip.MustParsePrefix(scaleVIP6+"/128"), want)
+}
+
+// waitRouteVia waits until the router forwards to prefix over exactly
+// the next hops want.
+func (e *scaleEnv) waitRouteVia(t *testing.T, when string, prefix netip.Prefix, want []string) time.Duration {
+	t.Helper()
 	slices.Sort(want)
 	start := time.Now()
 	var inBird, inKernel []string
 	var kernel string
 	for time.Since(start) < scaleRouteWait {
 		var err error
-		if inBird, err = e.bird.paths(e.prefix); err != nil {
+		if inBird, err = e.bird.paths(prefix); err != nil {
 			t.Fatal(err)
 		}
-		if inKernel, kernel, err = kernelNextHops(e.tp, e.net.Router.NS, e.prefix); err != nil {
+		if inKernel, kernel, err = kernelNextHops(e.tp, e.net.Router.NS, prefix); err != nil {
 			t.Fatal(err)
 		}
 		if slices.Equal(inBird, want) && slices.Equal(inKernel, want) {
-			t.Logf("%s: the router reaches %s via %v after %v", when, e.prefix, want, time.Since(start).Round(time.Millisecond))
+			t.Logf("%s: the router reaches %s via %v after %v", when, prefix, want, time.Since(start).Round(time.Millisecond))
 			return time.Since(start)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	routes, _ := e.bird.cmd("show", "route", "all")
 	t.Fatalf("%s: after %v bird has next hops %v and the kernel %v (%q) for %s, want %v\nbird:\n%s",
-		when, scaleRouteWait, inBird, inKernel, kernel, e.prefix, want, routes)
+		when, scaleRouteWait, inBird, inKernel, kernel, prefix, want, routes)
 	return 0
 }
 
