@@ -25,7 +25,8 @@ import (
 // that is not down and has a weight above 0.
 
 // announceEvery is how often the announcer compares what is announced
-// with what should be; drain, undrain and stop act at once.
+// with what should be; drain, undrain, stop and a port's link change act
+// at once.
 const announceEvery = time.Second
 
 // Reasons a VIP is withheld.
@@ -128,6 +129,15 @@ func (a *announcer) run(ctx context.Context) {
 		case <-t.C:
 		case <-a.kick:
 		}
+	}
+}
+
+// poke has the announcer compare at once (a port's link changed); it
+// never blocks.
+func (a *announcer) poke() {
+	select {
+	case a.kick <- struct{}{}:
+	default:
 	}
 }
 

@@ -185,6 +185,7 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		defer sp.Stop()
 		ann = newAnnouncer(sp, cfg.BGP, ctl, log)
 		ops.ann = ann
+		ctl.OnLinkChange(ann.poke)
 	}
 
 	// Everything below runs on ctx, which ends when the caller's does

@@ -42,6 +42,17 @@ type portLink struct {
 type linkState struct {
 	ports []portLink // by port, configuration order; nil before the first poll
 	last  time.Time  // the last poll
+	// changed, when set, is told of every change (the BGP announcer, so
+	// it withdraws or announces at once); it must not block.
+	changed func()
+}
+
+// OnLinkChange makes fn be called (without blocking, under the
+// controller's lock) whenever a port's link goes down or comes back.
+func (c *Controller) OnLinkChange(fn func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.links.changed = fn
 }
 
 // pollLinks reads the ports' links when linkPoll has passed and acts on
@@ -82,6 +93,9 @@ func (c *Controller) pollLinks(now time.Time) {
 			p.since = now
 		}
 		p.up = l.Up
+		if !first && c.links.changed != nil {
+			c.links.changed()
+		}
 		if l.Up && !first && !c.ha.backup {
 			c.announcePort(i)
 		}

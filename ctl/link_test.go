@@ -22,6 +22,8 @@ func TestLinksPolled(t *testing.T) {
 	if down := c.LinksDown(); len(down) != 0 {
 		t.Fatalf("links down at start: %v", down)
 	}
+	changes := 0
+	c.OnLinkChange(func() { changes++ })
 	f.linksDown = []bool{false, true} // lan
 	c.step(t0.Add(linkPoll / 2))
 	if down := c.LinksDown(); len(down) != 0 {
@@ -50,6 +52,9 @@ func TestLinksPolled(t *testing.T) {
 	c.step(t0.Add(2 * linkPoll))
 	if down := c.LinksDown(); len(down) != 0 || c.Links()[1].Changes != 2 {
 		t.Fatalf("after the link came back: down %v, %+v", down, c.Links()[1])
+	}
+	if changes != 2 {
+		t.Errorf("the change hook ran %d times, want 2", changes)
 	}
 	var announced []uint32
 	for _, s := range f.sent()[before:] {
