@@ -186,6 +186,12 @@ func (d *DPDK) openPort(i int, pc conf.Port, nq uint16) (openPort, error) {
 		zap.String("driver", info.Driver), zap.String("mac", p.hw.MAC.String()), zap.String("address", pc.Address),
 		zap.String("role", pc.Role), zap.String("link", link.String()), zap.Uint16("mtu", mtu),
 		zap.Uint16("queues", nq), zap.Bool("tx_checksum_offload", offload), zap.Bool("rss_aligned", rssMode != lcore.RSSSoftware))
+	if info.Driver == "net_af_packet" {
+		// Its driver says up from start to stop: lbd's link watch (lbctl
+		// --ha-check, BGP) cannot see this port's link fail.
+		d.log.Warn("port's driver reports its link up whatever the interface's state: a link failure on it goes unseen by lbctl --ha-check and BGP",
+			zap.String("port", pc.Name), zap.String("driver", info.Driver))
+	}
 	return p, nil
 }
 
