@@ -103,5 +103,11 @@ func TestHACheck(t *testing.T) {
 		if code := run(context.Background(), []string{"--ha-check", "--socket", path}, env(nil), strings.NewReader(""), &stdout, &stderr); code != tc.code || stdout.String() != tc.out {
 			t.Errorf("lan up %v: exit %d, stdout %q, stderr %q", tc.up, code, stdout.String(), stderr.String())
 		}
+		// -o json prints the answer and exits alike.
+		stdout.Reset()
+		if code := run(context.Background(), []string{"--ha-check", "-o", "json", "--socket", path}, env(nil), strings.NewReader(""), &stdout, &stderr); code != tc.code ||
+			!strings.Contains(stdout.String(), `"port": "lan"`) {
+			t.Errorf("lan up %v, -o json: exit %d, stdout %q", tc.up, code, stdout.String())
+		}
 	}
 }
