@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -28,6 +29,7 @@ type fakeDataplane struct {
 	failFull  bool
 	stats     []lcore.Stats // the workers' counters; nil: a few connections
 	linksDown []bool        // by port: its link is down (else up)
+	linkErr   bool          // PortLink fails
 
 	workers  int        // 0: two
 	cmdMu    sync.Mutex // SendCommand runs on the sync receiver's and the announcer's goroutines
@@ -108,6 +110,9 @@ func (f *fakeDataplane) SendProbe(ip uint32, ip6 hdr.Addr6, dst, src uint16, seq
 }
 func (f *fakeDataplane) PortStats(func(string, ethdev.Stats)) {}
 func (f *fakeDataplane) PortLink(i int) (ethdev.Link, error) {
+	if f.linkErr {
+		return ethdev.Link{}, errors.New("no link")
+	}
 	if i < len(f.linksDown) && f.linksDown[i] {
 		return ethdev.Link{}, nil
 	}

@@ -63,8 +63,11 @@ func (c *Controller) pollLinks(now time.Time) {
 	}
 	c.links.last = now
 	first := c.links.ports == nil
-	if first {
+	if first { // up until read otherwise, as Links says
 		c.links.ports = make([]portLink, len(c.ports))
+		for i := range c.links.ports {
+			c.links.ports[i] = portLink{up: true, since: c.started}
+		}
 	}
 	for i := range c.links.ports {
 		l, err := c.dp.PortLink(i)
@@ -73,16 +76,16 @@ func (c *Controller) pollLinks(now time.Time) {
 		}
 		p := &c.links.ports[i]
 		p.speed = l.SpeedMbps
-		if !first && l.Up == p.up {
+		if l.Up == p.up {
 			continue
 		}
 		name := c.ports[i].Name
+		if first { // not a change: how it was when lbd started
+			c.log.Warn("port link down at start: lbctl --ha-check fails and BGP withholds the VIPs until it is up", zap.String("port", name))
+			p.up = false
+			continue
+		}
 		switch {
-		case first:
-			if !l.Up {
-				c.log.Warn("port link down at start", zap.String("port", name))
-			}
-			p.since = c.started
 		case l.Up:
 			c.log.Info("port link up", zap.String("port", name), zap.Uint32("speed_mbps", l.SpeedMbps))
 			p.changes++
@@ -93,10 +96,10 @@ func (c *Controller) pollLinks(now time.Time) {
 			p.since = now
 		}
 		p.up = l.Up
-		if !first && c.links.changed != nil {
+		if c.links.changed != nil {
 			c.links.changed()
 		}
-		if l.Up && !first && !c.ha.backup {
+		if l.Up && !c.ha.backup {
 			c.announcePort(i)
 		}
 	}

@@ -18,6 +18,13 @@ import (
 func TestLinksPolled(t *testing.T) {
 	c, f := newHAController(t, "master", 1)
 	t0 := time.Now()
+	f.linkErr = true // unread: taken as up
+	c.step(t0)
+	if down := c.LinksDown(); len(down) != 0 {
+		t.Fatalf("links down when unread: %v", down)
+	}
+	f.linkErr = false
+	c.links.last = time.Time{}
 	c.step(t0)
 	if down := c.LinksDown(); len(down) != 0 {
 		t.Fatalf("links down at start: %v", down)
@@ -89,4 +96,21 @@ func linkMetrics(t *testing.T, c *Controller) map[string]float64 {
 		}
 	}
 	return up
+}
+
+// TestLinkDownAtStart: a port down at the first read is down (the check
+// fails) but not counted as a change, and its return is one.
+func TestLinkDownAtStart(t *testing.T) {
+	c, f := newHAController(t, "backup", 1)
+	f.linksDown = []bool{true}
+	t0 := time.Now()
+	c.step(t0)
+	if l := c.Links()[0]; l.Up || l.Changes != 0 || !slices.Equal(c.LinksDown(), []string{"wan"}) {
+		t.Fatalf("wan down at start: %+v, down %v", l, c.LinksDown())
+	}
+	f.linksDown = nil
+	c.step(t0.Add(linkPoll))
+	if l := c.Links()[0]; !l.Up || l.Changes != 1 {
+		t.Fatalf("wan up after: %+v", l)
+	}
 }
