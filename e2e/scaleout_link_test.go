@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"net"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,20 +16,8 @@ func TestScaleOutLinkDown(t *testing.T) {
 	e := newScaleEnvOn(t, true, false)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)
-	vipEcho := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleEchoPort))
 	const streams = 150
-	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, streams, haChunk, scaleInterval, haStreamDead)
-	defer func() {
-		select {
-		case <-fleet.stop:
-		default:
-			close(fleet.stop)
-		}
-	}()
-	if len(fleet.failed) > 0 {
-		t.Fatalf("%d of %d streams never connected: %v", len(fleet.failed), streams, fleet.failed[:min(3, len(fleet.failed))])
-	}
-	keepStreamingAfter(t, fleet, "streams started", time.Now())
+	fleet := e.startStreams(t, streams)
 	if n := e.conns(t, c, scaleEchoPort); n == 0 {
 		t.Errorf("node c scheduled none of the %d streams: ECMP does not spread over it", streams)
 	}

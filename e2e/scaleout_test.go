@@ -59,19 +59,7 @@ func TestScaleOutBGP(t *testing.T) {
 			t.Errorf("node %s scheduled none of 60 new connections: ECMP does not spread over it", n.Name)
 		}
 	}
-	vipEcho := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleEchoPort))
-	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, scaleStreams, haChunk, scaleInterval, haStreamDead)
-	defer func() {
-		select {
-		case <-fleet.stop:
-		default:
-			close(fleet.stop)
-		}
-	}()
-	if len(fleet.failed) > 0 {
-		t.Fatalf("%d of %d streams never connected: %v", len(fleet.failed), scaleStreams, fleet.failed[:min(3, len(fleet.failed))])
-	}
-	keepStreamingAfter(t, fleet, "streams started", time.Now())
+	fleet := e.startStreams(t, scaleStreams)
 	spread := map[string]uint64{}
 	for _, n := range e.nodes {
 		spread[n.Name] = e.conns(t, n, scaleEchoPort)
@@ -192,6 +180,26 @@ func TestScaleOutBGP(t *testing.T) {
 
 // keepStreamingAfter checks that the streams are moving a while after
 // the change at since: 99% of them (a loaded machine stalls a few).
+// startStreams starts n echo streams to the VIP's echo service and
+// checks that they all move; they stop when the test ends.
+func (e *scaleEnv) startStreams(t *testing.T, n int) *echoFleet {
+	t.Helper()
+	vipEcho := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleEchoPort))
+	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, n, haChunk, scaleInterval, haStreamDead)
+	t.Cleanup(func() {
+		select {
+		case <-fleet.stop:
+		default:
+			close(fleet.stop)
+		}
+	})
+	if len(fleet.failed) > 0 {
+		t.Fatalf("%d of %d streams never connected: %v", len(fleet.failed), n, fleet.failed[:min(3, len(fleet.failed))])
+	}
+	keepStreamingAfter(t, fleet, "streams started", time.Now())
+	return fleet
+}
+
 func keepStreamingAfter(t *testing.T, f *echoFleet, when string, since time.Time) {
 	t.Helper()
 	settled := since.Add(3 * time.Second)
