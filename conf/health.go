@@ -132,12 +132,13 @@ const (
 	OnFailureExpire = "expire"
 )
 
-// Limits of the health check settings.
+// Limits of the health check settings (exported: the keepalived
+// importer keeps converted checks within them).
 const (
-	minHealthInterval = 100 * time.Millisecond
-	maxHealthInterval = time.Hour
-	minHealthTimeout  = 10 * time.Millisecond
-	maxHealthCount    = 100
+	MinHealthInterval = 100 * time.Millisecond
+	MaxHealthInterval = time.Hour
+	MinHealthTimeout  = 10 * time.Millisecond
+	MaxHealthCount    = 100
 	maxSlowStart      = time.Hour
 )
 
@@ -309,19 +310,19 @@ func (h HealthCheck) validate(f string) error {
 			}
 		}
 	}
-	if err := checkDuration(f+".interval", e.Interval, minHealthInterval, maxHealthInterval, "100ms..1h"); err != nil {
+	if err := checkDuration(f+".interval", e.Interval, MinHealthInterval, MaxHealthInterval, "100ms..1h"); err != nil {
 		return err
 	}
-	if err := checkDuration(f+".timeout", e.Timeout, minHealthTimeout, maxHealthInterval, "10ms..1h"); err != nil {
+	if err := checkDuration(f+".timeout", e.Timeout, MinHealthTimeout, MaxHealthInterval, "10ms..1h"); err != nil {
 		return err
 	}
 	if e.Timeout >= e.Interval {
 		return fieldErrorf(f+".timeout", "%s is not less than %s.interval %s", e.Timeout, f, e.Interval)
 	}
-	if err := checkRange(f+".rise", e.Rise, 1, maxHealthCount); err != nil {
+	if err := checkRange(f+".rise", e.Rise, 1, MaxHealthCount); err != nil {
 		return err
 	}
-	if err := checkRange(f+".fall", e.Fall, 1, maxHealthCount); err != nil {
+	if err := checkRange(f+".fall", e.Fall, 1, MaxHealthCount); err != nil {
 		return err
 	}
 	if err := checkRange(f+".port", e.Port, 0, 65535); err != nil {

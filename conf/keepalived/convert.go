@@ -41,15 +41,12 @@ const (
 	defaultHTTPStatus  = "200-299"
 )
 
-// lbd's bounds a converted value must keep within.
+// lbd's bounds a converted value must keep within, besides the health
+// checks' (conf.MinHealthInterval and the rest).
 const (
-	minInterval = 100 * time.Millisecond
-	maxInterval = time.Hour
-	minTimeout  = 10 * time.Millisecond
-	maxFall     = 100
-	maxWeight   = 65535
-	maxUpper    = 1000000
-	maxPersist  = 720 * time.Hour
+	maxWeight  = 65535
+	maxUpper   = 1000000
+	maxPersist = 720 * time.Hour
 )
 
 // schedulers are keepalived's, every one of them lbd's too.
@@ -890,9 +887,9 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		switch {
 		case err != nil:
 			c.warn(in.retry, "%q is not a number: dropped", firstArg(in.retry.Args()))
-		case r+1 > maxFall:
-			c.warn(in.retry, "lbd takes a server out after at most %d failures: fall %d", maxFall, maxFall)
-			retry = maxFall - 1
+		case r+1 > conf.MaxHealthCount:
+			c.warn(in.retry, "lbd takes a server out after at most %d failures: fall %d", conf.MaxHealthCount, conf.MaxHealthCount)
+			retry = conf.MaxHealthCount - 1
 		default:
 			retry = int(r)
 		}
@@ -958,12 +955,12 @@ func (c *converter) interval(at *Node) time.Duration {
 	switch {
 	case !ok:
 		return defaultDelayLoop
-	case d < minInterval:
-		c.warn(at, "lbd probes at most every %s: %s", fmtDuration(minInterval), fmtDuration(minInterval))
-		return minInterval
-	case d > maxInterval:
-		c.warn(at, "lbd probes at least every %s: %s", fmtDuration(maxInterval), fmtDuration(maxInterval))
-		return maxInterval
+	case d < conf.MinHealthInterval:
+		c.warn(at, "lbd probes at most every %s: %s", fmtDuration(conf.MinHealthInterval), fmtDuration(conf.MinHealthInterval))
+		return conf.MinHealthInterval
+	case d > conf.MaxHealthInterval:
+		c.warn(at, "lbd probes at least every %s: %s", fmtDuration(conf.MaxHealthInterval), fmtDuration(conf.MaxHealthInterval))
+		return conf.MaxHealthInterval
 	}
 	return d
 }
@@ -988,9 +985,9 @@ func (c *converter) timeout(n, at *Node, interval time.Duration) time.Duration {
 		}
 	}
 	if d < interval {
-		if d < minTimeout {
-			c.warn(at, "lbd waits at least %s: %s", fmtDuration(minTimeout), fmtDuration(minTimeout))
-			d = minTimeout
+		if d < conf.MinHealthTimeout {
+			c.warn(at, "lbd waits at least %s: %s", fmtDuration(conf.MinHealthTimeout), fmtDuration(conf.MinHealthTimeout))
+			d = conf.MinHealthTimeout
 		}
 		return d
 	}
