@@ -137,17 +137,6 @@ func (c *Controller) Links() []api.PortLink {
 	return out
 }
 
-// LinksDown names the ports whose link is down.
-func (c *Controller) LinksDown() []string {
-	var down []string
-	for _, l := range c.Links() {
-		if !l.Up {
-			down = append(down, l.Port)
-		}
-	}
-	return down
-}
-
 // linkCollector exports the ports' links to /metrics.
 type linkCollector struct {
 	ctl         *Controller

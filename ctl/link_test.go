@@ -20,24 +20,24 @@ func TestLinksPolled(t *testing.T) {
 	t0 := time.Now()
 	f.linkErr = true // unread: taken as up
 	c.step(t0)
-	if down := c.LinksDown(); len(down) != 0 {
+	if down := api.LinksDown(c.Links()); len(down) != 0 {
 		t.Fatalf("links down when unread: %v", down)
 	}
 	f.linkErr = false
 	c.links.last = time.Time{}
 	c.step(t0)
-	if down := c.LinksDown(); len(down) != 0 {
+	if down := api.LinksDown(c.Links()); len(down) != 0 {
 		t.Fatalf("links down at start: %v", down)
 	}
 	changes := 0
 	c.OnLinkChange(func() { changes++ })
 	f.linksDown = []bool{false, true} // lan
 	c.step(t0.Add(linkPoll / 2))
-	if down := c.LinksDown(); len(down) != 0 {
+	if down := api.LinksDown(c.Links()); len(down) != 0 {
 		t.Fatalf("read again before linkPoll: %v", down)
 	}
 	c.step(t0.Add(linkPoll))
-	if down := c.LinksDown(); !slices.Equal(down, []string{"lan"}) {
+	if down := api.LinksDown(c.Links()); !slices.Equal(down, []string{"lan"}) {
 		t.Fatalf("links down %v, want lan", down)
 	}
 	links := c.Links()
@@ -57,7 +57,7 @@ func TestLinksPolled(t *testing.T) {
 	before := len(f.sent())
 	f.linksDown = nil
 	c.step(t0.Add(2 * linkPoll))
-	if down := c.LinksDown(); len(down) != 0 || c.Links()[1].Changes != 2 {
+	if down := api.LinksDown(c.Links()); len(down) != 0 || c.Links()[1].Changes != 2 {
 		t.Fatalf("after the link came back: down %v, %+v", down, c.Links()[1])
 	}
 	if changes != 2 {
@@ -105,8 +105,8 @@ func TestLinkDownAtStart(t *testing.T) {
 	f.linksDown = []bool{true}
 	t0 := time.Now()
 	c.step(t0)
-	if l := c.Links()[0]; l.Up || l.Changes != 0 || !slices.Equal(c.LinksDown(), []string{"wan"}) {
-		t.Fatalf("wan down at start: %+v, down %v", l, c.LinksDown())
+	if l := c.Links()[0]; l.Up || l.Changes != 0 || !slices.Equal(api.LinksDown(c.Links()), []string{"wan"}) {
+		t.Fatalf("wan down at start: %+v, down %v", l, api.LinksDown(c.Links()))
 	}
 	f.linksDown = nil
 	c.step(t0.Add(linkPoll))

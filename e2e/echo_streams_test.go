@@ -150,6 +150,25 @@ type echoFleet struct {
 	stop    chan struct{}
 }
 
+// startFleet is startEchoFleet with haChunk-byte writes every interval
+// (haStreamDead without an echo: lost); the streams stop when the test
+// ends, and the test fails at once if any never connected.
+func startFleet(t *testing.T, ctx context.Context, ns, addr string, n int, interval time.Duration) *echoFleet {
+	t.Helper()
+	fleet := startEchoFleet(ctx, ns, addr, n, haChunk, interval, haStreamDead)
+	t.Cleanup(func() {
+		select {
+		case <-fleet.stop:
+		default:
+			close(fleet.stop)
+		}
+	})
+	if len(fleet.failed) > 0 {
+		t.Fatalf("%d of %d streams to %s never connected: %v", len(fleet.failed), n, addr, fleet.failed[:min(3, len(fleet.failed))])
+	}
+	return fleet
+}
+
 // startEchoFleet opens n streams from ns to addr, 50 handshakes at a
 // time, and starts them.
 func startEchoFleet(ctx context.Context, ns, addr string, n int, chunk int64, interval, dead time.Duration) *echoFleet {

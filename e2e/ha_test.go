@@ -345,17 +345,7 @@ func liveStreams(f *echoFleet) int {
 // entries (synced); the streams stop when the test ends.
 func (e *haEnv) startStreams(t *testing.T, n int, backup *haNode) *echoFleet {
 	t.Helper()
-	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, n, haChunk, haInterval, haStreamDead)
-	t.Cleanup(func() {
-		select {
-		case <-fleet.stop:
-		default:
-			close(fleet.stop)
-		}
-	})
-	if len(fleet.failed) > 0 {
-		t.Fatalf("%d of %d streams never connected through the master: %v", len(fleet.failed), n, fleet.failed[:min(3, len(fleet.failed))])
-	}
+	fleet := startFleet(t, e.ctx, e.ha.Client.NS, e.vipEcho, n, haInterval)
 	t0 := time.Now()
 	time.Sleep(2 * time.Second)
 	if moving, ended := fleet.progressSince(t0); moving < n {

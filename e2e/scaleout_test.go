@@ -185,17 +185,7 @@ func TestScaleOutBGP(t *testing.T) {
 func (e *scaleEnv) startStreams(t *testing.T, n int) *echoFleet {
 	t.Helper()
 	vipEcho := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleEchoPort))
-	fleet := startEchoFleet(e.ctx, e.net.Client.NS, vipEcho, n, haChunk, scaleInterval, haStreamDead)
-	t.Cleanup(func() {
-		select {
-		case <-fleet.stop:
-		default:
-			close(fleet.stop)
-		}
-	})
-	if len(fleet.failed) > 0 {
-		t.Fatalf("%d of %d streams never connected: %v", len(fleet.failed), n, fleet.failed[:min(3, len(fleet.failed))])
-	}
+	fleet := startFleet(t, e.ctx, e.net.Client.NS, vipEcho, n, scaleInterval)
 	keepStreamingAfter(t, fleet, "streams started", time.Now())
 	return fleet
 }

@@ -150,7 +150,7 @@ func (s *Speaker) announce(ctx context.Context, vip netip.Addr, comms []uint32) 
 		return fmt.Errorf("bgp: announce %s: %w", vip, err)
 	}
 	s.announced[vip] = comms
-	s.log.Info("bgp: announced", zap.Stringer("vip", vip), zap.Stringer("next_hop", s.NextHopOf(vip)))
+	s.log.Info("bgp: announced", zap.Stringer("vip", vip), zap.Stringer("next_hop", s.nextHopOf(vip)))
 	return nil
 }
 
@@ -219,8 +219,8 @@ func (s *Speaker) NextHop() netip.Addr { return s.nextHop }
 // there is none (IPv6 VIPs are not announced).
 func (s *Speaker) NextHop6() netip.Addr { return s.nextHop6 }
 
-// NextHopOf is the next hop vip is announced with.
-func (s *Speaker) NextHopOf(vip netip.Addr) netip.Addr {
+// nextHopOf is the next hop vip is announced with.
+func (s *Speaker) nextHopOf(vip netip.Addr) netip.Addr {
 	if vip.Is6() {
 		return s.nextHop6
 	}
