@@ -47,6 +47,10 @@ func (w *Worker) installSynced(b *SyncBatch) {
 			w.installConn(b, r)
 		}
 	}
+	// Whoever waits for the batch reads the table's size with it (lbctl
+	// -L as lbd starts on a pulled table), not the last publish job's.
+	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.pub[Conns].Store(w.cnt.own[Conns])
 	b.MarkDone()
 }
 

@@ -35,6 +35,11 @@ func TestSyncedNATConnectionForwards(t *testing.T) {
 	if b := install(t, w, rec); b.Installed != 1 {
 		t.Fatalf("batch %+v", b)
 	}
+	// A batch done is counted in the published table size, before any
+	// publish job ran.
+	if n := w.Stats()[Conns]; n != 1 {
+		t.Fatalf("published conns %d after the install, want 1", n)
+	}
 	// The server's data to the client: SNAT to VIP:80 (the reply key is indexed).
 	r.inject(1, tcpFrame(rs2MAC, lanMAC, rs2, 8000, clientIP, 40000, hdr.TCPFlagACK, "data"))
 	w.poll()
