@@ -30,15 +30,19 @@ import (
 // schedulers never see it, so no new connection goes to it; once no
 // connection counts on its id, the id is reclaimed. Persistence
 // templates are not carried to it: a client's next connection is
-// scheduled among the servers configured here.
+// scheduled among the servers configured here. A record of a service
+// not configured here adopts its server all the same: the service is
+// then published as a removed one (vipdrain.go), when its VIP is one this
+// node could configure (adoptableService).
 
 // adoptHold keeps an adopted server's id from reclaim while the workers
 // install its connections and publish their gauges.
 const adoptHold = 10 * time.Second
 
-// adoptPeerServers adopts the servers that recs name in services
-// configured here but that this director has neither configured nor
-// draining, and publishes them before the records are installed.
+// adoptPeerServers adopts the servers that recs name but that this
+// director has neither configured nor draining, in services configured
+// here or adoptable ones, and publishes them before the records are
+// installed.
 func (c *Controller) adoptPeerServers(recs []lcore.SyncConn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -58,7 +62,7 @@ func (c *Controller) adoptPeerServers(recs []lcore.SyncConn) {
 				services[c.services[j].key] = true
 			}
 		}
-		if services[k.svc] {
+		if services[k.svc] || c.adoptableService(k.svc) {
 			adopt = append(adopt, k)
 		}
 	}
@@ -115,23 +119,44 @@ func recordServer(r *lcore.SyncConn) (destKey, bool) {
 	return k, k.addr != 0 || !k.addr6.IsUnspecified()
 }
 
-// withDraining lists in each service the draining servers of its key.
-func withDraining(dps []lcore.Service, ids *destIDs) {
+// withDraining lists in each service the draining servers of its key,
+// and returns dps with a Removed service for each key that has draining
+// servers but is no longer configured.
+func withDraining(dps []lcore.Service, ids *destIDs) []lcore.Service {
 	if len(ids.draining) == 0 {
-		return
+		return dps
 	}
 	at := make(map[lcore.ServiceKey]int, len(dps))
 	for i := range dps {
 		at[dps[i].Key] = i
 	}
-	for id, k := range ids.draining {
-		if i, ok := at[k.svc]; ok {
-			dps[i].Draining = append(dps[i].Draining, sched.Dest{ID: id, Addr: k.addr, Addr6: k.addr6, Port: k.port})
+	var removed []lcore.ServiceKey
+	for _, k := range ids.draining {
+		if _, ok := at[k.svc]; !ok {
+			at[k.svc] = -1
+			removed = append(removed, k.svc)
 		}
+	}
+	// Services no longer configured, kept while their servers drain
+	// (vipdrain.go), after the configured ones, in a stable order.
+	slices.SortFunc(removed, compareServiceKeys)
+	for _, k := range removed {
+		at[k] = len(dps)
+		dps = append(dps, lcore.Service{Key: k, Removed: true})
+	}
+	for id, k := range ids.draining {
+		i := at[k.svc]
+		dps[i].Draining = append(dps[i].Draining, sched.Dest{ID: id, Addr: k.addr, Addr6: k.addr6, Port: k.port})
 	}
 	for i := range dps {
 		slices.SortFunc(dps[i].Draining, func(a, b sched.Dest) int { return cmp.Compare(a.ID, b.ID) })
 	}
+	return dps
+}
+
+// compareServiceKeys orders keys by family, address, protocol and port.
+func compareServiceKeys(a, b lcore.ServiceKey) int {
+	return cmp.Or(addrOfKey(a.VIP, a.VIP6).Compare(addrOfKey(b.VIP, b.VIP6)), cmp.Compare(a.Proto, b.Proto), cmp.Compare(a.Port, b.Port))
 }
 
 // String is the pair as the log names it: "tcp 203.0.113.1:80 ->

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,8 +14,11 @@ import (
 
 // TestPeerServersAdopted: records naming a server a configured service
 // here does not have make it a draining server of that service before
-// they are installed, kept until its connections end; records of an
-// unknown service, templates and configured servers adopt nothing.
+// they are installed, kept until its connections end; a record of a
+// service not configured here makes that service a Removed one with the
+// server draining (vipdrain.go), unless its VIP is one this node could
+// not configure (its own port's address); templates and configured
+// servers adopt nothing.
 func TestPeerServersAdopted(t *testing.T) {
 	c, f := newHAController(t, "backup", 2)
 	a := func(s string) uint32 { return ipv4(netip.MustParseAddr(s)) }
@@ -35,6 +39,7 @@ func TestPeerServersAdopted(t *testing.T) {
 		rec("203.0.113.100", "198.51.100.13", 4001), // the master's alone
 		rec("203.0.113.100", "198.51.100.13", 4002),
 		rec("203.0.113.101", "198.51.100.15", 4003), // no such service here
+		rec("203.0.113.1", "198.51.100.16", 4004),   // a port's address: never a VIP
 		template,
 	}
 	published := len(f.published)
@@ -47,17 +52,28 @@ func TestPeerServersAdopted(t *testing.T) {
 		var out []string
 		for _, svc := range s.Services {
 			for _, d := range svc.Draining {
-				if svc.Key != svcKey {
-					t.Errorf("a draining server %v in service %+v", d, svc.Key)
+				out = append(out, netip.AddrPortFrom(addrOf(svc.Key.VIP), svc.Key.Port).String()+" -> "+
+					netip.AddrPortFrom(addrOf(d.Addr), d.Port).String())
+				if svc.Removed != (svc.Key != svcKey) {
+					t.Errorf("service %+v: removed %v", svc.Key, svc.Removed)
 				}
-				out = append(out, netip.AddrPortFrom(addrOf(d.Addr), d.Port).String())
 			}
 		}
 		return out
 	}
-	if got := draining(snapAtInstall); len(got) != 1 || got[0] != "198.51.100.13:80" {
-		t.Fatalf("the snapshot the records were installed in drains %v, want the master's server alone", got)
+	if got := draining(snapAtInstall); !slices.Equal(got, []string{"203.0.113.100:80 -> 198.51.100.13:80", "203.0.113.101:80 -> 198.51.100.15:80"}) {
+		t.Fatalf("the snapshot the records were installed in drains %v, want the master's server and the service here has not", got)
 	}
+	if !snapAtInstall.IsVIP(a("203.0.113.101")) {
+		t.Error("the VIP of the service adopted from the records is not answered")
+	}
+	c.mu.Lock()
+	for id, k := range c.ids.draining {
+		if k.svc.VIP == a("203.0.113.101") {
+			c.adoptHeld[id] = time.Now().Add(-time.Second) // let it go at the next reclaim
+		}
+	}
+	c.mu.Unlock()
 	k := destKey{svc: svcKey, addr: a("198.51.100.13"), port: 80}
 	id, ok := c.ids.lookup(k)
 	if !ok || c.ids.draining[id] != k {

@@ -22,7 +22,8 @@ import (
 // link is up (link.go: a director that cannot reach its clients or
 // servers must not draw their flows), and, with
 // bgp.require_live_server, one of the VIP's services has a real server
-// that is not down and has a weight above 0.
+// that is not down and has a weight above 0. A removed service's VIP
+// stays announced while its connections drain (vipdrain.go).
 
 // announceEvery is how often the announcer compares what is announced
 // with what should be; drain, undrain, stop and a port's link change act
@@ -76,6 +77,9 @@ func (a *announcer) wanted(v View) (want []netip.Addr, withheld []api.BGPWithhel
 				live[vip] = true
 			}
 		}
+	}
+	for _, vip := range v.DrainingVIPs { // its connections go on (vipdrain.go)
+		live[vip] = false
 	}
 	linkDown := len(api.LinksDown(v.Links)) > 0
 	vips := make([]netip.Addr, 0, len(live))

@@ -62,6 +62,19 @@ func TestAnnouncerWantsHealthyVIPs(t *testing.T) {
 		t.Errorf("with an IPv6 next hop: announced %v", want)
 	}
 
+	// A removed service's VIP stays announced while its connections
+	// drain, but has no live server.
+	removed := announceView()
+	removed.DrainingVIPs = addrs("203.0.113.20")
+	if want, _ := a.wanted(removed); !slices.Equal(want, addrs("203.0.113.10", "203.0.113.11", "203.0.113.12", "203.0.113.20")) {
+		t.Errorf("a draining VIP: announced %v, want it among the others", want)
+	}
+	a.cfg.RequireLiveServer = true
+	if _, withheld := a.wanted(removed); !slices.Contains(withheld, api.BGPWithheld{VIP: "203.0.113.20", Reason: withheldNoServer}) {
+		t.Errorf("a draining VIP with require_live_server: withheld %v", withheld)
+	}
+	a.cfg.RequireLiveServer = false
+
 	// A port whose link is down withholds every VIP.
 	down := announceView()
 	down.Links = []api.PortLink{{Port: "wan", Up: true}, {Port: "lan"}}

@@ -153,7 +153,7 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 		}
 	}
 	u.ids.drain(used)
-	withDraining(dps, &u.ids)
+	dps = withDraining(dps, &u.ids)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
 	u.snap.Neigh6 = c.neigh6.macs()
 	u.lipDrain = c.nextLIPDrain(svcs)
@@ -220,6 +220,7 @@ func (c *Controller) republish() {
 func (c *Controller) commit(u *update) {
 	c.services, c.timeouts, c.ids = u.services, u.timeouts, u.ids
 	c.lipDrain = u.lipDrain
+	c.logVIPDrains(u.snap)
 	c.ids.fresh = nil
 	c.gen = u.snap.Gen
 	c.snap = u.snap

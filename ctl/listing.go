@@ -17,6 +17,9 @@ import (
 func (v View) Response() api.Response {
 	resp := api.Response{Info: &api.Info{ConnTableSize: v.ConnTableSize, Connections: v.Connections, Started: v.Started, Handover: v.Handover,
 		LinksDown: api.LinksDown(v.Links)}}
+	for _, a := range v.DrainingVIPs {
+		resp.Info.DrainingVIPs = append(resp.Info.DrainingVIPs, a.String())
+	}
 	for _, l := range v.Lcores {
 		al := api.Lcore{
 			ID: l.ID, RxPackets: l.Stats[lcore.RxPackets], TxPackets: l.Stats[lcore.TxPackets], Drops: l.Drops(),

@@ -24,6 +24,9 @@ type View struct {
 	Started       time.Time      // when this lbd started
 	Handover      string         // what it made of a handover, "" when none
 	Links         []api.PortLink // the dataplane ports' links
+	// DrainingVIPs are VIPs whose services were removed while
+	// connections to them remain (vipdrain.go).
+	DrainingVIPs []netip.Addr
 }
 
 // LcoreView is one worker's counters and what they say about its load.
@@ -184,7 +187,8 @@ func (c *Controller) view(base baselines) View {
 	links := c.Links()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover, Links: links}
+	v := View{At: time.Now(), ConnTableSize: c.dp.ConnCapacity(), Started: c.started, Handover: c.handover, Links: links,
+		DrainingVIPs: drainingVIPs(c.snap)}
 	workers := c.dp.Workers()
 	for i, ws := range c.dp.WorkerStats() {
 		l := LcoreView{ID: i, Stats: ws}

@@ -14,13 +14,17 @@ import (
 // echo streams (rr: half of them to the server the backup lacks).
 const adoptStreams = 100
 
+// adoptFNATStreams are its streams to the FullNAT service the backup lacks.
+const adoptFNATStreams = 20
+
 // TestFailoverKeepsServersOnlyTheMasterHas: the backup's table lacks a
 // real server the master has (an operator removed it there with lbctl,
-// or added it on the master alone). The backup still holds the
-// connections synced to that server, kept as draining (IPVS enters such a
-// synced connection without a destination), so when the master dies they
-// all go on through the backup, while its new connections go to the
-// servers it has.
+// or added it on the master alone), and a whole service (the FullNAT one,
+// behind the SYN proxy). The backup still holds the connections synced to
+// that server, kept as draining (IPVS enters such a synced connection
+// without a destination), and those of the service, kept as a removed
+// service, so when the master dies they all go on through the backup,
+// while its new connections go to the servers it has.
 func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 	e := newHAEnv(t, false)
 	a, b := e.nodes[0], e.nodes[1]
@@ -32,6 +36,12 @@ func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 			t.Fatalf("node b: lbctl %s: %v: %s", strings.Join(args, " "), err, out)
 		}
 	}
+	fnat := net.JoinHostPort(vip, strconv.Itoa(haFNATPort))
+	if out, err := harness.LBCtl(e.ctx, e.lbctl, b.lbd.Config.Socket, "-D", "-t", fnat); err != nil {
+		t.Fatalf("node b: lbctl -D -t %s: %v: %s", fnat, err, out)
+	}
+
+	fnatFleet := startFleet(t, e.ctx, e.ha.Client.NS, fnat, adoptFNATStreams, haInterval)
 
 	fleet := e.startStreams(t, adoptStreams, b) // b holds them all: half to the server it lacks
 	listed, err := harness.LBCtl(e.ctx, e.lbctl, b.lbd.Config.Socket, "-L", "-c", "-n")
@@ -51,6 +61,7 @@ func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 	t.Logf("failover: node b alone answers ARP for the VIP %v after node a was killed", takeover.Round(time.Millisecond))
 	e.checkMaster(t, "after failover", b)
 	e.keepStreaming(t, fleet, "after failover", killed, takeover)
+	e.keepStreaming(t, fnatFleet, "after failover (the service node b lacks)", killed, takeover)
 	t.Logf("node b's drops after failover: %s", e.drops(b))
 
 	// New connections: node b's servers only.
@@ -66,6 +77,7 @@ func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
 
 	maxStall := 2*takeover + 1500*time.Millisecond
 	e.endStreams(t, fleet, maxStall, "the failover")
+	e.endStreams(t, fnatFleet, maxStall, "the failover (the service node b lacks)")
 	if err := b.lbd.Stop(10 * time.Second); err != nil {
 		t.Errorf("node b: %v", err)
 	}

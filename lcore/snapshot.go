@@ -53,7 +53,8 @@ type Snapshot struct {
 	// mbufs for it, synhold.go).
 	hasSynProxy bool
 
-	serviceIndex serviceIndex // by ServiceKey.packed, for every new connection's lookup (svcindex.go)
+	serviceIndex serviceIndex         // by ServiceKey.packed, for every new connection's lookup (svcindex.go)
+	removed      map[ServiceKey]int32 // the Removed services, IPv4 and IPv6: for records only
 	vips         map[uint32]bool
 	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
 	lips         map[uint32]bool // every service's LocalAddrs
@@ -154,6 +155,16 @@ type Service struct {
 	// installed with the record's forwarding method (ID, Addr, Addr6
 	// and Port are set, Fwd is not).
 	Draining []sched.Dest
+	// Removed: a service no longer configured (or never configured here:
+	// a peer's records named it) whose Draining servers' connections go
+	// on. It has no Dests, no schedulers and nothing else; new
+	// connections never find it (it is in none of the indexes a packet
+	// looks services up in: they are dropped as no_service), but its VIP
+	// is still a VIP (ARP, neighbour discovery, echo, a new master's
+	// announcements) and synced and handed-over connections to its
+	// draining servers are installed. The control plane keeps it while
+	// they drain.
+	Removed bool
 }
 
 // NewSnapshot indexes services and ports for the per-packet lookups.
@@ -172,6 +183,10 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		}
 		s.hasFTP = s.hasFTP || svc.Helper == HelperFTP
 		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
+		if svc.Removed {
+			s.addRemoved(svc.Key, int32(i))
+			continue
+		}
 		if svc.Key.IsIPv6() {
 			s.six.add(svc.Key, int32(i))
 			for _, a := range svc.LocalAddrs { // NAT64's
@@ -224,6 +239,38 @@ func (s *Snapshot) WithHA(gen uint64, sync SyncParams, backup bool) *Snapshot {
 // service finds the virtual service of a destination.
 func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
 	return s.serviceIndex.get(ServiceKey{VIP: vip, Port: port, Proto: proto}.packed())
+}
+
+// addRemoved indexes Removed service i for records, and keeps its VIP.
+func (s *Snapshot) addRemoved(k ServiceKey, i int32) {
+	if s.removed == nil {
+		s.removed = map[ServiceKey]int32{}
+	}
+	s.removed[k] = i
+	if !k.IsIPv6() {
+		s.vips[k.VIP] = true
+		return
+	}
+	if s.six.vips == nil {
+		s.six.vips = map[hdr.Addr6]bool{}
+	}
+	s.six.vips[k.VIP6] = true
+}
+
+// recordService finds the service a synced or handed-over connection
+// names, a Removed one too.
+func (s *Snapshot) recordService(k ServiceKey) (int32, bool) {
+	var si int32
+	var ok bool
+	if k.IsIPv6() {
+		si, ok = s.service6(&k.VIP6, k.Port, k.Proto)
+	} else {
+		si, ok = s.service(k.VIP, k.Port, k.Proto)
+	}
+	if !ok {
+		si, ok = s.removed[k]
+	}
+	return si, ok
 }
 
 // IsVIP reports whether addr is the address of some virtual service.

@@ -22,8 +22,9 @@ func (s *snapshot6) add(k ServiceKey, i int32) {
 	s.vips[k.VIP6] = true
 }
 
-// HasIPv6 reports whether some service has an IPv6 VIP.
-func (s *Snapshot) HasIPv6() bool { return len(s.six.services) != 0 }
+// HasIPv6 reports whether some service, a Removed one too, has an IPv6
+// VIP.
+func (s *Snapshot) HasIPv6() bool { return len(s.six.vips) != 0 }
 
 // service6 finds the IPv6 virtual service of a destination.
 func (s *Snapshot) service6(vip *hdr.Addr6, port uint16, proto uint8) (int32, bool) {

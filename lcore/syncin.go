@@ -80,7 +80,7 @@ func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, d sched.Dest, 
 	if r.FTPData {
 		vport = r.ServicePort
 	}
-	si, ok = w.snap.service(r.VIP, vport, r.Proto)
+	si, ok = w.snap.recordService(ServiceKey{VIP: r.VIP, Port: vport, Proto: r.Proto})
 	if !ok {
 		b.NoService++
 		return 0, d, false

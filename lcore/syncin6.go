@@ -24,7 +24,7 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	if r.FTPData { // of its FTP service, whose server has its address on another port
 		vport = r.ServicePort
 	}
-	si, ok := w.snap.service6(&r.Six.VIP, vport, r.Proto)
+	si, ok := w.snap.recordService(ServiceKey{VIP6: r.Six.VIP, Port: vport, Proto: r.Proto})
 	if !ok {
 		b.NoService++
 		return

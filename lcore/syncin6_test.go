@@ -246,3 +246,39 @@ func TestSyncedIPv6ConnectionToDrainingServer(t *testing.T) {
 		t.Fatalf("the draining NAT64 server's reply went %s -> %s", ip.Src(), ip.Dst())
 	}
 }
+
+// TestSyncedIPv6ConnectionToRemovedService: a record of a NAT66
+// connection to a Removed service's draining server is installed and
+// its server's reply forwarded; a SYN to the service is no_service.
+func TestSyncedIPv6ConnectionToRemovedService(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	gone := vip6
+	gone[15] = 0x99 // no service of the rig's
+	old := w.snap
+	svcs := append(append([]Service(nil), old.Services...),
+		Service{Key: ServiceKey{VIP6: gone, Port: 80, Proto: hdr.ProtoTCP}, Removed: true, Draining: []sched.Dest{{ID: 30, Addr6: rs62, Port: 8080}}})
+	next := NewSnapshot(old.Gen+1, old.Ports, svcs, old.Neigh, old.Timeouts)
+	next.Neigh6 = old.Neigh6
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: next})
+	w.runCommands(0)
+	if !w.snap.IsVIP6(gone) {
+		t.Fatal("the removed service's VIP is no VIP")
+	}
+	if b := install6(t, r, record6(40001, 80, 8080, rs62, fwd.NAT, gone)); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	w.poll()
+	r.sent(0) // the new VIP's unsolicited neighbour advertisements
+	r.inject(1, l4Frame6(rs2MAC, lanMAC, hdr.ProtoTCP, rs62, 8080, clientAddr6, 40001, hdr.TCPFlagACK, "reply"))
+	w.poll()
+	if _, ip, _ := check6(t, one(t, r, 0)); ip.Src() != gone || ip.Dst() != clientAddr6 {
+		t.Fatalf("the reply went %s -> %s", ip.Src(), ip.Dst())
+	}
+	before := w.cnt.own[DropNoService]
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoTCP, clientAddr6, 41000, gone, 80, hdr.TCPFlagSYN, ""))
+	w.poll()
+	if out := tcp6Frames(r.sent(1)); len(out) != 0 || w.cnt.own[DropNoService] != before+1 {
+		t.Fatalf("a SYN to the removed service: %d sent, no_service %d -> %d", len(out), before, w.cnt.own[DropNoService])
+	}
+}

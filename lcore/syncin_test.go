@@ -311,3 +311,55 @@ func TestSyncedConnectionToDrainingServer(t *testing.T) {
 		}
 	}
 }
+
+// TestSyncedConnectionToRemovedService: a Removed service (one no longer
+// configured, kept while its servers drain) takes no new connection (a
+// SYN to it is no_service), yet its VIP is answered in ARP and a record
+// of a connection to its draining server is installed and forwarded both
+// ways; a record naming another port of the VIP finds no service.
+func TestSyncedConnectionToRemovedService(t *testing.T) {
+	rs3, rs3MAC := ip4(198, 51, 100, 13), hdr.MAC{0x02, 0, 0, 0, 0, 0x13}
+	r := newRig(t, map[uint32]hdr.MAC{clientIP: clientMAC, rs1: rs1MAC, rs2: rs2MAC, rs3: rs3MAC})
+	w := r.w
+	gone := ip4(203, 0, 113, 150) // no service of the rig's
+	old := w.snap
+	svcs := append(append([]Service(nil), old.Services...),
+		Service{Key: ServiceKey{VIP: gone, Port: 80, Proto: hdr.ProtoTCP}, Removed: true, Draining: []sched.Dest{{ID: 9, Addr: rs3, Port: 80}}})
+	w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, svcs, old.Neigh, old.Timeouts)})
+	w.runCommands(0)
+
+	if out := askARP(r, 0, clientIP, gone); len(out) != 1 {
+		t.Fatalf("ARP for the removed service's VIP: %d answers, want 1", len(out))
+	}
+	rec := SyncConn{ClientIP: clientIP, VIP: gone, RIP: rs3, ClientPort: 40000, VPort: 80, RPort: 80,
+		Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.NAT}
+	otherPort := rec
+	otherPort.ClientPort, otherPort.VPort = 40001, 81
+	if b := install(t, w, rec, otherPort); b.Installed != 1 || b.NoService != 1 {
+		t.Fatalf("batch %+v, want 1 installed, 1 no_service", b)
+	}
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, gone, 80, hdr.TCPFlagACK, "q"))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 1 {
+		t.Fatalf("the client's packet was not forwarded (stats %v)", w.cnt.own)
+	}
+	if eth, ip, _ := checkTCP(t, out[0]); ip.Dst() != rs3 || eth.Dst() != rs3MAC {
+		t.Fatalf("DNAT to %x (%v)", ip.Dst(), eth.Dst())
+	}
+	r.inject(1, tcpFrame(rs3MAC, lanMAC, rs3, 80, clientIP, 40000, hdr.TCPFlagACK, "a"))
+	w.poll()
+	if out = r.sent(0); len(out) != 1 {
+		t.Fatal("the server's reply was not forwarded")
+	}
+	if _, ip, tcp := checkTCP(t, out[0]); ip.Src() != gone || tcp.SrcPort() != 80 || ip.Dst() != clientIP {
+		t.Fatalf("SNAT gave %x:%d -> %x", ip.Src(), tcp.SrcPort(), ip.Dst())
+	}
+
+	before := w.cnt.own[DropNoService]
+	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 41000, gone, 80, hdr.TCPFlagSYN, ""))
+	w.poll()
+	if n := len(r.sent(1)); n != 0 || w.cnt.own[DropNoService] != before+1 {
+		t.Fatalf("a SYN to the removed service: %d sent, no_service %d -> %d; want dropped as no_service", n, before, w.cnt.own[DropNoService])
+	}
+}

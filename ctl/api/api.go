@@ -306,6 +306,9 @@ type Info struct {
 	Handover string    `json:"handover,omitempty"`
 	// LinksDown names the dataplane ports whose link is down.
 	LinksDown []string `json:"links_down,omitempty"`
+	// DrainingVIPs are VIPs whose services were removed, still answered
+	// while connections to them remain.
+	DrainingVIPs []string `json:"draining_vips,omitempty"`
 }
 
 // Service is one virtual service (ipvsadm -A).

@@ -36,6 +36,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 	if resp.Info != nil && len(resp.Info.LinksDown) > 0 {
 		fmt.Fprintf(bw, "Link down: %s (lbctl -L --links)\n", strings.Join(resp.Info.LinksDown, ", "))
 	}
+	if resp.Info != nil && len(resp.Info.DrainingVIPs) > 0 {
+		fmt.Fprintf(bw, "VIP draining: %s (service removed; answered until its connections end)\n", strings.Join(resp.Info.DrainingVIPs, ", "))
+	}
 	switch {
 	case f.Stats:
 		fmt.Fprintf(bw, "%-33s %8s %8s %8s %8s %8s\n"+
