@@ -56,7 +56,8 @@ const usageText = `Usage:
 Commands:
   --add-service     -A     add a virtual service with options
   --edit-service    -E     change the options given of a virtual service
-  --delete-service  -D     delete a virtual service and its real servers
+  --delete-service  -D     delete a virtual service and its real servers (its connections
+                           go on, its VIP answered while they last)
   --clear           -C     delete every virtual service
   --restore         -R     apply rules from stdin (ipvsadm -S format), all or nothing
   --save            -S     print the rules (ipvsadm -S format)
