@@ -193,6 +193,13 @@ type Service struct {
 	// to a fullnat server, and adjusts sequence numbers
 	// for it; tcp only; the servers must expect it; default false; reload: yes
 	ProxyProtocol bool `mapstructure:"proxy_protocol"`
+	// TOA puts DPVS's TCP option address (option 254: the client's port
+	// and IPv4 address) in the segments that complete each connection's
+	// handshake with a fullnat server, for the toa kernel module on the
+	// servers to report as the peer's address; tcp, IPv4 services only,
+	// neither with proxy_protocol nor with synproxy; default false;
+	// reload: yes (connections opened before keep what they had)
+	TOA bool `mapstructure:"toa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a
 	// connection to a real server only for an ACK that proves one (a
 	// spoofed SYN flood makes no entry and reaches no server); tcp only,

@@ -112,6 +112,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if s.ProxyProtocol && s.Protocol != "tcp" {
 			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
 		}
+		if err := s.validateTOA(f, vip); err != nil {
+			return err
+		}
 		if s.SynProxy {
 			if s.Protocol != "tcp" {
 				return fieldErrorf(f+".synproxy", "is for tcp services only")
@@ -337,4 +340,24 @@ func isPrime(n int) bool {
 		}
 	}
 	return true
+}
+
+// validateTOA: the TCP option address carries an IPv4 client (DPVS's
+// 8-byte option) and goes in a handshake whose sequence numbers lbd
+// leaves alone: the PROXY header and the SYN proxy both move them, and
+// both would tell the server the client's address twice or not at all.
+func (s Service) validateTOA(f string, vip netip.Addr) error {
+	switch {
+	case !s.TOA:
+		return nil
+	case s.Protocol != "tcp":
+		return fieldErrorf(f+".toa", "is for tcp services only")
+	case !vip.Is4():
+		return fieldErrorf(f+".toa", "is for IPv4 services only (its option carries an IPv4 client address)")
+	case s.ProxyProtocol:
+		return fieldErrorf(f+".toa", "not with proxy_protocol: both tell the servers the client's address (choose the one they expect)")
+	case s.SynProxy:
+		return fieldErrorf(f+".toa", "not with synproxy: the proxy completes the servers' handshakes itself")
+	}
+	return nil
 }

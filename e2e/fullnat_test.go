@@ -159,3 +159,55 @@ func TestFullNATPlain(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestFullNATTOA: with toa, every connection the servers take through
+// FullNAT comes from a local address, and the segment completing its
+// handshake there carries DPVS's TCP option address naming the client's
+// address and port, as a server's toa kernel module reads it (watched on
+// the servers' interfaces by nshelper toa, from an AF_PACKET copy).
+func TestFullNATTOA(t *testing.T) {
+	watch := map[string]*harness.Buffer{}
+	e := startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			noDefaultRoute(t, tp, nat.Servers)
+			_, _, nshelper := binaries(t)
+			for _, h := range nat.Servers {
+				out, err := harness.StartTOAWatch(tp, h, nshelper, 8080, 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				watch[h.Name] = out
+			}
+		},
+		configure: func(c *harness.Config) {
+			twoWorkers(c)
+			toFullNAT(&c.Services[0], false)
+			c.Services[0].TOA = true
+		},
+	})
+	e.warmUp(t)
+	results := e.get(t, e.url, 10, 5*time.Second)
+	time.Sleep(200 * time.Millisecond) // the watchers' last lines
+	for _, r := range results {
+		if r.Err != "" {
+			t.Fatalf("request %d: %s", r.I, r.Err)
+		}
+		seen := r.SeenClient() // LIP:lport
+		host, _, _ := net.SplitHostPort(seen)
+		if host != fullNATLocal[0] && host != fullNATLocal[1] {
+			t.Fatalf("request %d: the server saw %s, want a local address", r.I, seen)
+		}
+		out := watch[r.Server()]
+		if out == nil {
+			t.Fatalf("request %d answered by %q", r.I, r.Server())
+		}
+		if want := "toa " + r.Local + " from " + seen + " flags 0x10"; !strings.Contains(out.String(), want) {
+			t.Errorf("request %d: %s saw no handshake ACK with %q:\n%s", r.I, r.Server(), want, out.String())
+		}
+	}
+	body := e.scrapeMetrics(t)
+	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "toa_options"); n < float64(len(results)) {
+		t.Errorf("dplb_lcore_events_total{counter=\"toa_options\"} is %v, want at least one per connection (%d)", n, len(results))
+	}
+	e.stopLBD(t)
+}

@@ -66,6 +66,9 @@ func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) 
 			x.Flags |= extProxy
 			x.SeqIn = proxyV2Len
 		}
+		if svc.TOA {
+			c.Flags |= flagTOA
+		}
 	}
 	id, err := w.table.InsertExt(c, &x)
 	if err != nil {
@@ -112,6 +115,9 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		if why := w.insertProxyHeader(d, c, x, nil); why != 0 {
 			return drop(why)
 		}
+	}
+	if c.Flags&flagTOA != 0 {
+		w.toa(d, c, x, dir, e.to)
 	}
 	// Not for a fragment: the NIC would sum the piece it sees, and the
 	// checksum is the whole datagram's.

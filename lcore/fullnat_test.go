@@ -20,10 +20,17 @@ var (
 // from lip1, with or without the PROXY v2 header.
 func withFullNAT(t testing.TB, r *rig, proxy bool) {
 	t.Helper()
+	withFullNATService(t, r, func(s *Service) { s.ProxyProtocol = proxy })
+}
+
+// withFullNATService is withFullNAT with the service as edit leaves it.
+func withFullNATService(t testing.TB, r *rig, edit func(*Service)) {
+	t.Helper()
 	d := sched.Dest{ID: 9, Addr: rs1, Port: 8081, Weight: 1, Fwd: fwd.FullNAT}
 	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
 	svc := Service{Key: ServiceKey{VIP: vipFN, Port: 80, Proto: hdr.ProtoTCP}, Scheduler: "rr",
-		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, LocalAddrs: []uint32{lip1}, ProxyProtocol: proxy}
+		Dests: []sched.Dest{d}, Scheds: []sched.Scheduler{s}, LocalAddrs: []uint32{lip1}}
+	edit(&svc)
 	old := r.w.snap
 	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)
 	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: snap})

@@ -138,6 +138,10 @@ type Service struct {
 	// ProxyProtocol: FullNAT TCP connections carry a PROXY protocol v2
 	// header with the client's address at the start of their stream.
 	ProxyProtocol bool
+	// TOA: FullNAT TCP connections carry DPVS's TCP option address (the
+	// client's address and port) in the segments that complete their
+	// handshake with the server (toa.go).
+	TOA bool
 	// SynProxy: lbd answers the clients' SYNs with SYN cookies and opens
 	// the connection to the server only for an ACK that proves one
 	// (synproxy.go); NAT and FullNAT servers only.

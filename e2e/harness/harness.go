@@ -108,6 +108,7 @@ type Service struct {
 	// the PROXY v2 header in front of the client's bytes.
 	LocalAddresses []string
 	ProxyProtocol  bool
+	TOA            bool // toa: DPVS's TCP option address in the handshakes
 	SynProxy       bool // synproxy: true
 	Servers        []Server
 }
@@ -231,6 +232,9 @@ func (c Config) YAML() string {
 		}
 		if s.ProxyProtocol {
 			w("    proxy_protocol: true")
+		}
+		if s.TOA {
+			w("    toa: true")
 		}
 		if s.SynProxy {
 			w("    synproxy: true")

@@ -156,6 +156,14 @@ type Decap struct {
 // server (each lives in its own namespace).
 const TUNDevice = "dplbtun0"
 
+// StartTOAWatch starts "nshelper toa" on h's interface for TCP port
+// port, and waits until it is ready: its output has a line per segment
+// carrying DPVS's TCP option address.
+func StartTOAWatch(t *topo.Topo, h topo.Host, nshelper string, port int, timeout time.Duration) (*Buffer, error) {
+	_, out, err := startReady(t, h.NS, 1, timeout, nshelper, "toa", "-dev", h.If, "-port", strconv.Itoa(port))
+	return out, err
+}
+
 // StartDecap starts the IPIP decapsulator on h's interface with vip on a
 // TUN device, and waits until it is ready.
 func StartDecap(t *topo.Topo, h topo.Host, nshelper, vip string, timeout time.Duration) (*Decap, error) {

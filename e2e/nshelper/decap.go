@@ -113,16 +113,13 @@ func (t tunnel) run(ifi *net.Interface, dev, tun string, vip netip.Addr) error {
 			continue
 		default:
 		}
-		n, from, err := unix.Recvfrom(pktFD, buf, 0)
+		n, err := recvHost(pktFD, buf)
 		switch {
-		case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
-			continue
 		case err != nil:
 			fmt.Println(st)
 			return fmt.Errorf("decap: read %s: %w", dev, err)
-		}
-		if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_HOST {
-			continue // our own outgoing packets, broadcasts, other hosts'
+		case n == 0:
+			continue
 		}
 		st.frames++ // the socket's filter passes only the tunnel protocol
 		inner, ok := t.strip(buf[:n])
@@ -220,24 +217,32 @@ func openTUN(name string, addr netip.Addr) (int, error) {
 // ifindex that receives only the tunnel's outer packets, and times out its
 // reads every 200ms so that signals are seen.
 func (t tunnel) openPacket(ifindex int) (int, error) {
+	return openPacket("decap", ifindex, t.etherType, t.protoAt, t.proto)
+}
+
+// openPacket opens an AF_PACKET socket on interface ifindex that takes
+// the frames of etherType whose byte at protoAt (of the network header)
+// is proto, and times out reads after 200 ms (for signals to be seen);
+// what names the caller in errors.
+func openPacket(what string, ifindex int, etherType uint16, protoAt uint32, proto uint8) (int, error) {
 	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
-		return -1, fmt.Errorf("decap: AF_PACKET socket: %w", err)
+		return -1, fmt.Errorf("%s: AF_PACKET socket: %w", what, err)
 	}
 	// ldb [protoAt]; jeq #proto, accept, drop
 	prog := []unix.SockFilter{
-		{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: t.protoAt},
-		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(t.proto)},
+		{Code: unix.BPF_LD | unix.BPF_B | unix.BPF_ABS, K: protoAt},
+		{Code: unix.BPF_JMP | unix.BPF_JEQ | unix.BPF_K, Jt: 0, Jf: 1, K: uint32(proto)},
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0xffff},
 		{Code: unix.BPF_RET | unix.BPF_K, K: 0},
 	}
 	if err := attachFilter(fd, prog); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("decap: AF_PACKET filter: %w", err)
+		return -1, fmt.Errorf("%s: AF_PACKET filter: %w", what, err)
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(t.etherType), Ifindex: ifindex}); err != nil {
+	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(etherType), Ifindex: ifindex}); err != nil {
 		unix.Close(fd)
-		return -1, fmt.Errorf("decap: bind AF_PACKET: %w", err)
+		return -1, fmt.Errorf("%s: bind AF_PACKET: %w", what, err)
 	}
 	tv := unix.NsecToTimeval(200e6)
 	if err := unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv); err != nil {
@@ -245,6 +250,23 @@ func (t tunnel) openPacket(ifindex int) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// recvHost reads a frame addressed to this host from AF_PACKET socket
+// fd into buf; 0 for none (a read timed out or was interrupted, or the
+// frame was our own outgoing one, a broadcast, another host's).
+func recvHost(fd int, buf []byte) (int, error) {
+	n, from, err := unix.Recvfrom(fd, buf, 0)
+	switch {
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	if ll, ok := from.(*unix.SockaddrLinklayer); !ok || ll.Pkttype != unix.PACKET_HOST {
+		return 0, nil
+	}
+	return n, nil
 }
 
 func attachFilter(fd int, prog []unix.SockFilter) error {

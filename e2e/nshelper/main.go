@@ -23,6 +23,10 @@
 //	    TUN device with the VIP/32, prints "ready ...", then writes the
 //	    inner packet of every IPIP packet that arrives on -dev into it.
 //	    SIGUSR1 and exit print "stats frames=N decap=N bad=N errors=N".
+//	nshelper toa -dev eth0 -port 8080
+//	    Prints the TCP option address (DPVS's TOA) of every TCP segment to
+//	    the port that arrives on -dev, as a real server's toa module reads
+//	    it: "toa CLIENT:PORT from SRC:SPORT flags F", after "ready".
 package main
 
 import (
@@ -92,6 +96,8 @@ func main() {
 		}
 	case "decap":
 		err = decap(os.Args[2:])
+	case "toa":
+		err = toaWatch(os.Args[2:])
 	default:
 		usage()
 	}
@@ -105,7 +111,7 @@ func usage() {
 	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D |\n"+
 		"  udpserve -listen :5353 -name NAME [-v] | udpget -addr IP:PORT -n N -timeout D [-bind IP] |\n"+
 		"  decap -dev IF -tun NAME -vip IP | echo -listen :9000 -name NAME |\n"+
-		"  conns -addr IP:PORT -n N -parallel P -msgs K")
+		"  conns -addr IP:PORT -n N -parallel P -msgs K | toa -dev IF -port P")
 	os.Exit(2)
 }
 

@@ -33,8 +33,12 @@ const (
 	tcpUrgent     = 18
 )
 
-// TCPMinLen is the length of a TCP header without options.
-const TCPMinLen = 20
+// TCPMinLen is the length of a TCP header without options; TCPMaxLen
+// the longest a data offset can say (15 words).
+const (
+	TCPMinLen = 20
+	TCPMaxLen = 60
+)
 
 // TCP flag bits as returned by Flags.
 const (

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// toaWatch prints the TCP option address (DPVS's TOA: kind 254, length 8,
+// the client's port and IPv4 address) of every TCP segment to -port that
+// arrives on -dev, as the toa kernel module on a real server would read
+// it: "toa CLIENT:PORT from SRC:SPORT flags F" per segment carrying one,
+// after "ready". It only watches (a copy of each frame, from an AF_PACKET
+// socket): the kernel's TCP takes the segments as usual.
+func toaWatch(args []string) error {
+	fs := flag.NewFlagSet("toa", flag.ContinueOnError)
+	dev := fs.String("dev", "", "interface the segments arrive on")
+	port := fs.Int("port", 0, "TCP destination port to watch")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ifi, err := net.InterfaceByName(*dev)
+	if err != nil {
+		return fmt.Errorf("toa: %w", err)
+	}
+	fd, err := openPacket("toa", ifi.Index, unix.ETH_P_IP, 9, unix.IPPROTO_TCP) // IPv4's protocol byte
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Printf("ready %s %d\n", *dev, *port)
+	buf := make([]byte, 65536)
+	for {
+		select {
+		case <-sigs:
+			return nil
+		default:
+		}
+		n, err := recvHost(fd, buf)
+		if err != nil {
+			return fmt.Errorf("toa: read %s: %w", *dev, err)
+		}
+		if line, ok := toaLine(buf[:n], uint16(*port)); ok {
+			fmt.Println(line)
+		}
+	}
+}
+
+// toaLine describes the option address of IPv4 packet p, a TCP segment
+// to port; false when p is not one or carries no option address.
+func toaLine(p []byte, port uint16) (string, bool) {
+	if len(p) < 20 || p[0]>>4 != 4 {
+		return "", false
+	}
+	ihl := int(p[0]&0x0f) * 4
+	if len(p) < ihl+20 {
+		return "", false
+	}
+	tcp := p[ihl:]
+	off := int(tcp[12]>>4) * 4
+	if binary.BigEndian.Uint16(tcp[2:]) != port || off < 20 || len(tcp) < off {
+		return "", false
+	}
+	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[12:16])), binary.BigEndian.Uint16(tcp[0:]))
+	for opts := tcp[20:off]; len(opts) > 0; {
+		switch opts[0] {
+		case 0: // end of options
+			return "", false
+		case 1: // no-operation
+			opts = opts[1:]
+			continue
+		}
+		if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
+			return "", false
+		}
+		if opts[0] == 254 && opts[1] == 8 {
+			client := netip.AddrPortFrom(netip.AddrFrom4([4]byte(opts[4:8])), binary.BigEndian.Uint16(opts[2:]))
+			return fmt.Sprintf("toa %s from %s flags %#02x", client, src, tcp[13]), true
+		}
+		opts = opts[opts[1]:]
+	}
+	return "", false
+}
