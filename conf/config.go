@@ -196,8 +196,9 @@ type Service struct {
 	// TOA puts DPVS's TCP option address (option 254: the client's port
 	// and IPv4 address) in the segments that complete each connection's
 	// handshake with a fullnat server, for the toa kernel module on the
-	// servers to report as the peer's address; tcp, IPv4 services only,
-	// neither with proxy_protocol nor with synproxy; default false;
+	// servers to report as the peer's address (with synproxy, in the ACK
+	// lbd completes the servers' handshakes with); tcp, IPv4 services
+	// only, not with proxy_protocol; default false;
 	// reload: yes (connections opened before keep what they had)
 	TOA bool `mapstructure:"toa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a

@@ -343,9 +343,8 @@ func isPrime(n int) bool {
 }
 
 // validateTOA: the TCP option address carries an IPv4 client (DPVS's
-// 8-byte option) and goes in a handshake whose sequence numbers lbd
-// leaves alone: the PROXY header and the SYN proxy both move them, and
-// both would tell the server the client's address twice or not at all.
+// 8-byte option); with the PROXY header too the server would be told the
+// client's address twice, in two ways.
 func (s Service) validateTOA(f string, vip netip.Addr) error {
 	switch {
 	case !s.TOA:
@@ -356,8 +355,6 @@ func (s Service) validateTOA(f string, vip netip.Addr) error {
 		return fieldErrorf(f+".toa", "is for IPv4 services only (its option carries an IPv4 client address)")
 	case s.ProxyProtocol:
 		return fieldErrorf(f+".toa", "not with proxy_protocol: both tell the servers the client's address (choose the one they expect)")
-	case s.SynProxy:
-		return fieldErrorf(f+".toa", "not with synproxy: the proxy completes the servers' handshakes itself")
 	}
 	return nil
 }

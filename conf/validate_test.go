@@ -48,6 +48,7 @@ func TestValidateValid(t *testing.T) {
 			c.Services[0].Servers[1].Forward = "fullnat"
 			c.Services[0].LocalAddresses = []string{"198.51.100.200"}
 			c.Services[0].TOA = true
+			c.Services[0].SynProxy = true
 		}, schedulers},
 		{"nil schedulers skip the name check", func(c *conf.Config) { c.Services[0].Scheduler = "anything" }, nil},
 		{"no services, server port only", func(c *conf.Config) { c.Services = nil; c.Ports = c.Ports[1:] }, schedulers},
@@ -328,8 +329,7 @@ func TestValidate(t *testing.T) {
 			`services[0].toa: is for tcp services only`},
 		{"toa with the PROXY header", func(c *conf.Config) { c.Services[0].TOA, c.Services[0].ProxyProtocol = true, true },
 			`services[0].toa: not with proxy_protocol: both tell the servers the client's address (choose the one they expect)`},
-		{"toa with synproxy", func(c *conf.Config) { c.Services[0].TOA, c.Services[0].SynProxy = true, true },
-			`services[0].toa: not with synproxy: the proxy completes the servers' handshakes itself`},
+
 		{"dr with another port", func(c *conf.Config) { c.Services[0].Servers[1].Forward = "dr" },
 			`services[0].servers[1].port: 8000 differs from the service's port 80: only nat and fullnat rewrite ports (dr and tun forward the packet unchanged)`},
 		{"tun off every subnet without a gateway", func(c *conf.Config) {

@@ -164,8 +164,20 @@ func TestFullNATPlain(t *testing.T) {
 // FullNAT comes from a local address, and the segment completing its
 // handshake there carries DPVS's TCP option address naming the client's
 // address and port, as a server's toa kernel module reads it (watched on
-// the servers' interfaces by nshelper toa, from an AF_PACKET copy).
+// the servers' interfaces by nshelper toa, from an AF_PACKET copy): the
+// client's ACK, or behind the SYN proxy the ACK lbd completes the
+// server's handshake with.
 func TestFullNATTOA(t *testing.T) {
+	for _, synproxy := range []bool{false, true} {
+		name := "plain"
+		if synproxy {
+			name = "synproxy"
+		}
+		t.Run(name, func(t *testing.T) { fullNATTOA(t, synproxy) })
+	}
+}
+
+func fullNATTOA(t *testing.T, synproxy bool) {
 	watch := map[string]*harness.Buffer{}
 	e := startNATWith(t, natOptions{
 		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
@@ -182,7 +194,7 @@ func TestFullNATTOA(t *testing.T) {
 		configure: func(c *harness.Config) {
 			twoWorkers(c)
 			toFullNAT(&c.Services[0], false)
-			c.Services[0].TOA = true
+			c.Services[0].TOA, c.Services[0].SynProxy = true, synproxy
 		},
 	})
 	e.warmUp(t)

@@ -98,6 +98,11 @@ type handshakeOpts struct {
 	ts           bool
 	tsval, tsecr uint32
 	ws           int8 // -1: none
+	// toa: DPVS's TCP option address, the client's port and address
+	// (toa.go), after the others.
+	toa     bool
+	toaPort uint16
+	toaAddr uint32
 }
 
 // size is the length put writes.
@@ -114,6 +119,9 @@ func (o *handshakeOpts) size() int {
 	}
 	if o.ws >= 0 {
 		n += 4
+	}
+	if o.toa {
+		n += toaLen
 	}
 	return n
 }
@@ -149,6 +157,11 @@ func (o *handshakeOpts) put(b []byte) (sum uint32) {
 	}
 	if o.ws >= 0 {
 		sum += putOptWord(b, n, nop<<24|ws<<16|3<<8|uint32(byte(o.ws)))
+		n += 4
+	}
+	if o.toa {
+		sum += putOptWord(b, n, toaKind<<24|toaLen<<16|uint32(o.toaPort))
+		sum += putOptWord(b, n+4, o.toaAddr)
 	}
 	return sum
 }

@@ -215,6 +215,7 @@ func (w *Worker) openProxied(d *desc, id uint32, tcp hdr.TCP, a *cookieACK) exit
 	c := w.table.Get(id)
 	x := w.table.Ext(id)
 	x.ClientISN, x.ServerISN = a.isn, a.cookie
+	c.Flags |= flagServerISN // the cookie: the server's ISN as the client numbers it (toa.go)
 	x.Flags |= extSynPending | uint16(mssIndex(a.mss))<<extSynMSS
 	if a.sack {
 		x.Flags |= extSynSACK
@@ -424,6 +425,10 @@ func (w *Worker) ackServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, ack, s
 	window := uint16(65535)
 	if x.Flags&extWSSrvLeg != 0 {
 		window = rescaleWindow(window, 0, uint(x.Flags>>extWSCliShift&0xf))
+	}
+	if c.Flags&flagTOA != 0 { // it completes the server's handshake (toa.go)
+		o.toa, o.toaPort, o.toaAddr = true, c.ClientPort, c.ClientIP
+		w.cnt.own[TOAOptions]++
 	}
 	f := hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack, Flags: hdr.TCPFlagACK, Window: window}
 	return w.toServer(d, c, id, x, &f, &o)

@@ -15,7 +15,10 @@ import (
 // DPVS does, every client segment that acknowledges exactly the server's
 // SYN-ACK gets the option: the handshake's ACK, a retransmission of it,
 // and data sent before the server's first byte, so whichever of them
-// completes the handshake on the server carries it. The option goes after
+// completes the handshake on the server carries it. Behind the SYN proxy
+// the server's handshake is completed by lbd's own ACK (ackServer), which
+// carries it among its options, and the ISN the client acknowledges is
+// the cookie. The option goes after
 // the segment's own options: the Ethernet, IPv4 and TCP headers move 8
 // bytes into the mbuf's headroom, the data offset grows by two words, and
 // the IP length and both checksums are updated for the added bytes, never
@@ -32,7 +35,7 @@ const (
 // the PROXY header's, which toa excludes, but all sixteen are taken.
 const (
 	flagTOA       uint8 = 1 << 1 // the connection's handshake gets the option
-	flagServerISN uint8 = 1 << 2 // Ext.ServerISN holds the server's SYN-ACK's sequence number
+	flagServerISN uint8 = 1 << 2 // Ext.ServerISN holds the server's ISN as the client numbers it (its SYN-ACK's, or the SYN proxy's cookie)
 )
 
 // toa notes the server's initial sequence number from its SYN-ACK
@@ -46,7 +49,8 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int) 
 	tcp := hdr.TCP(ip.Payload())
 	flags := tcp.Flags()
 	if dir == conn.Reply {
-		if flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK {
+		// A SYN proxy's connection knows it from the start: its cookie.
+		if c.Flags&flagServerISN == 0 && flags&(hdr.TCPFlagSYN|hdr.TCPFlagACK) == hdr.TCPFlagSYN|hdr.TCPFlagACK {
 			x.ServerISN = tcp.Seq()
 			c.Flags |= flagServerISN
 		}

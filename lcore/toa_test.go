@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"testing"
 
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -121,5 +122,51 @@ func TestFullNATTOANoAllocs(t *testing.T) {
 	}
 	if r.w.cnt.own[TOAOptions] == 0 {
 		t.Fatal("no option put in: the path measured is not the option's")
+	}
+}
+
+// TestSynProxyFullNATTOA: behind the SYN proxy the ACK lbd sends to
+// complete the server's handshake carries the option (checksums right);
+// the client's first data,
+// which acknowledges the cookie, carries it too, in the server's
+// numbering; the server's SYN-ACK retransmitted does not move the ISN the
+// proxy keeps.
+func TestSynProxyFullNATTOA(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSynProxy(t, r, fwd.FullNAT)
+	svcs := append([]Service(nil), r.w.snap.Services...)
+	svcs[len(svcs)-1].TOA = true
+	old := r.w.snap
+	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, svcs, old.Neigh, old.Timeouts)})
+	r.w.runCommands(0)
+	const isn, rsISN = 70, 5000
+	cookie, syn, _ := handshake(t, r, 40040, isn)
+	lport := syn.SrcPort()
+	want := make([]byte, 8)
+	want[0], want[1] = toaKind, toaLen
+	binary.BigEndian.PutUint16(want[2:], 40040)
+	binary.BigEndian.PutUint32(want[4:], clientIP)
+
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip1, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, synOpts, ""))
+	r.w.poll()
+	_, _, tcp := checkTCP(t, one(t, r, 1))
+	if tcp.Flags() != hdr.TCPFlagACK || tcp.Ack() != rsISN+1 || !bytes.Equal(toaOption(tcp), want) {
+		t.Fatalf("the proxy's ACK to the server: flags %#x ack %d options % x", tcp.Flags(), tcp.Ack(), tcp.Options())
+	}
+	// The SYN-ACK again (our ACK lost): answered, the proxy's numbering kept.
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip1, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, synOpts, ""))
+	r.w.poll()
+	r.drain(0)
+	r.drain(1)
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40040, vipSP, 80, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "GET"))
+	r.w.poll()
+	_, _, tcp = checkTCP(t, one(t, r, 1))
+	if tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || string(tcp.Payload()) != "GET" || !bytes.Equal(toaOption(tcp), want) {
+		t.Fatalf("client data: seq %d ack %d %q options % x", tcp.Seq(), tcp.Ack(), tcp.Payload(), tcp.Options())
+	}
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip1, lport, hdr.TCPFlagACK, rsISN+1, isn+4, nil, "hi"))
+	r.w.poll()
+	if _, ip, tcp := checkTCP(t, one(t, r, 0)); ip.Dst() != clientIP || tcp.Seq() != cookie+1 || string(tcp.Payload()) != "hi" {
+		t.Fatalf("server data: to %x seq %d, want %d", ip.Dst(), tcp.Seq(), cookie+1)
 	}
 }
