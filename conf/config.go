@@ -194,11 +194,12 @@ type Service struct {
 	// for it; tcp only; the servers must expect it; default false; reload: yes
 	ProxyProtocol bool `mapstructure:"proxy_protocol"`
 	// TOA puts DPVS's TCP option address (option 254: the client's port
-	// and IPv4 address) in the segments that complete each connection's
-	// handshake with a fullnat server, for the toa kernel module on the
-	// servers to report as the peer's address (with synproxy, in the ACK
-	// lbd completes the servers' handshakes with); tcp, IPv4 services
-	// only, not with proxy_protocol; default false;
+	// and IPv4 address, or its IPv6 address for an IPv6 service's NAT64
+	// servers) in the segments that complete each connection's handshake
+	// with a fullnat server, for the toa kernel module on the servers to
+	// report as the peer's address (with synproxy, in the ACK lbd
+	// completes the servers' handshakes with); tcp, not with
+	// proxy_protocol; default false;
 	// reload: yes (connections opened before keep what they had)
 	TOA bool `mapstructure:"toa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a

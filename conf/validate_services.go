@@ -112,7 +112,7 @@ func (c *Config) validateServices(schedulers []string) error {
 		if s.ProxyProtocol && s.Protocol != "tcp" {
 			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
 		}
-		if err := s.validateTOA(f, vip); err != nil {
+		if err := s.validateTOA(f); err != nil {
 			return err
 		}
 		if s.SynProxy {
@@ -342,17 +342,14 @@ func isPrime(n int) bool {
 	return true
 }
 
-// validateTOA: the TCP option address carries an IPv4 client (DPVS's
-// 8-byte option); with the PROXY header too the server would be told the
+// validateTOA: with the PROXY header too the server would be told the
 // client's address twice, in two ways.
-func (s Service) validateTOA(f string, vip netip.Addr) error {
+func (s Service) validateTOA(f string) error {
 	switch {
 	case !s.TOA:
 		return nil
 	case s.Protocol != "tcp":
 		return fieldErrorf(f+".toa", "is for tcp services only")
-	case !vip.Is4():
-		return fieldErrorf(f+".toa", "is for IPv4 services only (its option carries an IPv4 client address)")
 	case s.ProxyProtocol:
 		return fieldErrorf(f+".toa", "not with proxy_protocol: both tell the servers the client's address (choose the one they expect)")
 	}

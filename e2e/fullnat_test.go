@@ -178,18 +178,11 @@ func TestFullNATTOA(t *testing.T) {
 }
 
 func fullNATTOA(t *testing.T, synproxy bool) {
-	watch := map[string]*harness.Buffer{}
+	var watch map[string]*harness.Buffer
 	e := startNATWith(t, natOptions{
 		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 			noDefaultRoute(t, tp, nat.Servers)
-			_, _, nshelper := binaries(t)
-			for _, h := range nat.Servers {
-				out, err := harness.StartTOAWatch(tp, h, nshelper, 8080, 10*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				watch[h.Name] = out
-			}
+			watch = watchTOA(t, tp, nat.Servers)
 		},
 		configure: func(c *harness.Config) {
 			twoWorkers(c)
@@ -199,27 +192,52 @@ func fullNATTOA(t *testing.T, synproxy bool) {
 	})
 	e.warmUp(t)
 	results := e.get(t, e.url, 10, 5*time.Second)
-	time.Sleep(200 * time.Millisecond) // the watchers' last lines
 	for _, r := range results {
-		if r.Err != "" {
-			t.Fatalf("request %d: %s", r.I, r.Err)
-		}
-		seen := r.SeenClient() // LIP:lport
-		host, _, _ := net.SplitHostPort(seen)
-		if host != fullNATLocal[0] && host != fullNATLocal[1] {
-			t.Fatalf("request %d: the server saw %s, want a local address", r.I, seen)
-		}
-		out := watch[r.Server()]
-		if out == nil {
-			t.Fatalf("request %d answered by %q", r.I, r.Server())
-		}
-		if want := "toa " + r.Local + " from " + seen + " flags 0x10"; !strings.Contains(out.String(), want) {
-			t.Errorf("request %d: %s saw no handshake ACK with %q:\n%s", r.I, r.Server(), want, out.String())
+		if host, _, _ := net.SplitHostPort(r.SeenClient()); host != fullNATLocal[0] && host != fullNATLocal[1] {
+			t.Fatalf("request %d: the server saw %s, want a local address", r.I, r.SeenClient())
 		}
 	}
+	checkTOA(t, results, watch)
 	body := e.scrapeMetrics(t)
 	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "toa_options"); n < float64(len(results)) {
 		t.Errorf("dplb_lcore_events_total{counter=\"toa_options\"} is %v, want at least one per connection (%d)", n, len(results))
 	}
 	e.stopLBD(t)
+}
+
+// watchTOA starts "nshelper toa" on each server's interface for port
+// 8080 and returns their outputs by server name.
+func watchTOA(t *testing.T, tp *topo.Topo, servers []topo.Host) map[string]*harness.Buffer {
+	t.Helper()
+	_, _, nshelper := binaries(t)
+	watch := map[string]*harness.Buffer{}
+	for _, h := range servers {
+		out, err := harness.StartTOAWatch(tp, h, nshelper, 8080, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watch[h.Name] = out
+	}
+	return watch
+}
+
+// checkTOA checks that each request succeeded and that the server that
+// answered it saw its handshake completed by a bare ACK from the address
+// it answered (the local one) carrying the option address of the
+// request's client.
+func checkTOA(t *testing.T, results []harness.Result, watch map[string]*harness.Buffer) {
+	t.Helper()
+	time.Sleep(200 * time.Millisecond) // the watchers' last lines
+	for _, r := range results {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		out := watch[r.Server()]
+		if out == nil {
+			t.Fatalf("request %d answered by %q", r.I, r.Server())
+		}
+		if want := "toa " + r.Local + " from " + r.SeenClient() + " flags 0x10"; !strings.Contains(out.String(), want) {
+			t.Errorf("request %d: %s saw no handshake ACK with %q:\n%s", r.I, r.Server(), want, out.String())
+		}
+	}
 }

@@ -331,21 +331,9 @@ func TestNAT64ProxyV2(t *testing.T) {
 		listen:    map[string]string{"rs1": "0.0.0.0:8080", "rs2": "0.0.0.0:8080"},
 		serveArgs: []string{"-proxy-protocol"},
 		setup:     withIPv6,
-		configure: func(c *harness.Config) {
-			c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
-			nat64 := harness.Service{VIP: v6VIP, Port: 8064, Scheduler: "rr", LocalAddresses: []string{lip64Addr}, ProxyProtocol: true}
-			for _, h := range c.Services[0].Servers {
-				nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
-			}
-			c.Services = []harness.Service{nat64}
-		},
+		configure: func(c *harness.Config) { nat64Only(c, func(s *harness.Service) { s.ProxyProtocol = true }) },
 	})
-	url := "http://[" + v6VIP + "]:8064/"
-	for i := 0; i < 10; i++ { // the first may wait for neighbour discovery
-		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
-			break
-		}
-	}
+	url := e.warmUpNAT64(t)
 	perServer := map[string]int{}
 	for _, r := range e.get(t, url, 20, 5*time.Second) {
 		if r.Err != "" || r.Status != 200 {
@@ -362,4 +350,47 @@ func TestNAT64ProxyV2(t *testing.T) {
 		t.Errorf("answers per server %v: want both", perServer)
 	}
 	e.stopLBD(t)
+}
+
+// TestNAT64TOA: an IPv6 service's NAT64 servers with toa see each
+// connection come from the local address, and the segment completing its
+// handshake carries DPVS's 20-byte TCP option address naming the IPv6
+// client's address and port (watched on the servers' interfaces).
+func TestNAT64TOA(t *testing.T) {
+	var watch map[string]*harness.Buffer
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": "0.0.0.0:8080", "rs2": "0.0.0.0:8080"},
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6(t, tp, nat)
+			watch = watchTOA(t, tp, nat.Servers)
+		},
+		configure: func(c *harness.Config) { nat64Only(c, func(s *harness.Service) { s.TOA = true }) },
+	})
+	checkTOA(t, e.get(t, e.warmUpNAT64(t), 10, 5*time.Second), watch)
+	e.stopLBD(t)
+}
+
+// nat64Only replaces the services with the NAT64 one, [v6VIP]:8064 to
+// the servers' port 8080 by fullnat from lip64Addr, as edit leaves it.
+func nat64Only(c *harness.Config, edit func(*harness.Service)) {
+	c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+	nat64 := harness.Service{VIP: v6VIP, Port: 8064, Scheduler: "rr", LocalAddresses: []string{lip64Addr}}
+	for _, h := range c.Services[0].Servers {
+		nat64.Servers = append(nat64.Servers, harness.Server{Address: h.Address, Port: 8080, Weight: 1, Forward: "fullnat"})
+	}
+	edit(&nat64)
+	c.Services = []harness.Service{nat64}
+}
+
+// warmUpNAT64 waits for the NAT64 service to answer (its first request
+// may wait for neighbour discovery) and returns its URL.
+func (e *natEnv) warmUpNAT64(t *testing.T) string {
+	t.Helper()
+	url := "http://[" + v6VIP + "]:8064/"
+	for i := 0; i < 10; i++ {
+		if r := e.get(t, url, 1, 3*time.Second)[0]; r.Err == "" {
+			break
+		}
+	}
+	return url
 }

@@ -117,7 +117,7 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		}
 	}
 	if c.Flags&flagTOA != 0 {
-		w.toa(d, c, x, dir, e.to)
+		w.toa(d, c, x, dir, e.to, nil)
 	}
 	// Not for a fragment: the NIC would sum the piece it sees, and the
 	// checksum is the whole datagram's.

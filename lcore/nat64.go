@@ -46,6 +46,9 @@ func (w *Worker) newNAT64(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) (
 		x.Flags |= extProxy
 		x.SeqIn = proxyV2Len6
 	}
+	if c.Proto == hdr.ProtoTCP && svc.TOA {
+		c.Flags |= flagTOA
+	}
 	id, err := w.table.Insert6Ext(c, a, &x)
 	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)
@@ -124,6 +127,9 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 				return drop(why)
 			}
 		}
+		if c.Flags&flagTOA != 0 {
+			w.toa(d, c, x, conn.Original, e.to, a)
+		}
 		adjustSeq(hdr.TCP(d.ip().Payload()), x, conn.Original, true)
 	}
 	return e
@@ -168,6 +174,9 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 			return w.fragNeeded(d, uint16(mtu-(hdr.IPv6Len-hdr.IPv4MinLen)))
 		}
 		return w.fragNeeded(d, uint16(mtu-(hdr.IPv6Len-hdr.IPv4MinLen)-fragHdrLen))
+	}
+	if c.Flags&flagTOA != 0 {
+		w.toa(d, c, x, conn.Reply, e.to, a) // the server's ISN, from its SYN-ACK
 	}
 	if d.frag != fragLater {
 		off := l4ChecksumOffset(c.Proto)

@@ -99,10 +99,11 @@ type handshakeOpts struct {
 	tsval, tsecr uint32
 	ws           int8 // -1: none
 	// toa: DPVS's TCP option address, the client's port and address
-	// (toa.go), after the others.
-	toa     bool
-	toaPort uint16
-	toaAddr uint32
+	// (toa.go), after the others; toa6 an IPv6 client's (NAT64).
+	toa, toa6 bool
+	toaPort   uint16
+	toaAddr   uint32
+	toaAddr6  hdr.Addr6
 }
 
 // size is the length put writes.
@@ -120,7 +121,10 @@ func (o *handshakeOpts) size() int {
 	if o.ws >= 0 {
 		n += 4
 	}
-	if o.toa {
+	switch {
+	case o.toa6:
+		n += toaLen6
+	case o.toa:
 		n += toaLen
 	}
 	return n
@@ -159,7 +163,13 @@ func (o *handshakeOpts) put(b []byte) (sum uint32) {
 		sum += putOptWord(b, n, nop<<24|ws<<16|3<<8|uint32(byte(o.ws)))
 		n += 4
 	}
-	if o.toa {
+	switch {
+	case o.toa6:
+		sum += putOptWord(b, n, toaKind<<24|toaLen6<<16|uint32(o.toaPort))
+		for i := 0; i < 16; i += 4 {
+			sum += putOptWord(b, n+4+i, binary.BigEndian.Uint32(o.toaAddr6[i:]))
+		}
+	case o.toa:
 		sum += putOptWord(b, n, toaKind<<24|toaLen<<16|uint32(o.toaPort))
 		sum += putOptWord(b, n+4, o.toaAddr)
 	}

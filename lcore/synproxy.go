@@ -428,6 +428,9 @@ func (w *Worker) ackServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, ack, s
 	}
 	if c.Flags&flagTOA != 0 { // it completes the server's handshake (toa.go)
 		o.toa, o.toaPort, o.toaAddr = true, c.ClientPort, c.ClientIP
+		if a := w.table.Addrs6(id); a != nil { // NAT64: its client is IPv6
+			o.toa6, o.toaAddr6 = true, a.Client
+		}
 		w.cnt.own[TOAOptions]++
 	}
 	f := hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack, Flags: hdr.TCPFlagACK, Window: window}

@@ -10,25 +10,27 @@ import (
 // DPVS's TCP option address (TOA, toa: true on a service). A FullNAT
 // server sees the connection come from a local address; DPVS tells it
 // the client's in a TCP option (kind 254, length 8: the client's port and
-// IPv4 address) that its toa kernel module on the server reads from the
-// segment completing the handshake, and reports as the socket's peer. As
-// DPVS does, every client segment that acknowledges exactly the server's
-// SYN-ACK gets the option: the handshake's ACK, a retransmission of it,
-// and data sent before the server's first byte, so whichever of them
-// completes the handshake on the server carries it. Behind the SYN proxy
-// the server's handshake is completed by lbd's own ACK (ackServer), which
-// carries it among its options, and the ISN the client acknowledges is
-// the cookie. The option goes after
-// the segment's own options: the Ethernet, IPv4 and TCP headers move 8
-// bytes into the mbuf's headroom, the data offset grows by two words, and
-// the IP length and both checksums are updated for the added bytes, never
-// recomputed. It adds no sequence space: nothing else changes. A segment
-// whose TCP header has no room for 8 more bytes, or that would no longer
-// fit the server port's MTU, goes without it (toa_no_room).
+// IPv4 address; length 20 with an IPv6 client's, for NAT64) that its toa
+// kernel module on the server reads from the segment completing the
+// handshake, and reports as the socket's peer. As DPVS does, every client
+// segment that acknowledges exactly the server's SYN-ACK gets the option:
+// the handshake's ACK, a retransmission of it, and data sent before the
+// server's first byte, so whichever of them completes the handshake on
+// the server carries it. Behind the SYN proxy the server's handshake is
+// completed by lbd's own ACK (ackServer), which carries it among its
+// options, and the ISN the client acknowledges is the cookie. The option
+// goes after the segment's own options (a NAT64 segment's once IPv4): the
+// Ethernet, IPv4 and TCP headers move into the mbuf's headroom, the data
+// offset grows, and the IP length and both checksums are updated for the
+// added bytes, never recomputed. It adds no sequence space: nothing else
+// changes. A segment whose TCP header has no room for the option, or that
+// would no longer fit the server port's MTU, goes without it
+// (toa_no_room).
 
 const (
 	toaKind = 254
-	toaLen  = 8
+	toaLen  = 8  // the client's port and IPv4 address
+	toaLen6 = 20 // the client's port and IPv6 address (a NAT64 connection's)
 )
 
 // Bits of conn.Conn.Flags. The extension's flags are the SYN proxy's and
@@ -40,8 +42,10 @@ const (
 
 // toa notes the server's initial sequence number from its SYN-ACK
 // (Reply) and puts the option in a client segment (Original) that
-// acknowledges it; out is the port the segment leaves by.
-func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int) {
+// acknowledges it; out is the port the segment leaves by. The segment is
+// IPv4 (a NAT64 connection's once translated: a6 holds its addresses,
+// and the option its IPv6 client).
+func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, a6 *conn.Addrs6) {
 	if c.Proto != hdr.ProtoTCP || d.frag != fragNone {
 		return
 	}
@@ -59,36 +63,44 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int) 
 	if c.Flags&flagServerISN == 0 || flags&(hdr.TCPFlagSYN|hdr.TCPFlagRST|hdr.TCPFlagACK) != hdr.TCPFlagACK || tcp.Ack() != x.ServerISN+1 {
 		return
 	}
+	n := toaLen
+	if a6 != nil {
+		n = toaLen6
+	}
 	off := tcp.DataOffset()
-	if off+toaLen > hdr.TCPMaxLen || int(ip.TotalLength())+toaLen > int(w.snap.Ports[out].MTU) {
+	if off+n > hdr.TCPMaxLen || int(ip.TotalLength())+n > int(w.snap.Ports[out].MTU) {
 		w.cnt.own[TOANoRoom]++
 		return
 	}
-	if _, err := d.m.Prepend(toaLen); err != nil {
+	if _, err := d.m.Prepend(n); err != nil {
 		w.cnt.own[TOANoRoom]++
 		return
 	}
 	hlen := int(d.l4) + off // Ethernet, IPv4 and TCP headers
 	data := d.m.Data()
-	copy(data, data[toaLen:toaLen+hlen])
-	opt := data[hlen : hlen+toaLen]
-	opt[0], opt[1] = toaKind, toaLen
+	copy(data, data[n:n+hlen])
+	opt := data[hlen : hlen+n]
+	opt[0], opt[1] = toaKind, byte(n)
 	binary.BigEndian.PutUint16(opt[2:], c.ClientPort)
-	binary.BigEndian.PutUint32(opt[4:], c.ClientIP)
+	if a6 != nil {
+		copy(opt[4:], a6.Client[:])
+	} else {
+		binary.BigEndian.PutUint32(opt[4:], c.ClientIP)
+	}
 
 	ip = d.ip()
 	oldLen := ip.TotalLength()
-	ip.SetTotalLength(oldLen + toaLen)
-	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+toaLen))
+	ip.SetTotalLength(oldLen + uint16(n))
+	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(n)))
 	tcp = hdr.TCP(ip.Payload())
 	// The option sits at an even offset (after whole words of header)
 	// and shifts the data by an even count: the sum grows by its words,
 	// the data offset's word and the pseudo-header's length change.
 	oldWord := binary.BigEndian.Uint16(tcp[12:])
-	tcp[12] = byte((off+toaLen)/4)<<4 | tcp[12]&0x0f
+	tcp[12] = byte((off+n)/4)<<4 | tcp[12]&0x0f
 	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(opt, 0))
 	cs = hdr.Update16(cs, oldWord, binary.BigEndian.Uint16(tcp[12:]))
 	l4Old := oldLen - uint16(ip.HeaderLen())
-	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+toaLen))
+	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+uint16(n)))
 	w.cnt.own[TOAOptions]++
 }

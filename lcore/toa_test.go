@@ -170,3 +170,51 @@ func TestSynProxyFullNATTOA(t *testing.T) {
 		t.Fatalf("server data: to %x seq %d, want %d", ip.Dst(), tcp.Seq(), cookie+1)
 	}
 }
+
+// TestNAT64TOA: an IPv6 service's NAT64 connection with toa gets DPVS's
+// 20-byte option (the client's port and IPv6 address) in the segments,
+// IPv4 once translated, that acknowledge the server's SYN-ACK, and not in
+// later ones; checksums right.
+func TestNAT64TOA(t *testing.T) {
+	r := rigSvc6(t)
+	w := r.w
+	for i := range w.snap.Services {
+		if s := &w.snap.Services[i]; s.Key.VIP6 == vip6 && s.Key.Port == 8080 {
+			s.TOA = true
+		}
+	}
+	const isn, srvISN = 7000, 90000
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagSYN, isn, 0, ""))
+	w.poll()
+	_, _, tcp := checkTCP(t, one(t, r, 1))
+	lport := tcp.SrcPort()
+	r.inject(1, tcpSeg(rs1MAC, lanMAC, rs1, 80, lip64, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, srvISN, isn+1, nil, ""))
+	w.poll()
+	one(t, r, 0)
+	want := make([]byte, toaLen6)
+	want[0], want[1] = toaKind, toaLen6
+	binary.BigEndian.PutUint16(want[2:], 40000)
+	copy(want[4:], clientAddr6[:])
+
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK, isn+1, srvISN+1, ""))
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, srvISN+1, "hello"))
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 8080, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+6, srvISN+9, "world"))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 3 {
+		t.Fatalf("sent %d, want 3 (drops %v)", len(out), dropsOf(w))
+	}
+	for i, tc := range []struct {
+		payload string
+		toa     bool
+	}{{"", true}, {"hello", true}, {"world", false}} {
+		_, ip, tcp := checkTCP(t, out[i])
+		got := toaOption(tcp)
+		if tc.toa != (got != nil) || tc.toa && !bytes.Equal(got, want) || string(tcp.Payload()) != tc.payload || ip.Src() != lip64 {
+			t.Fatalf("segment %d: options % x payload %q from %x", i, tcp.Options(), tcp.Payload(), ip.Src())
+		}
+	}
+	if w.cnt.own[TOAOptions] != 2 {
+		t.Fatalf("toa_options %d, want 2", w.cnt.own[TOAOptions])
+	}
+}

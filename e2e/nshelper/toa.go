@@ -14,7 +14,8 @@ import (
 )
 
 // toaWatch prints the TCP option address (DPVS's TOA: kind 254, length 8,
-// the client's port and IPv4 address) of every TCP segment to -port that
+// the client's port and IPv4 address, or 20 and an IPv6 one) of every
+// TCP segment to -port that
 // arrives on -dev, as the toa kernel module on a real server would read
 // it: "toa CLIENT:PORT from SRC:SPORT flags F" per segment carrying one,
 // after "ready". It only watches (a copy of each frame, from an AF_PACKET
@@ -82,8 +83,14 @@ func toaLine(p []byte, port uint16) (string, bool) {
 		if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
 			return "", false
 		}
-		if opts[0] == 254 && opts[1] == 8 {
-			client := netip.AddrPortFrom(netip.AddrFrom4([4]byte(opts[4:8])), binary.BigEndian.Uint16(opts[2:]))
+		if opts[0] == 254 && (opts[1] == 8 || opts[1] == 20) {
+			var addr netip.Addr
+			if opts[1] == 8 {
+				addr = netip.AddrFrom4([4]byte(opts[4:8]))
+			} else { // an IPv6 client's (NAT64)
+				addr = netip.AddrFrom16([16]byte(opts[4:20]))
+			}
+			client := netip.AddrPortFrom(addr, binary.BigEndian.Uint16(opts[2:]))
 			return fmt.Sprintf("toa %s from %s flags %#02x", client, src, tcp[13]), true
 		}
 		opts = opts[opts[1]:]
