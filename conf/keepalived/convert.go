@@ -388,6 +388,9 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	if proxyProtocol != nil {
 		c.proxyProtocol(&svc, proxyProtocol)
 	}
+	// DPVS puts its TCP option address in every FullNAT TCP handshake,
+	// for the toa module of servers that read it (ignored by others).
+	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT)
 	for _, kw := range []string{"daddr_group_name", "waddr_group_name"} {
 		if s := groups[kw]; s != nil {
 			list := &svc.Blocklist

@@ -207,6 +207,7 @@ services:
         weight: 50
         forward: fullnat
     local_addresses: [198.51.100.200, 198.51.100.201]
+    toa: true
     synproxy: true
     blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
     health:
@@ -227,6 +228,7 @@ services:
         weight: 50
         forward: fullnat
     local_addresses: [198.51.100.202, 198.51.100.203]
+    toa: true
     synproxy: true
     blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
     health:
@@ -249,6 +251,7 @@ services:
         weight: 50
         forward: fullnat
     local_addresses: [198.51.100.204, 198.51.100.205]
+    toa: true
     synproxy: true
     blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
     health:
@@ -271,6 +274,7 @@ services:
         weight: 50
         forward: fullnat
     local_addresses: [198.51.100.206, 198.51.100.207]
+    toa: true
     synproxy: true
     blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
     health:
@@ -293,6 +297,7 @@ services:
         weight: 50
         forward: fullnat
     local_addresses: [198.51.100.208, 198.51.100.209]
+    toa: true
     synproxy: true
     blocklist: [203.0.113.7, 203.0.113.64, 203.0.113.65, 203.0.113.66]
     health:
@@ -308,6 +313,7 @@ services:
       - address: 198.51.100.21
         forward: fullnat
     local_addresses: [198.51.100.220]
+    toa: true
     health:
       type: tcp
       interval: 5s
@@ -351,13 +357,13 @@ func TestConvertDPVS(t *testing.T) {
 		web := service("tcp", e.vip, e.port,
 			conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 100, Forward: "fullnat"},
 			conf.RealServer{Address: "198.51.100.12", Port: 80, Weight: 50, Forward: "fullnat"})
-		web.Scheduler, web.Health, web.SynProxy = "wrr", check, true
+		web.Scheduler, web.Health, web.SynProxy, web.TOA = "wrr", check, true, true
 		web.LocalAddresses = []string{fmt.Sprintf("198.51.100.%d", 200+2*i), fmt.Sprintf("198.51.100.%d", 201+2*i)}
 		web.Blocklist = []string{"203.0.113.7", "203.0.113.64", "203.0.113.65", "203.0.113.66"}
 		want = append(want, web)
 	}
 	nat64 := service("tcp", "2001:db8::100", 443, conf.RealServer{Address: "198.51.100.21", Port: 443, Weight: 1, Forward: "fullnat"})
-	nat64.LocalAddresses = []string{"198.51.100.220"}
+	nat64.LocalAddresses, nat64.TOA = []string{"198.51.100.220"}, true
 	nat64.Health = health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 5*time.Second, 2*time.Second, 2
 	})

@@ -34,7 +34,9 @@
 //     waddr_group_name (allow_address_group) the allowlist, their
 //     addresses in the VIP's family. syn_proxy is synproxy (tcp, nat and
 //     fullnat servers), proxy_protocol v2 proxy_protocol (to fullnat
-//     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry.
+//     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry. A tcp
+//     service with fullnat servers and no proxy_protocol gets toa, as
+//     DPVS puts its TCP option address in every FullNAT handshake.
 //   - real_server IP [PORT]: weight (the virtual_server's weight, else 1),
 //     uthreshold and lthreshold the thresholds. inhibit_on_failure (weight
 //     0 instead of removal) needs no word: lbd takes a failed server out of

@@ -96,6 +96,9 @@ func (w *writer) service(s conf.Service) {
 	if s.ProxyProtocol {
 		w.value("proxy_protocol", "true")
 	}
+	if s.TOA {
+		w.value("toa", "true")
+	}
 	if s.SynProxy {
 		w.value("synproxy", "true")
 	}
