@@ -306,8 +306,9 @@ type Info struct {
 	Handover string    `json:"handover,omitempty"`
 	// LinksDown names the dataplane ports whose link is down.
 	LinksDown []string `json:"links_down,omitempty"`
-	// DrainingVIPs are VIPs whose services were removed, still answered
-	// while connections to them remain.
+	// DrainingVIPs are VIPs no configured service has whose connections
+	// go on (a removed service's, or one a peer's records named): kept,
+	// and answered by a master, while they last.
 	DrainingVIPs []string `json:"draining_vips,omitempty"`
 }
 

@@ -37,7 +37,7 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 		fmt.Fprintf(bw, "Link down: %s (lbctl -L --links)\n", strings.Join(resp.Info.LinksDown, ", "))
 	}
 	if resp.Info != nil && len(resp.Info.DrainingVIPs) > 0 {
-		fmt.Fprintf(bw, "VIP draining: %s (service removed; answered until its connections end)\n", strings.Join(resp.Info.DrainingVIPs, ", "))
+		fmt.Fprintf(bw, "VIP draining: %s (no service here has it; kept while its connections last)\n", strings.Join(resp.Info.DrainingVIPs, ", "))
 	}
 	switch {
 	case f.Stats:
