@@ -30,6 +30,7 @@ type collector struct {
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
 	svcRate, rsRate                                            *prometheus.Desc
 	probeRejected                                              *prometheus.Desc
+	vipDraining                                                *prometheus.Desc
 }
 
 func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collector {
@@ -63,6 +64,8 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		rsInactive:   d("dplb_real_server_inactive_connections", "Connections in other states (ipvsadm's InActConn).", rs, nil),
 		svcRate: d("dplb_service_rate", "A virtual service's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(svc, "kind"), nil),
+		vipDraining: d("dplb_vip_draining", "1 for a VIP no configured service has while connections to it go on "+
+			"(a removed service's, or one a peer's records named; lbctl -L: VIP draining).", []string{"vip"}, nil),
 		probeRejected: d("dplb_probe_answers_rejected_total", "Answers to health probes through lbd that did not acknowledge the probe's random sequence number (not believed).", nil, nil),
 		rsRate: d("dplb_real_server_rate", "A real server's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(rs, "kind"), nil),
@@ -123,6 +126,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	v := c.ctl.view(nil) // raw counters: Prometheus counters never go back
 	if c.rates != nil {
 		c.rates.Fill(&v)
+	}
+	for _, vip := range v.DrainingVIPs {
+		gauge(c.vipDraining, 1, vip.String())
 	}
 	rates := func(d *prometheus.Desc, r Rates, labels ...string) {
 		for _, k := range [...]struct {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
@@ -141,5 +143,39 @@ func TestAdoptableService(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("adoptableService(%s proto %d) = %v, want %v", tc.vip, tc.proto, got, tc.want)
 		}
+	}
+}
+
+// TestDrainingVIPMetric: dplb_vip_draining names each draining VIP.
+func TestDrainingVIPMetric(t *testing.T) {
+	o, c, f := newTestOps(t)
+	draining := func() []string {
+		t.Helper()
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newCollector(f, c, nil))
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, mf := range mfs {
+			if mf.GetName() == "dplb_vip_draining" {
+				for _, m := range mf.GetMetric() {
+					out = append(out, m.GetLabel()[0].GetValue())
+				}
+			}
+		}
+		return out
+	}
+	if got := draining(); len(got) != 0 {
+		t.Fatalf("draining before any removal: %v", got)
+	}
+	web := c.Snapshot().Services[0]
+	f.dest[web.Dests[0].ID] = lcore.DestStats{lcore.DestActive: 1}
+	if resp := do(o, rule(t, "-C")); resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	if got := draining(); !slices.Equal(got, []string{"203.0.113.100"}) {
+		t.Fatalf("dplb_vip_draining after -C with a connection left: %v", got)
 	}
 }
