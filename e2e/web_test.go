@@ -27,6 +27,7 @@ import (
 
 	"github.com/dplb/dplb/ctl/web"
 	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
 )
 
 var screenshots = flag.String("screenshots", "", "TestWebConsole: write PNG screenshots of the console's views into this directory")
@@ -223,6 +224,22 @@ func TestWebConsole(t *testing.T) {
 		}
 	}
 	poll("the feedback weight", `document.querySelector('`+rs1Row+` td[data-col=dynamic]').textContent === "feedback 1 of 1 (load 0%)"`)
+
+	// A service removed while a connection to it lasts: its VIP drains,
+	// and the summary says so, as lbctl -L does.
+	const gone = "192.0.2.150"
+	e.lbctlOK(t, "-A", "-t", gone+":8080", "-s", "rr")
+	e.lbctlOK(t, "-a", "-t", gone+":8080", "-r", rs1+":8080", "-m")
+	var held net.Conn
+	if err := topo.InNS(e.nat.Client.NS, func() (err error) {
+		held, err = net.DialTimeout("tcp4", gone+":8080", 5*time.Second)
+		return err
+	}); err != nil {
+		t.Fatalf("connect to %s:8080: %v", gone, err)
+	}
+	defer held.Close()
+	e.lbctlOK(t, "-D", "-t", gone+":8080")
+	poll("the summary names the draining VIP", `document.getElementById("summary").textContent.includes("VIP draining: `+gone+`;")`)
 
 	// A chart whose numbers grow with the traffic.
 	do("charts", chromedp.Click(chromedp.CSS(`#tabs button[data-tab=charts]`)), chromedp.WaitVisible(chromedp.CSS(`#latest-total b[data-metric=conns_total]`)))

@@ -126,7 +126,9 @@ function renderServices(data) {
   // A port whose link is down leads the summary: nothing reaches its
   // segment (lbctl -L --links).
   const down = (info.links_down || []).length ? `link down: ${info.links_down.join(", ")}; ` : "";
-  $("summary").textContent = `${down}${n} service${n === 1 ? "" : "s"}; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
+  // VIPs no service has any more, kept for their connections (lbctl -L).
+  const draining = (info.draining_vips || []).length ? `VIP draining: ${info.draining_vips.join(", ")}; ` : "";
+  $("summary").textContent = `${down}${draining}${n} service${n === 1 ? "" : "s"}; connection table ${info.connections} of ${info.conn_table_size} (${pct}%); refreshed ${new Date().toLocaleTimeString()}`;
   $("summary").classList.toggle("failed", down !== "");
   const tb = $("services").tBodies[0];
   const rows = [];
