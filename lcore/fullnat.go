@@ -183,17 +183,14 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext, a6 *conn.
 		// not a multiple of 8: the datagram is dropped whole (frag.go).
 		return DropFragShifted
 	}
-	hlen := int(d.l4) + tcp.DataOffset() // Ethernet, IP and TCP headers
 	n := proxyV2Len
 	if a6 != nil {
 		n = proxyV2Len6
 	}
-	if _, err := d.m.Prepend(n); err != nil {
+	h := d.openAfterTCPHeader(n)
+	if h == nil {
 		return DropNoHeadroom
 	}
-	data := d.m.Data()
-	copy(data, data[n:n+hlen])
-	h := data[hlen : hlen+n]
 	copy(h, proxyV2Sig[:])
 	h[12] = 0x21 // version 2, PROXY
 	if a6 == nil {
@@ -212,18 +209,37 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext, a6 *conn.
 		binary.BigEndian.PutUint16(h[50:], c.VPort)
 	}
 
-	ip = d.ip()
-	oldLen := ip.TotalLength()
-	ip.SetTotalLength(oldLen + uint16(n))
-	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(n)))
-	tcp = hdr.TCP(ip.Payload())
-	// The added words sit at an even offset and shift the rest by an even
-	// count: the sum grows by theirs, and the pseudo-header's length.
-	l4Old := oldLen - uint16(ip.HeaderLen())
-	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(h, 0))
-	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+uint16(n)))
+	grownTCP(d.ip(), h)
 	w.cnt.own[ProxyHeaders]++
 	return 0
+}
+
+// openAfterTCPHeader makes room for n bytes right after the TCP header of
+// d's IPv4 segment, the Ethernet, IPv4 and TCP headers moving n bytes
+// into the headroom, and returns them; nil without the headroom.
+func (d *desc) openAfterTCPHeader(n int) []byte {
+	hlen := int(d.l4) + hdr.TCP(d.ip().Payload()).DataOffset()
+	if _, err := d.m.Prepend(n); err != nil {
+		return nil
+	}
+	data := d.m.Data()
+	copy(data, data[n:n+hlen])
+	return data[hlen : hlen+n]
+}
+
+// grownTCP updates the IPv4 length and both checksums of segment ip for
+// the bytes added that openAfterTCPHeader opened: they sit at an even
+// offset and shift the rest by an even count, so the TCP sum grows by
+// theirs and by the pseudo-header's length.
+func grownTCP(ip hdr.IPv4, added []byte) {
+	n := uint16(len(added))
+	oldLen := ip.TotalLength()
+	ip.SetTotalLength(oldLen + n)
+	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+n))
+	tcp := hdr.TCP(ip.Payload())
+	l4Old := oldLen - uint16(ip.HeaderLen())
+	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(added, 0))
+	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+n))
 }
 
 // icmpErrorFullNAT translates an ICMP error about a FullNAT connection's

@@ -72,14 +72,11 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, 
 		w.cnt.own[TOANoRoom]++
 		return
 	}
-	if _, err := d.m.Prepend(n); err != nil {
+	opt := d.openAfterTCPHeader(n)
+	if opt == nil {
 		w.cnt.own[TOANoRoom]++
 		return
 	}
-	hlen := int(d.l4) + off // Ethernet, IPv4 and TCP headers
-	data := d.m.Data()
-	copy(data, data[n:n+hlen])
-	opt := data[hlen : hlen+n]
 	opt[0], opt[1] = toaKind, byte(n)
 	binary.BigEndian.PutUint16(opt[2:], c.ClientPort)
 	if a6 != nil {
@@ -89,18 +86,12 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, 
 	}
 
 	ip = d.ip()
-	oldLen := ip.TotalLength()
-	ip.SetTotalLength(oldLen + uint16(n))
-	ip.SetChecksum(hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(n)))
+	grownTCP(ip, opt)
+	// The option is part of the header now: its data offset grows (the
+	// byte's low bits, reserved and AE, kept).
 	tcp = hdr.TCP(ip.Payload())
-	// The option sits at an even offset (after whole words of header)
-	// and shifts the data by an even count: the sum grows by its words,
-	// the data offset's word and the pseudo-header's length change.
 	oldWord := binary.BigEndian.Uint16(tcp[12:])
 	tcp[12] = byte((off+n)/4)<<4 | tcp[12]&0x0f
-	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(opt, 0))
-	cs = hdr.Update16(cs, oldWord, binary.BigEndian.Uint16(tcp[12:]))
-	l4Old := oldLen - uint16(ip.HeaderLen())
-	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+uint16(n)))
+	tcp.SetChecksum(hdr.Update16(tcp.Checksum(), oldWord, binary.BigEndian.Uint16(tcp[12:])))
 	w.cnt.own[TOAOptions]++
 }
