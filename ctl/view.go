@@ -24,8 +24,9 @@ type View struct {
 	Started       time.Time      // when this lbd started
 	Handover      string         // what it made of a handover, "" when none
 	Links         []api.PortLink // the dataplane ports' links
-	// DrainingVIPs are VIPs whose services were removed while
-	// connections to them remain (vipdrain.go).
+	// DrainingVIPs are VIPs no configured service has while connections
+	// to them remain: a removed service's, or an adopted one's
+	// (vipdrain.go).
 	DrainingVIPs []netip.Addr
 }
 

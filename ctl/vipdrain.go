@@ -65,14 +65,9 @@ func (c *Controller) adoptableService(k lcore.ServiceKey) bool {
 	return true
 }
 
-// DrainingVIPs are the VIPs of Removed services that no configured
-// service has, in order: answered only while connections to them drain.
-func (c *Controller) DrainingVIPs() []netip.Addr {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return drainingVIPs(c.snap)
-}
-
+// drainingVIPs are the VIPs of snap's Removed services that none of its
+// configured services has, in order: kept only while connections to them
+// drain.
 func drainingVIPs(snap *lcore.Snapshot) []netip.Addr {
 	if snap == nil {
 		return nil
@@ -99,7 +94,7 @@ func (c *Controller) logVIPDrains(next *lcore.Snapshot) {
 	before, after := drainingVIPs(c.snap), drainingVIPs(next)
 	for _, a := range after {
 		if !slices.Contains(before, a) {
-			c.log.Info("VIP draining: no service here has it any more; answered until its connections end", zap.Stringer("vip", a))
+			c.log.Info("VIP draining: no service here has it any more; kept until its connections end", zap.Stringer("vip", a))
 		}
 	}
 	for _, a := range before {

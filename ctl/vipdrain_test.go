@@ -60,7 +60,7 @@ func TestRemovedServiceDrains(t *testing.T) {
 	ok("-D -t 203.0.113.101:80")
 	ok("-D -t [2001:db8::101]:80")
 	ok("-D -t 203.0.113.100:80") // its VIP keeps the service on port 21
-	if got := c.DrainingVIPs(); !slices.Equal(got, []netip.Addr{vip, vip6}) {
+	if got := drainingVIPs(c.Snapshot()); !slices.Equal(got, []netip.Addr{vip, vip6}) {
 		t.Fatalf("draining VIPs %v, want %v and %v", got, vip, vip6)
 	}
 	republish() // the servers no connection counts on go, and their service
@@ -88,12 +88,12 @@ func TestRemovedServiceDrains(t *testing.T) {
 	}
 
 	republish() // connections still counted: nothing more goes
-	if got := c.DrainingVIPs(); len(got) != 2 {
+	if got := drainingVIPs(c.Snapshot()); len(got) != 2 {
 		t.Fatalf("drain ended with connections left: %v", got)
 	}
 	delete(f.dest, id4) // the IPv4 connection ended
 	republish()
-	if got := c.DrainingVIPs(); !slices.Equal(got, []netip.Addr{vip6}) {
+	if got := drainingVIPs(c.Snapshot()); !slices.Equal(got, []netip.Addr{vip6}) {
 		t.Fatalf("after the IPv4 connection ended: draining %v, want %v", got, vip6)
 	}
 	if snap := c.Snapshot(); snap.IsVIP(v4) || !snap.IsVIP6(v6) {
@@ -106,7 +106,7 @@ func TestRemovedServiceDrains(t *testing.T) {
 	// A service on the draining VIP ends the VIP's drain; the removed
 	// service stays while its server drains.
 	ok("-A -t [2001:db8::101]:443 -s rr")
-	if got := c.DrainingVIPs(); len(got) != 0 {
+	if got := drainingVIPs(c.Snapshot()); len(got) != 0 {
 		t.Fatalf("a service added on the draining VIP left it draining: %v", got)
 	}
 	if !slices.ContainsFunc(c.Snapshot().Services, func(s lcore.Service) bool { return s.Removed && s.Key.VIP6 == v6 && s.Key.Port == 80 }) {
