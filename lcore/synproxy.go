@@ -431,10 +431,13 @@ func (w *Worker) ackServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, ack, s
 		if a := w.table.Addrs6(id); a != nil { // NAT64: its client is IPv6
 			o.toa6, o.toaAddr6 = true, a.Client
 		}
-		w.cnt.own[TOAOptions]++
 	}
 	f := hdr.TCPFields{SrcPort: x.LPort, DstPort: c.RPort, Seq: x.ClientISN + 1, Ack: ack, Flags: hdr.TCPFlagACK, Window: window}
-	return w.toServer(d, c, id, x, &f, &o)
+	e := w.toServer(d, c, id, x, &f, &o)
+	if o.toa && e.kind == exitTransmit {
+		w.cnt.own[TOAOptions]++
+	}
+	return e
 }
 
 // setState moves a connection to state s, keeping the per-server gauges.
