@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
 )
 
 // High availability, the controller's side (docs/design.md, "High
@@ -86,8 +87,10 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 
 // installRecords hands records to the workers that own them (lcore.Owner
 // of the client endpoint, as steering; templates to worker 0, their table
-// is shared), in batches of at most syncBatchMax, and waits up to wait for
-// them. It returns how many records had each result.
+// is shared; a FullNAT connection's steering entry to the owner of its
+// local port, when that is another worker), in batches of at most
+// syncBatchMax, and waits up to wait for them. It returns how many records
+// had each result (a steering entry counts only when refused).
 func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (res [numInstallResults]uint32) {
 	if len(recs) == 0 {
 		return res
@@ -104,6 +107,17 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 			w = lcore.Owner(r.ClientIP, r.ClientPort, n)
 		}
 		per[w] = append(per[w], r)
+		// A FullNAT or NAT64 connection's local port may be another
+		// worker's here (the peer's worker count or steering key
+		// differ): that worker gets its steering entry, which holds the
+		// port and hands the server's packets to w.
+		if r.HasExt && r.Fwd == fwd.FullNAT && r.RIP != 0 {
+			if o := lcore.Owner(r.Ext.LIP, r.Ext.LPort, n); o != w {
+				s := r
+				s.Steer, s.SteerTo = true, w
+				per[o] = append(per[o], s)
+			}
+		}
 	}
 	deadline := time.Now().Add(wait)
 	var batches []*lcore.SyncBatch

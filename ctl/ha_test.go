@@ -12,6 +12,7 @@ import (
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
@@ -115,6 +116,75 @@ func TestInstallSyncedRoutesToOwners(t *testing.T) {
 	m := installCounts(t, c)
 	if m["installed"] != float64(len(recs)-batches) || m["no_dest"] != float64(batches) || m["timeout"] != 0 || m["master"] != 0 {
 		t.Fatalf("metrics %v after %d batches", m, batches)
+	}
+}
+
+// TestInstallSyncedSteersFullNAT: a FullNAT (or NAT64) record goes to the
+// owner of its client; when another worker owns its local port here (the
+// peer's worker count or steering key differ), that worker gets the
+// record's steering entry, naming the connection's worker.
+func TestInstallSyncedSteersFullNAT(t *testing.T) {
+	const n = 4
+	c, f := newHAController(t, "backup", n)
+	type seen struct{ conns, steers int }
+	got := map[uint16]*seen{}
+	f.install = func(w int, b *lcore.SyncBatch) {
+		for _, r := range b.Records {
+			s := got[r.ClientPort]
+			if s == nil {
+				s = &seen{}
+				got[r.ClientPort] = s
+			}
+			owner := lcore.Owner(r.ClientIP, r.ClientPort, n)
+			if r.IPv6 {
+				owner = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+			}
+			if !r.Steer {
+				s.conns++
+				if w != owner {
+					t.Errorf("connection %d went to worker %d, owner %d", r.ClientPort, w, owner)
+				}
+				continue
+			}
+			s.steers++
+			if w != lcore.Owner(r.Ext.LIP, r.Ext.LPort, n) || r.SteerTo != owner || w == owner {
+				t.Errorf("steering entry of %d on worker %d to %d: port owner %d, connection's %d",
+					r.ClientPort, w, r.SteerTo, lcore.Owner(r.Ext.LIP, r.Ext.LPort, n), owner)
+			}
+		}
+		b.Installed = uint32(len(b.Records))
+		b.MarkDone()
+	}
+	var recs []lcore.SyncConn
+	for i := range 400 {
+		r := lcore.SyncConn{ClientIP: 0xCB007107, ClientPort: uint16(1024 + i), VIP: 0xCB007164, RIP: 0xC633640B,
+			VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT,
+			HasExt: true, Ext: conn.Ext{LIP: 0xC6336432, LPort: uint16(5000 + 7*i)}}
+		if i%4 == 3 { // NAT64: an IPv6 client, the same IPv4 local endpoint
+			r.ClientIP, r.VIP, r.IPv6 = 0, 0, true
+			r.Six = conn.Addrs6{Client: client6, VIP: vip6}
+		}
+		recs = append(recs, r)
+	}
+	c.InstallSynced(recs)
+	steered := 0
+	for _, r := range recs {
+		s := got[r.ClientPort]
+		owner := lcore.Owner(r.ClientIP, r.ClientPort, n)
+		if r.IPv6 {
+			owner = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+		}
+		want := 0
+		if lcore.Owner(r.Ext.LIP, r.Ext.LPort, n) != owner {
+			want = 1
+		}
+		if s == nil || s.conns != 1 || s.steers != want {
+			t.Fatalf("record %d: %+v, want one connection and %d steering entries", r.ClientPort, s, want)
+		}
+		steered += want
+	}
+	if steered == 0 || steered == len(recs) {
+		t.Fatalf("%d of %d records needed a steering entry: the test's ports do not cover both cases", steered, len(recs))
 	}
 }
 

@@ -250,6 +250,13 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
 	c.Services = services
+	if !h.DR && n.Name == "b" {
+		// The VS/NAT pair's backup runs two workers, the master one, and
+		// each draws its own steering key: a FullNAT or NAT64
+		// connection's local port is then often another worker's on b
+		// than the one its client's, and b steers its server's packets.
+		c.Workers = []int{0, 1}
+	}
 	c.ConnTableSize = 16384
 	c.LogFormat = "json"
 	c.HAState = "backup"
@@ -553,6 +560,20 @@ func (e *haEnv) drops(n *haNode) string {
 		return fmt.Sprintf("metrics: %v %v", err, res)
 	}
 	return nonZero(dropsByReason(res[0].Body))
+}
+
+// steered is node n's count of server packets its steering entries
+// handed to the worker holding their connection (the backup on two
+// workers takes FullNAT and NAT64 connections whose local port another
+// worker owns there).
+func (e *haEnv) steered(t *testing.T, n *haNode) float64 {
+	t.Helper()
+	url := "http://" + n.lbd.Config.MetricsListen + "/metrics"
+	res, err := harness.Get(e.ctx, e.topo, n.NS, e.helper, url, 1, 3*time.Second)
+	if err != nil || res[0].Err != "" {
+		t.Fatalf("node %s metrics: %v %v", n.Name, err, res)
+	}
+	return counterSum(res[0].Body, "steered")
 }
 
 // explainStreams logs what the live lbds list for each stream (client

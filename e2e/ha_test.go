@@ -138,6 +138,13 @@ func testFailover6(t *testing.T, dr bool) {
 		e.keepStreaming(t, f.echoFleet, "after failover ("+f.what+")", killed, takeover)
 	}
 	t.Logf("node b's drops after failover: %s", e.drops(b))
+	if !dr {
+		if n := e.steered(t, b); n == 0 {
+			t.Errorf("node b (two workers) steered no NAT64 server packet: its local ports all fell to their clients' workers?")
+		} else {
+			t.Logf("node b steered %.0f NAT64 server packets to their connections' workers", n)
+		}
+	}
 	// The router (VS/DR) or the client (VS/NAT) reaches the IPv6 VIP at
 	// node b's port now, and with VS/NAT the servers their gateway and
 	// NAT64's local address.
@@ -236,6 +243,13 @@ func testFailover(t *testing.T, dr bool) {
 		e.keepStreaming(t, f, "after failover", killed, takeover)
 	}
 	t.Logf("node b's drops after failover: %s", e.drops(b))
+	if !dr {
+		if n := e.steered(t, b); n == 0 {
+			t.Errorf("node b (two workers) steered no FullNAT server packet: its local ports all fell to their clients' workers?")
+		} else {
+			t.Logf("node b steered %.0f FullNAT server packets to their connections' workers", n)
+		}
+	}
 	e.balance(t, "after failover", 20)
 
 	// Node a comes back: its lbd as a backup that syncs from node b.

@@ -20,7 +20,8 @@ import (
 // VS/NAT, 100 through VS/DR and 100 through VS/FullNAT behind the SYN
 // proxy (local ports and sequence deltas handed over), real Linux TCP at
 // both ends, through lbd on two workers. Halfway, lbd is upgraded in place (lbctl upgrade, to
-// the same binary) or stopped and started again with restart.state_file.
+// the same binary) or stopped and started again with restart.state_file
+// (on three workers: steerentry.go in lcore).
 // Every stream must deliver its last byte, intact, with no reset and no
 // stall past the stall limit; the listing's counters must go on from
 // where they were; new connections after the restart must balance
@@ -109,12 +110,27 @@ func TestRestartWithStateFileKeepsConnections(t *testing.T) {
 			t.Fatalf("the stopping lbd wrote no state file: %v", err)
 		}
 		old := e.lbd
-		e.startLBD(t, cfg, filepath.Dir(cfg.Socket))
+		// The new lbd runs three workers where the first ran two: each
+		// connection goes to the worker that owns its client now, and a
+		// FullNAT one whose local port another worker owns now is reached
+		// through that worker's steering entry.
+		next := cfg
+		next.Workers = []int{0, 1, 1}
+		e.startLBD(t, next, filepath.Dir(cfg.Socket))
 		if e.lbd == old {
 			t.Fatal("no new lbd")
 		}
 		if _, err := os.Stat(state); !os.IsNotExist(err) {
 			t.Errorf("the new lbd left the state file in place (%v): it could be installed twice", err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for counterSum(e.scrape(t), "steered") == 0 && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		if n := counterSum(e.scrape(t), "steered"); n == 0 {
+			t.Errorf("no server packet went through a steering entry after the restart on three workers")
+		} else {
+			t.Logf("%.0f server packets steered to their connection's worker", n)
 		}
 	})
 }

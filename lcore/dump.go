@@ -134,6 +134,9 @@ func (w *Worker) runDump() {
 		return
 	}
 	next, done := w.table.Scan(r.cursor, dumpSlots, func(id uint32, c *conn.Conn) {
+		if c.Flags&flagSteer != 0 {
+			return // not a connection (steerentry.go)
+		}
 		if a := w.table.Addrs6(id); a != nil {
 			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) && r.matchesLIP(w.table.Ext(id), c) {
 				ci := ConnInfo{

@@ -331,6 +331,9 @@ func (w *Worker) forwardLater(d *desc, k flowKey) exit {
 		return drop(DropNoConn)
 	}
 	c := w.table.Get(id)
+	if c.Flags&flagSteer != 0 {
+		return w.steer(d, c)
+	}
 	if w.snap.DestExpired(c.Dest) {
 		return drop(DropDestDown) // the first fragment ended the connection
 	}

@@ -39,6 +39,9 @@ func (w *Worker) icmpError(d *desc) exit {
 		return drop(DropNoConn)
 	}
 	c := w.table.Get(id)
+	if c.Flags&flagSteer != 0 {
+		return w.steer(d, c) // about a packet lbd sent a server for a connection another worker holds
+	}
 	if e, expired := w.ttlExpired(d); expired {
 		return e
 	}

@@ -84,9 +84,9 @@ func (p *lportPool) put(port uint16) {
 
 // reserve marks a port held by a connection this worker did not schedule
 // (synced from a peer, handed over by a restart), so that get never hands
-// it out while the connection lives. It reports false when the port is
-// not this worker's (the directors' steering keys or worker counts
-// differ) or a connection here holds it already.
+// it out while the connection lives (the connection's, or its steering
+// entry's: steerentry.go). It reports false when the port is not this
+// worker's or a connection here holds it already.
 func (p *lportPool) reserve(port uint16) bool {
 	if port < lportMin || Owner(p.lip, port, p.n) != p.worker || bit(&p.used, port) {
 		return false

@@ -66,6 +66,11 @@ func (w *Worker) forward(d *desc) exit {
 	}
 	k := &d.flow
 	id, dir, ok := w.lookup(d)
+	if ok && w.steers > 0 {
+		if c := w.table.Get(id); c.Flags&flagSteer != 0 {
+			return w.steer(d, c)
+		}
+	}
 	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original {
 		// A client reusing the port of a finished connection opens a new
 		// one, scheduled afresh (IPVS's conn_reuse_mode): its old server

@@ -91,6 +91,10 @@ func (w *Worker) releaseTemplate(tmpl uint32) {
 // expireEntry is the connection table's expiry callback: it keeps the
 // per-server gauges and the templates' counts right.
 func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
+	if c.Flags&flagSteer != 0 {
+		w.endSteer(c)
+		return
+	}
 	if c.Flags&flagFTP != 0 {
 		w.ftp.remove(id)
 	}

@@ -62,6 +62,13 @@ type SyncConn struct {
 	// data connection's own); it travels in the FTP layout, unshifted.
 	FTPData     bool
 	ServicePort uint16
+
+	// Steer: not a connection but its steering entry (steerentry.go),
+	// for the worker that owns the record's local port here while worker
+	// SteerTo holds the connection. The control plane sets it as it
+	// routes a FullNAT or NAT64 record to the workers; never on the wire.
+	Steer   bool
+	SteerTo int
 }
 
 // ExtFlagsMask is the conn.Ext.Flags bits a record may carry.
@@ -93,10 +100,9 @@ type SyncBatch struct {
 	Conflict  uint32 // a live entry here holds the connection's keys for another real server: kept
 	Invalid   uint32 // a state that is not one of the protocol's
 	FullNAT   uint32 // for a FullNAT server: a record without the extension (an older peer's), not installed
-	// LocalPort: a FullNAT record whose local address is none of this
-	// director's, or whose port this worker does not own (the directors'
-	// steering keys or worker counts differ: the replies would reach
-	// another worker) or another connection holds.
+	// LocalPort: a FullNAT record (or its steering entry) whose local
+	// address is none of this director's, or whose port another
+	// connection holds.
 	LocalPort uint32
 
 	done atomic.Bool

@@ -33,6 +33,8 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
+		case r.Steer:
+			w.installSteer(b, r)
 		case (r.FTP || r.FTPData) && (r.Template || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
 			r.FTP && (r.FTPData || !r.FTPIn.Possible() || !r.FTPOut.Possible()) || r.FTPData != (r.ServicePort != 0) ||
 			r.FTP && r.IPv6 && (r.FTPIn != SeqShift{} || r.FTPOut != SeqShift{}):
@@ -49,7 +51,7 @@ func (w *Worker) installSynced(b *SyncBatch) {
 	}
 	// Whoever waits for the batch reads the table's size with it (lbctl
 	// -L as lbd starts on a pulled table), not the last publish job's.
-	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.own[Conns] = uint64(w.table.Len() - w.steers)
 	w.cnt.pub[Conns].Store(w.cnt.own[Conns])
 	b.MarkDone()
 }
@@ -229,9 +231,14 @@ func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 
 // insertReserved reserves a FullNAT (or NAT64) record's local port in
 // this worker's pool, then inserts; the port goes back if the insert
-// fails.
+// fails. A port another worker owns here (the peer's worker count or
+// steering key differ) is that worker's to hold: the control plane sends
+// it the record's steering entry (steerentry.go).
 func (w *Worker) insertReserved(b *SyncBatch, r *SyncConn, insert func() (uint32, error)) (uint32, error) {
 	p := w.lpools[r.Ext.LIP]
+	if p != nil && Owner(p.lip, r.Ext.LPort, p.n) != p.worker {
+		return insert()
+	}
 	if p == nil || !p.reserve(r.Ext.LPort) {
 		b.LocalPort++
 		return 0, errCounted

@@ -148,6 +148,7 @@ type Worker struct {
 	expects    *ExpectTable           // expected data connections, shared (expect.go)
 	fragDesc   desc                   // scratch for a held fragment sent on
 	lpools     map[uint32]*lportPool  // this worker's free FullNAT local ports, by LIP (fullnat.go)
+	steers     int                    // steering entries in the table (steerentry.go), not connections
 	lipNext    int                    // where the next FullNAT connection starts looking among a service's LIPs
 	held       [heldSlots]heldSeg     // client segments waiting for a proxied connection's server (synproxy.go)
 	heldDesc   desc                   // a held segment, parsed again when its server answers
@@ -585,7 +586,7 @@ func (w *Worker) runExpire(now int64) {
 }
 
 func (w *Worker) runPublish(int64) {
-	w.cnt.own[Conns] = uint64(w.table.Len())
+	w.cnt.own[Conns] = uint64(w.table.Len() - w.steers)
 	w.cnt.own[Evictions] = w.table.Evictions()
 	w.cnt.own[ShortTimeouts] = w.table.ShortTimeouts()
 	secure, drop := w.table.Pressure()

@@ -1,0 +1,98 @@
+package lcore
+
+import (
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+)
+
+// Steering entries: a FullNAT (or NAT64) connection whose local port
+// another worker owns.
+//
+// A FullNAT connection lives on the worker that owns its client's
+// endpoint, and its server's packets, addressed to LIP:lport, steer to the
+// worker that owns that endpoint (owner.go). A connection scheduled here
+// takes a port its own worker owns, so the two are one worker. A
+// connection another director made (sync) or the previous lbd (handover)
+// keeps its port, and when that director had another worker count or
+// steering key, the port is most often another worker's here. That worker
+// then holds a steering entry for it: a one-way entry keyed by the
+// server's side, RIP:rport -> LIP:lport, that hands the server's packets
+// (and ICMP errors about what lbd sent it) to the worker holding the
+// connection, and that holds the port in its pool so no new connection is
+// given it. The control plane makes one beside each such record
+// (SyncConn.Steer). Its timeout is the record's state's, renewed by each
+// packet it hands on and each record of the connection that arrives
+// again; when it ends the port goes back to the pool. So the connection
+// costs its server's packets one handoff, and no more than that: the
+// connection itself is where every other connection is.
+//
+// A steering entry is never listed, synced nor handed over (the next lbd
+// makes its own from the connection's record), and is not counted in the
+// worker's connections. IP fragments of a steered connection's server
+// packets are dropped (fragment_steered): a fragment goes to its owner
+// through its datagram's home (frag.go), and sending the datagram on from
+// there would need that home to learn of the connection's worker.
+
+// flagSteer (a caller bit of conn.Conn.Flags) marks a steering entry. Its
+// RIP field holds the worker that holds the connection (a one-way entry's
+// RIP is not part of its key).
+const flagSteer uint8 = 1 << 3
+
+// installSteer makes (or renews) the steering entry of record r, a
+// FullNAT or NAT64 connection whose local port this worker owns and whose
+// connection worker r.SteerTo holds. Refusals are counted as the
+// connection's own would be: local_port_taken when the local address is
+// none of this director's or its port is held, conflict when a
+// connection of this worker has the key.
+func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
+	rip := r.RIP // the IPv4 server of a FullNAT connection, or of a NAT64 one
+	if !r.HasExt || r.Fwd != fwd.FullNAT || rip == 0 || r.SteerTo < 0 || r.SteerTo >= w.nworkers || r.SteerTo == w.cfg.ID {
+		b.Invalid++
+		return
+	}
+	lip, lport := r.Ext.LIP, r.Ext.LPort
+	if id, _, found := w.table.Lookup(r.Proto, rip, r.RPort, lip, lport); found {
+		c := w.table.Get(id)
+		if c.Flags&flagSteer == 0 || c.RIP != uint32(r.SteerTo) {
+			b.Conflict++ // a connection here uses the same endpoints
+			return
+		}
+		c.State = r.State // a later record of the connection: renewed
+		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
+		return
+	}
+	p := w.lpools[lip]
+	if p == nil || !p.reserve(lport) {
+		b.LocalPort++
+		return
+	}
+	c := conn.Conn{ClientIP: rip, ClientPort: r.RPort, VIP: lip, VPort: lport, RIP: uint32(r.SteerTo),
+		Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
+	id, err := w.table.Insert(&c)
+	if err != nil {
+		p.put(lport)
+		syncedInserted(b, err)
+		return
+	}
+	w.table.Touch(w.table.Get(id), conn.Reply, w.now, &w.snap.Timeouts)
+	w.steers++
+}
+
+// steer hands a packet of steering entry c's connection to the worker
+// that holds it, renewing the entry. A fragment is dropped (see above).
+func (w *Worker) steer(d *desc, c *conn.Conn) exit {
+	if d.frag != fragNone {
+		return drop(DropFragSteered)
+	}
+	w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
+	w.cnt.own[Steered]++
+	return handOff(int(c.RIP))
+}
+
+// endSteer is a steering entry's end: its port goes back to the pool.
+func (w *Worker) endSteer(c *conn.Conn) {
+	if p := w.lpools[c.VIP]; p != nil {
+		p.put(c.VPort)
+	}
+	w.steers--
+}
