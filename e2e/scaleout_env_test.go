@@ -40,6 +40,7 @@ type scaleEnv struct {
 	prefix                 netip.Prefix
 	taps                   bool // lbd on a TAP port bridged to the node's link
 	six                    bool // an IPv6 VIP too (scaleVIP6), announced with the port's address6
+	fnat                   bool // a FullNAT service too (scaleFNATPort), each director with its local address (scaleLIP)
 }
 
 func newScaleEnv(t *testing.T) *scaleEnv {
@@ -53,6 +54,13 @@ func newScaleEnv(t *testing.T) *scaleEnv {
 // address on the router's and the nodes' segment and an IPv6 VIP.
 func newScaleEnvOn(t *testing.T, taps, six bool) *scaleEnv {
 	t.Helper()
+	return newScaleEnvWith(t, taps, six, false)
+}
+
+// newScaleEnvWith is newScaleEnvOn, with fnat a FullNAT echo service on
+// scaleFNATPort beside the VS/DR ones.
+func newScaleEnvWith(t *testing.T, taps, six, fnat bool) *scaleEnv {
+	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
@@ -63,7 +71,7 @@ func newScaleEnvOn(t *testing.T, taps, six bool) *scaleEnv {
 		t.Fatalf("build topology: %v", err)
 	}
 	e := &scaleEnv{ctx: ctx, tp: tp, net: n, lbdPath: lbdPath, lbctl: lbctl, helper: helper,
-		prefix: netip.PrefixFrom(n.VIP, 32), taps: taps, six: six}
+		prefix: netip.PrefixFrom(n.VIP, 32), taps: taps, six: six, fnat: fnat}
 	if six {
 		// The client behind the router, which reaches the IPv6 VIP by BGP
 		// alone; the servers answer for it on lo (VS/DR).
@@ -141,6 +149,16 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 		}
 		c.Services = append(c.Services, v6)
 	}
+	if e.fnat {
+		// The servers' echo port through FullNAT, from this director's
+		// own local address on the segment: the servers answer it there.
+		s := harness.Service{VIP: e.net.VIP.String(), Port: scaleFNATPort, Scheduler: "mh", SchedFlags: []string{"mh-port"},
+			SloppyTCP: true, LocalAddresses: []string{scaleLIP(n)}}
+		for _, rs := range e.net.Servers {
+			s.Servers = append(s.Servers, harness.Server{Address: rs.Addr.Addr().String(), Port: scaleEchoPort, Weight: 1, Forward: "fullnat"})
+		}
+		c.Services = append(c.Services, s)
+	}
 	c.ConnTableSize = 16384
 	c.LogFormat = "json"
 	var peers []string
@@ -177,6 +195,12 @@ const (
 	scaleVIP6      = "2001:db8:1::100"
 	scaleHTTP6Port = 8080
 )
+
+// scaleFNATPort is newScaleEnvWith's FullNAT service's port.
+const scaleFNATPort = 9002
+
+// scaleLIP is node n's FullNAT local address, on the servers' segment.
+func scaleLIP(n *scaleNode) string { return fmt.Sprintf("198.51.100.%d", 60+int(n.Name[0]-'a')) }
 
 // scaleNode6 is node n's IPv6 address on the segment (the next hop it
 // announces scaleVIP6 with).
@@ -272,6 +296,25 @@ func (e *scaleEnv) conns(t *testing.T, n *scaleNode, port int) uint64 {
 		}
 	}
 	return 0
+}
+
+// activeConns is the active connections node n lists for the VIP's
+// service on port: those it scheduled and those synced from the others.
+func (e *scaleEnv) activeConns(t *testing.T, n *scaleNode, port int) uint64 {
+	t.Helper()
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, n.lbd.Config.Socket)
+	if err != nil {
+		t.Fatalf("node %s: %v", n.Name, err)
+	}
+	var sum uint64
+	for _, s := range resp.Services {
+		if int(s.Port) == port {
+			for _, rs := range s.Servers {
+				sum += uint64(rs.ActiveConns)
+			}
+		}
+	}
+	return sum
 }
 
 // lbctl runs lbctl against node n.

@@ -41,9 +41,8 @@ const flagSteer uint8 = 1 << 3
 // installSteer makes (or renews) the steering entry of record r, a
 // FullNAT or NAT64 connection whose local port this worker owns and whose
 // connection worker r.SteerTo holds. Refusals are counted as the
-// connection's own would be: local_port_taken when the local address is
-// none of this director's or its port is held, conflict when a
-// connection of this worker has the key.
+// connection's own would be: local_port_taken when its port is held,
+// conflict when a connection of this worker has the key.
 func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 	rip := r.RIP // the IPv4 server of a FullNAT connection, or of a NAT64 one
 	if !r.HasExt || r.Fwd != fwd.FullNAT || rip == 0 || r.SteerTo < 0 || r.SteerTo >= w.nworkers || r.SteerTo == w.cfg.ID {
@@ -62,7 +61,10 @@ func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 		return
 	}
 	p := w.lpools[lip]
-	if p == nil || !p.reserve(lport) {
+	if p == nil {
+		return // a peer director's address (insertReserved): its packets never come here
+	}
+	if !p.reserve(lport) {
 		b.LocalPort++
 		return
 	}

@@ -101,8 +101,7 @@ type SyncBatch struct {
 	Invalid   uint32 // a state that is not one of the protocol's
 	FullNAT   uint32 // for a FullNAT server: a record without the extension (an older peer's), not installed
 	// LocalPort: a FullNAT record (or its steering entry) whose local
-	// address is none of this director's, or whose port another
-	// connection holds.
+	// port another connection holds.
 	LocalPort uint32
 
 	done atomic.Bool

@@ -104,12 +104,10 @@ func TestSyncedExtRefusals(t *testing.T) {
 	}
 	taken := fullNATRecord(3000, 0) // another client, the same local port
 	taken.ClientPort = 40200
-	otherLIP := fullNATRecord(3001, 0)
-	otherLIP.ClientPort, otherLIP.Ext.LIP = 40201, ip4(198, 51, 100, 99)
 	plain := fullNATRecord(3002, 0) // an older peer's: no extension
 	plain.ClientPort, plain.HasExt, plain.Ext = 40202, false, conn.Ext{}
-	b := install(t, w, taken, otherLIP, plain)
-	if b.Installed != 0 || b.LocalPort != 2 || b.FullNAT != 1 || w.table.Len() != 1 {
+	b := install(t, w, taken, plain)
+	if b.Installed != 0 || b.LocalPort != 1 || b.FullNAT != 1 || w.table.Len() != 1 {
 		t.Fatalf("batch %+v, %d entries", b, w.table.Len())
 	}
 	// A NAT record whose extension is not keyed to its client.
@@ -119,6 +117,36 @@ func TestSyncedExtRefusals(t *testing.T) {
 		Ext: conn.Ext{LIP: lip1, LPort: 3005}}
 	if b := install(t, w, nat); b.Invalid != 1 || b.Installed != 0 {
 		t.Fatalf("NAT batch %+v", b)
+	}
+}
+
+// TestSyncedPeerLocalAddress: a FullNAT connection from a local address
+// that is none of this director's (a scale-out peer's) is installed
+// without a port to hold; when the router moves its flow here, the
+// client's packets leave from the peer's local endpoint, in the server's
+// numbering, and the server's go on reaching the peer.
+func TestSyncedPeerLocalAddress(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withFullNAT(t, r, true)
+	w := r.w
+	peerLIP := ip4(198, 51, 100, 99)
+	rec := fullNATRecord(3001, 0)
+	rec.Ext.LIP = peerLIP
+	if b := install(t, w, rec); b.Installed != 1 || b.LocalPort != 0 {
+		t.Fatalf("batch %+v", b)
+	}
+	if w.lpools[peerLIP] != nil || bit(&w.lpools[lip1].used, 3001) {
+		t.Fatal("a port was held for a peer's local address")
+	}
+	r.inject(0, tcpSeg(clientMAC, wanMAC, clientIP, 40100, vipFN, 80, hdr.TCPFlagACK|hdr.TCPFlagPSH, 7011, 1003, nil, "more"))
+	w.poll()
+	_, ip, tcp := checkTCP(t, one(t, r, 1))
+	if ip.Src() != peerLIP || tcp.SrcPort() != 3001 || ip.Dst() != rs1 || tcp.DstPort() != 8081 || tcp.Seq() != 7011+proxyV2Len {
+		t.Fatalf("client data %x:%d -> %x:%d seq %d", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.DstPort(), tcp.Seq())
+	}
+	w.table.Expire(w.now+int64(time.Hour), w.table.Cap(), w.expire)
+	if w.table.Len() != 0 {
+		t.Fatalf("%d entries after expiry", w.table.Len())
 	}
 }
 

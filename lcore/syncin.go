@@ -233,13 +233,17 @@ func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 // this worker's pool, then inserts; the port goes back if the insert
 // fails. A port another worker owns here (the peer's worker count or
 // steering key differ) is that worker's to hold: the control plane sends
-// it the record's steering entry (steerentry.go).
+// it the record's steering entry (steerentry.go). A local address that is
+// none of this director's is a peer's in a scale-out (each director has
+// its own): the server's packets go to that director, which holds the
+// connection too, and this one sends the client's packets on from it
+// when the router moves the flow here; there is no port to hold.
 func (w *Worker) insertReserved(b *SyncBatch, r *SyncConn, insert func() (uint32, error)) (uint32, error) {
 	p := w.lpools[r.Ext.LIP]
-	if p != nil && Owner(p.lip, r.Ext.LPort, p.n) != p.worker {
+	if p == nil || Owner(p.lip, r.Ext.LPort, p.n) != p.worker {
 		return insert()
 	}
-	if p == nil || !p.reserve(r.Ext.LPort) {
+	if !p.reserve(r.Ext.LPort) {
 		b.LocalPort++
 		return 0, errCounted
 	}
