@@ -1,6 +1,8 @@
 package conf
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -36,6 +38,7 @@ type HealthCheck struct {
 	Host          string        `mapstructure:"host"`            // http(s): Host header (and TLS server name), "" = the probed address; default ""; reload: yes
 	ExpectStatus  string        `mapstructure:"expect_status"`   // http(s): accepted status codes, comma-separated codes and ranges in 100..599 ("200", "200-399,404"); default "200-399"; reload: yes
 	ExpectBody    string        `mapstructure:"expect_body"`     // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
+	ExpectDigest  string        `mapstructure:"expect_digest"`   // http(s): the MD5 of the whole body (at most 16 MiB), 32 hex digits, keepalived's url digest (genhash prints it), "" = not checked; default ""; reload: yes
 	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
 	Send          string        `mapstructure:"send"`            // udp: payload of the probe datagram, required for udp; default ""; reload: yes
 	Expect        string        `mapstructure:"expect"`          // udp: the reply must contain this, "" = any reply; default ""; reload: yes
@@ -80,6 +83,9 @@ func checkViaLBD(f string, e HealthCheck) error {
 	case HealthHTTP:
 		if e.ExpectBody != "" {
 			return fieldErrorf(f+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
+		}
+		if e.ExpectDigest != "" {
+			return fieldErrorf(f+".expect_digest", "an HTTP check through lbd reads the status line only, not the body it would digest (via: lbd)")
 		}
 		// lbd writes them into the request line and a header as they are.
 		for _, fv := range [...][2]string{{"path", e.Path}, {"host", e.Host}} {
@@ -347,6 +353,14 @@ func (h HealthCheck) validate(f string) error {
 	}
 	if _, err := parseStatus(e.ExpectStatus); err != nil {
 		return &FieldError{Field: f + ".expect_status", Msg: err.Error() + ` (want e.g. "200-399")`, Err: err}
+	}
+	if e.ExpectDigest != "" {
+		if b, err := hex.DecodeString(e.ExpectDigest); err != nil || len(b) != md5.Size {
+			return fieldErrorf(f+".expect_digest", "%q is not an MD5 digest: want 32 hex digits (keepalived's genhash prints it)", e.ExpectDigest)
+		}
+		if e.Type != HealthHTTP && e.Type != HealthHTTPS {
+			return fieldErrorf(f+".expect_digest", "only an http or https check reads a body (type is %s)", e.Type)
+		}
 	}
 	if e.Type == HealthUDP && e.Send == "" {
 		return fieldErrorf(f+".send", "must not be empty for a udp check")

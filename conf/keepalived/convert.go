@@ -1,6 +1,8 @@
 package keepalived
 
 import (
+	"crypto/md5"
+	"encoding/hex"
 	"fmt"
 	"net/netip"
 	"path/filepath"
@@ -1004,13 +1006,14 @@ func (c *converter) timeout(n, at *Node, interval time.Duration) time.Duration {
 	return less
 }
 
-// http fills in an HTTP check from its url blocks: the first path, and
-// every url's status codes (keepalived wants each url to pass).
+// http fills in an HTTP check from its url blocks: the first path and its
+// digest, and every url's status codes (keepalived wants each url to
+// pass).
 func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Node) bool {
 	var codes [600]bool
 	var first *Node // the url whose path is kept
 	for _, u := range urls {
-		var path, status, host *Node
+		var path, status, host, digest *Node
 		for _, s := range u.Block {
 			a := s.Args()
 			switch s.Keyword() {
@@ -1021,7 +1024,7 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 			case "virtualhost":
 				host = s
 			case "digest":
-				c.warn(s, "lbd's http checks read the status, not the body's MD5 digest: not supported, dropped")
+				digest = s
 			case "regex":
 				if first == nil && len(a) == 1 && !strings.ContainsAny(a[0], `\.^$|?*+()[]{}`) {
 					h.ExpectBody = a[0]
@@ -1050,8 +1053,21 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 			if host != nil {
 				hostAt = host
 			}
-		} else if p != h.Path {
-			c.warn(path, "lbd checks one path a server, the first url's %s: %s dropped", h.Path, p)
+			if digest != nil {
+				d := firstArg(digest.Args())
+				if b, err := hex.DecodeString(d); err == nil && len(b) == md5.Size {
+					h.ExpectDigest = strings.ToLower(d)
+				} else {
+					c.warn(digest, "%q is not an MD5 digest (32 hex digits): dropped", d)
+				}
+			}
+		} else {
+			if p != h.Path {
+				c.warn(path, "lbd checks one path a server, the first url's %s: %s dropped", h.Path, p)
+			}
+			if digest != nil {
+				c.warn(digest, "lbd checks the first url's digest: dropped")
+			}
 		}
 		ranges := defaultHTTPStatus
 		if status != nil {

@@ -598,8 +598,44 @@ virtual_server 2001:db8::10 80 {
       delay_loop 3
     }
   }
+`), nil, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+    health:
+      type: http
+      interval: 3s
+      timeout: 2s
+      rise: 1
+      fall: 2
+      expect_status: 200-299
+      expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
+`},
+		{"digests", vs(`  real_server 198.51.100.11 80 {
+    HTTP_GET {
+      url {
+        path /
+        digest 9B3A0C85A887A256D6939DA88AABD8CD
+      }
+      url {
+        path /
+        digest 00000000000000000000000000000000
+      }
+      url {
+        path /x
+        digest 9b3a
+      }
+      connect_timeout 2
+      delay_loop 3
+    }
+  }
 `), []string{
-			"keepalived.conf:6: digest: lbd's http checks read the status, not the body's MD5 digest: not supported, dropped",
+			"keepalived.conf:10: digest: lbd checks the first url's digest: dropped",
+			"keepalived.conf:13: path: lbd checks one path a server, the first url's /: /x dropped",
+			"keepalived.conf:14: digest: lbd checks the first url's digest: dropped",
 		}, `services:
   - protocol: tcp
     vip: 192.0.2.10
@@ -614,6 +650,7 @@ virtual_server 2001:db8::10 80 {
       rise: 1
       fall: 2
       expect_status: 200-299
+      expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
 `},
 		{"DNS_CHECK", vs(`  real_server 198.51.100.11 80 {
     DNS_CHECK {

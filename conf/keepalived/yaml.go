@@ -180,6 +180,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.ExpectBody != base.ExpectBody {
 		hw.str("expect_body", h.ExpectBody)
 	}
+	if h.ExpectDigest != base.ExpectDigest {
+		hw.str("expect_digest", h.ExpectDigest)
+	}
 	if h.TLSSkipVerify != base.TLSSkipVerify {
 		hw.value("tls_skip_verify", strconv.FormatBool(h.TLSSkipVerify))
 	}

@@ -3,7 +3,9 @@ package health
 import (
 	"bytes"
 	"context"
+	"crypto/md5"
 	"crypto/tls"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -26,12 +28,15 @@ import (
 // of the Monitor pass their own through WithChecker.
 type Checker func(ctx context.Context, t Target) (ok bool, reason string)
 
-// maxBody is how much of an HTTP body expect_body searches, and
-// maxOutput how much of a command's output a reason quotes from.
+// maxBody is how much of an HTTP body expect_body searches,
+// maxDigestBody how much expect_digest reads (keepalived reads it all; a
+// health page is small), and maxOutput how much of a command's output a
+// reason quotes from.
 const (
-	maxBody   = 64 << 10
-	maxOutput = 4 << 10
-	maxReason = 200
+	maxBody       = 64 << 10
+	maxDigestBody = 16 << 20
+	maxOutput     = 4 << 10
+	maxReason     = 200
 )
 
 // Probe runs the target's check once, within its timeout, and returns
@@ -198,6 +203,9 @@ func probeHTTP(ctx context.Context, t Target) (bool, string) {
 	if !c.StatusOK(resp.StatusCode) {
 		return false, fmt.Sprintf("HTTP status %d, want %s", resp.StatusCode, c.ExpectStatus)
 	}
+	if c.ExpectDigest != "" {
+		return checkDigest(ctx, c, resp.Body)
+	}
 	if c.ExpectBody == "" {
 		return true, ""
 	}
@@ -209,6 +217,42 @@ func probeHTTP(ctx context.Context, t Target) (bool, string) {
 		return false, fmt.Sprintf("body does not contain %q", c.ExpectBody)
 	}
 	return true, ""
+}
+
+// checkDigest reads the whole body (at most maxDigestBody bytes), as
+// keepalived's url digest does, and compares its MD5 with expect_digest;
+// with expect_body too, the body's first maxBody bytes must contain it.
+func checkDigest(ctx context.Context, c conf.HealthCheck, r io.Reader) (bool, string) {
+	h := md5.New()
+	var head bytes.Buffer
+	n, err := io.Copy(io.MultiWriter(h, &limitedWriter{&head, maxBody}), io.LimitReader(r, maxDigestBody+1))
+	switch {
+	case err != nil:
+		return false, "reading body: " + errReason(ctx, err, c.Timeout)
+	case n > maxDigestBody:
+		return false, fmt.Sprintf("body longer than %d MiB: not digested", maxDigestBody>>20)
+	}
+	if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, c.ExpectDigest) {
+		return false, fmt.Sprintf("body digest %s, want %s", sum, strings.ToLower(c.ExpectDigest))
+	}
+	if c.ExpectBody != "" && !bytes.Contains(head.Bytes(), []byte(c.ExpectBody)) {
+		return false, fmt.Sprintf("body does not contain %q", c.ExpectBody)
+	}
+	return true, ""
+}
+
+// limitedWriter keeps the first n bytes written to it and takes the rest
+// without keeping them.
+type limitedWriter struct {
+	b *bytes.Buffer
+	n int
+}
+
+func (w *limitedWriter) Write(p []byte) (int, error) {
+	if room := w.n - w.b.Len(); room > 0 {
+		w.b.Write(p[:min(room, len(p))])
+	}
+	return len(p), nil
 }
 
 // deadlineConn is a connection whose deadline is ctx's, and which ctx's

@@ -1,9 +1,11 @@
 package health_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
+	"crypto/md5"
 	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
@@ -152,8 +154,17 @@ func webHandler() http.Handler {
 	mux.HandleFunc("/hang", func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	})
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
+		chunk := bytes.Repeat([]byte("x"), 1<<20)
+		for range 17 {
+			w.Write(chunk)
+		}
+	})
 	return mux
 }
+
+// helloDigest is the MD5 of what webHandler's "/" serves.
+var helloDigest = fmt.Sprintf("%x", md5.Sum([]byte("hello, all ok\n")))
 
 func serverAddr(url string) string {
 	_, addr, _ := strings.Cut(url, "://")
@@ -190,6 +201,20 @@ func TestProbeHTTP(t *testing.T) {
 		}), true, ""},
 		{"default host", h(func(c *conf.HealthCheck) { c.Path = "/host"; c.ExpectBody = "host=" + live + " " }), true, ""},
 		{"post", h(func(c *conf.HealthCheck) { c.Path = "/host"; c.Method = "POST"; c.ExpectBody = "method=POST" }), true, ""},
+		// keepalived's url digest: the MD5 of the whole body, in either case.
+		{"digest", h(func(c *conf.HealthCheck) { c.ExpectDigest = strings.ToUpper(helloDigest) }), true, ""},
+		{"digest and body", h(func(c *conf.HealthCheck) { c.ExpectDigest = helloDigest; c.ExpectBody = "all ok" }), true, ""},
+		{"digest, body missing", h(func(c *conf.HealthCheck) { c.ExpectDigest = helloDigest; c.ExpectBody = "healthy" }), false,
+			`body does not contain "healthy"`},
+		{"digest differs", h(func(c *conf.HealthCheck) { c.ExpectDigest = strings.Repeat("0", 32) }), false,
+			"body digest " + helloDigest + ", want " + strings.Repeat("0", 32)},
+		{"digest of a body too long", h(func(c *conf.HealthCheck) {
+			c.Path = "/big"
+			c.ExpectDigest = helloDigest
+			c.Timeout = 5 * time.Second
+			c.Interval = 10 * time.Second
+		}), false,
+			"body longer than 16 MiB: not digested"},
 		{"hang", h(func(c *conf.HealthCheck) { c.Path = "/hang"; c.Timeout = probeTimeout }), false, "timeout after 300ms"},
 		{"closed port", target(closedPort(t), conf.HealthCheck{Type: "http"}), false, "connect: connection refused"},
 		{"https to a plain server", target(live, conf.HealthCheck{Type: "https", TLSSkipVerify: true}), false,
