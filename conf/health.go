@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -38,6 +39,7 @@ type HealthCheck struct {
 	Host          string        `mapstructure:"host"`            // http(s): Host header (and TLS server name), "" = the probed address; default ""; reload: yes
 	ExpectStatus  string        `mapstructure:"expect_status"`   // http(s): accepted status codes, comma-separated codes and ranges in 100..599 ("200", "200-399,404"); default "200-399"; reload: yes
 	ExpectBody    string        `mapstructure:"expect_body"`     // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
+	ExpectRegex   string        `mapstructure:"expect_regex"`    // http(s): the body (first 64 KiB) must match this regular expression (Go's RE2 syntax: keepalived's url regex without PCRE's backtracking features), "" = not checked; default ""; reload: yes
 	ExpectDigest  string        `mapstructure:"expect_digest"`   // http(s): the MD5 of the whole body (at most 16 MiB), 32 hex digits, keepalived's url digest (genhash prints it), "" = not checked; default ""; reload: yes
 	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
 	Send          string        `mapstructure:"send"`            // udp: payload of the probe datagram, required for udp; default ""; reload: yes
@@ -86,6 +88,9 @@ func checkViaLBD(f string, e HealthCheck) error {
 		}
 		if e.ExpectDigest != "" {
 			return fieldErrorf(f+".expect_digest", "an HTTP check through lbd reads the status line only, not the body it would digest (via: lbd)")
+		}
+		if e.ExpectRegex != "" {
+			return fieldErrorf(f+".expect_regex", "an HTTP check through lbd reads the status line only (via: lbd)")
 		}
 		// lbd writes them into the request line and a header as they are.
 		for _, fv := range [...][2]string{{"path", e.Path}, {"host", e.Host}} {
@@ -353,6 +358,14 @@ func (h HealthCheck) validate(f string) error {
 	}
 	if _, err := parseStatus(e.ExpectStatus); err != nil {
 		return &FieldError{Field: f + ".expect_status", Msg: err.Error() + ` (want e.g. "200-399")`, Err: err}
+	}
+	if e.ExpectRegex != "" {
+		if _, err := regexp.Compile(e.ExpectRegex); err != nil {
+			return fieldErrorf(f+".expect_regex", "%q is not a regular expression (Go's RE2 syntax): %v", e.ExpectRegex, err)
+		}
+		if e.Type != HealthHTTP && e.Type != HealthHTTPS {
+			return fieldErrorf(f+".expect_regex", "only an http or https check reads a body (type is %s)", e.Type)
+		}
 	}
 	if e.ExpectDigest != "" {
 		if b, err := hex.DecodeString(e.ExpectDigest); err != nil || len(b) != md5.Size {

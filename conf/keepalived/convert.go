@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -1026,10 +1027,15 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 			case "digest":
 				digest = s
 			case "regex":
-				if first == nil && len(a) == 1 && !strings.ContainsAny(a[0], `\.^$|?*+()[]{}`) {
+				switch {
+				case first != nil:
+					c.warn(s, "lbd checks the first url's body: dropped")
+				case len(a) == 1 && !strings.ContainsAny(a[0], `\.^$|?*+()[]{}`):
 					h.ExpectBody = a[0]
-				} else {
-					c.warn(s, "lbd's http checks look for a plain string in the first url's body (expect_body), not a regular expression: dropped")
+				case len(a) == 1 && compiles(a[0]):
+					h.ExpectRegex = a[0]
+				default:
+					c.warn(s, "not a regular expression Go's RE2 takes (PCRE's backreferences and lookarounds are not): dropped")
 				}
 			case "regex_no_match":
 				c.warn(s, "lbd's http checks want the body to contain expect_body, never not to: dropped")
@@ -1092,6 +1098,12 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 		}
 	}
 	return true
+}
+
+// compiles reports whether a keepalived regex is one Go's regexp takes.
+func compiles(re string) bool {
+	_, err := regexp.Compile(re)
+	return err == nil
 }
 
 // udp fills in a UDP check: lbd sends payload and, with require_reply,

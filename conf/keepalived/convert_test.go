@@ -614,6 +614,52 @@ virtual_server 2001:db8::10 80 {
       expect_status: 200-299
       expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
 `},
+		{"regexes", vs(`  real_server 198.51.100.11 80 {
+    HTTP_GET {
+      url {
+        path /
+        regex "^(up|ready)$"
+      }
+      connect_timeout 2
+      delay_loop 3
+    }
+  }
+  real_server 198.51.100.12 80 {
+    HTTP_GET {
+      url {
+        path /
+        regex "(\w+) \1"
+      }
+      connect_timeout 2
+      delay_loop 3
+    }
+  }
+`), []string{
+			"keepalived.conf:16: regex: not a regular expression Go's RE2 takes (PCRE's backreferences and lookarounds are not): dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        health:
+          type: http
+          interval: 3s
+          timeout: 2s
+          rise: 1
+          fall: 2
+          expect_status: 200-299
+          expect_regex: ^(up|ready)$
+      - address: 198.51.100.12
+        health:
+          type: http
+          interval: 3s
+          timeout: 2s
+          rise: 1
+          fall: 2
+          expect_status: 200-299
+`},
 		{"digests", vs(`  real_server 198.51.100.11 80 {
     HTTP_GET {
       url {
@@ -829,7 +875,7 @@ virtual_server 2001:db8::10 80 {
   }
 `) + "SSL {\n  certificate /etc/keepalived/client.pem\n}\n", []string{
 			"keepalived.conf:13: path: lbd checks one path a server, the first url's /ready: /live dropped",
-			"keepalived.conf:15: regex: lbd's http checks look for a plain string in the first url's body (expect_body), not a regular expression: dropped",
+			"keepalived.conf:15: regex: lbd checks the first url's body: dropped",
 			"keepalived.conf:19: bindto: lbd's probes take an IPv4 source only: dropped, the kernel chooses",
 			"keepalived.conf:25: SSL: lbd's https checks present no client certificate and verify no server's (tls_skip_verify: true): dropped",
 		}, `services:

@@ -42,7 +42,7 @@
 //     0 instead of removal) needs no word: lbd takes a failed server out of
 //     scheduling and keeps its connections either way (on_failure: keep).
 //   - One check a server: TCP_CHECK tcp, HTTP_GET http, SSL_GET https
-//     (the first url's path and digest, expect_digest; the union of every
+//     (the first url's path, regex and digest; the union of every
 //     url's status_code, default 200-299; virtualhost the host), UDP_CHECK udp (payload and
 //     require_reply in hex: send and expect), PING_CHECK icmp, MISC_CHECK
 //     exec (misc_path split into argv as keepalived does). delay_loop is
@@ -64,8 +64,9 @@
 //
 // Dropped with a warning: fwmark virtual servers and group entries, SCTP, DNS_CHECK, SMTP_CHECK, BFD_CHECK and FILE_CHECK (the server is left
 // unchecked), a server's checks after the first lbd can run (keepalived
-// wants them all to pass), the digests of urls after the first, regular expressions other than a
-// plain string (expect_body), delay_before_retry (lbd probes every
+// wants them all to pass), the digests and regexes of urls after the
+// first, a regex Go's RE2 does not take (the first url's becomes
+// expect_body when it is a plain string, else expect_regex), delay_before_retry (lbd probes every
 // interval), alpha (lbd's servers start up), quorum, notify and quorum
 // scripts, mail alerts, ops, persistence engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),

@@ -180,6 +180,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.ExpectBody != base.ExpectBody {
 		hw.str("expect_body", h.ExpectBody)
 	}
+	if h.ExpectRegex != base.ExpectRegex {
+		hw.str("expect_regex", h.ExpectRegex)
+	}
 	if h.ExpectDigest != base.ExpectDigest {
 		hw.str("expect_digest", h.ExpectDigest)
 	}

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -203,40 +204,43 @@ func probeHTTP(ctx context.Context, t Target) (bool, string) {
 	if !c.StatusOK(resp.StatusCode) {
 		return false, fmt.Sprintf("HTTP status %d, want %s", resp.StatusCode, c.ExpectStatus)
 	}
-	if c.ExpectDigest != "" {
-		return checkDigest(ctx, c, resp.Body)
-	}
-	if c.ExpectBody == "" {
+	if c.ExpectBody == "" && c.ExpectRegex == "" && c.ExpectDigest == "" {
 		return true, ""
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxBody))
-	if err != nil {
-		return false, "reading body: " + errReason(ctx, err, c.Timeout)
-	}
-	if !bytes.Contains(body, []byte(c.ExpectBody)) {
-		return false, fmt.Sprintf("body does not contain %q", c.ExpectBody)
-	}
-	return true, ""
+	return checkBody(ctx, c, resp.Body)
 }
 
-// checkDigest reads the whole body (at most maxDigestBody bytes), as
-// keepalived's url digest does, and compares its MD5 with expect_digest;
-// with expect_body too, the body's first maxBody bytes must contain it.
-func checkDigest(ctx context.Context, c conf.HealthCheck, r io.Reader) (bool, string) {
+// checkBody reads the body's first maxBody bytes, for expect_body and
+// expect_regex, or with expect_digest all of it (at most maxDigestBody
+// bytes, as keepalived's url digest reads it all) for its MD5.
+func checkBody(ctx context.Context, c conf.HealthCheck, r io.Reader) (bool, string) {
 	h := md5.New()
 	var head bytes.Buffer
-	n, err := io.Copy(io.MultiWriter(h, &limitedWriter{&head, maxBody}), io.LimitReader(r, maxDigestBody+1))
+	var w io.Writer = &limitedWriter{&head, maxBody}
+	limit := int64(maxBody)
+	if c.ExpectDigest != "" {
+		w, limit = io.MultiWriter(h, w), maxDigestBody+1
+	}
+	n, err := io.Copy(w, io.LimitReader(r, limit))
 	switch {
 	case err != nil:
 		return false, "reading body: " + errReason(ctx, err, c.Timeout)
-	case n > maxDigestBody:
+	case c.ExpectDigest != "" && n > maxDigestBody:
 		return false, fmt.Sprintf("body longer than %d MiB: not digested", maxDigestBody>>20)
 	}
-	if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, c.ExpectDigest) {
-		return false, fmt.Sprintf("body digest %s, want %s", sum, strings.ToLower(c.ExpectDigest))
+	if c.ExpectDigest != "" {
+		if sum := hex.EncodeToString(h.Sum(nil)); !strings.EqualFold(sum, c.ExpectDigest) {
+			return false, fmt.Sprintf("body digest %s, want %s", sum, strings.ToLower(c.ExpectDigest))
+		}
 	}
 	if c.ExpectBody != "" && !bytes.Contains(head.Bytes(), []byte(c.ExpectBody)) {
 		return false, fmt.Sprintf("body does not contain %q", c.ExpectBody)
+	}
+	if c.ExpectRegex != "" {
+		re, err := regexp.Compile(c.ExpectRegex) // validated with the configuration
+		if err != nil || !re.Match(head.Bytes()) {
+			return false, fmt.Sprintf("body does not match %q", c.ExpectRegex)
+		}
 	}
 	return true, ""
 }

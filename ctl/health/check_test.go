@@ -201,6 +201,9 @@ func TestProbeHTTP(t *testing.T) {
 		}), true, ""},
 		{"default host", h(func(c *conf.HealthCheck) { c.Path = "/host"; c.ExpectBody = "host=" + live + " " }), true, ""},
 		{"post", h(func(c *conf.HealthCheck) { c.Path = "/host"; c.Method = "POST"; c.ExpectBody = "method=POST" }), true, ""},
+		{"regex", h(func(c *conf.HealthCheck) { c.ExpectRegex = `^hello, (all|some) ok$` }), false, "body does not match \"^hello, (all|some) ok$\""},
+		{"regex multiline", h(func(c *conf.HealthCheck) { c.ExpectRegex = `(?m)^hello, (all|some) ok$` }), true, ""},
+		{"regex and body", h(func(c *conf.HealthCheck) { c.ExpectRegex = `al+ ok`; c.ExpectBody = "hello" }), true, ""},
 		// keepalived's url digest: the MD5 of the whole body, in either case.
 		{"digest", h(func(c *conf.HealthCheck) { c.ExpectDigest = strings.ToUpper(helloDigest) }), true, ""},
 		{"digest and body", h(func(c *conf.HealthCheck) { c.ExpectDigest = helloDigest; c.ExpectBody = "all ok" }), true, ""},
