@@ -130,7 +130,6 @@ const (
 	DropFragNoChecksum   // a fragment of a UDP datagram without a checksum from a NAT64 server: IPv6 requires one, over the whole datagram
 	DropClientBlocked    // a new connection from a client the service's blocklist names (clientacl.go)
 	DropClientNotAllowed // a new connection from a client the service's allowlist does not name
-	DropFragSteered      // a fragment of a server's datagram to a connection held through a steering entry (steerentry.go)
 
 	numStats
 )
@@ -168,7 +167,6 @@ var statNames = [numStats]string{
 	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
 	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours", DropFragShifted: "fragment_shifted",
 	DropFragNoChecksum: "fragment_no_checksum", DropClientBlocked: "client_blocked", DropClientNotAllowed: "client_not_allowed",
-	DropFragSteered: "fragment_steered",
 }
 
 func init() {

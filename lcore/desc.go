@@ -68,6 +68,9 @@ type desc struct {
 	// found and which is answered with a cookie before any lookup
 	// (synproxy.go).
 	cookie bool
+	// steered: handed over by a steering entry (steerentry.go); this
+	// worker holds its connection.
+	steered bool
 }
 
 // l3 is the IPv4 header's offset: the dataplane sees untagged Ethernet.

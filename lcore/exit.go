@@ -17,6 +17,7 @@ const (
 	exitDrop     exitKind = iota // free it, counted under a drop reason
 	exitTransmit                 // queue it on a port, towards a next hop's MAC
 	exitHandOff                  // pass it to the worker that owns it
+	exitSteer                    // pass it to the worker that holds its connection, which a steering entry here named (steerentry.go)
 	exitConsume                  // free it, counted under what consumed it
 	exitKept                     // nothing left to do: the stage kept it (a held fragment, a segment held for a proxied connection) or sent it itself
 )
@@ -26,7 +27,7 @@ const (
 type exit struct {
 	kind exitKind
 	mac  uint64 // exitTransmit: the next hop's MAC, in the low 48 bits
-	to   int    // exitTransmit: the port; exitHandOff: the worker
+	to   int    // exitTransmit: the port; exitHandOff, exitSteer: the worker
 	why  Stat   // exitDrop, exitConsume: the counter
 }
 
@@ -38,6 +39,7 @@ func transmit(port int, mac hdr.MAC) exit {
 func drop(why Stat) exit      { return exit{kind: exitDrop, why: why} }
 func consume(why Stat) exit   { return exit{kind: exitConsume, why: why} }
 func handOff(worker int) exit { return exit{kind: exitHandOff, to: worker} }
+func steerTo(worker int) exit { return exit{kind: exitSteer, to: worker} }
 
 // leave carries out a packet's exit; in is the port it arrived on.
 func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
@@ -49,6 +51,9 @@ func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
 		w.send(m, e.to)
 	case exitHandOff:
 		m.SetPort(uint16(in)) // the owner handles it as arrived on that port
+		w.queueHandOff(m, e.to)
+	case exitSteer:
+		m.SetPort(steerMark | uint16(in))
 		w.queueHandOff(m, e.to)
 	case exitKept:
 	default:
@@ -170,8 +175,13 @@ func (w *Worker) send(m *mbuf.Mbuf, port int) {
 
 // txMark tags a packet handed over only to be transmitted; the mbuf's
 // port field carries it with the output port's index (a packet handed
-// over to be processed carries its input port's index).
-const txMark = 0x8000
+// over to be processed carries its input port's index). steerMark tags a
+// packet a steering entry handed over (desc.steered): its receiver holds
+// the connection whatever the steering rule says.
+const (
+	txMark    = 0x8000
+	steerMark = 0x4000
+)
 
 // queueHandOff adds a packet to what goes to a peer at the end of the burst.
 func (w *Worker) queueHandOff(m *mbuf.Mbuf, worker int) {

@@ -52,12 +52,15 @@ const fragWays = 4 // entries per bucket of the table
 
 // fragKey names a datagram. The IPv6 identification is 32 bits, hence id's
 // width; an IPv6 key (v6) holds folds of its addresses, which sit whole in
-// the table's side array (frag6.go). v6 fits in the padding: 16 bytes.
+// the table's side array (frag6.go). steered keys the entry of a datagram
+// a steering entry passed here (steerentry.go), apart from this worker's
+// entry as its home. Both fit in the padding: 16 bytes.
 type fragKey struct {
 	src, dst uint32
 	id       uint32
 	proto    uint8
 	v6       bool
+	steered  bool
 }
 
 // fragEntry is one datagram's remembered decision.
@@ -65,6 +68,7 @@ type fragEntry struct {
 	key     fragKey
 	used    bool
 	owner   int16   // the worker its fragments go to; -1 until the first fragment is seen
+	steered bool    // owner holds the connection, as a steering entry here said: its fragments go marked (desc.steered)
 	doomed  uint16  // a Stat: the first fragment was dropped for the datagram's sake (fragment_shifted, fragment_no_checksum), and so are the later ones
 	nheld   uint8   // fragments held for it (home worker, before the first)
 	held    int32   // first held slot, -1 for none
@@ -238,12 +242,20 @@ func (w *Worker) fragment(d *desc, steer bool) exit {
 	if steer && home != me {
 		return handOff(home)
 	}
+	k.steered = d.steered
 	e, why := w.findFrag(k)
 	if e == nil {
 		return drop(why)
 	}
 	whole := e.account(off, n, more)
-	if e.owner < 0 {
+	if d.steered {
+		// Passed on by a steering entry, first fragment first: this
+		// worker holds the connection.
+		e.owner = int16(me)
+		if d.frag == fragFirst {
+			e.flow = d.flow
+		}
+	} else if e.owner < 0 {
 		switch {
 		case home == me && d.frag == fragLater:
 			x := w.holdFrag(e, d)
@@ -281,6 +293,9 @@ func (w *Worker) fragment(d *desc, steer bool) exit {
 // fragOnward is a fragment's exit once its datagram's owner is known.
 func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	if int(e.owner) != w.cfg.ID {
+		if e.steered {
+			return steerTo(int(e.owner))
+		}
 		return handOff(int(e.owner))
 	}
 	w.cnt.own[RxPackets]++
@@ -292,8 +307,11 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 		return w.forward6(d)
 	case d.frag == fragFirst:
 		x := w.forward(d)
-		if x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum) {
+		switch {
+		case x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum):
 			e.doomed = uint16(x.why)
+		case x.kind == exitSteer: // the later fragments follow it
+			e.owner, e.steered = int16(x.to), true
 		}
 		return x
 	case e.doomed != 0:

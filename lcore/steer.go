@@ -98,7 +98,9 @@ func (w *Worker) pollHandoffs() int {
 				w.send(m, int(p&^txMark))
 			} else {
 				ds = ds[:len(ds)+1]
-				parse(&ds[len(ds)-1], m, int(p))
+				d := &ds[len(ds)-1]
+				parse(d, m, int(p&^steerMark))
+				d.steered = p&steerMark != 0
 			}
 		}
 		w.run(ds, false)

@@ -28,10 +28,12 @@ import (
 //
 // A steering entry is never listed, synced nor handed over (the next lbd
 // makes its own from the connection's record), and is not counted in the
-// worker's connections. IP fragments of a steered connection's server
-// packets are dropped (fragment_steered): a fragment goes to its owner
-// through its datagram's home (frag.go), and sending the datagram on from
-// there would need that home to learn of the connection's worker.
+// worker's connections. A fragmented datagram of the server's reaches the
+// entry's worker as its owner (frag.go: its first fragment's endpoint is
+// the local one); the first fragment makes that worker pass the datagram
+// on, and the connection's worker takes the fragments so marked
+// (desc.steered) as their owner, in an entry of its own (fragKey.steered:
+// it may be the datagram's home too, whose entry named the other).
 
 // flagSteer (a caller bit of conn.Conn.Flags) marks a steering entry. Its
 // RIP field holds the worker that holds the connection (a one-way entry's
@@ -81,14 +83,18 @@ func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 }
 
 // steer hands a packet of steering entry c's connection to the worker
-// that holds it, renewing the entry. A fragment is dropped (see above).
+// that holds it, renewing the entry. A fragment's datagram follows it
+// (fragOnward).
 func (w *Worker) steer(d *desc, c *conn.Conn) exit {
-	if d.frag != fragNone {
-		return drop(DropFragSteered)
-	}
 	w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
 	w.cnt.own[Steered]++
-	return handOff(int(c.RIP))
+	// The connection's worker counts it received, as after a handoff.
+	w.cnt.own[RxPackets]--
+	w.cnt.own[RxBytes] -= uint64(d.m.PktLen())
+	if d.frag != fragNone {
+		w.cnt.own[Fragments]--
+	}
+	return steerTo(int(c.RIP))
 }
 
 // endSteer is a steering entry's end: its port goes back to the pool.

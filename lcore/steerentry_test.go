@@ -56,8 +56,8 @@ func steeredRecord(t *testing.T, a int, seqOut uint32) SyncConn {
 // other worker owns goes on: its worker installs it without the port,
 // the port's owner holds a steering entry (not a connection: not counted
 // nor listed) that hands it the server's packets, which leave translated
-// to the client; a fragment of them is dropped and counted; a later
-// record renews the entry, which gives the port back when it ends.
+// to the client, datagrams in fragments too; a later record renews the
+// entry, which gives the port back when it ends.
 func TestSteeringEntry(t *testing.T) {
 	r := newMultiRig(t, false)
 	withMultiFullNAT(t, r)
@@ -111,16 +111,44 @@ func TestSteeringEntry(t *testing.T) {
 		t.Fatalf("client segment %x:%d -> %x", ip.Src(), tcp.SrcPort(), ip.Dst())
 	}
 
-	// The server's datagram in two fragments: dropped where the entry
-	// is, counted.
-	whole := tcpSeg(rs1MAC, lanMAC, rs1, 8081, lip1, rec.Ext.LPort, hdr.TCPFlagACK, 1003, 7011+proxyV2Len, nil, strings.Repeat("x", 60))
-	frags := fragmentFrame(whole, hdr.IPv4MinLen+48)
-	for _, f := range frags {
-		r.inject(1, b, f)
+	// The server's datagrams in fragments, whichever worker is their home
+	// and whatever queues and order they arrive in: every fragment leaves
+	// from the connection's worker, translated.
+	homes := [2]int{}
+	for id := uint16(1); id <= 24; id++ {
+		whole := tcpSeg(rs1MAC, lanMAC, rs1, 8081, lip1, rec.Ext.LPort, hdr.TCPFlagACK, 1003, 7011+proxyV2Len, nil, strings.Repeat("x", 60))
+		hdr.IPv4(whole[hdr.EthernetLen:]).SetID(id)
+		frags := fragmentFrame(whole, hdr.IPv4MinLen+32) // three
+		order := []int{0, 1, 2}
+		switch id % 3 {
+		case 1: // a later fragment overtakes the first
+			order = []int{1, 0, 2}
+		case 2: // the middle one comes once the others went (and came back)
+			order = []int{0, 2, -1, 1}
+		}
+		for i, j := range order {
+			if j < 0 {
+				for range 3 {
+					r.pollBoth()
+				}
+				continue
+			}
+			r.inject(1, (int(id)/2+i)%2, frags[j])
+		}
+		homes[r.w[a].fragHome(fragKey{src: rs1, dst: lip1, id: uint32(id), proto: hdr.ProtoTCP})]++
+		for range 3 {
+			r.pollBoth()
+		}
+		out := r.take(0, a)
+		if len(out) != len(frags) || len(r.take(0, b)) != 0 {
+			t.Fatalf("datagram %d: %d of %d fragments sent by the connection's worker (counters %v / %v)", id, len(out), len(frags), r.w[a].cnt.own, r.w[b].cnt.own)
+		}
+		if src, dst, payload := reassemble(t, out); src != vipFN || dst != clientIP || len(payload) != 80 {
+			t.Fatalf("datagram %d: %x -> %x, %d bytes", id, src, dst, len(payload))
+		}
 	}
-	r.pollBoth()
-	if n := len(r.take(0, a)) + len(r.take(0, b)); n != 0 || r.w[b].cnt.own[DropFragSteered] != uint64(len(frags)) {
-		t.Fatalf("%d steered fragments: %d sent, fragment_steered %d", len(frags), n, r.w[b].cnt.own[DropFragSteered])
+	if homes[a] == 0 || homes[b] == 0 {
+		t.Fatalf("the datagrams' homes %v: both workers must be one", homes)
 	}
 
 	// The record again (sync's refresh): the entry is renewed, not doubled.
