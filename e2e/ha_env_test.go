@@ -63,6 +63,7 @@ type haEnv struct {
 	vipFNAT                string            // VS/NAT pair: the FullNAT echo service
 	six                    bool              // IPv6 too, an echo service on haVIP6
 	taps                   bool              // lbd on TAP ports bridged to the node's links (haTapPorts)
+	twoWorkerBackup        bool              // node b runs two workers, node a one (haBackupWorkers)
 	ftp                    map[string]string // VS/NAT pair: vsftpd on the servers (their files' SHA-256 to their names), an FTP service on VIP:21
 }
 
@@ -90,6 +91,15 @@ func newHAEnvWith(t *testing.T, dr, six, ftp bool) *haEnv {
 // set down.
 func newHAEnvOn(t *testing.T, dr, six, ftp, taps bool) *haEnv {
 	t.Helper()
+	return newHAEnvWorkers(t, dr, six, ftp, taps, false)
+}
+
+// newHAEnvWorkers is newHAEnvOn, with twoWorkerBackup node b on two
+// workers (VS/NAT only): each lbd draws its own steering key, so a FullNAT
+// or NAT64 connection's local port is often another worker's on b than
+// its client's, and b steers its server's packets (lcore/steerentry.go).
+func newHAEnvWorkers(t *testing.T, dr, six, ftp, taps, twoWorkerBackup bool) *haEnv {
+	t.Helper()
 	lbdPath, lbctl, helper := binaries(t)
 	if _, err := exec.LookPath("keepalived"); err != nil {
 		t.Skip("end-to-end failover test: keepalived not found (run scripts/setup.sh)")
@@ -106,7 +116,8 @@ func newHAEnvOn(t *testing.T, dr, six, ftp, taps bool) *haEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper, six: six, taps: taps}
+	e := &haEnv{ctx: ctx, topo: tp, ha: h, root: root, lbdPath: lbdPath, lbctl: lbctl, helper: helper, six: six, taps: taps,
+		twoWorkerBackup: twoWorkerBackup && !dr}
 	e.vipHTTP = "http://" + h.VIP.String() + "/"
 	e.vipEcho = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haEchoPort))
 	e.vipFNAT = net.JoinHostPort(h.VIP.String(), strconv.Itoa(haFNATPort))
@@ -250,11 +261,7 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	}
 	c := harness.BaseConfig(fmt.Sprintf("%s-%s%d", e.topo.Suffix(), n.Name, n.starts), n.dir, ports...)
 	c.Services = services
-	if !h.DR && n.Name == "b" {
-		// The VS/NAT pair's backup runs two workers, the master one, and
-		// each draws its own steering key: a FullNAT or NAT64
-		// connection's local port is then often another worker's on b
-		// than the one its client's, and b steers its server's packets.
+	if e.twoWorkerBackup && n.Name == "b" {
 		c.Workers = []int{0, 1}
 	}
 	c.ConnTableSize = 16384

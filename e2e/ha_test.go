@@ -81,7 +81,7 @@ func TestFailoverNAT6(t *testing.T) { testFailover6(t, false) }
 const haNAT64Streams = 50
 
 func testFailover6(t *testing.T, dr bool) {
-	e := newHAEnvWith(t, dr, true, false)
+	e := newHAEnvWorkers(t, dr, true, false, false, true)
 	a, b := e.nodes[0], e.nodes[1]
 	type fleet struct {
 		what string
@@ -187,7 +187,7 @@ func testFailover6(t *testing.T, dr bool) {
 }
 
 func testFailover(t *testing.T, dr bool) {
-	e := newHAEnv(t, dr)
+	e := newHAEnvWorkers(t, dr, false, false, false, true)
 	a, b := e.nodes[0], e.nodes[1]
 	e.checkMaster(t, "at start", a)
 	e.checkBackup(t, "at start", b)

@@ -31,6 +31,12 @@ import (
 // nodes a and b. No stream to a live real server may break (at most 1%
 // may go silent on a loaded machine) and no director may drop a moved
 // flow's packets.
+//
+// Beside them, until node a is undrained, FullNAT streams as DPVS
+// clusters run them (scaleFNATStreams, scaleout_fullnat_test.go): each
+// director has a local address of its own on the servers' segment, and a
+// flow the router moves keeps its connection, from the first director's
+// local endpoint, through the director it moved to.
 
 const (
 	scaleStreams   = 500
@@ -42,7 +48,7 @@ const (
 )
 
 func TestScaleOutBGP(t *testing.T) {
-	e := newScaleEnv(t)
+	e := newScaleEnvWith(t, false, false, true)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)
 	if out := e.lbctlOn(t, a, "-L", "--bgp"); !strings.Contains(out, "established") || !strings.Contains(out, "Announced: "+e.prefix.String()) {
@@ -65,6 +71,7 @@ func TestScaleOutBGP(t *testing.T) {
 		spread[n.Name] = e.conns(t, n, scaleEchoPort)
 	}
 	t.Logf("the %d streams were scheduled by %v", scaleStreams, spread)
+	fnat := e.startFullNATStreams(t)
 
 	// Drain node a: its route goes, the streams it carried move to b and c.
 	drained := time.Now()
@@ -76,19 +83,27 @@ func TestScaleOutBGP(t *testing.T) {
 		t.Errorf("node a drained: %q", m)
 	}
 	keepStreamingAfter(t, fleet, "node a drained", drained)
+	keepStreamingAfter(t, fnat, "node a drained (FullNAT)", drained)
 	if by := e.newFlows(t, "node a drained", 30); by["a"] != 0 {
 		t.Errorf("node a, drained, scheduled %d new connections", by["a"])
 	}
+	undrained := time.Now()
 	e.lbctlOn(t, a, "undrain")
 	e.waitRoute(t, "node a undrained", a, b, c)
+	keepStreamingAfter(t, fnat, "node a undrained (FullNAT)", undrained)
+	e.checkFullNATStreams(t, fnat)
 
 	// Node a's servers all at weight 0: it has no live server for the
 	// VIP and withdraws it; weight 1 again announces it.
 	weights := func(w int) {
-		for _, port := range []int{scaleHTTPPort, scaleEchoPort} {
+		for _, port := range [][2]int{{scaleHTTPPort, scaleHTTPPort}, {scaleEchoPort, scaleEchoPort}, {scaleFNATPort, scaleEchoPort}} {
+			method := "-g"
+			if port[0] == scaleFNATPort {
+				method = "--fullnat"
+			}
 			for _, rs := range e.net.Servers {
-				e.lbctlOn(t, a, "-e", "-t", net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(port)),
-					"-r", net.JoinHostPort(rs.Addr.Addr().String(), strconv.Itoa(port)), "-g", "-w", strconv.Itoa(w))
+				e.lbctlOn(t, a, "-e", "-t", net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(port[0])),
+					"-r", net.JoinHostPort(rs.Addr.Addr().String(), strconv.Itoa(port[1])), method, "-w", strconv.Itoa(w))
 			}
 		}
 	}
