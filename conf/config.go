@@ -158,6 +158,35 @@ type Port struct {
 	// gateway(6), network or broadcast address, nor a VIP; default none;
 	// reload: restart
 	Floating []string `mapstructure:"floating"`
+	// Routes are static routes through next hops on this port's subnet:
+	// destinations in Prefix (real servers in other networks, VS/TUN's
+	// above all, or clients) go by Via instead of the gateway. IPv4
+	// prefixes with a Via inside Address's prefix, IPv6 ones with a Via
+	// inside Address6's; the longest prefix wins, a port's own subnet
+	// before any route; at most MaxRoutes of each family in all;
+	// default none; reload: restart
+	Routes []Route `mapstructure:"routes"`
+}
+
+// Route is a static route (Port.Routes).
+type Route struct {
+	Prefix string `mapstructure:"prefix"` // destination network, "10.0.0.0/8" or "fd00:9::/48", without host bits, not /0 (that is the gateway); required
+	Via    string `mapstructure:"via"`    // next hop on the port's subnet, in the prefix's family; required
+}
+
+// MaxRoutes bounds the static routes of each family: a packet to an
+// off-link destination is matched against them one by one.
+const MaxRoutes = 32
+
+// RouteNet returns the route's prefix and next hop; ok false when either
+// is invalid.
+func (r Route) RouteNet() (pfx netip.Prefix, via netip.Addr, ok bool) {
+	pfx, err := netip.ParsePrefix(r.Prefix)
+	if err != nil {
+		return pfx, via, false
+	}
+	via, err = netip.ParseAddr(r.Via)
+	return pfx, via, err == nil
 }
 
 // Service is a virtual service: a (protocol, VIP, port) balanced over real servers.

@@ -174,3 +174,31 @@ func TestFloating6(t *testing.T) {
 		})
 	}
 }
+
+// TestRoutesValid: static routes of both families, through next hops on
+// the port's subnets, in any order of prefix length.
+func TestRoutesValid(t *testing.T) {
+	c := validConfig6()
+	c.Ports[1].Routes = []conf.Route{
+		{Prefix: "10.0.0.0/8", Via: "198.51.100.254"},
+		{Prefix: "10.9.0.0/24", Via: "198.51.100.253"},
+		{Prefix: "fd00:9::/48", Via: "fd00:1::fe"},
+	}
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("routes refused: %v", err)
+	}
+	if pfx, via, ok := c.Ports[1].Routes[2].RouteNet(); !ok || pfx.String() != "fd00:9::/48" || via.String() != "fd00:1::fe" {
+		t.Fatalf("RouteNet = %v %v %v", pfx, via, ok)
+	}
+	// A nat server behind a route is reachable; a dr one is not (its MAC
+	// is rewritten: it must be on-link).
+	c.Services[0].Servers[0].Address = "10.9.0.2"
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("a nat server behind a route refused: %v", err)
+	}
+	c.Services[0].Servers[0].Forward = "dr"
+	want := "services[0].servers[0].address: 10.9.0.2 is not on any server-facing port's subnet (198.51.100.0/24)"
+	if err := c.Validate(schedulers); err == nil || err.Error() != want {
+		t.Fatalf("a dr server behind a route: %v, want %q", err, want)
+	}
+}

@@ -119,6 +119,11 @@ func (p Port) validate(f string) error {
 			return fieldErrorf(f+".gateway", "%s is the port's own address", gw)
 		}
 	}
+	for j, r := range p.Routes {
+		if err := p.validateRoute(fmt.Sprintf("%s.routes[%d]", f, j), r); err != nil {
+			return err
+		}
+	}
 	if err := checkOneOf(f+".role", p.Role, RoleClient, RoleServer, RoleBoth); err != nil {
 		return err
 	}
@@ -170,6 +175,43 @@ func (p Port) validateGateway6(f string) error {
 		return fieldErrorf(f+".gateway6", "%s is not inside the port's IPv6 prefix %s", gw, pfx.Masked())
 	case gw == pfx.Addr():
 		return fieldErrorf(f+".gateway6", "%s is the port's own address", gw)
+	}
+	return nil
+}
+
+// validateRoute: a network without host bits (not /0) and a next hop of
+// its family on the port's subnet of that family, not the port's address.
+func (p Port) validateRoute(f string, r Route) error {
+	pfx, err := netip.ParsePrefix(r.Prefix)
+	switch {
+	case err != nil || pfx.Addr().Zone() != "" || pfx.Addr().Is4In6():
+		return fieldErrorf(f+".prefix", "%q is not a network with prefix length (want e.g. 10.0.0.0/8)", r.Prefix)
+	case pfx != pfx.Masked():
+		return fieldErrorf(f+".prefix", "%s has host bits set (the network is %s)", pfx, pfx.Masked())
+	case pfx.Bits() == 0:
+		return fieldErrorf(f+".prefix", "%s is the default route: set the port's gateway", pfx)
+	}
+	family := "IPv6"
+	if pfx.Addr().Is4() {
+		family = "IPv4"
+	}
+	via, err := netip.ParseAddr(r.Via)
+	if err != nil || via.Zone() != "" || via.Is4In6() || via.Is4() != pfx.Addr().Is4() {
+		return fieldErrorf(f+".via", "%q is not an %s address, as the prefix is", r.Via, family)
+	}
+	own := p.Prefix()
+	if via.Is6() {
+		p6, ok := p.Prefix6()
+		if !ok {
+			return fieldErrorf(f+".via", "an IPv6 next hop needs the port's address6")
+		}
+		own = p6
+	}
+	switch {
+	case !own.Contains(via):
+		return fieldErrorf(f+".via", "%s is not inside the port's subnet %s", via, own.Masked())
+	case via == own.Addr():
+		return fieldErrorf(f+".via", "%s is the port's own address", via)
 	}
 	return nil
 }
@@ -229,6 +271,45 @@ func (c *Config) validatePorts() error {
 			gateway6 = i
 		}
 		clients = clients || p.FacesClients()
+	}
+	return c.validateRoutes(clients)
+}
+
+// validateRoutes: no route's network overlaps a port's subnet (those are
+// on-link) nor repeats another's, and at most MaxRoutes a family.
+func (c *Config) validateRoutes(clients bool) error {
+	seen := map[netip.Prefix]string{}
+	n4, n6 := 0, 0
+	for i, p := range c.Ports {
+		for j, r := range p.Routes {
+			f := fmt.Sprintf("ports[%d].routes[%d]", i, j)
+			pfx, _, _ := r.RouteNet()
+			if g, ok := seen[pfx]; ok {
+				return fieldErrorf(f+".prefix", "%s is already routed by %s", pfx, g)
+			}
+			seen[pfx] = f
+			for k, q := range c.Ports {
+				sub, name := q.Prefix().Masked(), "address"
+				if pfx.Addr().Is6() {
+					var ok bool
+					if sub, ok = q.Prefix6(); !ok {
+						continue
+					}
+					sub, name = sub.Masked(), "address6"
+				}
+				if pfx.Overlaps(sub) {
+					return fieldErrorf(f+".prefix", "%s overlaps ports[%d].%s %s, which is on-link", pfx, k, name, sub)
+				}
+			}
+			if pfx.Addr().Is4() {
+				n4++
+			} else {
+				n6++
+			}
+			if n4 > MaxRoutes || n6 > MaxRoutes {
+				return fieldErrorf(f, "more than %d routes of a family (a packet off-link is matched against each)", MaxRoutes)
+			}
+		}
 	}
 	if len(c.Services) > 0 && !clients {
 		return fieldErrorf("ports", "no port has role client or both, but services need one to receive client traffic")

@@ -279,12 +279,23 @@ func (c *Config) validateLocalAddresses() error {
 }
 
 // checkReachable says whether the load balancer can forward to a real
-// server by the given method: nat and dr need the server on the subnet of
-// a server-facing port (dr rewrites only the MAC); tun also reaches
-// servers beyond a gateway.
+// server by the given method: dr needs the server on the subnet of a
+// server-facing port (it rewrites only the MAC); nat, fullnat and tun
+// also reach servers through a static route of such a port, and tun
+// servers beyond a gateway too.
 func (c *Config) checkReachable(field string, a netip.Addr, forward string) error {
 	var subnets []string
 	gateway := false
+	for _, p := range c.Ports {
+		if !p.FacesServers() || forward == "dr" {
+			continue
+		}
+		for _, r := range p.Routes {
+			if pfx, _, ok := r.RouteNet(); ok && pfx.Contains(a) {
+				return nil
+			}
+		}
+	}
 	for _, p := range c.Ports {
 		if _, ok := p.GatewayAddr(); ok && a.Is4() {
 			gateway = true

@@ -2,6 +2,7 @@ package conf_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -227,6 +228,33 @@ func TestValidate(t *testing.T) {
 			`ports[0].gateway: 203.0.113.1 is the port's own address`},
 		{"two gateways", func(c *conf.Config) { c.Ports[1].Gateway = "198.51.100.254" },
 			`ports[1].gateway: only one port may have a gateway, ports[0] has one`},
+		{"route not a network", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.1", Via: "198.51.100.254"}} },
+			`ports[1].routes[0].prefix: "10.9.0.1" is not a network with prefix length (want e.g. 10.0.0.0/8)`},
+		{"route with host bits", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.1/24", Via: "198.51.100.254"}} },
+			`ports[1].routes[0].prefix: 10.9.0.1/24 has host bits set (the network is 10.9.0.0/24)`},
+		{"default route", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "0.0.0.0/0", Via: "198.51.100.254"}} },
+			`ports[1].routes[0].prefix: 0.0.0.0/0 is the default route: set the port's gateway`},
+		{"route via IPv6", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.0/24", Via: "fd00::1"}} },
+			`ports[1].routes[0].via: "fd00::1" is not an IPv4 address, as the prefix is`},
+		{"route via off subnet", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.0/24", Via: "203.0.113.254"}} },
+			`ports[1].routes[0].via: 203.0.113.254 is not inside the port's subnet 198.51.100.0/24`},
+		{"route via own address", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.0/24", Via: "198.51.100.1"}} },
+			`ports[1].routes[0].via: 198.51.100.1 is the port's own address`},
+		{"route via IPv6 without address6", func(c *conf.Config) { c.Ports[1].Routes = []conf.Route{{Prefix: "fd00:9::/48", Via: "fd00:1::fe"}} },
+			`ports[1].routes[0].via: an IPv6 next hop needs the port's address6`},
+		{"route over a port's subnet", func(c *conf.Config) {
+			c.Ports[1].Routes = []conf.Route{{Prefix: "203.0.113.0/25", Via: "198.51.100.254"}}
+		},
+			`ports[1].routes[0].prefix: 203.0.113.0/25 overlaps ports[0].address 203.0.113.0/24, which is on-link`},
+		{"route twice", func(c *conf.Config) {
+			c.Ports[0].Routes = []conf.Route{{Prefix: "10.9.0.0/24", Via: "203.0.113.253"}}
+			c.Ports[1].Routes = []conf.Route{{Prefix: "10.9.0.0/24", Via: "198.51.100.254"}}
+		}, `ports[1].routes[0].prefix: 10.9.0.0/24 is already routed by ports[0].routes[0]`},
+		{"too many routes", func(c *conf.Config) {
+			for i := range conf.MaxRoutes + 1 {
+				c.Ports[1].Routes = append(c.Ports[1].Routes, conf.Route{Prefix: fmt.Sprintf("10.%d.0.0/16", i), Via: "198.51.100.254"})
+			}
+		}, `ports[1].routes[32]: more than 32 routes of a family (a packet off-link is matched against each)`},
 		{"bad role", func(c *conf.Config) { c.Ports[0].Role = "frontend" },
 			`ports[0].role: "frontend" is not one of client, server, both`},
 		{"empty role", func(c *conf.Config) { c.Ports[1].Role = "" },

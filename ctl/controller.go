@@ -309,6 +309,9 @@ func (c *Controller) wantedNeighbours() map[uint32]int {
 		if p.Gateway != 0 {
 			want[p.Gateway] = i
 		}
+		for _, r := range p.Routes {
+			want[r.Via] = i
+		}
 	}
 	return want
 }
@@ -340,6 +343,9 @@ func (c *Controller) wantedNeighbours6() map[hdr.Addr6]int {
 	for i, p := range c.ports {
 		if !p.Gateway6.IsUnspecified() {
 			want[p.Gateway6] = i
+		}
+		for _, r := range p.Routes6 {
+			want[r.Via] = i
 		}
 	}
 	return want

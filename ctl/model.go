@@ -342,6 +342,19 @@ func portInfos(ports []conf.Port, hw []lcore.PortInfo) []lcore.PortInfo {
 		for _, f := range p.FloatingAddrs6() {
 			out[i].Floating6 = append(out[i].Floating6, hdr.Addr6From(f))
 		}
+		out[i].Routes, out[i].Routes6 = nil, nil
+		for _, r := range p.Routes {
+			pfx, via, ok := r.RouteNet()
+			switch {
+			case !ok: // refused by validation
+			case pfx.Addr().Is4():
+				out[i].Routes = append(out[i].Routes, lcore.StaticRoute{
+					Net: ipv4(pfx.Addr()), Mask: ^uint32(0) << (32 - pfx.Bits()), Via: ipv4(via)})
+			default:
+				out[i].Routes6 = append(out[i].Routes6, lcore.StaticRoute6{
+					Net: hdr.Addr6From(pfx.Addr()), Mask: lcore.Mask6(pfx.Bits()), Via: hdr.Addr6From(via)})
+			}
+		}
 	}
 	return out
 }

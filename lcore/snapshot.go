@@ -1,6 +1,9 @@
 package lcore
 
 import (
+	"math/bits"
+	"slices"
+
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
@@ -59,6 +62,24 @@ type Snapshot struct {
 	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
 	lips         map[uint32]bool // every service's LocalAddrs
 	gatewayPort  int             // port whose gateway reaches everything off-link, or -1
+	routes       []portRoute     // the ports' static routes, longest prefix first
+}
+
+// StaticRoute is a route through a next hop on the port's subnet:
+// destinations with dst&Mask == Net go to Via.
+type StaticRoute struct {
+	Net, Mask, Via uint32
+}
+
+// StaticRoute6 is an IPv6 StaticRoute.
+type StaticRoute6 struct {
+	Net, Mask, Via hdr.Addr6
+}
+
+// portRoute is a StaticRoute with its port.
+type portRoute struct {
+	port int
+	StaticRoute
 }
 
 // PortInfo is a port's layer-2/3 identity.
@@ -83,6 +104,10 @@ type PortInfo struct {
 	// neighbour discovery and announced by unsolicited NA by the master
 	// only.
 	Floating6 []hdr.Addr6
+	// Routes and Routes6 are the static routes through next hops on the
+	// port's subnets (conf.Port.Routes), before the gateway.
+	Routes  []StaticRoute
+	Routes6 []StaticRoute6
 }
 
 // How a port's NIC spreads packets over the lcores' queues, as the
@@ -212,7 +237,16 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		if !p.Gateway6.IsUnspecified() && s.six.gatewayPort < 0 {
 			s.six.gatewayPort = i
 		}
+		for _, r := range p.Routes {
+			s.routes = append(s.routes, portRoute{i, r})
+		}
+		for _, r := range p.Routes6 {
+			s.six.routes = append(s.six.routes, portRoute6{i, r})
+		}
 	}
+	// The longest prefix first: the first route that matches wins.
+	slices.SortStableFunc(s.routes, func(a, b portRoute) int { return bits.OnesCount32(b.Mask) - bits.OnesCount32(a.Mask) })
+	slices.SortStableFunc(s.six.routes, func(a, b portRoute6) int { return ones6(&b.Mask) - ones6(&a.Mask) })
 	if s.Neigh == nil {
 		s.Neigh = map[uint32]hdr.MAC{}
 	}
@@ -329,6 +363,11 @@ func (s *Snapshot) Route(dst uint32) (port int, nextHop uint32, ok bool) {
 	for i := range s.Ports {
 		if dst&s.Ports[i].Mask == s.Ports[i].Net {
 			return i, dst, true
+		}
+	}
+	for i := range s.routes {
+		if r := &s.routes[i]; dst&r.Mask == r.Net {
+			return r.port, r.Via, true
 		}
 	}
 	if s.gatewayPort >= 0 {

@@ -1,6 +1,8 @@
 package lcore
 
 import (
+	"math/bits"
+
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -10,7 +12,33 @@ import (
 type snapshot6 struct {
 	services    map[ServiceKey]int32
 	vips        map[hdr.Addr6]bool
-	gatewayPort int // port whose Gateway6 reaches everything off-link, or -1
+	gatewayPort int          // port whose Gateway6 reaches everything off-link, or -1
+	routes      []portRoute6 // the ports' static IPv6 routes, longest prefix first
+}
+
+// portRoute6 is a StaticRoute6 with its port.
+type portRoute6 struct {
+	port int
+	StaticRoute6
+}
+
+// ones6 is the length of an IPv6 mask.
+func ones6(m *hdr.Addr6) int {
+	n := 0
+	for _, b := range m {
+		n += bits.OnesCount8(b)
+	}
+	return n
+}
+
+// inNet6 reports whether a&mask == net.
+func inNet6(a, net, mask *hdr.Addr6) bool {
+	for i := range a {
+		if a[i]&mask[i] != net[i] {
+			return false
+		}
+	}
+	return true
 }
 
 func (s *snapshot6) add(k ServiceKey, i int32) {
@@ -54,6 +82,11 @@ func (s *Snapshot) Route6(dst *hdr.Addr6) (port int, nextHop hdr.Addr6, ok bool)
 	for i := range s.Ports {
 		if s.Ports[i].onLink6(dst) {
 			return i, *dst, true
+		}
+	}
+	for i := range s.six.routes {
+		if r := &s.six.routes[i]; inNet6(dst, &r.Net, &r.Mask) {
+			return r.port, r.Via, true
 		}
 	}
 	if g := s.six.gatewayPort; g >= 0 {

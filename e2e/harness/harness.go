@@ -195,6 +195,12 @@ func (c Config) YAML() string {
 		if len(p.Floating) > 0 {
 			w("    floating: [%s]", strings.Join(p.Floating, ", "))
 		}
+		if len(p.Routes) > 0 {
+			w("    routes:")
+			for _, r := range p.Routes {
+				w("      - {prefix: %s, via: %s}", r[0], r[1])
+			}
+		}
 	}
 	w("services:")
 	for _, s := range c.Services {

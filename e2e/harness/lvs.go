@@ -29,6 +29,9 @@ type Port struct {
 	// Floating are addresses this port answers ARP for only while lbd
 	// is the master of an active/backup pair ("198.51.100.1").
 	Floating []string
+	// Routes are static routes through next hops on the port's subnet:
+	// {"10.9.0.0/24", "198.51.100.12"}.
+	Routes [][2]string
 }
 
 // AFPacketPort is a Port on the af_packet device number i over iface.
