@@ -272,12 +272,15 @@ func (c *Config) validatePorts() error {
 		}
 		clients = clients || p.FacesClients()
 	}
-	return c.validateRoutes(clients)
+	if len(c.Services) > 0 && !clients {
+		return fieldErrorf("ports", "no port has role client or both, but services need one to receive client traffic")
+	}
+	return c.validateRoutes()
 }
 
 // validateRoutes: no route's network overlaps a port's subnet (those are
 // on-link) nor repeats another's, and at most MaxRoutes a family.
-func (c *Config) validateRoutes(clients bool) error {
+func (c *Config) validateRoutes() error {
 	seen := map[netip.Prefix]string{}
 	n4, n6 := 0, 0
 	for i, p := range c.Ports {
@@ -310,9 +313,6 @@ func (c *Config) validateRoutes(clients bool) error {
 				return fieldErrorf(f, "more than %d routes of a family (a packet off-link is matched against each)", MaxRoutes)
 			}
 		}
-	}
-	if len(c.Services) > 0 && !clients {
-		return fieldErrorf("ports", "no port has role client or both, but services need one to receive client traffic")
 	}
 	return nil
 }

@@ -52,18 +52,3 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 	}
 	return fleet
 }
-
-// checkFullNATStreams ends the FullNAT streams: none may have broken.
-func (e *scaleEnv) checkFullNATStreams(t *testing.T, fleet *echoFleet) {
-	t.Helper()
-	fleet.finish()
-	ty, longest := fleet.verdict(20 * time.Second)
-	t.Logf("FullNAT streams: %s (longest gap %v)", ty.summary(), longest.Round(time.Millisecond))
-	stalled := ty.byKind["stall"]
-	if broken := ty.broken() - stalled; broken > 0 {
-		t.Errorf("%d of %d FullNAT streams broke across node a's drain and undrain", broken, scaleFNATStreams)
-	}
-	if stalled > scaleFNATStreams/100 {
-		t.Errorf("%d of %d FullNAT streams went silent for 20 s, want at most 1%%", stalled, scaleFNATStreams)
-	}
-}

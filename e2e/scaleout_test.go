@@ -91,7 +91,7 @@ func TestScaleOutBGP(t *testing.T) {
 	e.lbctlOn(t, a, "undrain")
 	e.waitRoute(t, "node a undrained", a, b, c)
 	keepStreamingAfter(t, fnat, "node a undrained (FullNAT)", undrained)
-	e.checkFullNATStreams(t, fnat)
+	finishStreams(t, fnat, "FullNAT streams", "node a's drain and undrain", scaleFNATStreams)
 
 	// Node a's servers all at weight 0: it has no live server for the
 	// VIP and withdraws it; weight 1 again announces it.
@@ -165,21 +165,7 @@ func TestScaleOutBGP(t *testing.T) {
 		t.Errorf("nodes a and b scheduled %v of 40 new connections, want all, spread over both", by)
 	}
 
-	fleet.finish()
-	ty, longest := fleet.verdict(20 * time.Second)
-	t.Logf("streams: %s (longest gap %v)", ty.summary(), longest.Round(time.Millisecond))
-	// A director that lost a moved flow would reset it (the real server
-	// answers a segment it does not know) or drop its packets
-	// (not_syn): neither may happen. A stream silent for 20 s is lost to
-	// the machine's load (several seconds without a packet through, then
-	// TCP's backed-off retransmissions): at most 1%.
-	stalled := ty.byKind["stall"]
-	if broken := ty.broken() - stalled; broken > 0 {
-		t.Errorf("%d of %d streams broke across drain, kill -9 and SIGTERM of directors", broken, scaleStreams)
-	}
-	if stalled > scaleStreams/100 {
-		t.Errorf("%d of %d streams went silent for 20 s, want at most 1%%", stalled, scaleStreams)
-	}
+	finishStreams(t, fleet, "streams", "drain, kill -9 and SIGTERM of directors", scaleStreams)
 	for name, d := range map[string]map[string]float64{"a": e.drops(t, a), "b": e.drops(t, b), "c": dropsC} {
 		t.Logf("node %s drops: %s", name, nonZero(d))
 		if d["not_syn"] > 0 {
@@ -190,6 +176,26 @@ func TestScaleOutBGP(t *testing.T) {
 		if err := n.lbd.Stop(scaleGrace + 20*time.Second); err != nil {
 			t.Errorf("node %s: %v", n.Name, err)
 		}
+	}
+}
+
+// finishStreams ends a fleet of n streams: a director that lost a moved
+// flow would reset it (the real server answers a segment it does not
+// know) or drop its packets (not_syn), so none may break across what the
+// test did; a stream silent for 20 s is lost to the machine's load
+// (several seconds without a packet through, then TCP's backed-off
+// retransmissions): at most 1%.
+func finishStreams(t *testing.T, fleet *echoFleet, what, across string, n int) {
+	t.Helper()
+	fleet.finish()
+	ty, longest := fleet.verdict(20 * time.Second)
+	t.Logf("%s: %s (longest gap %v)", what, ty.summary(), longest.Round(time.Millisecond))
+	stalled := ty.byKind["stall"]
+	if broken := ty.broken() - stalled; broken > 0 {
+		t.Errorf("%d of %d %s broke across %s", broken, n, what, across)
+	}
+	if stalled > n/100 {
+		t.Errorf("%d of %d %s went silent for 20 s, want at most 1%%", stalled, n, what)
 	}
 }
 

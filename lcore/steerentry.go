@@ -52,6 +52,10 @@ func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 		return
 	}
 	lip, lport := r.Ext.LIP, r.Ext.LPort
+	p := w.lpools[lip]
+	if p == nil {
+		return // a peer director's address (insertReserved): its packets never come here
+	}
 	if id, _, found := w.table.Lookup(r.Proto, rip, r.RPort, lip, lport); found {
 		c := w.table.Get(id)
 		if c.Flags&flagSteer == 0 || c.RIP != uint32(r.SteerTo) {
@@ -61,10 +65,6 @@ func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 		c.State = r.State // a later record of the connection: renewed
 		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
 		return
-	}
-	p := w.lpools[lip]
-	if p == nil {
-		return // a peer director's address (insertReserved): its packets never come here
 	}
 	if !p.reserve(lport) {
 		b.LocalPort++
