@@ -19,6 +19,7 @@ import (
 // (without the running table handed over, the new lbd would know no
 // such server and refuse the connection as no_dest).
 func TestUpgradeKeepsLbctlEdits(t *testing.T) {
+	waitBound(t)
 	e := startNATWith(t, natOptions{listen: map[string]string{"rs2": ":8080,:8081"}})
 	e.warmUp(t)
 	vip := e.nat.VIP.String() + ":80"

@@ -51,6 +51,7 @@ type streamGroup struct {
 // TestUpgradeKeepsConnections: lbctl upgrade under load. First an upgrade
 // to a binary that fails -check, which lbd must refuse and survive.
 func TestUpgradeKeepsConnections(t *testing.T) {
+	waitBound(t)
 	e, cfg := startRestartEnv(t, "")
 	e.refusedUpgrade(t)
 	e.restartUnderLoad(t, restartGroups, func() { e.upgrade(t, cfg) })
@@ -91,6 +92,7 @@ func (e *lbEnv) upgrade(t *testing.T, cfg harness.Config) {
 // with restart.state_file. The first lbd starts over a corrupt state
 // file, which it must refuse (and remove) and start empty.
 func TestRestartWithStateFileKeepsConnections(t *testing.T) {
+	waitBound(t)
 	state := filepath.Join(t.TempDir(), "handover")
 	if err := os.WriteFile(state, []byte("DPLBHAND but not a handover"), 0o600); err != nil {
 		t.Fatal(err)

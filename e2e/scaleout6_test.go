@@ -17,6 +17,7 @@ import (
 // a drained director's /128 is withdrawn with its /32, and comes back on
 // undrain.
 func TestScaleOutIPv6(t *testing.T) {
+	waitBound(t)
 	e := newScaleEnvOn(t, false, true)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)

@@ -13,6 +13,7 @@ import (
 // on through them (mh and sloppy_tcp pick the same server, sync has the
 // state). The link comes back: c announces again and takes new flows.
 func TestScaleOutLinkDown(t *testing.T) {
+	waitBound(t)
 	e := newScaleEnvOn(t, true, false)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)

@@ -48,6 +48,7 @@ const (
 )
 
 func TestScaleOutBGP(t *testing.T) {
+	waitBound(t)
 	e := newScaleEnvWith(t, false, false, true)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)

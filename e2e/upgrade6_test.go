@@ -21,6 +21,7 @@ const v6VIPUpgrade = "2001:db8:4::30" // routed by the router to lbd
 // stream delivers its last byte, the counters go on, new connections
 // balance.
 func TestUpgradeKeepsIPv6Connections(t *testing.T) {
+	waitBound(t)
 	e, dir := newEnv(t)
 	l := buildNATAndDR(t, e)
 	six := v6Setup{t, e.topo}

@@ -30,6 +30,7 @@ const removedEchoPort = 9400
 // drain the client found no MAC address for the VIP after -D, and the
 // upgrade refused the connection (no_service).
 func TestRemovedServiceKeepsItsConnections(t *testing.T) {
+	waitBound(t)
 	e := startNATWith(t, natOptions{
 		setup: func(t *testing.T, _ *topo.Topo, nat *topo.NAT) {
 			startEchoServers(t, removedEchoPort, nat.Servers[0].NS, nat.Servers[1].NS)
