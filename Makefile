@@ -2,6 +2,11 @@
 # expects to run as root; `make setup` installs what is missing first.
 
 export PATH := /usr/local/go/bin:$(PATH)
+# Every build trims the build machine's paths, as the Debian package's and
+# the image's do (scripts/deb.sh, docker/build.sh): one set of compiler
+# flags, so that the package tests reuse what the build compiled instead
+# of compiling lbd and its dependencies again.
+export GOFLAGS := -trimpath $(GOFLAGS)
 GO      ?= go
 BIN     := bin
 LBD     := $(BIN)/lbd
