@@ -343,19 +343,13 @@ func (c *ftpCheck) noop(when string) {
 // transfer finishes, and the same control connection downloads a third
 // time through the new master, every file byte for byte its server's,
 // all from the same server.
-func TestFailoverFTP(t *testing.T) {
-	waitBound(t)
-	testFailoverFTP(t, false)
-}
+func TestFailoverFTP(t *testing.T) { testFailoverFTP(t, false) }
 
 // TestFailoverFTP6 is TestFailoverFTP over IPv6: the FTP service on
 // haVIP6 by NAT66, EPSV's 229 in the control connection, the backup
 // holding both connections from IPv6 sync records with the helper's flag
 // and service port; the new master's unsolicited NA moves the VIP.
-func TestFailoverFTP6(t *testing.T) {
-	waitBound(t)
-	testFailoverFTP(t, true)
-}
+func TestFailoverFTP6(t *testing.T) { testFailoverFTP(t, true) }
 
 func testFailoverFTP(t *testing.T, six bool) {
 	e := newHAEnvWith(t, false, six, true)

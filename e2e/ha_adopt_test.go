@@ -26,7 +26,6 @@ const adoptFNATStreams = 20
 // service, so when the master dies they all go on through the backup,
 // while its new connections go to the servers it has.
 func TestFailoverKeepsServersOnlyTheMasterHas(t *testing.T) {
-	waitBound(t)
 	e := newHAEnv(t, false)
 	a, b := e.nodes[0], e.nodes[1]
 	rs1, rs2 := e.ha.Servers[0], e.ha.Servers[1]

@@ -18,7 +18,6 @@ const linkStreams = 100
 // role back (it has received node b's connections meanwhile, as a
 // backup): the streams go on again.
 func TestFailoverOnLinkDown(t *testing.T) {
-	waitBound(t)
 	e := newHAEnvOn(t, false, false, false, true)
 	a, b := e.nodes[0], e.nodes[1]
 	e.checkMaster(t, "at start", a)

@@ -47,15 +47,9 @@ const (
 	haFNATStreams = 50
 )
 
-func TestFailoverNAT(t *testing.T) {
-	waitBound(t)
-	testFailover(t, false)
-}
+func TestFailoverNAT(t *testing.T) { testFailover(t, false) }
 
-func TestFailoverDR(t *testing.T) {
-	waitBound(t)
-	testFailover(t, true)
-}
+func TestFailoverDR(t *testing.T) { testFailover(t, true) }
 
 // haStreams6 is TestFailoverDR6's and TestFailoverNAT6's count of IPv6
 // echo streams.
@@ -66,10 +60,7 @@ const haStreams6 = 100
 // entered under its own folds; when the master dies, the new master's
 // unsolicited NA moves the IPv6 VIP in the router's neighbour cache and
 // the streams go on through it.
-func TestFailoverDR6(t *testing.T) {
-	waitBound(t)
-	testFailover6(t, true)
-}
+func TestFailoverDR6(t *testing.T) { testFailover6(t, true) }
 
 // TestFailoverNAT6: the same with the VS/NAT pair and a NAT66 service
 // (both it and the NAT64 one below behind the SYN proxy: their entries
@@ -84,10 +75,7 @@ func TestFailoverDR6(t *testing.T) {
 // endpoint, the local address answers ARP on the master alone and the new
 // master's gratuitous ARP moves it in the servers' caches, and they go on
 // as the others do.
-func TestFailoverNAT6(t *testing.T) {
-	waitBound(t)
-	testFailover6(t, false)
-}
+func TestFailoverNAT6(t *testing.T) { testFailover6(t, false) }
 
 // haNAT64Streams is TestFailoverNAT6's count of NAT64 echo streams.
 const haNAT64Streams = 50

@@ -3,14 +3,15 @@ package e2e
 import "testing"
 
 // waitBound marks a test that spends most of its time waiting and little
-// of it on a CPU: VRRP and BGP timers, a shutdown grace, TCP's
-// retransmission backoff across a restart, streams that must keep moving
-// for seconds. Such tests run in parallel with each other (up to go
-// test's -parallel at a time; make test gives 4), after every sequential
-// test has finished, so that the CPU-bound ones (floods, storms, rates)
-// still run alone. Their assertions measure against their own timers
-// (a takeover against keepalived's, a stall against the takeover it
-// followed), not against the machine being idle.
+// of it on a CPU: BGP timers and a shutdown grace (scale-out), TCP's
+// retransmission backoff across an upgrade or restart, streams that must
+// keep moving for seconds. Such tests run in parallel with each other (up
+// to go test's -parallel at a time; make test gives 4), after every
+// sequential test has finished, so that the CPU-bound ones (floods,
+// storms, rates) still run alone. The keepalived pairs (TestFailover*,
+// TestUpgradeMasterKeepsItsRole, TestRestartedBackupPullsTable) stay
+// sequential: four at a time, their VRRP processes were killed (SIGKILL,
+// keepalived respawning them) and masters lost their role.
 func waitBound(t *testing.T) {
 	t.Helper()
 	t.Parallel()

@@ -19,7 +19,6 @@ import (
 // Then the master dies: node b takes over with the pulled table and the
 // streams go on.
 func TestRestartedBackupPullsTable(t *testing.T) {
-	waitBound(t)
 	e := newHAEnv(t, false)
 	a, b := e.nodes[0], e.nodes[1]
 	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
@@ -83,7 +82,6 @@ func harnessList(e *haEnv, n *haNode) (api.Response, error) {
 // so it alone still answers ARP for the VIP, the streams go on, and
 // connections opened after the upgrade still reach the backup by sync.
 func TestUpgradeMasterKeepsItsRole(t *testing.T) {
-	waitBound(t)
 	e := newHAEnv(t, false)
 	a, b := e.nodes[0], e.nodes[1]
 	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
