@@ -664,3 +664,40 @@ func TestViaLBDLimitsFitTheDataplane(t *testing.T) {
 		}
 	}
 }
+
+// TestProbePortQuarantine: a finished probe's source port is not used
+// again for probeQuarantine while another is free, so the server's late
+// segments of the old exchange (its FIN after the answer) find no probe
+// and are not counted as rejected answers to a new one; with no other
+// port free, the quarantined one is used rather than none.
+func TestProbePortQuarantine(t *testing.T) {
+	var p probeState
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: conf.HealthCheck{Type: "http", Via: "lbd"}}
+	const first, count = 40000, 2
+	k1, w1, done1 := p.start(target, hdr.ProtoTCP, first, count)
+	done1()
+	for i := 0; i < 20; i++ { // the random start would pick k1's port half the time
+		k2, _, done2 := p.start(target, hdr.ProtoTCP, first, count)
+		if k2.srcPort == k1.srcPort {
+			t.Fatalf("probe %d took port %d, quarantined since the last probe ended", i, k2.srcPort)
+		}
+		// The old exchange's FIN arrives while the new probe waits.
+		p.deliver(lcore.Event{Proto: hdr.ProtoTCP, IP: k1.ip, DstPort: k1.dstPort, SrcPort: k1.srcPort, Ack: w1.seq + 1 + 50, Result: lcore.ProbeData})
+		if n := p.rejected.Load(); n != 0 {
+			t.Fatalf("a late segment of the previous probe counted as %d rejected answers", n)
+		}
+		p.mu.Lock()
+		delete(p.waiters, k2) // ended without quarantine: k1 stays the only quarantined port
+		p.mu.Unlock()
+		_ = done2
+	}
+	// Both ports quarantined: a probe still gets one, the port whose
+	// probe ended first.
+	k3, _, done3 := p.start(target, hdr.ProtoTCP, first, count)
+	done3()
+	k4, _, done4 := p.start(target, hdr.ProtoTCP, first, count)
+	defer done4()
+	if k3.srcPort == k1.srcPort || k4.srcPort != k1.srcPort {
+		t.Fatalf("ports %d, then %d and %d with every port quarantined: want %d last", k1.srcPort, k3.srcPort, k4.srcPort, k1.srcPort)
+	}
+}

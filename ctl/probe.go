@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/health"
@@ -58,6 +59,13 @@ type probeWaiter struct {
 type probeState struct {
 	mu      sync.Mutex
 	waiters map[probeKey]*probeWaiter
+	// ended holds when each recently finished probe's key was given up:
+	// a new probe avoids those for probeQuarantine, as TCP's TIME_WAIT
+	// does, so that the old exchange's late segments (the server's FIN
+	// after its answer, an answer after the timeout) find no probe rather
+	// than a new one, which would count them as rejected.
+	ended    map[probeKey]time.Time
+	prunedAt time.Time // when ended was last swept of keys out of quarantine
 	// rejected counts answers to a probe in flight that did not acknowledge
 	// its sequence number (dplb_probe_answers_rejected_total).
 	rejected atomic.Uint64
@@ -102,20 +110,59 @@ func (p *probeState) start(t health.Target, proto uint8, first, count uint16) (k
 	if proto == hdr.ProtoICMP {
 		k.dstPort = 0 // an echo has no port; srcPort is its identifier
 	}
+	now := time.Now()
 	begin := random32()
+	// A port no probe in flight uses: out of quarantine, or else the one
+	// that left its last probe longest ago.
+	free, freeEnded := -1, now
 	for i := uint32(0); i < uint32(count); i++ {
 		k.srcPort = first + uint16((begin+i)%uint32(count))
-		if _, busy := p.waiters[k]; !busy {
+		if _, busy := p.waiters[k]; busy {
+			continue
+		}
+		at, ok := p.ended[k]
+		if !ok || now.Sub(at) >= probeQuarantine {
+			free = int(k.srcPort)
 			break
 		}
+		if free < 0 || at.Before(freeEnded) {
+			free, freeEnded = int(k.srcPort), at
+		}
 	}
+	if free >= 0 {
+		k.srcPort = uint16(free)
+	}
+	delete(p.ended, k)
 	w = &probeWaiter{seq: random32(), ch: make(chan lcore.Event, 4)}
 	p.waiters[k] = w
 	return k, w, func() {
 		p.mu.Lock()
 		delete(p.waiters, k)
+		p.retire(k, time.Now())
 		p.mu.Unlock()
 	}
+}
+
+// probeQuarantine is how long a finished probe's key stays unused: longer
+// than a server or the path holds a late segment back.
+const probeQuarantine = 5 * time.Second
+
+// retire quarantines k from now on. Once a quarantine's length it
+// forgets the keys whose quarantine is over, so ended holds the probes
+// of the last two quarantines at most, swept once per quarantine.
+func (p *probeState) retire(k probeKey, now time.Time) {
+	if p.ended == nil {
+		p.ended = map[probeKey]time.Time{}
+	}
+	if now.Sub(p.prunedAt) >= probeQuarantine {
+		for old, at := range p.ended {
+			if now.Sub(at) >= probeQuarantine {
+				delete(p.ended, old)
+			}
+		}
+		p.prunedAt = now
+	}
+	p.ended[k] = now
 }
 
 // setSent records that the probe w sent n bytes after its SYN.
