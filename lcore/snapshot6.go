@@ -65,15 +65,7 @@ func (s *Snapshot) IsVIP6(a hdr.Addr6) bool { return s.six.vips[a] }
 
 // onLink6 reports whether a is in the port's IPv6 subnet.
 func (p *PortInfo) onLink6(a *hdr.Addr6) bool {
-	if p.Addr6.IsUnspecified() {
-		return false
-	}
-	for i := range a {
-		if a[i]&p.Mask6[i] != p.Net6[i] {
-			return false
-		}
-	}
-	return true
+	return !p.Addr6.IsUnspecified() && inNet6(a, &p.Net6, &p.Mask6)
 }
 
 // Route6 picks the output port and next hop for an IPv6 destination: the
