@@ -234,7 +234,6 @@ func TestProbeThroughLBD(t *testing.T) {
 	}{
 		{lcore.ProbeOpen, true, ""},
 		{lcore.ProbeRefused, false, "connect: connection refused (through lbd)"},
-		{lcore.ProbeNotSent, false, "probe not sent: no route or no MAC for the server"},
 	} {
 		f.probeMu.Lock()
 		f.probes = nil
@@ -274,6 +273,99 @@ func TestProbeThroughLBD(t *testing.T) {
 	if ok, reason := c.ProbeTCP(ctx, target); ok || reason != "timeout after 1s (through lbd)" {
 		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
+	testProbeResentWithoutMAC(t, c, target, func() (lcore.Event, bool) { return probeSentNow(f) },
+		func(sent lcore.Event) lcore.Event { sent.Result = lcore.ProbeOpen; return sent }, "")
+}
+
+// testProbeResentWithoutMAC: a probe of target that the dataplane could
+// not send for want of the server's MAC (ProbeNotSent) is sent again,
+// the same, while its timeout lasts, and the answer to a later one
+// decides it; a server whose MAC never comes fails with that reason.
+// poll takes the packet sent last, if any, as the event that reports it
+// (its key and Ack the probe's); answer makes the server's answer to it,
+// which makes the check say want ("" for a pass).
+func testProbeResentWithoutMAC(t *testing.T, c *Controller, target health.Target, poll func() (lcore.Event, bool), answer func(sent lcore.Event) lcore.Event, want string) {
+	t.Helper()
+	next := func() lcore.Event {
+		t.Helper()
+		for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
+			if ev, ok := poll(); ok {
+				return ev
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no probe sent")
+			}
+		}
+	}
+	run := func(ctx context.Context) chan [2]any {
+		done := make(chan [2]any, 1)
+		go func() {
+			ok, reason := c.checker(ctx, target)
+			done <- [2]any{ok, reason}
+		}()
+		return done
+	}
+	notSent := func(ev lcore.Event) lcore.Event {
+		ev.Result = lcore.ProbeNotSent
+		return ev
+	}
+	for _, ok := poll(); ok; _, ok = poll() { // what earlier probes sent
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done := run(ctx)
+	first := next()
+	c.probes.deliver(notSent(first))
+	again := next()
+	if again.SrcPort != first.SrcPort || again.Ack != first.Ack || again.IP != first.IP || again.IP6 != first.IP6 {
+		t.Fatalf("after no MAC, sent %+v, then %+v", first, again)
+	}
+	c.probes.deliver(answer(again))
+	if got := <-done; got[0] != (want == "") || got[1] != want {
+		t.Errorf("the answer to the probe sent again: %v %q, want %q", got[0], got[1], want)
+	}
+	// Never a MAC: sent again and again, and when the time is up (once
+	// the probe has taken the last ProbeNotSent), failed for that.
+	ctx, cancel = context.WithCancel(context.Background())
+	defer cancel()
+	done = run(ctx)
+	for i := 0; i < 3; i++ {
+		c.probes.deliver(notSent(next()))
+	}
+	for deadline := time.Now().Add(2 * time.Second); probesPending(&c.probes) != 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the probe does not take its answers")
+		}
+	}
+	cancel()
+	if got := <-done; got[0] != false || got[1] != "probe not sent: no route or no MAC for the server" {
+		t.Errorf("no MAC for the whole timeout: %v %q", got[0], got[1])
+	}
+}
+
+// probesPending counts the answers delivered to probes in flight and not
+// taken yet.
+func probesPending(p *probeState) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, w := range p.waiters {
+		n += len(w.ch)
+	}
+	return n
+}
+
+// probeSentNow takes the probe the fake dataplane recorded last, if any.
+func probeSentNow(f *fakeDataplane) (lcore.Event, bool) {
+	f.probeMu.Lock()
+	defer f.probeMu.Unlock()
+	n := len(f.probes)
+	if n == 0 {
+		return lcore.Event{}, false
+	}
+	ev := f.probes[n-1]
+	f.probes = nil
+	return ev, true
 }
 
 // TestProbeThroughLBD6: a via-lbd check of an IPv6 server asks for a
@@ -365,7 +457,7 @@ func TestSpoofedProbeAnswersChangeNothing(t *testing.T) {
 		go c.checker(context.Background(), target)
 		sent := probeSent(t, f)
 		ports, seqs[sent.Ack] = append(ports, sent.SrcPort), true
-		sent.Result = lcore.ProbeNotSent
+		sent.Result = lcore.ProbeRefused
 		c.probes.deliver(sent)
 	}
 	steps := 0
@@ -441,22 +533,31 @@ func segmentSent(t *testing.T, f *fakeDataplane) lcore.Command {
 func commandSent(t *testing.T, f *fakeDataplane, kind lcore.CommandKind) lcore.Command {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(time.Millisecond) {
-		f.cmdMu.Lock()
-		for i, sc := range f.commands {
-			if sc.cmd.Kind == kind {
-				f.commands = append(f.commands[:i:i], f.commands[i+1:]...)
-				f.cmdMu.Unlock()
-				if sc.worker != 0 {
-					t.Fatalf("%v sent by worker %d", kind, sc.worker)
-				}
-				return sc.cmd
-			}
+		if cmd, ok := commandSentNow(t, f, kind); ok {
+			return cmd
 		}
-		f.cmdMu.Unlock()
 		if time.Now().After(deadline) {
 			t.Fatalf("no %v sent", kind)
 		}
 	}
+}
+
+// commandSentNow takes the first command of kind the fake dataplane
+// recorded for worker 0, if any.
+func commandSentNow(t *testing.T, f *fakeDataplane, kind lcore.CommandKind) (lcore.Command, bool) {
+	t.Helper()
+	f.cmdMu.Lock()
+	defer f.cmdMu.Unlock()
+	for i, sc := range f.commands {
+		if sc.cmd.Kind == kind {
+			f.commands = append(f.commands[:i:i], f.commands[i+1:]...)
+			if sc.worker != 0 {
+				t.Fatalf("%v sent by worker %d", kind, sc.worker)
+			}
+			return sc.cmd, true
+		}
+	}
+	return lcore.Command{}, false
 }
 
 // TestHTTPProbeThroughLBD: an HTTP check through lbd opens the connection
@@ -537,6 +638,42 @@ func TestHTTPProbeThroughLBD(t *testing.T) {
 	if rst := segmentSent(t, f); rst.Flags != hdr.TCPFlagRST || rst.Seq != req.Seq+uint32(len(req.Payload)) {
 		t.Errorf("after the timeout: %+v", rst)
 	}
+
+	// A server whose socket went away between its SYN-ACK and the request
+	// answers the request with a RST that has no ACK, only the sequence
+	// number the request acknowledged (RFC 793 3.4): that one, and no
+	// other, ends the probe.
+	ctx, cancel = context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	done = make(chan string)
+	go func() {
+		_, reason := c.checker(ctx, target)
+		done <- reason
+	}()
+	syn = probeSent(t, f)
+	synAck := syn
+	synAck.Result, synAck.Seq = lcore.ProbeOpen, serverISN
+	c.probes.deliver(synAck)
+	segmentSent(t, f)
+	rst := lcore.Event{Kind: lcore.EvProbe, IP: syn.IP, DstPort: 80, SrcPort: syn.SrcPort, Result: lcore.ProbeRefused,
+		Seq: serverISN + 2, Flags: hdr.TCPFlagRST}
+	rejected := c.probes.rejected.Load()
+	c.probes.deliver(rst)
+	if c.probes.rejected.Load() != rejected+1 {
+		t.Fatal("a RST without ACK off the server's sequence number was not rejected")
+	}
+	rst.Seq = serverISN + 1
+	c.probes.deliver(rst)
+	if reason := <-done; reason != "connection reset by the server (through lbd)" {
+		t.Errorf("the server's RST to the request: %q", reason)
+	}
+	if c.probes.rejected.Load() != rejected+1 {
+		t.Error("the server's RST to the request was rejected")
+	}
+
+	// A SYN that finds no MAC goes again.
+	testProbeResentWithoutMAC(t, c, target, func() (lcore.Event, bool) { return probeSentNow(f) },
+		func(sent lcore.Event) lcore.Event { sent.Result = lcore.ProbeRefused; return sent }, "connect: connection refused (through lbd)")
 }
 
 // TestUDPProbeThroughLBD: a UDP check through lbd has worker 0 send the
@@ -556,7 +693,6 @@ func TestUDPProbeThroughLBD(t *testing.T) {
 		{lcore.ProbeData, "..pong..", true, ""},
 		{lcore.ProbeData, "nope", false, `reply does not contain "pong" in its first 64 bytes (through lbd)`},
 		{lcore.ProbeRefused, "", false, "port unreachable (through lbd)"},
-		{lcore.ProbeNotSent, "", false, "probe not sent: no route or no MAC for the server"},
 	} {
 		done := make(chan [2]any)
 		go func() {
@@ -585,6 +721,16 @@ func TestUDPProbeThroughLBD(t *testing.T) {
 	if ok, reason := c.ProbeUDP(ctx, target); ok || reason != "no reply within 1s (through lbd)" {
 		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
+	testProbeResentWithoutMAC(t, c, target, func() (lcore.Event, bool) {
+		cmd, ok := commandSentNow(t, f, lcore.CmdProbeDatagram)
+		if ok && string(cmd.Payload) != "ping" {
+			t.Fatalf("datagram %+v", cmd)
+		}
+		return lcore.Event{Kind: lcore.EvProbe, Proto: hdr.ProtoUDP, IP: cmd.IP, DstPort: cmd.DstPort, SrcPort: cmd.SrcPort}, ok
+	}, func(sent lcore.Event) lcore.Event {
+		sent.Result, sent.DataLen = lcore.ProbeData, uint8(copy(sent.Data[:], "pong"))
+		return sent
+	}, "")
 }
 
 // TestICMPProbeThroughLBD: an ICMP check through lbd has worker 0 send an
@@ -620,6 +766,13 @@ func TestICMPProbeThroughLBD(t *testing.T) {
 	if ok, reason := c.ProbeICMP(ctx, target); ok || reason != "no echo reply within 1s (through lbd)" {
 		t.Errorf("unanswered probe: %v %q", ok, reason)
 	}
+	testProbeResentWithoutMAC(t, c, target, func() (lcore.Event, bool) {
+		cmd, ok := commandSentNow(t, f, lcore.CmdProbeEcho)
+		return lcore.Event{Kind: lcore.EvProbe, Proto: hdr.ProtoICMP, IP6: cmd.IP6, SrcPort: cmd.SrcPort, Ack: cmd.Seq}, ok
+	}, func(sent lcore.Event) lcore.Event {
+		sent.Result = lcore.ProbeData
+		return sent
+	}, "")
 }
 
 // TestViaLBDLimitsFitTheDataplane: the configuration's bounds on checks

@@ -53,7 +53,24 @@ type probeWaiter struct {
 	// sent is how much data an HTTP probe has sent after its SYN: an
 	// answer to that data acknowledges seq + 1 + sent.
 	sent uint32
-	ch   chan lcore.Event
+	// open is set once an HTTP probe's SYN-ACK is in, serverNext then the
+	// server's sequence number after its SYN.
+	open       bool
+	serverNext uint32
+	ch         chan lcore.Event
+}
+
+// acceptsTCP reports whether a TCP answer ev is to the probe w: it
+// acknowledges the SYN, or the data after it. A RST without ACK is the
+// answer of a server whose socket is gone to the request (RFC 793 3.4:
+// the RST takes its sequence number from the segment's ack); it counts if
+// it sits exactly at the server's next sequence number (RFC 5961 3.2),
+// which only the SYN-ACK told.
+func (w *probeWaiter) acceptsTCP(ev lcore.Event) bool {
+	if ev.Ack == w.seq+1 || w.sent != 0 && ev.Ack == w.seq+1+w.sent {
+		return true
+	}
+	return ev.Result == lcore.ProbeRefused && ev.Flags&hdr.TCPFlagACK == 0 && w.open && ev.Seq == w.serverNext
 }
 
 type probeState struct {
@@ -85,7 +102,7 @@ func (p *probeState) deliver(ev lcore.Event) {
 	// must match.
 	switch {
 	case ev.Result == lcore.ProbeNotSent:
-	case k.proto == hdr.ProtoTCP && ev.Ack != w.seq+1 && (w.sent == 0 || ev.Ack != w.seq+1+w.sent),
+	case k.proto == hdr.ProtoTCP && !w.acceptsTCP(ev),
 		k.proto == hdr.ProtoICMP && ev.Ack != w.seq&0xffff:
 		p.rejected.Add(1)
 		return
@@ -165,10 +182,11 @@ func (p *probeState) retire(k probeKey, now time.Time) {
 	p.ended[k] = now
 }
 
-// setSent records that the probe w sent n bytes after its SYN.
-func (p *probeState) setSent(w *probeWaiter, n int) {
+// opened records that the HTTP probe w has its SYN-ACK, whose server
+// goes on at serverNext, and sends n bytes after its SYN.
+func (p *probeState) opened(w *probeWaiter, serverNext uint32, n int) {
 	p.mu.Lock()
-	w.sent = uint32(n)
+	w.open, w.serverNext, w.sent = true, serverNext, uint32(n)
 	p.mu.Unlock()
 }
 
@@ -187,26 +205,68 @@ const probeRingFull = "probe not sent: lbd's command ring is full"
 // probeNotSent is why the dataplane could not send a probe's packet.
 const probeNotSent = "probe not sent: no route or no MAC for the server"
 
+// await waits for the next answer to the probe w. A probe that could
+// not leave for want of the server's MAC (ProbeNotSent; the lcore's miss
+// has the control loop ask ARP or neighbour discovery) is sent again with
+// resend every probeResend while ctx lasts, as the kernel holds a packet
+// while it resolves the next hop: the first checks after lbd starts,
+// before the first ARP answers, are not failed for that. A nil resend
+// fails the probe at once instead. It returns the answer, or why none
+// came: probeRingFull, probeNotSent, or "" when ctx ended first.
+func (c *Controller) await(ctx context.Context, w *probeWaiter, resend func() bool) (lcore.Event, string) {
+	var retry <-chan time.Time
+	notSent := false
+	for {
+		select {
+		case ev := <-w.ch:
+			if ev.Result != lcore.ProbeNotSent {
+				return ev, ""
+			}
+			if resend == nil {
+				return ev, probeNotSent
+			}
+			notSent, retry = true, time.After(probeResend)
+		case <-retry:
+			if ctx.Err() != nil {
+				continue // over: no probe the time left cannot wait for
+			}
+			if !resend() {
+				return lcore.Event{}, probeRingFull
+			}
+			notSent, retry = false, nil
+		case <-ctx.Done():
+			if notSent {
+				return lcore.Event{}, probeNotSent
+			}
+			return lcore.Event{}, ""
+		}
+	}
+}
+
+// probeResend is how long a probe that found no MAC waits before it is
+// sent again: a few control loop steps, time for an ARP answer on a LAN
+// to reach the lcores in a snapshot.
+const probeResend = 50 * time.Millisecond
+
 // ProbeTCP is a health.Checker for checks with via: lbd: it asks the
 // dataplane for a SYN to the server and waits for its answer.
 func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, string) {
 	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.ProbePortFirst, lcore.TCPProbePorts)
 	defer done()
-	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
+	syn := func() bool { return c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) }
+	if !syn() {
 		return false, probeRingFull
 	}
-	select {
-	case ev := <-w.ch:
-		switch ev.Result {
-		case lcore.ProbeOpen:
-			return true, ""
-		case lcore.ProbeRefused:
-			return false, "connect: connection refused (through lbd)"
-		}
-		return false, probeNotSent
-	case <-ctx.Done():
-		return false, probeTimeout(t)
+	ev, fail := c.await(ctx, w, syn)
+	switch {
+	case fail != "":
+		return false, fail
+	case ev.Result == lcore.ProbeOpen:
+		return true, ""
+	case ev.Result == lcore.ProbeRefused:
+		return false, "connect: connection refused (through lbd)"
 	}
+	return false, probeTimeout(t)
 }
 
 func probeTimeout(t health.Target) string {
@@ -224,7 +284,8 @@ func probeTimeout(t health.Target) string {
 func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, string) {
 	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.HTTPProbePortFirst, lcore.ProbePorts-lcore.TCPProbePorts)
 	defer done()
-	if !c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) {
+	syn := func() bool { return c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) }
+	if !syn() {
 		return false, probeRingFull
 	}
 	req := httpProbeRequest(t)
@@ -235,18 +296,20 @@ func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, stri
 	var serverNext uint32 // the server's sequence number after its SYN
 	open := false
 	for {
-		var ev lcore.Event
-		select {
-		case ev = <-w.ch:
-		case <-ctx.Done():
+		resend := syn // until the SYN-ACK; a request that finds no MAC fails
+		if open {
+			resend = nil
+		}
+		ev, fail := c.await(ctx, w, resend)
+		if fail != "" {
+			return false, fail
+		}
+		switch ev.Result {
+		case 0: // ctx ended
 			if open { // end the server's side of it
 				segment(hdr.TCPFlagRST, w.seq+1+uint32(len(req)), 0, nil)
 			}
 			return false, probeTimeout(t)
-		}
-		switch ev.Result {
-		case lcore.ProbeNotSent:
-			return false, probeNotSent
 		case lcore.ProbeRefused:
 			if open {
 				return false, "connection reset by the server (through lbd)"
@@ -259,7 +322,7 @@ func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, stri
 				continue
 			}
 			serverNext, open = ev.Seq+1, true
-			c.probes.setSent(w, len(req))
+			c.probes.opened(w, serverNext, len(req))
 			if !segment(hdr.TCPFlagACK|hdr.TCPFlagPSH, w.seq+1, serverNext, req) {
 				segment(hdr.TCPFlagRST, w.seq+1, 0, nil)
 				return false, probeRingFull
@@ -322,25 +385,27 @@ func (c *Controller) ProbeUDP(ctx context.Context, t health.Target) (bool, strin
 	check := t.Check.Effective()
 	k, w, done := c.probes.start(t, hdr.ProtoUDP, lcore.ProbePortFirst, lcore.ProbePorts)
 	defer done()
-	if !c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeDatagram, IP: k.ip, IP6: k.ip6, DstPort: k.dstPort, SrcPort: k.srcPort,
-		Payload: []byte(check.Send)}) {
+	datagram := func() bool {
+		return c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeDatagram, IP: k.ip, IP6: k.ip6, DstPort: k.dstPort, SrcPort: k.srcPort,
+			Payload: []byte(check.Send)})
+	}
+	if !datagram() {
 		return false, probeRingFull
 	}
-	select {
-	case ev := <-w.ch:
-		switch ev.Result {
-		case lcore.ProbeData:
-			if check.Expect != "" && !bytes.Contains(ev.Data[:ev.DataLen], []byte(check.Expect)) {
-				return false, fmt.Sprintf("reply does not contain %q in its first %d bytes (through lbd)", check.Expect, lcore.ProbeDataLen)
-			}
-			return true, ""
-		case lcore.ProbeRefused:
-			return false, "port unreachable (through lbd)"
-		}
-		return false, probeNotSent
-	case <-ctx.Done():
-		return false, fmt.Sprintf("no reply within %v (through lbd)", check.Timeout)
+	ev, fail := c.await(ctx, w, datagram)
+	if fail != "" {
+		return false, fail
 	}
+	switch ev.Result {
+	case lcore.ProbeData:
+		if check.Expect != "" && !bytes.Contains(ev.Data[:ev.DataLen], []byte(check.Expect)) {
+			return false, fmt.Sprintf("reply does not contain %q in its first %d bytes (through lbd)", check.Expect, lcore.ProbeDataLen)
+		}
+		return true, ""
+	case lcore.ProbeRefused:
+		return false, "port unreachable (through lbd)"
+	}
+	return false, fmt.Sprintf("no reply within %v (through lbd)", check.Timeout)
 }
 
 // ProbeICMP is the health.Checker for ICMP checks with via: lbd: worker
@@ -350,18 +415,20 @@ func (c *Controller) ProbeUDP(ctx context.Context, t health.Target) (bool, strin
 func (c *Controller) ProbeICMP(ctx context.Context, t health.Target) (bool, string) {
 	k, w, done := c.probes.start(t, hdr.ProtoICMP, lcore.ProbePortFirst, lcore.ProbePorts)
 	defer done()
-	if !c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeEcho, IP: k.ip, IP6: k.ip6, SrcPort: k.srcPort, Seq: w.seq & 0xffff}) {
+	echo := func() bool {
+		return c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeEcho, IP: k.ip, IP6: k.ip6, SrcPort: k.srcPort, Seq: w.seq & 0xffff})
+	}
+	if !echo() {
 		return false, probeRingFull
 	}
-	select {
-	case ev := <-w.ch:
-		if ev.Result == lcore.ProbeData {
-			return true, ""
-		}
-		return false, probeNotSent
-	case <-ctx.Done():
-		return false, fmt.Sprintf("no echo reply within %v (through lbd)", t.Check.Effective().Timeout)
+	ev, fail := c.await(ctx, w, echo)
+	switch {
+	case fail != "":
+		return false, fail
+	case ev.Result == lcore.ProbeData:
+		return true, ""
 	}
+	return false, fmt.Sprintf("no echo reply within %v (through lbd)", t.Check.Effective().Timeout)
 }
 
 // checker probes through lbd the checks that ask for it, and from the

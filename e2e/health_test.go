@@ -417,6 +417,21 @@ func TestUDPHealthThroughLBD(t *testing.T) {
 			}
 		}
 	}
+	// A server starts up: wait for the probes' own verdict first.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		body := e.scrapeMetrics(t)
+		answers := 0.0
+		for _, lc := range []string{"0", "1"} {
+			v, _ := metric(body, "dplb_lcore_events_total", map[string]string{"lcore": lc, "counter": "probe_answers"})
+			answers += v
+		}
+		if answers >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%v answers to probes in 10 s", answers)
+		}
+	}
 	udpHealth("up")
 	killServe(t, rs1.NS) // udpserve too
 	if reason := udpHealth("down"); reason != "port unreachable (through lbd)" {
