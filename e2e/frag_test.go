@@ -137,8 +137,8 @@ func TestFragmentsNAT(t *testing.T) {
 // startFragNAT runs lbd on two workers with tap ports in front of two
 // real servers of UDP port 5353, VIP:53 forwarded to them by VS/NAT or,
 // with fullNAT, by VS/FullNAT from fullNATLocal to servers without a
-// default route.
-func startFragNAT(t *testing.T, fullNAT bool) *lbEnv {
+// default route; configure edits the configuration before lbd starts.
+func startFragNAT(t *testing.T, fullNAT bool, configure ...func(*harness.Config)) *lbEnv {
 	e, dir := newEnv(t)
 	nat, err := topo.BuildNAT(e.topo, 2)
 	if err != nil {
@@ -159,6 +159,9 @@ func startFragNAT(t *testing.T, fullNAT bool) *lbEnv {
 		harness.AFPacketPort(1, "lan", cfg.LANIf, cfg.LANAddr, "", "server"),
 	}
 	tapPorts(&cfg)
+	for _, f := range configure {
+		f(&cfg)
+	}
 	e.startLBD(t, cfg, dir)
 	e.bridgeTaps(t, nat.WANIf, nat.LANIf)
 	return e

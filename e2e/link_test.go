@@ -2,19 +2,27 @@ package e2e
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
 )
 
 // TestPortLinkDown: lbd on TAP ports, whose link follows the tap
 // interface. The server port's link goes down: within a second lbctl
 // --ha-check fails (keepalived's check: the master gives its role up),
 // lbctl -L --links and lbctl -L say so, /metrics has it, the log names
-// the port. Back up: the check passes, the change is counted twice, and
+// the port, and the console's summary leads with it, in red. Back up: the
+// check passes, the console drops it, the change is counted twice, and
 // datagrams are balanced through lbd again.
 func TestPortLinkDown(t *testing.T) {
-	e := startFragNAT(t, false)
+	var tlsDir string
+	e := startFragNAT(t, false, func(c *harness.Config) {
+		tlsDir = filepath.Join(filepath.Dir(c.Socket), "web")
+		c.Web = consoleWeb(t, tlsDir, [3]string{"alice", "viewer", "alice-secret"})
+	})
 	sock := e.lbd.Config.Socket
 	haCheck := func() (string, int) {
 		out, err := exec.CommandContext(e.ctx, e.lbctl, "--socket", sock, "--ha-check").CombinedOutput()
@@ -52,6 +60,10 @@ func TestPortLinkDown(t *testing.T) {
 		t.Fatalf("before: answers %v, want both servers", per)
 	}
 	waitCheck(0, "master: every port's link is up")
+	console := openConsole(t, e.ctx, e.lbNS, tlsDir)
+	console.login("alice", "alice-secret")
+	const summary = `document.getElementById("summary")`
+	console.poll("the summary, every link up", summary+`.textContent.startsWith("1 service;") && !`+summary+`.classList.contains("failed")`)
 
 	if _, err := e.topo.Exec(e.lbNS, "ip", "link", "set", "dtap1", "down"); err != nil {
 		t.Fatal(err)
@@ -71,11 +83,13 @@ func TestPortLinkDown(t *testing.T) {
 	if !strings.Contains(e.lbd.Log.String(), "port link down") {
 		t.Error("the log does not say lan's link went down")
 	}
+	console.poll("the summary leads with lan's link down", summary+`.textContent.startsWith("link down: lan; 1 service;") && `+summary+`.classList.contains("failed")`)
 
 	if _, err := e.topo.Exec(e.lbNS, "ip", "link", "set", "dtap1", "up"); err != nil {
 		t.Fatal(err)
 	}
 	waitCheck(0, "master: every port's link is up")
+	console.poll("the summary, lan's link back", summary+`.textContent.startsWith("1 service;") && !`+summary+`.classList.contains("failed")`)
 	if m := e.scrape(t); !strings.Contains(m, `dplb_port_link_changes_total{port="lan"} 2`) {
 		t.Errorf("metrics do not count lan's two changes")
 	}

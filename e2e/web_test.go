@@ -65,6 +65,97 @@ func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
 	return v
 }
 
+// consoleBrowser is headless Chromium on lbd's console (listening on
+// 127.0.0.1:9443 in the LB namespace, with a self-signed certificate in
+// its tls_dir), trusting exactly that certificate's key.
+type consoleBrowser struct {
+	t    *testing.T
+	ctx  context.Context // chromedp's, for the whole test
+	base string          // the console's URL, through consoleProxy
+	cert *x509.Certificate
+}
+
+// openConsole starts Chromium on the console that lbd in ns serves with
+// the certificate it generated in tlsDir; it skips the test when Debian's
+// chromium is not installed.
+func openConsole(t *testing.T, ctx context.Context, ns, tlsDir string) *consoleBrowser {
+	browser := chromiumPath(t)
+	pemData, err := os.ReadFile(filepath.Join(tlsDir, "console.crt"))
+	if err != nil {
+		t.Fatalf("self-signed certificate: %v", err)
+	}
+	blk, _ := pem.Decode(pemData)
+	if blk == nil {
+		t.Fatalf("no PEM block in %s/console.crt", tlsDir)
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	b := &consoleBrowser{t: t, base: "https://" + consoleProxy(t, ns, "127.0.0.1:9443"), cert: cert}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(browser), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Headless,
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
+		// Trust exactly lbd's self-signed key, nothing else.
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
+	}
+	actx, acancel := chromedp.NewExecAllocator(ctx, opts...)
+	t.Cleanup(acancel)
+	bctx, bcancel := chromedp.NewContext(actx)
+	t.Cleanup(bcancel)
+	if err := chromedp.Do(bctx); err != nil {
+		t.Fatalf("start chromium: %v", err)
+	}
+	b.ctx = bctx
+	return b
+}
+
+// do runs steps, and on failure stops the test with the page as it was.
+func (b *consoleBrowser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 40*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		dctx, dcancel := context.WithTimeout(b.ctx, 5*time.Second)
+		defer dcancel()
+		loc, _ := chromedp.Run(dctx, chromedp.Location())
+		html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("body")))
+		b.t.Fatalf("%s: %v\nthe page (%s):\n%s", what, err, loc, html)
+	}
+}
+
+// poll waits up to 30 s for js to be true in the page.
+func (b *consoleBrowser) poll(what, js string) {
+	b.t.Helper()
+	b.do(what, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+}
+
+// login logs user in and waits for the service table.
+func (b *consoleBrowser) login(user, pw string) {
+	b.t.Helper()
+	b.do("log in as "+user, chromedp.Navigate(b.base+"/login"), chromedp.WaitVisible(chromedp.CSS("#login-form")),
+		chromedp.SetValue(chromedp.CSS("#user"), user), chromedp.SetValue(chromedp.CSS("#password"), pw),
+		chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS("#services tr.rs")))
+}
+
+// consoleWeb is the web section that has lbd serve the console on
+// 127.0.0.1:9443 with a certificate it makes in tlsDir, for users given
+// as name, role and password.
+func consoleWeb(t *testing.T, tlsDir string, users ...[3]string) string {
+	w := fmt.Sprintf("  listen: 127.0.0.1:9443\n  tls_dir: %s\n  session_lifetime: 10m\n  users:\n", tlsDir)
+	for _, u := range users {
+		h, err := bcrypt.GenerateFromPassword([]byte(u[2]), bcrypt.MinCost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w += fmt.Sprintf("    - {name: %s, role: %s, password_hash: %q}\n", u[0], u[1], h)
+	}
+	return w
+}
+
 // TestWebConsole drives the console in headless Chromium against lbd on
 // the VS/NAT topology while clients keep sending requests: the login page
 // first, the service table with each server's last probe and its age and
@@ -75,14 +166,6 @@ func evalJS[T any](t *testing.T, ctx context.Context, js string) T {
 // authors, nothing blocked by the CSP, a viewer refused an edit, and
 // logout.
 func TestWebConsole(t *testing.T) {
-	browser := chromiumPath(t)
-	hash := func(pw string) string {
-		h, err := bcrypt.GenerateFromPassword([]byte(pw), bcrypt.MinCost)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(h)
-	}
 	var tlsDir string
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
 		tlsDir = filepath.Join(filepath.Dir(c.Socket), "web")
@@ -91,26 +174,16 @@ func TestWebConsole(t *testing.T) {
 		// Dynamic feedback from a command run by lbd (no traffic): a load
 		// of 0 keeps the configured weights, which the test edits.
 		c.Services[0].Feedback = "{type: exec, command: [/bin/echo, '0'], interval: 1s, timeout: 500ms}"
-		c.Web = fmt.Sprintf("  listen: 127.0.0.1:9443\n  tls_dir: %s\n  session_lifetime: 10m\n  users:\n"+
-			"    - {name: alice, role: admin, password_hash: %q}\n    - {name: bob, role: viewer, password_hash: %q}\n",
-			tlsDir, hash("alice-secret"), hash("bob-secret"))
+		c.Web = consoleWeb(t, tlsDir, [3]string{"alice", "admin", "alice-secret"}, [3]string{"bob", "viewer", "bob-secret"})
 	}})
 	e.warmUp(t)
+	b := openConsole(t, e.ctx, e.nat.LBNS, tlsDir)
+	bctx, base, do, poll, login := b.ctx, b.base, b.do, b.poll, b.login
 
 	// The self-signed certificate lbd generated, and the fingerprint it logged.
-	pemData, err := os.ReadFile(filepath.Join(tlsDir, "console.crt"))
-	if err != nil {
-		t.Fatalf("self-signed certificate: %v", err)
-	}
-	blk, _ := pem.Decode(pemData)
-	cert, err := x509.ParseCertificate(blk.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fp := web.Fingerprint(cert.Raw); !strings.Contains(e.log.String(), fp) {
+	if fp := web.Fingerprint(b.cert.Raw); !strings.Contains(e.log.String(), fp) {
 		t.Errorf("lbd did not log the certificate's fingerprint %s", fp)
 	}
-	spki := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
 
 	// Clients keep connecting until the test ends.
 	stop := make(chan struct{})
@@ -132,38 +205,6 @@ func TestWebConsole(t *testing.T) {
 	stopTraffic := func() { once.Do(func() { close(stop); wg.Wait() }) }
 	defer stopTraffic()
 
-	base := "https://" + consoleProxy(t, e.nat.LBNS, "127.0.0.1:9443")
-	opts := []chromedp.ExecAllocatorOption{
-		chromedp.ExecPath(browser), chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.Headless,
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 900),
-		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true), chromedp.Flag("disable-dev-shm-usage", true),
-		// Trust exactly lbd's self-signed key, nothing else.
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
-	}
-	actx, acancel := chromedp.NewExecAllocator(e.ctx, opts...)
-	defer acancel()
-	bctx, bcancel := chromedp.NewContext(actx)
-	defer bcancel()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium: %v", err)
-	}
-	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(bctx, 40*time.Second)
-		defer cancel()
-		if err := chromedp.Do(ctx, steps...); err != nil {
-			dctx, dcancel := context.WithTimeout(bctx, 5*time.Second)
-			defer dcancel()
-			loc, _ := chromedp.Run(dctx, chromedp.Location())
-			html, _ := chromedp.Run(dctx, chromedp.OuterHTML(chromedp.CSS("body")))
-			t.Fatalf("%s: %v\nthe page (%s):\n%s", what, err, loc, html)
-		}
-	}
-	poll := func(what, js string) {
-		t.Helper()
-		do(what, chromedp.Poll[chromedp.Void](js, chromedp.WithPollingInterval(200*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
-	}
 	// clickRow clicks a button in a row of a table the page re-renders on
 	// every refresh: found and clicked in one script, so a refresh between
 	// chromedp's lookup and its click cannot detach the node.
@@ -184,12 +225,6 @@ func TestWebConsole(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(*screenshots, "console-"+name+".png"), png, 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-	login := func(user, pw string) {
-		t.Helper()
-		do("log in as "+user, chromedp.Navigate(base+"/login"), chromedp.WaitVisible(chromedp.CSS("#login-form")),
-			chromedp.SetValue(chromedp.CSS("#user"), user), chromedp.SetValue(chromedp.CSS("#password"), pw),
-			chromedp.Click(chromedp.CSS("#login-submit")), chromedp.WaitVisible(chromedp.CSS("#services tr.rs")))
 	}
 	vip := e.nat.VIP.String()
 	rs1 := e.nat.Servers[0].Addr.Addr().String()
