@@ -41,6 +41,9 @@ type Controller struct {
 	passive     passiveState // passive health checking (see passive.go)
 	probes      probeState   // health probes through lbd (see probe.go)
 	conflicts   conflictLog  // hosts claiming our addresses (see neigh.go)
+	// rejectLogged is when an answer to a health probe was last logged as
+	// rejected: one line a minute, all counted.
+	rejectLogged time.Time
 	// carried are the counters a handover brought from the lbd before
 	// this one (restart.go), added to the dataplane's in every view.
 	carried  map[destKey]Counters
@@ -410,7 +413,10 @@ func (c *Controller) step(now time.Time) {
 		case lcore.EvNeighbourMiss6:
 			c.neigh6.miss(ev.IP6, ev.Port, now)
 		case lcore.EvProbe:
-			c.probes.deliver(ev)
+			if c.probes.deliver(ev) && now.Sub(c.rejectLogged) >= conflictLogEvery {
+				c.rejectLogged = now
+				c.logRejected(ev)
+			}
 		case lcore.EvAddressConflict:
 			if c.conflicts.due(ev.IP, now) {
 				c.log.Warn("address conflict: another host claims one of lbd's addresses in ARP (not learnt; counted arp_conflict)",

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/feedback"
@@ -852,5 +854,50 @@ func TestProbePortQuarantine(t *testing.T) {
 	defer done4()
 	if k3.srcPort == k1.srcPort || k4.srcPort != k1.srcPort {
 		t.Fatalf("ports %d, then %d and %d with every port quarantined: want %d last", k1.srcPort, k3.srcPort, k4.srcPort, k1.srcPort)
+	}
+}
+
+// TestRejectedProbeAnswersAreLogged: an answer to a probe in flight that
+// does not acknowledge its sequence number is counted, and logged with
+// what it carried at most once a minute; a genuine answer is not logged.
+func TestRejectedProbeAnswersAreLogged(t *testing.T) {
+	c, f := newTestController(t)
+	core, logs := observer.New(zap.WarnLevel)
+	c.log = zap.New(core)
+	target := health.Target{Addr: netip.MustParseAddrPort("198.51.100.11:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	done := make(chan bool)
+	go func() {
+		ok, _ := c.checker(ctx, target)
+		done <- ok
+	}()
+	sent := probeSent(t, f)
+	forged := sent
+	forged.Result, forged.Ack, forged.Flags = lcore.ProbeRefused, sent.Ack+1000, hdr.TCPFlagRST|hdr.TCPFlagACK
+	now := time.Now()
+	f.events = []lcore.Event{forged, forged}
+	c.step(now)
+	f.events = []lcore.Event{forged}
+	c.step(now.Add(30 * time.Second))
+	lines := logs.FilterMessageSnippet("health probe answer rejected").All()
+	if len(lines) != 1 || c.probes.rejected.Load() != 3 {
+		t.Fatalf("%d lines for 3 rejected answers (counted %d), want 1", len(lines), c.probes.rejected.Load())
+	}
+	got := fmt.Sprint(lines[0].ContextMap())
+	want := fmt.Sprintf("map[ack:%d probe_port:%d proto:6 rejected_total:1 result:refused seq:0 server:198.51.100.11 server_port:80 tcp_flags:20]", forged.Ack, sent.SrcPort)
+	if got != want {
+		t.Errorf("the line says %s, want %s", got, want)
+	}
+	f.events = []lcore.Event{forged}
+	c.step(now.Add(61 * time.Second))
+	if n := logs.FilterMessageSnippet("health probe answer rejected").Len(); n != 2 {
+		t.Fatalf("%d lines after a minute, want 2", n)
+	}
+	sent.Result = lcore.ProbeOpen
+	f.events = []lcore.Event{sent}
+	c.step(now.Add(122 * time.Second))
+	if !<-done || logs.FilterMessageSnippet("health probe answer rejected").Len() != 2 {
+		t.Fatal("the genuine answer did not pass, or was logged")
 	}
 }

@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/health"
 	"github.com/dplb/dplb/lcore"
@@ -88,13 +90,15 @@ type probeState struct {
 	rejected atomic.Uint64
 }
 
-func (p *probeState) deliver(ev lcore.Event) {
+// deliver hands ev to the probe it answers; it reports whether ev was
+// rejected (counted in rejected).
+func (p *probeState) deliver(ev lcore.Event) (rejected bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	k := eventKey(ev)
 	w, ok := p.waiters[k]
 	if !ok {
-		return // no probe in flight: late, or made up
+		return false // no probe in flight: late, or made up
 	}
 	// TCP answers acknowledge what the probe sent, an echo reply carries
 	// the request's sequence number; UDP has no such number: its random
@@ -105,12 +109,13 @@ func (p *probeState) deliver(ev lcore.Event) {
 	case k.proto == hdr.ProtoTCP && !w.acceptsTCP(ev),
 		k.proto == hdr.ProtoICMP && ev.Ack != w.seq&0xffff:
 		p.rejected.Add(1)
-		return
+		return true
 	}
 	select {
 	case w.ch <- ev:
 	default:
 	}
+	return false
 }
 
 // start registers a probe of t over proto from a random source port of
@@ -180,6 +185,20 @@ func (p *probeState) retire(k probeKey, now time.Time) {
 		p.prunedAt = now
 	}
 	p.ended[k] = now
+}
+
+// logRejected says why a health probe's answer ev was rejected, so that
+// an operator who sees dplb_probe_answers_rejected_total move can tell a
+// forgery from a server that answers oddly.
+func (c *Controller) logRejected(ev lcore.Event) {
+	var server fmt.Stringer = addrOf(ev.IP)
+	if ev.IP == 0 {
+		server = ev.IP6
+	}
+	c.log.Warn("health probe answer rejected: it does not acknowledge the probe's sequence number (a forgery, or a server's odd answer); logged once a minute, each counted in dplb_probe_answers_rejected_total",
+		zap.Stringer("server", server), zap.Uint16("server_port", ev.DstPort), zap.Uint16("probe_port", ev.SrcPort),
+		zap.Uint8("proto", eventKey(ev).proto), zap.Stringer("result", ev.Result), zap.Uint8("tcp_flags", ev.Flags),
+		zap.Uint32("seq", ev.Seq), zap.Uint32("ack", ev.Ack), zap.Uint64("rejected_total", c.probes.rejected.Load()))
 }
 
 // opened records that the HTTP probe w has its SYN-ACK, whose server
