@@ -191,6 +191,14 @@ func testFailover(t *testing.T, dr bool) {
 	a, b := e.nodes[0], e.nodes[1]
 	e.checkMaster(t, "at start", a)
 	e.checkBackup(t, "at start", b)
+	// The shipped configuration's real-time VRRP process may run 200 ms
+	// between blocking calls: at keepalived's default 10 ms the kernel
+	// killed it on a loaded machine (deploy/keepalived/keepalived.conf).
+	for _, n := range e.nodes {
+		if soft, hard, err := n.ka.RealtimeLimit(); err != nil || soft != "100000" || hard != "200000" {
+			t.Errorf("node %s: the VRRP process's RLIMIT_RTTIME is %s (soft) %s (hard), want 100000 200000 µs: %v", n.Name, soft, hard, err)
+		}
+	}
 
 	fleet := startEchoFleet(e.ctx, e.ha.Client.NS, e.vipEcho, haStreams, haChunk, haInterval, haStreamDead)
 	if len(fleet.failed) > 0 {

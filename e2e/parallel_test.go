@@ -10,8 +10,8 @@ import "testing"
 // sequential test has finished, so that the CPU-bound ones (floods,
 // storms, rates) still run alone. The keepalived pairs (TestFailover*,
 // TestUpgradeMasterKeepsItsRole, TestRestartedBackupPullsTable) stay
-// sequential: four at a time, their VRRP processes were killed (SIGKILL,
-// keepalived respawning them) and masters lost their role.
+// sequential: four at a time on two CPUs, fail back took 5-6 s where
+// they allow 3 and streams stalled past their limits.
 func waitBound(t *testing.T) {
 	t.Helper()
 	t.Parallel()

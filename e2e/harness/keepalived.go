@@ -129,6 +129,27 @@ func StartKeepalived(t *topo.Topo, ns, dir string) (*Keepalived, error) {
 	return k, err
 }
 
+// RealtimeLimit is the VRRP process's RLIMIT_RTTIME, soft and hard (in
+// µs, as /proc/PID/limits has them): what keepalived set for its
+// real-time VRRP child from vrrp_rlimit_rttime.
+func (k *Keepalived) RealtimeLimit() (soft, hard string, err error) {
+	b, err := os.ReadFile(filepath.Join(k.Dir, "vrrp.pid"))
+	if err != nil {
+		return "", "", err
+	}
+	limits, err := os.ReadFile("/proc/" + strings.TrimSpace(string(b)) + "/limits")
+	if err != nil {
+		return "", "", err
+	}
+	const name = "Max realtime timeout"
+	for _, line := range strings.Split(string(limits), "\n") {
+		if f := strings.Fields(strings.TrimPrefix(line, name)); strings.HasPrefix(line, name) && len(f) >= 2 {
+			return f[0], f[1], nil
+		}
+	}
+	return "", "", fmt.Errorf("no %q in the VRRP process's limits:\n%s", name, limits)
+}
+
 // Kill ends keepalived and its VRRP child at once, as a dead machine
 // would: no last advert with priority 0, no notify script. topo.Start
 // put them in their own process group.
