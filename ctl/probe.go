@@ -247,7 +247,7 @@ func (c *Controller) await(ctx context.Context, w *probeWaiter, resend func() bo
 			notSent, retry = true, time.After(probeResend)
 		case <-retry:
 			if ctx.Err() != nil {
-				continue // over: no probe the time left cannot wait for
+				continue // the time is up: ctx.Done ends it, as not sent
 			}
 			if !resend() {
 				return lcore.Event{}, probeRingFull
