@@ -262,6 +262,15 @@ func (c *Controller) await(ctx context.Context, w *probeWaiter, resend func() bo
 	}
 }
 
+// exchange sends a probe's packet with send and waits for the answer
+// (await, which sends it again while the server's MAC is missing).
+func (c *Controller) exchange(ctx context.Context, w *probeWaiter, send func() bool) (lcore.Event, string) {
+	if !send() {
+		return lcore.Event{}, probeRingFull
+	}
+	return c.await(ctx, w, send)
+}
+
 // probeResend is how long a probe that found no MAC waits before it is
 // sent again: a few control loop steps, time for an ARP answer on a LAN
 // to reach the lcores in a snapshot.
@@ -273,10 +282,7 @@ func (c *Controller) ProbeTCP(ctx context.Context, t health.Target) (bool, strin
 	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.ProbePortFirst, lcore.TCPProbePorts)
 	defer done()
 	syn := func() bool { return c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) }
-	if !syn() {
-		return false, probeRingFull
-	}
-	ev, fail := c.await(ctx, w, syn)
+	ev, fail := c.exchange(ctx, w, syn)
 	switch {
 	case fail != "":
 		return false, fail
@@ -408,10 +414,7 @@ func (c *Controller) ProbeUDP(ctx context.Context, t health.Target) (bool, strin
 		return c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeDatagram, IP: k.ip, IP6: k.ip6, DstPort: k.dstPort, SrcPort: k.srcPort,
 			Payload: []byte(check.Send)})
 	}
-	if !datagram() {
-		return false, probeRingFull
-	}
-	ev, fail := c.await(ctx, w, datagram)
+	ev, fail := c.exchange(ctx, w, datagram)
 	if fail != "" {
 		return false, fail
 	}
@@ -437,10 +440,7 @@ func (c *Controller) ProbeICMP(ctx context.Context, t health.Target) (bool, stri
 	echo := func() bool {
 		return c.dp.SendCommand(0, lcore.Command{Kind: lcore.CmdProbeEcho, IP: k.ip, IP6: k.ip6, SrcPort: k.srcPort, Seq: w.seq & 0xffff})
 	}
-	if !echo() {
-		return false, probeRingFull
-	}
-	ev, fail := c.await(ctx, w, echo)
+	ev, fail := c.exchange(ctx, w, echo)
 	switch {
 	case fail != "":
 		return false, fail
