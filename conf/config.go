@@ -193,7 +193,7 @@ func (r Route) RouteNet() (pfx netip.Prefix, via netip.Addr, ok bool) {
 type Service struct {
 	Protocol    string        `mapstructure:"protocol"`      // "tcp" or "udp"; required; reload: yes
 	VIP         string        `mapstructure:"vip"`           // virtual IPv4 or IPv6 address (its servers of the same version: no NAT64); required; reload: yes
-	Port        int           `mapstructure:"port"`          // virtual port, 1..65535; required; reload: yes
+	Port        int           `mapstructure:"port"`          // virtual port, 1..65535, or 0: every port of the VIP without a service of its own (IPVS's port-zero service; needs persistence; its servers' port is 0: the client's kept); required; reload: yes
 	Scheduler   string        `mapstructure:"scheduler"`     // name of a registered scheduler (ipvsadm -s); default "rr"; reload: yes
 	SchedFlags  []string      `mapstructure:"sched_flags"`   // scheduler flags (ipvsadm -b): sh-fallback, sh-port, mh-fallback, mh-port; default none; reload: yes
 	MHTableSize int           `mapstructure:"mh_table_size"` // size of the mh scheduler's Maglev table, a prime in 251..131071 (0 in Go literals: the default); default 65537; reload: yes
@@ -254,7 +254,7 @@ type Service struct {
 // RealServer is one destination of a service.
 type RealServer struct {
 	Address string       `mapstructure:"address"`         // IPv4 or IPv6 address (the VIP's version); nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes
-	Port    int          `mapstructure:"port"`            // 1..65535 (nat and fullnat only: dr and tun keep the service's port); default the service's port; reload: yes
+	Port    int          `mapstructure:"port"`            // 1..65535 (nat and fullnat only: dr and tun keep the service's port), 0 for a port-zero service's (the client's port kept); default the service's port; reload: yes
 	Weight  int          `mapstructure:"weight"`          // 0..65535, 0 = quiescent (no new connections); default 1; reload: yes
 	Forward string       `mapstructure:"forward"`         // forwarding method: "nat" (ipvsadm -m), "dr" (-g), "tun" (-i) or "fullnat" (lbctl --fullnat; needs the service's local_addresses); default "nat"; reload: yes
 	Upper   int          `mapstructure:"upper_threshold"` // no new connections while the server has this many (ipvsadm -x), 0 = no limit, 0..1000000; default 0; reload: yes

@@ -451,5 +451,17 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 		}
 		return fieldErrorf(field, "vip needs dr or tun servers, %s forwards by nat (its VIP is on the load balancer)", g)
 	}
+	if h := s.HealthFor(r); h.Enabled() && h.Port == 0 && r.Port == 0 && probesPort(h.Type) {
+		field := f + ".health.port"
+		if r.Health != nil {
+			field = g + ".health.port"
+		}
+		return fieldErrorf(field, "0: %s has no port of its own (a port-zero service's), say which one the %s check probes", g, h.Type)
+	}
 	return nil
+}
+
+// probesPort reports whether a check of type typ connects to a port.
+func probesPort(typ string) bool {
+	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP
 }

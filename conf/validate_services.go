@@ -51,7 +51,7 @@ func (c *Config) validateServices(schedulers []string) error {
 		if j := c.portWithAddr(vip); j >= 0 {
 			return fieldErrorf(f+".vip", "%s is the address of ports[%d]", vip, j)
 		}
-		if err := checkRange(f+".port", s.Port, 1, 65535); err != nil {
+		if err := s.validatePort(f); err != nil {
 			return err
 		}
 		switch {
@@ -131,6 +131,26 @@ func (c *Config) validateServices(schedulers []string) error {
 
 // validateHelper: the FTP helper translates VS/NAT control connections;
 // DR and TUN servers answer clients directly, past any rewrite.
+// validatePort checks the service's port. Port 0 is IPVS's port-zero
+// service (ipvsadm -A -t VIP:0 -p): every port of the VIP that has no
+// service of its own, each client to one server for all of them, which
+// is why ipvsadm refuses it without persistence.
+func (s Service) validatePort(f string) error {
+	if err := checkRange(f+".port", s.Port, 0, 65535); err != nil {
+		return err
+	}
+	if s.Port != 0 {
+		return nil
+	}
+	if s.Persistence == 0 {
+		return fieldErrorf(f+".port", "0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do")
+	}
+	if s.Helper != "" {
+		return fieldErrorf(f+".helper", "%s needs the service's control port, not port 0", s.Helper)
+	}
+	return nil
+}
+
 func (s Service) validateHelper(f string) error {
 	switch s.Helper {
 	case "":
@@ -189,7 +209,10 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err := c.checkReachable(g+".address", a, r.Forward); err != nil {
 			return err
 		}
-		if err := checkRange(g+".port", r.Port, 1, 65535); err != nil {
+		if s.Port == 0 && r.Port != 0 {
+			return fieldErrorf(g+".port", "%d: the servers of a port-zero service take the client's port, so theirs is 0 (or left out)", r.Port)
+		}
+		if err := checkRange(g+".port", r.Port, min(s.Port, 1), 65535); err != nil {
 			return err
 		}
 		if err := checkRange(g+".weight", r.Weight, 0, 65535); err != nil {

@@ -31,6 +31,16 @@ func validConfig() conf.Config {
 	return c
 }
 
+// portZero makes services[0] a persistent port-zero service (ipvsadm
+// -A -t 203.0.113.10:0 -p 300) to servers on port 0.
+func portZero(c *conf.Config) {
+	s := &c.Services[0]
+	s.Port, s.Persistence = 0, 300*time.Second
+	for i := range s.Servers {
+		s.Servers[i].Port = 0
+	}
+}
+
 func TestValidateValid(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -91,6 +101,13 @@ func TestValidateValid(t *testing.T) {
 			c.Services[0].Servers[1].Upper = 50
 		}, schedulers},
 		{"netmask 0.0.0.0", func(c *conf.Config) { c.Services[0].Netmask = "0.0.0.0" }, schedulers},
+		{"port-zero service", portZero, schedulers},
+		{"port-zero service checked on a port, by icmp, beside port 80", func(c *conf.Config) {
+			portZero(c)
+			c.Services[0].Health.Type, c.Services[0].Health.Port = "tcp", 22
+			c.Services[0].Servers[1].Health = &conf.HealthCheck{Type: "icmp", Interval: time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 1, Target: "server"}
+			c.Services[1].Port = 80
+		}, schedulers},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,10 +308,20 @@ func TestValidate(t *testing.T) {
 			`services[0].vip: 0.0.0.0 is not a unicast host address`},
 		{"vip is a port address", func(c *conf.Config) { c.Services[1].VIP = "198.51.100.1" },
 			`services[1].vip: 198.51.100.1 is the address of ports[1]`},
-		{"service port 0", func(c *conf.Config) { c.Services[0].Port = 0 },
-			`services[0].port: 0 is out of range 1..65535`},
+		{"service port 0 without persistence", func(c *conf.Config) { c.Services[0].Port = 0 },
+			`services[0].port: 0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do`},
+		{"port-zero service with a server port", func(c *conf.Config) { portZero(c); c.Services[0].Servers[1].Port = 443 },
+			`services[0].servers[1].port: 443: the servers of a port-zero service take the client's port, so theirs is 0 (or left out)`},
+		{"port-zero service with ftp", func(c *conf.Config) { portZero(c); c.Services[0].Helper = "ftp" },
+			`services[0].helper: ftp needs the service's control port, not port 0`},
+		{"port-zero service checked on no port", func(c *conf.Config) { portZero(c); c.Services[0].Health.Type = "tcp" },
+			`services[0].health.port: 0: services[0].servers[0] has no port of its own (a port-zero service's), say which one the tcp check probes`},
+		{"port-zero server checked on no port", func(c *conf.Config) {
+			portZero(c)
+			c.Services[0].Servers[1].Health = &conf.HealthCheck{Type: "http", Interval: time.Second, Timeout: 500 * time.Millisecond, Rise: 1, Fall: 1, Method: "GET", Path: "/", Target: "server"}
+		}, `services[0].servers[1].health.port: 0: services[0].servers[1] has no port of its own (a port-zero service's), say which one the http check probes`},
 		{"service port 65536", func(c *conf.Config) { c.Services[0].Port = 65536 },
-			`services[0].port: 65536 is out of range 1..65535`},
+			`services[0].port: 65536 is out of range 0..65535`},
 		{"empty scheduler", func(c *conf.Config) { c.Services[0].Scheduler = "" },
 			`services[0].scheduler: must not be empty`},
 		{"unknown scheduler", func(c *conf.Config) { c.Services[0].Scheduler = "wlcx" },

@@ -86,7 +86,10 @@ func TestOpsRefusals(t *testing.T) {
 		}, "-a -t 203.0.113.100:80 -r 198.51.100.13:80: -w 70000: weight is out of range 0..65535"},
 		{"service port out of range", func(*testing.T) api.Request {
 			return api.Request{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 70000}}
-		}, "-A -t 203.0.113.100:70000: port 70000 is out of range 1..65535"},
+		}, "-A -t 203.0.113.100:70000: port 70000 is out of range 0..65535"},
+		{"port-zero service without persistence", func(*testing.T) api.Request {
+			return api.Request{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "203.0.113.100", Port: 0}}
+		}, "-t 203.0.113.100:0: 0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do"},
 		{"bad protocol", func(*testing.T) api.Request {
 			return api.Request{Op: api.OpDeleteService, Service: &api.ServiceSpec{Protocol: "sctp", VIP: "203.0.113.100", Port: 80}}
 		}, `-D protocol "sctp" is not tcp (-t) or udp (-u)`},

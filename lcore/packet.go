@@ -5,6 +5,7 @@ import (
 	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
+	"github.com/dplb/dplb/lcore/sched"
 )
 
 // run processes a parsed burst: each packet's stage decides its exit.
@@ -317,6 +318,16 @@ func requestChecksums(m *mbuf.Mbuf, ip hdr.IPv4, l4 []byte) {
 	m.SetHeaderLens(hdr.EthernetLen, ip.HeaderLen(), 0)
 }
 
+// serverPort is the port a new connection to vport reaches on real
+// server d: d's, or vport itself when d's is 0 (a port-zero service's
+// servers, as IPVS keeps the client's port for them).
+func serverPort(d *sched.Dest, vport uint16) uint16 {
+	if d.Port == 0 {
+		return vport
+	}
+	return d.Port
+}
+
 // newConn schedules a new connection and enters it in the table; a
 // non-zero Stat says why it could not.
 func (w *Worker) newConn(d *desc) (uint32, Stat) {
@@ -360,7 +371,9 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
 	if svc.Persistence > 0 {
-		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, k.dport)
+		// The template's port is the service's: 0 for a port-zero
+		// service, whose every port then goes to one server (IPVS's).
+		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, svc.Key.Port)
 	} else {
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}
@@ -370,7 +383,7 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	dst := &svc.Dests[idx]
 	c := conn.Conn{
 		ClientIP: k.src, ClientPort: k.sport, VIP: k.dst, VPort: k.dport,
-		RIP: dst.Addr, RPort: dst.Port, Proto: k.proto, State: conn.StateNone,
+		RIP: dst.Addr, RPort: serverPort(dst, k.dport), Proto: k.proto, State: conn.StateNone,
 		Fwd: dst.Fwd, Dest: dst.ID, Service: uint32(si),
 	}
 	if k.proto == hdr.ProtoUDP {

@@ -189,7 +189,7 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 		// prefixes that fold alike share a server, which persistence
 		// allows (the server is still one of the service's).
 		network := masked6(src, &svc.PersistMask6)
-		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, k.dport)
+		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, svc.Key.Port)
 	} else {
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}
@@ -198,7 +198,7 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 	}
 	rs := &svc.Dests[idx]
 	c := conn.Conn{
-		ClientPort: k.sport, VPort: k.dport, RPort: rs.Port, Proto: k.proto, State: conn.StateNone,
+		ClientPort: k.sport, VPort: k.dport, RPort: serverPort(rs, k.dport), Proto: k.proto, State: conn.StateNone,
 		Fwd: rs.Fwd, Dest: rs.ID, Service: uint32(si), Template: tmpl,
 	}
 	if k.proto == hdr.ProtoUDP {

@@ -88,7 +88,7 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 	dests := svc.Dests
 	if idx, ok := w.foresee(d.svc-1, svc); ok {
 		if rs := &dests[idx]; rs.Fwd == fwd.NAT {
-			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, rs.Port, k.src, k.sport))
+			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, serverPort(rs, k.dport), k.src, k.sport))
 		}
 		return
 	}
@@ -97,7 +97,7 @@ func (w *Worker) prefetchReplyCells(d *desc) {
 	}
 	for j := range dests {
 		if rs := &dests[j]; rs.Fwd == fwd.NAT && rs.Weight > 0 {
-			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, rs.Port, k.src, k.sport))
+			w.table.PrefetchCell(w.table.Hash(k.proto, rs.Addr, serverPort(rs, k.dport), k.src, k.sport))
 		}
 	}
 }

@@ -57,6 +57,7 @@ type Snapshot struct {
 	hasSynProxy bool
 
 	serviceIndex serviceIndex         // by ServiceKey.packed, for every new connection's lookup (svcindex.go)
+	anyPort      bool                 // some IPv4 service has port 0 (every port of its VIP)
 	removed      map[ServiceKey]int32 // the Removed services, IPv4 and IPv6: for records only
 	vips         map[uint32]bool
 	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
@@ -224,6 +225,7 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 			continue
 		}
 		s.serviceIndex.add(svc.Key.packed(), int32(i))
+		s.anyPort = s.anyPort || svc.Key.Port == 0
 		s.vips[svc.Key.VIP] = true
 		for _, a := range svc.LocalAddrs {
 			s.lips[a] = true
@@ -274,9 +276,16 @@ func (s *Snapshot) WithHA(gen uint64, sync SyncParams, backup bool) *Snapshot {
 	return &c
 }
 
-// service finds the virtual service of a destination.
+// service finds the virtual service of a destination: the one of its
+// port, else its VIP's port-zero service (IPVS's catch-all: every port
+// of the VIP, persistent). A snapshot without port-zero services looks
+// once.
 func (s *Snapshot) service(vip uint32, port uint16, proto uint8) (int32, bool) {
-	return s.serviceIndex.get(ServiceKey{VIP: vip, Port: port, Proto: proto}.packed())
+	i, ok := s.serviceIndex.get(ServiceKey{VIP: vip, Port: port, Proto: proto}.packed())
+	if !ok && s.anyPort {
+		i, ok = s.serviceIndex.get(ServiceKey{VIP: vip, Proto: proto}.packed())
+	}
+	return i, ok
 }
 
 // addRemoved indexes Removed service i for records, and keeps its VIP.
@@ -306,6 +315,10 @@ func (s *Snapshot) recordService(k ServiceKey) (int32, bool) {
 		si, ok = s.service(k.VIP, k.Port, k.Proto)
 	}
 	if !ok {
+		si, ok = s.removed[k]
+	}
+	if !ok { // a removed port-zero service's
+		k.Port = 0
 		si, ok = s.removed[k]
 	}
 	return si, ok

@@ -12,6 +12,7 @@ import (
 type snapshot6 struct {
 	services    map[ServiceKey]int32
 	vips        map[hdr.Addr6]bool
+	anyPort     bool         // some service has port 0 (every port of its VIP)
 	gatewayPort int          // port whose Gateway6 reaches everything off-link, or -1
 	routes      []portRoute6 // the ports' static IPv6 routes, longest prefix first
 }
@@ -47,6 +48,7 @@ func (s *snapshot6) add(k ServiceKey, i int32) {
 		s.vips = map[hdr.Addr6]bool{}
 	}
 	s.services[k] = i
+	s.anyPort = s.anyPort || k.Port == 0
 	s.vips[k.VIP6] = true
 }
 
@@ -57,6 +59,9 @@ func (s *Snapshot) HasIPv6() bool { return len(s.six.vips) != 0 }
 // service6 finds the IPv6 virtual service of a destination.
 func (s *Snapshot) service6(vip *hdr.Addr6, port uint16, proto uint8) (int32, bool) {
 	i, ok := s.six.services[ServiceKey{VIP6: *vip, Port: port, Proto: proto}]
+	if !ok && s.six.anyPort { // the VIP's port-zero service, as service's
+		i, ok = s.six.services[ServiceKey{VIP6: *vip, Proto: proto}]
+	}
 	return i, ok
 }
 

@@ -90,7 +90,7 @@ func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, d sched.Dest, 
 	svc := &w.snap.Services[si]
 	anyPort := r.FTPData && svc.Helper == HelperFTP
 	for _, d := range svc.Dests {
-		if d.Addr == r.RIP && (d.Port == r.RPort || anyPort) {
+		if d.Addr == r.RIP && (serverPort(&d, r.VPort) == r.RPort || anyPort) {
 			return si, d, true
 		}
 	}
@@ -111,7 +111,7 @@ func drainingDest(svc *Service, r *SyncConn, same func(*sched.Dest) bool) (sched
 	for i := range svc.Draining {
 		d := svc.Draining[i]
 		d.Fwd = r.Fwd
-		if d.Port == r.RPort && same(&d) {
+		if serverPort(&d, r.VPort) == r.RPort && same(&d) {
 			return d, true
 		}
 	}
@@ -216,7 +216,7 @@ func (w *Worker) syncedExisting(b *SyncBatch, r *SyncConn, id uint32, dir conn.D
 // si here, but for its addresses.
 func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 	c := conn.Conn{
-		ClientPort: r.ClientPort, VPort: r.VPort, RPort: d.Port, Proto: r.Proto, State: r.State,
+		ClientPort: r.ClientPort, VPort: r.VPort, RPort: serverPort(d, r.VPort), Proto: r.Proto, State: r.State,
 		Fwd: d.Fwd, Dest: d.ID, Service: uint32(si), Flags: flagSynced,
 	}
 	if r.FTPData { // its server's port is the data connection's

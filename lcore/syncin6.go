@@ -33,7 +33,7 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	anyPort := r.FTPData && svc.Helper == HelperFTP
 	var d *sched.Dest
 	for i := range svc.Dests {
-		if c := &svc.Dests[i]; (c.Port == r.RPort || anyPort) && sameServer6(c, r) {
+		if c := &svc.Dests[i]; (serverPort(c, r.VPort) == r.RPort || anyPort) && sameServer6(c, r) {
 			d = c
 			break
 		}

@@ -186,7 +186,12 @@ func (c *converter) virtualServer(n *Node) {
 		}
 		return
 	case len(args) == 1 || len(args) == 2 && isZeros(args[1]):
-		c.warn(n, "a service of every port (port 0, persistent) has no lbd equivalent: skipped")
+		vip, err := netip.ParseAddr(args[0])
+		if err != nil || vip.Zone() != "" {
+			c.warn(n, "%q is not an IP address: skipped", args[0])
+			return
+		}
+		c.service(n, vip.Unmap(), 0, Origin{Pos: n.Pos}) // every port (IPVS's port-zero service)
 		return
 	case len(args) != 2:
 		c.warn(n, "%q is not an address and a port: skipped", strings.Join(args, " "))
@@ -340,6 +345,10 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		default:
 			c.warn(s, "unknown keyword: dropped")
 		}
+	}
+	if port == 0 && svc.Persistence == 0 {
+		c.warn(n, "a service of every port (port 0) needs persistence_timeout, as ipvsadm's: skipped")
+		return
 	}
 	in := inherited{}.over(n.Block)
 	c.flags(&svc, flags)
@@ -696,6 +705,10 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 			return conf.RealServer{}, nil, false
 		}
 		port = p
+		if vport == 0 {
+			c.warn(n, "a service of every port sends each connection to the client's port, as IPVS: port %d dropped", p)
+			port = 0
+		}
 	}
 	rs := conf.RealServer{Address: addr.String(), Port: port, Weight: weight, Forward: forward}
 	var checks []*Node
@@ -926,6 +939,10 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		h.Port = 0
 	case h.Port == 0 && probed != t.port:
 		h.Port = t.port
+	}
+	if h.Port == 0 && t.port == 0 && h.Type != conf.HealthICMP && h.Type != conf.HealthExec {
+		c.warn(n, "a server of a service of every port has no port to probe without connect_port: the server is left unchecked (type none)")
+		return h, false
 	}
 
 	switch h.Type {

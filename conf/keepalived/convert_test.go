@@ -407,6 +407,46 @@ func TestConvertWarnings(t *testing.T) {
 		{"DPVS's conhash", "virtual_server 192.0.2.10 80 {\n  lb_algo conhash\n  real_server 198.51.100.11 80\n}\n", []string{
 			"keepalived.conf:2: lb_algo: DPVS's conhash is lbd's mh (Maglev consistent hashing of the client's address): the same clients stay together, on other servers than DPVS chose",
 		}, "services:\n  - protocol: tcp\n    vip: 192.0.2.10\n    port: 80\n    scheduler: mh\n    servers:\n      - address: 198.51.100.11\n"},
+		{"every port", `virtual_server 192.0.2.10 0 {
+  lb_kind DR
+  persistence_timeout 600
+  real_server 198.51.100.11 80 {
+    TCP_CHECK {
+      connect_timeout 3
+    }
+  }
+  real_server 198.51.100.12 {
+    TCP_CHECK {
+      connect_port 22
+    }
+  }
+}
+virtual_server 192.0.2.11 0 {
+  real_server 198.51.100.11 0
+}
+`, []string{
+			"keepalived.conf:4: real_server: a service of every port sends each connection to the client's port, as IPVS: port 80 dropped",
+			"keepalived.conf:5: TCP_CHECK: a server of a service of every port has no port to probe without connect_port: the server is left unchecked (type none)",
+			"keepalived.conf:15: virtual_server: a service of every port (port 0) needs persistence_timeout, as ipvsadm's: skipped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 0
+    scheduler: wlc
+    persistence: 600s
+    servers:
+      - address: 198.51.100.11
+        forward: dr
+      - address: 198.51.100.12
+        forward: dr
+        health:
+          type: tcp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          port: 22
+`},
 		{"fwmark", "virtual_server fwmark 1 {\n  real_server 198.51.100.11 80\n}\n", []string{
 			"keepalived.conf:1: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped",
 		}, "services: []\n"},
@@ -433,9 +473,9 @@ virtual_server group nosuch {
 `, []string{
 			"keepalived.conf:3: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
 			"keepalived.conf:4: 192.0.2.10: keepalived mixes no IPv4 and IPv6 in a group: entry skipped",
-			"keepalived.conf:5: 2001:db8::12: a service of every port (port 0, persistent) has no lbd equivalent: entry skipped",
 			"keepalived.conf:6: 2001:db8::20-1f: \"2001:db8::20-1f\" is not a range of addresses (the last group's end, in hex, above its start): skipped",
 			"keepalived.conf:9: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
+			"keepalived.conf:11: virtual_server: a service of every port (port 0) needs persistence_timeout, as ipvsadm's: skipped",
 			"keepalived.conf:15: virtual_server: virtual_server_group marks has no address and port lbd balances: skipped",
 			"keepalived.conf:18: virtual_server: no virtual_server_group nosuch: skipped",
 		}, `services:

@@ -99,10 +99,7 @@ func (c *converter) vsGroup(n *Node) []vsEntry {
 		case w[0] == "fwmark":
 			c.warn(e, "lbd has no fwmark services (they balance by address and port): entry skipped")
 			continue
-		case len(w) == 1 || len(w) == 2 && isZeros(w[1]):
-			c.warn(e, "a service of every port (port 0, persistent) has no lbd equivalent: entry skipped")
-			continue
-		case len(w) != 2 || e.HasBlock:
+		case e.HasBlock || len(w) > 2:
 			c.warn(e, "%q is not an address and a port: entry skipped", strings.Join(w, " "))
 			continue
 		}
@@ -110,7 +107,10 @@ func (c *converter) vsGroup(n *Node) []vsEntry {
 		if !ok {
 			continue
 		}
-		port, ok := parsePort(w[1])
+		port, ok := 0, true // no port, or 0: every port (a port-zero service)
+		if len(w) == 2 && !isZeros(w[1]) {
+			port, ok = parsePort(w[1])
+		}
 		if !ok {
 			c.warn(e, "%q is not a port in 1..65535: entry skipped", w[1])
 			continue
@@ -120,7 +120,7 @@ func (c *converter) vsGroup(n *Node) []vsEntry {
 			continue
 		}
 		for _, a := range addrs {
-			out = append(out, vsEntry{vip: a, port: port, entry: a.String() + " " + w[1]})
+			out = append(out, vsEntry{vip: a, port: port, entry: a.String() + " " + strconv.Itoa(port)})
 		}
 	}
 	return out

@@ -136,7 +136,7 @@ type Request struct {
 type ServiceSpec struct {
 	Protocol    string    `json:"protocol"`              // "tcp" | "udp"
 	VIP         string    `json:"vip"`                   // IPv4 address
-	Port        int       `json:"port"`                  // 1..65535
+	Port        int       `json:"port"`                  // 0..65535 (0: every port of the VIP, persistent)
 	Scheduler   *string   `json:"scheduler,omitempty"`   // -s; default "rr"
 	Persistence *uint32   `json:"persistence,omitempty"` // -p, seconds, 0 = off; default off
 	Netmask     *string   `json:"netmask,omitempty"`     // -M; default 255.255.255.255

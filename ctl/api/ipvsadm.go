@@ -462,6 +462,11 @@ func ParseArgs(args []string) (Command, error) {
 			p := uint32(n)
 			s.Persistence = &p
 		}
+		if s.Port == 0 && cmd == OpAddService && (s.Persistence == nil || *s.Persistence == 0) {
+			// ipvsadm's own refusal ("Zero port specified for
+			// non-persistent service"); lbd checks an edit.
+			return Command{}, fmt.Errorf("%s: port 0 (every port of the VIP) needs persistence: add -p [timeout]", s)
+		}
 		if netmask != nil {
 			// An IPv4 netmask, or a prefix length (an IPv6 service's).
 			if a, err := netip.ParseAddr(*netmask); (err != nil || !a.Is4()) && !isNumber(*netmask) {

@@ -22,6 +22,8 @@ func TestParseRestoreIpvsadmFile(t *testing.T) {
 ipvsadm -a -u 192.0.2.100:53 -r 198.51.100.22 -i
 -E -t 192.0.2.100:80 -p
 -D -t 192.0.2.100:80
+-A -t 192.0.2.101:0 -s rr -p 3600
+-a -t 192.0.2.101:0 -r 198.51.100.31:0 -g -w 1
 -C
 --set 900 120 300
 `
@@ -37,6 +39,9 @@ ipvsadm -a -u 192.0.2.100:53 -r 198.51.100.22 -i
 			Server: &api.ServerSpec{Address: "198.51.100.22", Forward: sp("tun")}},
 		{Op: api.OpEditService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80, Persistence: up(300)}},
 		{Op: api.OpDeleteService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.100", Port: 80}},
+		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.101", Port: 0, Scheduler: sp("rr"), Persistence: up(3600)}},
+		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.101", Port: 0},
+			Server: &api.ServerSpec{Address: "198.51.100.31", Port: 0, Forward: sp("dr"), Weight: ip(1)}},
 		{Op: api.OpClear},
 		{Op: api.OpSetTimeouts, Timeouts: &api.TimeoutsSpec{TCP: 900, TCPFin: 120, UDP: 300}},
 	}
@@ -62,8 +67,9 @@ func TestParseArgsErrors(t *testing.T) {
 		{"-a -t 192.0.2.1:80", "-a needs a real server: -r RIP[:port]"},
 		{"-A -t 192.0.2.1", "-t 192.0.2.1: want VIP:port, e.g. 192.0.2.100:80 or [2001:db8::10]:80"},
 		{"-A -t 192.0.2.1:no-such-service", `-t 192.0.2.1:no-such-service: port "no-such-service" is not a number or a tcp service name (/etc/services)`},
-		{"-A -t 192.0.2.1:0", "-t 192.0.2.1:0: port 0 is out of range 1..65535"},
-		{"-A -t 192.0.2.1:65536", "-t 192.0.2.1:65536: port 65536 is out of range 1..65535"},
+		{"-A -t 192.0.2.1:0", "-t 192.0.2.1:0: port 0 (every port of the VIP) needs persistence: add -p [timeout]"},
+		{"-A -t 192.0.2.1:0 -p 0", "-t 192.0.2.1:0: port 0 (every port of the VIP) needs persistence: add -p [timeout]"},
+		{"-A -t 192.0.2.1:65536", "-t 192.0.2.1:65536: port 65536 is out of range 0..65535"},
 		{"-A -t a/b:80", `-t a/b:80: "a/b" is not an IPv4 address or host name`},
 		{"-A -f 1", "-f 1: firewall-mark services are not supported"},
 		{"-A -t [2001:db8::10:80", "-t [2001:db8::10:80: no ] after the IPv6 address"},
@@ -75,7 +81,7 @@ func TestParseArgsErrors(t *testing.T) {
 		{"-A -t 192.0.2.1:80 -M /24", "-M /24: not an IPv4 netmask (e.g. 255.255.255.0) or a prefix length (e.g. 64)"},
 		{"-A -t 192.0.2.1:80 -w 1", "option -w is not allowed with -A"},
 		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -s rr", "option -s is not allowed with -a"},
-		{"-a -t 192.0.2.1:80 -r 198.51.100.1:99999", "-r 198.51.100.1:99999: port 99999 is out of range 1..65535"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1:99999", "-r 198.51.100.1:99999: port 99999 is out of range 0..65535"},
 		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -w -1", "-w -1: weight is negative"},
 		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -w 65536", "-w 65536: weight is out of range 0..65535"},
 		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -x -2", "-x -2: upper threshold is negative"},

@@ -112,8 +112,8 @@ func parseServer(s, proto string) (ServerSpec, error) {
 		if err != nil {
 			return ServerSpec{}, err
 		}
-		if n < 1 || n > 65535 {
-			return ServerSpec{}, fmt.Errorf("-r %s: port %d is out of range 1..65535", s, n)
+		if n < 0 || n > 65535 { // 0: the service's, as no port
+			return ServerSpec{}, fmt.Errorf("-r %s: port %d is out of range 0..65535", s, n)
 		}
 		r.Port = n
 	}
@@ -131,8 +131,10 @@ func (s ServiceSpec) Flag() string {
 // String is "-t 192.0.2.100:80", "-t [2001:db8::10]:80".
 func (s ServiceSpec) String() string { return s.Flag() + " " + joinHostPort(s.VIP, s.Port) }
 
-// Check verifies the service's name: protocol, IPv4 or IPv6 VIP, port 1..65535.
-// Its settings are checked by lbd against the whole configuration.
+// Check verifies the service's name: protocol, IPv4 or IPv6 VIP, port
+// 0..65535 (0: every port of the VIP, IPVS's port-zero service). Its
+// settings are checked by lbd against the whole configuration (port 0
+// needs persistence).
 func (s ServiceSpec) Check() error {
 	if s.Protocol != "tcp" && s.Protocol != "udp" {
 		return fmt.Errorf("protocol %q is not tcp (-t) or udp (-u)", s.Protocol)
@@ -140,8 +142,8 @@ func (s ServiceSpec) Check() error {
 	if !checkAddr(s.VIP) {
 		return fmt.Errorf("%s: %q is not an IPv4 or IPv6 address", s, s.VIP)
 	}
-	if s.Port < 1 || s.Port > 65535 {
-		return fmt.Errorf("%s: port %d is out of range 1..65535", s, s.Port)
+	if s.Port < 0 || s.Port > 65535 {
+		return fmt.Errorf("%s: port %d is out of range 0..65535", s, s.Port)
 	}
 	return nil
 }
@@ -157,7 +159,7 @@ func (r ServerSpec) Check() error {
 		return fmt.Errorf("-r %s: %q is not an IPv4 or IPv6 address", name, r.Address)
 	}
 	if r.Port < 0 || r.Port > 65535 {
-		return fmt.Errorf("-r %s: port %d is out of range 1..65535", name, r.Port)
+		return fmt.Errorf("-r %s: port %d is out of range 0..65535", name, r.Port)
 	}
 	return nil
 }
