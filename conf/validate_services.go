@@ -126,11 +126,27 @@ func (c *Config) validateServices(schedulers []string) error {
 			}
 		}
 	}
+	return c.validatePortZeroProxy()
+}
+
+// validatePortZeroProxy: the SYN proxy answers a SYN before its
+// connection is looked for, so a port-zero service's proxy would answer
+// the passive data connections an FTP service of its VIP expects.
+func (c *Config) validatePortZeroProxy() error {
+	for i, s := range c.Services {
+		if s.Port != 0 || !s.SynProxy {
+			continue
+		}
+		vip, _ := netip.ParseAddr(s.VIP) // checked already
+		for j, o := range c.Services {
+			if o2, _ := netip.ParseAddr(o.VIP); o.Helper == "ftp" && o2 == vip {
+				return fieldErrorf(fmt.Sprintf("services[%d].synproxy", i), "not on port 0 of a VIP with an ftp service (services[%d]): the proxy would answer its passive data connections", j)
+			}
+		}
+	}
 	return nil
 }
 
-// validateHelper: the FTP helper translates VS/NAT control connections;
-// DR and TUN servers answer clients directly, past any rewrite.
 // validatePort checks the service's port. Port 0 is IPVS's port-zero
 // service (ipvsadm -A -t VIP:0 -p): every port of the VIP that has no
 // service of its own, each client to one server for all of them, which
@@ -151,6 +167,8 @@ func (s Service) validatePort(f string) error {
 	return nil
 }
 
+// validateHelper: the FTP helper translates VS/NAT control connections;
+// DR and TUN servers answer clients directly, past any rewrite.
 func (s Service) validateHelper(f string) error {
 	switch s.Helper {
 	case "":

@@ -312,6 +312,11 @@ func TestValidate(t *testing.T) {
 			`services[0].port: 0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do`},
 		{"port-zero service with a server port", func(c *conf.Config) { portZero(c); c.Services[0].Servers[1].Port = 443 },
 			`services[0].servers[1].port: 443: the servers of a port-zero service take the client's port, so theirs is 0 (or left out)`},
+		{"port-zero service's synproxy beside ftp", func(c *conf.Config) {
+			portZero(c)
+			c.Services[0].SynProxy = true
+			c.Services[1].Helper = "ftp"
+		}, `services[0].synproxy: not on port 0 of a VIP with an ftp service (services[1]): the proxy would answer its passive data connections`},
 		{"port-zero service with ftp", func(c *conf.Config) { portZero(c); c.Services[0].Helper = "ftp" },
 			`services[0].helper: ftp needs the service's control port, not port 0`},
 		{"port-zero service checked on no port", func(c *conf.Config) { portZero(c); c.Services[0].Health.Type = "tcp" },
