@@ -109,6 +109,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validateHelper(f); err != nil {
 			return err
 		}
+		if err := s.validateOnePacket(f); err != nil {
+			return err
+		}
 		if s.ProxyProtocol && s.Protocol != "tcp" {
 			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
 		}
@@ -163,6 +166,25 @@ func (s Service) validatePort(f string) error {
 	}
 	if s.Helper != "" {
 		return fieldErrorf(f+".helper", "%s needs the service's control port, not port 0", s.Helper)
+	}
+	return nil
+}
+
+// validateOnePacket: one-packet scheduling keeps no connection past its
+// datagram, so only servers that answer the client themselves (dr, tun)
+// can serve it; a nat or fullnat server's answer would find nothing to
+// translate it back with.
+func (s Service) validateOnePacket(f string) error {
+	if !s.OnePacket {
+		return nil
+	}
+	if s.Protocol != "udp" {
+		return fieldErrorf(f+".one_packet", "is for udp services only (as ipvsadm --ops)")
+	}
+	for j, r := range s.Servers {
+		if r.Forward != "dr" && r.Forward != "tun" {
+			return fieldErrorf(fmt.Sprintf("%s.servers[%d].forward", f, j), "%s with one_packet: no connection is kept to translate the server's answers back (use dr or tun)", r.Forward)
+		}
 	}
 	return nil
 }

@@ -102,6 +102,11 @@ func TestValidateValid(t *testing.T) {
 		}, schedulers},
 		{"netmask 0.0.0.0", func(c *conf.Config) { c.Services[0].Netmask = "0.0.0.0" }, schedulers},
 		{"port-zero service", portZero, schedulers},
+		{"one_packet udp to dr and tun servers", func(c *conf.Config) {
+			s := &c.Services[0]
+			s.Protocol, s.OnePacket = "udp", true
+			s.Servers[0].Forward, s.Servers[1].Forward, s.Servers[1].Port = "dr", "tun", 80
+		}, schedulers},
 		{"port-zero service checked on a port, by icmp, beside port 80", func(c *conf.Config) {
 			portZero(c)
 			c.Services[0].Health.Type, c.Services[0].Health.Port = "tcp", 22
@@ -312,6 +317,12 @@ func TestValidate(t *testing.T) {
 			`services[0].port: 0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do`},
 		{"port-zero service with a server port", func(c *conf.Config) { portZero(c); c.Services[0].Servers[1].Port = 443 },
 			`services[0].servers[1].port: 443: the servers of a port-zero service take the client's port, so theirs is 0 (or left out)`},
+		{"one_packet on tcp", func(c *conf.Config) { c.Services[0].OnePacket = true },
+			`services[0].one_packet: is for udp services only (as ipvsadm --ops)`},
+		{"one_packet to a nat server", func(c *conf.Config) {
+			c.Services[0].Protocol, c.Services[0].OnePacket = "udp", true
+			c.Services[0].Servers[0].Forward, c.Services[0].Servers[0].Port = "dr", 80
+		}, `services[0].servers[1].forward: nat with one_packet: no connection is kept to translate the server's answers back (use dr or tun)`},
 		{"port-zero service's synproxy beside ftp", func(c *conf.Config) {
 			portZero(c)
 			c.Services[0].SynProxy = true

@@ -153,6 +153,9 @@ func setService(s *conf.Service, spec api.ServiceSpec) error {
 	if spec.SynProxy != nil {
 		s.SynProxy = *spec.SynProxy
 	}
+	if spec.OnePacket != nil {
+		s.OnePacket = *spec.OnePacket
+	}
 	return nil
 }
 

@@ -109,7 +109,7 @@ func serviceSettings(s conf.Service) api.Service {
 	if len(s.SchedFlags) > 0 {
 		as.SchedFlags = append([]string(nil), s.SchedFlags...)
 	}
-	as.SynProxy = s.SynProxy
+	as.SynProxy, as.OnePacket = s.SynProxy, s.OnePacket
 	if len(s.LocalAddresses) > 0 {
 		as.LocalAddresses = append([]string(nil), s.LocalAddresses...)
 	}

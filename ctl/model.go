@@ -168,7 +168,7 @@ func (r *server) dest() sched.Dest {
 // field names the service in errors.
 func (s *service) lcoreService(field string, workers int, prev *service) (lcore.Service, error) {
 	ls := lcore.Service{
-		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP,
+		Key: s.key, Scheduler: s.conf.Scheduler, SloppyTCP: s.conf.SloppyTCP, OnePacket: s.conf.OnePacket,
 		Helper: helperOf(s.conf.Helper),
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),

@@ -229,11 +229,7 @@ func continuityOps(vip, rs1, rs2 string, natPort, drPort int) (dualStart api.Req
 // run stream servers on the given ports.
 func buildNATAndDR(t *testing.T, e *lbEnv, streamPorts ...int) *topo.DR {
 	t.Helper()
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	l := e.buildLVS(t, false)
 	for _, h := range l.Servers {
 		for _, args := range [][]string{
 			{"ip", "route", "replace", "default", "via", l.LBAddr.Addr().String()},

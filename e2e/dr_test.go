@@ -44,6 +44,22 @@ func newEnv(t *testing.T) (*lbEnv, string) {
 	return &lbEnv{ctx: ctx, topo: tp, lbctl: lbctl, nshelper: nshelper}, t.TempDir()
 }
 
+// buildLVS builds VS/DR's topology (tunnel false) or VS/TUN's with two
+// real servers and points e at its client, servers, LB namespace and VIP.
+func (e *lbEnv) buildLVS(t *testing.T, tunnel bool) *topo.LVS {
+	t.Helper()
+	build := topo.BuildDR
+	if tunnel {
+		build = topo.BuildTUN
+	}
+	l, err := build(e.topo, 2)
+	if err != nil {
+		t.Fatalf("build topology: %v", err)
+	}
+	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	return l
+}
+
 // startLBD starts lbd with cfg in the LB namespace and waits until it
 // answers lbctl. The test is skipped if lbd refuses the configuration
 // because the dataplane does not support a feature yet.
@@ -77,15 +93,7 @@ func (e *lbEnv) startLBD(t *testing.T, cfg harness.Config, dir string) {
 func startLVS(t *testing.T, tunnel bool, proto string, port int) *lbEnv {
 	t.Helper()
 	e, dir := newEnv(t)
-	build := topo.BuildDR
-	if tunnel {
-		build = topo.BuildTUN
-	}
-	l, err := build(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	l := e.buildLVS(t, tunnel)
 	if tunnel {
 		for _, h := range l.Servers {
 			d, err := harness.StartDecap(e.topo, h, e.nshelper, e.vip, 10*time.Second)
@@ -360,5 +368,71 @@ func TestDRUDP(t *testing.T) {
 		return e.serverStats(r, "udp", 53, 53, "Route", answers, failed, false)
 	})
 	e.oneWay(t, resp, "udp", 53)
+	e.stop(t)
+}
+
+// TestDROnePacket: a UDP service with one-packet scheduling (ipvsadm
+// --ops) behind VS/DR: 40 queries from one client socket (one source
+// port, as a resolver's) are each scheduled, so rr spreads them evenly
+// over both servers, which answer from the VIP; lbd keeps no connection
+// for them and counts each as one. The same queries to the service
+// without --ops (lbctl -E --no-ops) all follow the first one's server.
+func TestDROnePacket(t *testing.T) {
+	e, dir := newEnv(t)
+	l := e.buildLVS(t, false)
+	e.startServers(t, "udp", ":53")
+	cfg := harness.LVSConfig(l, e.topo.Suffix(), dir, "udp", 53)
+	cfg.Services[0].OnePacket = true
+	e.startLBD(t, cfg, dir)
+	addr := net.JoinHostPort(e.vip, "53")
+
+	queries := func(port, n int) map[string]int {
+		t.Helper()
+		res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.client.NS, e.nshelper, addr, port, n, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for _, r := range res {
+			if r.Err != "" {
+				t.Fatalf("query %d from port %d: %s", r.I, port, r.Err)
+			}
+			if want := addr; r.Remote != want {
+				t.Fatalf("query %d answered from %s, want the VIP %s", r.I, r.Remote, want)
+			}
+			got[r.Server()]++
+		}
+		return got
+	}
+	for i := 0; ; i++ { // warm-up: ARP on every side
+		res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.client.NS, e.nshelper, addr, 40052, 1, time.Second)
+		if err == nil && len(res) == 1 && res[0].Err == "" {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("warm-up: no answer (%v %v)", res, err)
+		}
+	}
+	if got := queries(40053, 40); got["rs1"] != 20 || got["rs2"] != 20 {
+		t.Fatalf("answers per server %v, want 20 and 20: every datagram scheduled on its own", got)
+	}
+	out, err := harness.LBCtl(e.ctx, e.lbctl, e.lbd.Config.Socket, "-L", "-n", "-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, ":40053") {
+		t.Errorf("a one-packet query left a connection:\n%s", out)
+	}
+	list, err := harness.LBCtl(e.ctx, e.lbctl, e.lbd.Config.Socket, "-L", "-n")
+	if err != nil || !strings.Contains(list, "UDP  "+addr+" rr ops") {
+		t.Errorf("lbctl -L -n (%v):\n%s", err, list)
+	}
+
+	if out, err := harness.LBCtl(e.ctx, e.lbctl, e.lbd.Config.Socket, "-E", "-u", addr, "--no-ops"); err != nil {
+		t.Fatalf("lbctl -E --no-ops: %v\n%s", err, out)
+	}
+	if got := queries(40054, 10); len(got) != 1 {
+		t.Fatalf("without ops, one socket's queries went to %v: its connection should keep them on one server", got)
+	}
 	e.stop(t)
 }

@@ -172,11 +172,7 @@ func startFragNAT(t *testing.T, fullNAT bool, configure ...func(*harness.Config)
 // directly with its own fragments.
 func TestFragmentsDR(t *testing.T) {
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	l := e.buildLVS(t, false)
 	e.startServers(t, "udp", ":53")
 	cfg := harness.LVSConfig(l, e.topo.Suffix(), dir, "udp", 53)
 	cfg.Workers = []int{0, 1}

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/dplb/dplb/e2e/harness"
-	"github.com/dplb/dplb/e2e/topo"
 )
 
 // TestFTPThroughDRPortZero: FTP through VS/DR as the LVS documents run
@@ -20,11 +19,7 @@ func TestFTPThroughDRPortZero(t *testing.T) {
 		t.Skip("FTP test: vsftpd not found (run scripts/setup.sh)")
 	}
 	e, dir := newEnv(t)
-	l, err := topo.BuildDR(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	l := e.buildLVS(t, false)
 	sums := map[string]string{}
 	for _, h := range l.Servers {
 		sums[startVsftpd(t, e.topo, h, dir)] = h.Name

@@ -35,15 +35,11 @@ const (
 func startPMTU(t *testing.T, tunnel bool) (*lbEnv, *topo.LVS) {
 	t.Helper()
 	e, dir := newEnv(t)
-	build, fwd := topo.BuildDR, "nat"
+	fwd := "nat"
 	if tunnel {
-		build, fwd = topo.BuildTUN, "tun"
+		fwd = "tun"
 	}
-	l, err := build(e.topo, 2)
-	if err != nil {
-		t.Fatalf("build topology: %v", err)
-	}
-	e.client, e.servers, e.lbNS, e.vip = l.Client, l.Servers, l.LBNS, l.VIP.String()
+	l := e.buildLVS(t, tunnel)
 	for _, h := range l.Servers {
 		if tunnel {
 			d, err := harness.StartDecap(e.topo, h, e.nshelper, e.vip, 10*time.Second)

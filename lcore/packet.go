@@ -124,6 +124,9 @@ func (w *Worker) forward(d *desc) exit {
 		}
 		dir = conn.Original
 		w.learnClient(d)
+		if c := w.table.Get(id); w.snap.Services[c.Service].OnePacket {
+			return w.onePacket(d, id, c)
+		}
 	}
 	c := w.table.Get(id)
 	if c.Flags&flagSynced != 0 && dir == conn.Original {

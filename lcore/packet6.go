@@ -67,6 +67,9 @@ func (w *Worker) forward6(d *desc) exit {
 		}
 		dir = conn.Original
 		w.learnClient6(d, &src)
+		if c := w.table.Get(id); w.snap.Services[c.Service].OnePacket {
+			return w.onePacket(d, id, c)
+		}
 	}
 	c := w.table.Get(id)
 	if c.Flags&flagSynced != 0 && dir == conn.Original {
@@ -119,10 +122,9 @@ func (w *Worker) forward6(d *desc) exit {
 			return x
 		}
 	}
-	a := w.table.Addrs6(id)
 	switch c.Fwd {
 	case fwd.NAT:
-		e := w.forwardNAT6(d, c, a, dir)
+		e := w.forwardNAT6(d, c, w.table.Addrs6(id), dir)
 		if c.Flags&flagSeqAdj != 0 && e.kind == exitTransmit {
 			adjustSeq(hdr.TCP(d.l4Bytes6()), w.table.Ext(id), dir, true) // a proxied handshake's deltas
 		}
@@ -132,12 +134,8 @@ func (w *Worker) forward6(d *desc) exit {
 			return drop(DropNoConn) // a NAT64 connection's replies are IPv4
 		}
 		return w.nat64Out(d, c, id)
-	case fwd.TUN:
-		return w.encapsulate6(d, &a.RIP)
 	}
-	ip.SetHopLimit(ip.HopLimit() - 1)
-	d.m.SetOlFlags(0)
-	return w.route6(&a.RIP)
+	return w.toRealServer6(d, c, id) // DR, TUN
 }
 
 // learnClient6 remembers the Ethernet source of an on-link IPv6 client.
@@ -145,6 +143,22 @@ func (w *Worker) learnClient6(d *desc, src *hdr.Addr6) {
 	if w.snap.Ports[d.in].onLink6(src) {
 		w.neigh6.learn(src, d.eth().Src(), w.now)
 	}
+}
+
+// toRealServer6 sends an IPv6 packet of DR or TUN connection id (entry c)
+// to its server, as forward6 does.
+func (w *Worker) toRealServer6(d *desc, c *conn.Conn, id uint32) exit {
+	ip := d.ip6()
+	if ip.HopLimit() <= 1 {
+		return w.timeExceeded6(d)
+	}
+	a := w.table.Addrs6(id)
+	if c.Fwd == fwd.TUN {
+		return w.encapsulate6(d, &a.RIP)
+	}
+	ip.SetHopLimit(ip.HopLimit() - 1)
+	d.m.SetOlFlags(0)
+	return w.route6(&a.RIP)
 }
 
 // newConn6 is newConn for an IPv6 packet.

@@ -148,6 +148,10 @@ type Service struct {
 	Key       ServiceKey
 	Scheduler string
 	SloppyTCP bool // open TCP connections on any packet, not only a SYN
+	// OnePacket schedules every datagram on its own (IPVS's one-packet
+	// scheduling, ipvsadm --ops): its connection ends once the datagram
+	// is sent (onepacket.go). UDP, DR and TUN servers only (conf checks).
+	OnePacket bool
 	// Helper is an application helper for the service's connections:
 	// 0 none, HelperFTP (ftp.go; VS/NAT, TCP).
 	Helper uint8

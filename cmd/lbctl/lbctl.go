@@ -20,7 +20,7 @@ const (
 )
 
 const usageText = `Usage:
-  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags] [--[no-]sloppy-tcp]
+  lbctl -A|-E -t|-u VIP:port [-s scheduler] [-p [timeout]] [-M netmask] [-b sched-flags] [--[no-]sloppy-tcp] [--[no-]ops]
   lbctl -D -t|-u VIP:port
   lbctl -C
   lbctl -R [--dry-run] < rules
@@ -119,6 +119,9 @@ Options:
                                mh, sh or dh every director picks the same server); -E
                                --no-sloppy-tcp turns it off. -S does not save it
   --synproxy, --no-synproxy    answer SYNs with SYN cookies (nat and fullnat servers), or not
+  --ops, --no-ops              one-packet scheduling: every datagram of a udp service scheduled on
+                               its own, no connection kept (dr and tun servers); ipvsadm's -o
+                               with -A/-E when json or text does not follow
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel

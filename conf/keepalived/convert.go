@@ -225,7 +225,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	forward := "nat"
 	var flags, servers []*Node
-	var sorry, sorryMethod, granularity, synProxy, proxyProtocol *Node
+	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops *Node
 	groups := map[string]*Node{} // DPVS's address groups named, by keyword
 	weight := 1
 	for _, s := range n.Block {
@@ -295,7 +295,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		case "flag-1", "flag-2", "flag-3", "sh-port", "sh-fallback", "mh-port", "mh-fallback":
 			flags = append(flags, s)
 		case "ops":
-			c.warn(s, "lbd has no one-packet scheduling: dropped")
+			ops = s
 		case "alpha":
 			c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
 		case "quorum":
@@ -396,6 +396,9 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	if synProxy != nil {
 		c.synProxy(&svc, synProxy)
+	}
+	if ops != nil {
+		c.onePacket(&svc, ops)
 	}
 	if proxyProtocol != nil {
 		c.proxyProtocol(&svc, proxyProtocol)
@@ -682,6 +685,19 @@ func (c *converter) sorry(svc *conf.Service, vip netip.Addr, forward string, s, 
 		c.warn(at, "lbd reaches the sorry server by nat, not %s: its replies must come back through lbd", forward)
 	}
 	svc.SorryServer = netip.AddrPortFrom(addr, uint16(port)).String()
+}
+
+// onePacket converts ops: lbd's one_packet, for udp services whose
+// servers all answer the clients themselves.
+func (c *converter) onePacket(svc *conf.Service, n *Node) {
+	switch {
+	case svc.Protocol != "udp":
+		c.warn(n, "lbd schedules every datagram on its own for udp services only: dropped")
+	case slices.ContainsFunc(svc.Servers, func(r conf.RealServer) bool { return r.Forward != "dr" && r.Forward != "tun" }):
+		c.warn(n, "lbd's one-packet scheduling keeps no connection, so its servers must be dr or tun (a nat server's answers could not be translated back): dropped")
+	default:
+		svc.OnePacket = true
+	}
 }
 
 // realServer converts a real_server and its check (nil without one).

@@ -447,6 +447,36 @@ virtual_server 192.0.2.11 0 {
           fall: 2
           port: 22
 `},
+		{"ops", `virtual_server 192.0.2.10 53 {
+  protocol UDP
+  lb_kind DR
+  ops
+  real_server 198.51.100.11 53
+}
+virtual_server 192.0.2.10 54 {
+  protocol UDP
+  ops
+  real_server 198.51.100.11 54
+}
+`, []string{
+			"keepalived.conf:9: ops: lbd's one-packet scheduling keeps no connection, so its servers must be dr or tun (a nat server's answers could not be translated back): dropped",
+		}, `services:
+  - protocol: udp
+    vip: 192.0.2.10
+    port: 53
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        forward: dr
+    one_packet: true
+  # virtual_server at keepalived.conf:7
+  - protocol: udp
+    vip: 192.0.2.10
+    port: 54
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+`},
 		{"fwmark", "virtual_server fwmark 1 {\n  real_server 198.51.100.11 80\n}\n", []string{
 			"keepalived.conf:1: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped",
 		}, "services: []\n"},
@@ -814,7 +844,7 @@ virtual_server 2001:db8::10 80 {
 			"keepalived.conf:5: quorum: lbd has no quorum: the sorry server (if any) takes over only when every server is down; dropped",
 			"keepalived.conf:6: hysteresis: lbd has no quorum: dropped",
 			"keepalived.conf:7: quorum_down: lbd runs no quorum scripts: dropped",
-			"keepalived.conf:8: ops: lbd has no one-packet scheduling: dropped",
+			"keepalived.conf:8: ops: lbd schedules every datagram on its own for udp services only: dropped",
 			"keepalived.conf:9: persistence_engine: lbd has no persistence engines (keepalived's sip): dropped",
 			"keepalived.conf:10: smtp_alert: lbd sends no mail (its events and metrics say when a server goes down): dropped",
 			"keepalived.conf:12: notify_down: lbd runs no scripts when a server changes state (its events say so): dropped",

@@ -34,7 +34,10 @@
 //     waddr_group_name (allow_address_group) the allowlist, their
 //     addresses in the VIP's family. syn_proxy is synproxy (tcp, nat and
 //     fullnat servers), proxy_protocol v2 proxy_protocol (to fullnat
-//     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry. A tcp
+//     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry, ops
+//     one_packet (udp, dr and tun servers). A virtual_server on port 0
+//     (or on an address alone) is a port-zero service when persistent;
+//     its servers' ports are dropped (the client's is kept). A tcp
 //     service with fullnat servers and no proxy_protocol gets toa, as
 //     DPVS puts its TCP option address in every FullNAT handshake.
 //   - real_server IP [PORT]: weight (the virtual_server's weight, else 1),
@@ -68,7 +71,8 @@
 // first, a regex Go's RE2 does not take (the first url's becomes
 // expect_body when it is a plain string, else expect_regex), delay_before_retry (lbd probes every
 // interval), alpha (lbd's servers start up), quorum, notify and quorum
-// scripts, mail alerts, ops, persistence engines, GUE and GRE tunnels. A
+// scripts, mail alerts, ops off udp or with nat servers, persistence
+// engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),
 // and one without require_reply warned about: keepalived's passes on
 // silence, lbd's wants a reply. So are DPVS's and LVS FullNAT's keywords

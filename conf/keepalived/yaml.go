@@ -102,6 +102,9 @@ func (w *writer) service(s conf.Service) {
 	if s.SynProxy {
 		w.value("synproxy", "true")
 	}
+	if s.OnePacket {
+		w.value("one_packet", "true")
+	}
 	if len(s.Blocklist) > 0 {
 		w.list("blocklist", s.Blocklist)
 	}

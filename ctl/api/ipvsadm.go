@@ -63,6 +63,7 @@ var longOpts = map[string]optSpec{
 	"--sched-flags": {"-b", needValue}, "--real-server": {"-r", needValue},
 	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
 	"--fullnat": {"--fullnat", noValue}, "--synproxy": {"--synproxy", noValue}, "--no-synproxy": {"--no-synproxy", noValue},
+	"--ops": {"--ops", noValue}, "--no-ops": {"--no-ops", noValue},
 	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
@@ -133,6 +134,8 @@ func init() {
 	allowedWith["--fullnat"] = allowedWith["-g"]
 	allowedWith["--synproxy"] = allowedWith["-s"]
 	allowedWith["--no-synproxy"] = allowedWith["-s"]
+	allowedWith["--ops"] = allowedWith["-s"]
+	allowedWith["--no-ops"] = allowedWith["-s"]
 }
 
 // commandName is the option a command is given with, for messages.
@@ -145,17 +148,36 @@ func commandName(op string) string {
 	return op
 }
 
+// opsShortOption reads ipvsadm's -o (--ops, as ipvsadm -S writes it) in
+// a service's add or edit, where lbctl's -o (output format) is no use:
+// an -o there not followed by json or text becomes --ops.
+func opsShortOption(args []string) []string {
+	if !slices.ContainsFunc(args, func(a string) bool {
+		return a == "-A" || a == "-E" || a == "--add-service" || a == "--edit-service"
+	}) {
+		return args
+	}
+	out := slices.Clone(args)
+	for i, a := range out {
+		if a == "-o" && (i+1 == len(out) || out[i+1] != "json" && out[i+1] != "text") {
+			out[i] = "--ops"
+		}
+	}
+	return out
+}
+
 // ParseArgs parses ipvsadm's command line (plus lbctl's -o, --socket and
 // the words "reload" and "upgrade [--binary PATH]"). Short options may be clustered (-Ln); an option's
 // value may be attached (-w3, -ojson) or the next argument; long options
 // take theirs after '=' or next. A usage error is returned as an error
 // whose message names the argument.
 func ParseArgs(args []string) (Command, error) {
+	args = opsShortOption(args)
 	var c Command
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var sloppy *bool
-	var synproxy *bool
+	var synproxy, ops *bool
 	var setVals []string
 	var daemon daemonArgs
 	conn := false
@@ -227,6 +249,9 @@ func ParseArgs(args []string) (Command, error) {
 			case "--synproxy", "--no-synproxy":
 				on := spec.name == "--synproxy"
 				synproxy = &on
+			case "--ops", "--no-ops":
+				on := spec.name == "--ops"
+				ops = &on
 			case "-r":
 				rsVal = v
 			case "-z":
@@ -447,6 +472,7 @@ func ParseArgs(args []string) (Command, error) {
 		s.Scheduler = sched
 		s.SloppyTCP = sloppy
 		s.SynProxy = synproxy
+		s.OnePacket = ops
 		if flags != nil {
 			fl := []string{}
 			if *flags != "" {

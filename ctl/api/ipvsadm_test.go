@@ -12,6 +12,7 @@ import (
 func sp(s string) *string { return &s }
 func ip(n int) *int       { return &n }
 func up(n uint32) *uint32 { return &n }
+func bp(b bool) *bool     { return &b }
 
 func TestParseRestoreIpvsadmFile(t *testing.T) {
 	// As ipvsadm -S writes it, plus what hand-written files carry.
@@ -24,6 +25,8 @@ ipvsadm -a -u 192.0.2.100:53 -r 198.51.100.22 -i
 -D -t 192.0.2.100:80
 -A -t 192.0.2.101:0 -s rr -p 3600
 -a -t 192.0.2.101:0 -r 198.51.100.31:0 -g -w 1
+-A -u 192.0.2.101:53 -s rr -o
+-E -u 192.0.2.101:53 --no-ops
 -C
 --set 900 120 300
 `
@@ -42,6 +45,8 @@ ipvsadm -a -u 192.0.2.100:53 -r 198.51.100.22 -i
 		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.101", Port: 0, Scheduler: sp("rr"), Persistence: up(3600)}},
 		{Op: api.OpAddServer, Service: &api.ServiceSpec{Protocol: "tcp", VIP: "192.0.2.101", Port: 0},
 			Server: &api.ServerSpec{Address: "198.51.100.31", Port: 0, Forward: sp("dr"), Weight: ip(1)}},
+		{Op: api.OpAddService, Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.101", Port: 53, Scheduler: sp("rr"), OnePacket: bp(true)}},
+		{Op: api.OpEditService, Service: &api.ServiceSpec{Protocol: "udp", VIP: "192.0.2.101", Port: 53, OnePacket: bp(false)}},
 		{Op: api.OpClear},
 		{Op: api.OpSetTimeouts, Timeouts: &api.TimeoutsSpec{TCP: 900, TCPFin: 120, UDP: 300}},
 	}
@@ -197,6 +202,35 @@ func TestFullNATAndSynProxyRules(t *testing.T) {
 	}
 }
 
+// TestOnePacketRules: --ops saves and lists as ipvsadm's, and the saved
+// table restores to the same requests.
+func TestOnePacketRules(t *testing.T) {
+	file := `-A -u 192.0.2.100:53 -s rr --ops
+-a -u 192.0.2.100:53 -r 198.51.100.11:53 -g -w 1
+`
+	svcs := []api.Service{{Protocol: "UDP", VIP: "192.0.2.100", Port: 53, Scheduler: "rr", OnePacket: true,
+		Servers: []api.RealServer{{Address: "198.51.100.11", Port: 53, Forward: "Route", Weight: 1}}}}
+	var b bytes.Buffer
+	if err := api.WriteSave(&b, svcs); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != file {
+		t.Errorf("save:\n%s\nwant:\n%s", b.String(), file)
+	}
+	got, err := api.ParseRestore(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got[0].Service; s.OnePacket == nil || !*s.OnePacket {
+		t.Errorf("restored %+v: --ops lost", got[0])
+	}
+	b.Reset()
+	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
+	if !strings.Contains(b.String(), "UDP  192.0.2.100:53 rr ops\n") {
+		t.Errorf("list:\n%s", b.String())
+	}
+}
+
 // TestLocalAddressRules: DPVS's local address verbs parse (long and
 // short), are allowed in a restore file, and refuse what they cannot use.
 func TestLocalAddressRules(t *testing.T) {
@@ -322,5 +356,30 @@ func TestClientListRules(t *testing.T) {
 	api.WriteClientLists(&b, api.Response{}, api.Allowlist)
 	if want := "Prot VIP:Port                   Allowlist\n"; b.String() != want {
 		t.Errorf("empty --get-whtlst output %q, want %q", b.String(), want)
+	}
+}
+
+// TestOpsAndOutputFormat: ipvsadm's -o is --ops in a service's add or
+// edit unless json or text follows (lbctl's output format).
+func TestOpsAndOutputFormat(t *testing.T) {
+	for _, tt := range []struct {
+		args       string
+		ops, json_ bool
+	}{
+		{"-A -u 192.0.2.1:53 -o", true, false},
+		{"-A -u 192.0.2.1:53 -o -s rr", true, false},
+		{"-A -u 192.0.2.1:53 --ops -o json", true, true},
+		{"-E -u 192.0.2.1:53 -o text", false, false},
+		{"-L -n -o json", false, true},
+	} {
+		c, err := api.ParseArgs(strings.Fields(tt.args))
+		if err != nil {
+			t.Errorf("%s: %v", tt.args, err)
+			continue
+		}
+		ops := c.Service != nil && c.Service.OnePacket != nil && *c.Service.OnePacket
+		if ops != tt.ops || c.JSON != tt.json_ {
+			t.Errorf("%s: ops %v json %v, want %v %v", tt.args, ops, c.JSON, tt.ops, tt.json_)
+		}
 	}
 }

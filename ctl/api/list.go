@@ -97,6 +97,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 			if s.SynProxy {
 				bw.WriteString(" synproxy")
 			}
+			if s.OnePacket {
+				bw.WriteString(" ops")
+			}
 		}
 		bw.WriteString("\n")
 
@@ -170,6 +173,9 @@ func WriteSave(w io.Writer, services []Service) error {
 		}
 		if s.SynProxy {
 			bw.WriteString(" --synproxy")
+		}
+		if s.OnePacket {
+			bw.WriteString(" --ops")
 		}
 		bw.WriteString("\n")
 		for _, l := range s.LocalAddresses {

@@ -110,6 +110,7 @@ type Service struct {
 	ProxyProtocol  bool
 	TOA            bool // toa: DPVS's TCP option address in the handshakes
 	SynProxy       bool // synproxy: true
+	OnePacket      bool // one_packet: every datagram scheduled on its own
 	Servers        []Server
 }
 
@@ -244,6 +245,9 @@ func (c Config) YAML() string {
 		}
 		if s.SynProxy {
 			w("    synproxy: true")
+		}
+		if s.OnePacket {
+			w("    one_packet: true")
 		}
 		w("    servers:")
 		for _, rs := range s.Servers {

@@ -228,15 +228,27 @@ func UDPGet(ctx context.Context, t *topo.Topo, ns, nshelper, addr, bind string, 
 // UDPGetSized is UDPGet with each query padded to size bytes (0: not
 // padded); an answer must come back as long, padded the same way.
 func UDPGetSized(ctx context.Context, t *topo.Topo, ns, nshelper, addr, bind string, n, size int, timeout time.Duration) ([]Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*timeout+30*time.Second)
-	defer cancel()
-	args := []string{nshelper, "udpget", "-addr", addr, "-n", strconv.Itoa(n), "-timeout", timeout.String()}
+	var more []string
 	if size > 0 {
-		args = append(args, "-size", strconv.Itoa(size))
+		more = append(more, "-size", strconv.Itoa(size))
 	}
 	if bind != "" {
-		args = append(args, "-bind", bind)
+		more = append(more, "-bind", bind)
 	}
+	return udpGet(ctx, t, ns, nshelper, addr, n, timeout, more...)
+}
+
+// UDPGetFromPort is UDPGet with every query sent from source port port,
+// as a resolver sends its queries from one socket.
+func UDPGetFromPort(ctx context.Context, t *topo.Topo, ns, nshelper, addr string, port, n int, timeout time.Duration) ([]Result, error) {
+	return udpGet(ctx, t, ns, nshelper, addr, n, timeout, "-port", strconv.Itoa(port))
+}
+
+// udpGet runs nshelper udpget with more arguments.
+func udpGet(ctx context.Context, t *topo.Topo, ns, nshelper, addr string, n int, timeout time.Duration, more ...string) ([]Result, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*timeout+30*time.Second)
+	defer cancel()
+	args := append([]string{nshelper, "udpget", "-addr", addr, "-n", strconv.Itoa(n), "-timeout", timeout.String()}, more...)
 	out, err := t.ExecContext(ctx, ns, args...)
 	var exitErr *exec.ExitError
 	if err != nil && !(errors.As(err, &exitErr) && exitErr.ExitCode() == 1) {

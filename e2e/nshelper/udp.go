@@ -147,6 +147,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	timeout := fs.Duration("timeout", 2*time.Second, "time to wait for each answer")
 	bind := fs.String("bind", "", "local IPv4 address to send from (default: the route's)")
 	size := fs.Int("size", 0, "pad each query to this many bytes; the answer must be as long and padded alike")
+	port := fs.Int("port", 0, "source port of every query, as a resolver's one socket (0: a fresh one each)")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -175,7 +176,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	enc := json.NewEncoder(out)
 	sum := Summary{Summary: true}
 	for i := 0; i < *n; i++ {
-		res := query(local, raddr, i, *size, *timeout)
+		res := query(&net.UDPAddr{IP: local, Port: *port}, raddr, i, *size, *timeout)
 		if res.Err == "" {
 			sum.OK++
 		} else {
@@ -191,9 +192,10 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	return sum.Failed > 0, nil
 }
 
-// query sends one datagram from a fresh unconnected socket, so that an
-// answer from any source is received and its source recorded.
-func query(local net.IP, raddr *net.UDPAddr, i, size int, timeout time.Duration) (res Result) {
+// query sends one datagram from a fresh unconnected socket bound to
+// local, so that an answer from any source is received and its source
+// recorded.
+func query(local *net.UDPAddr, raddr *net.UDPAddr, i, size int, timeout time.Duration) (res Result) {
 	res.I = i
 	start := time.Now()
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
@@ -201,7 +203,7 @@ func query(local net.IP, raddr *net.UDPAddr, i, size int, timeout time.Duration)
 	if raddr.IP.To4() == nil {
 		network = "udp6"
 	}
-	c, err := net.ListenUDP(network, &net.UDPAddr{IP: local})
+	c, err := net.ListenUDP(network, local)
 	if err != nil {
 		res.Err = err.Error()
 		return res

@@ -137,6 +137,7 @@ function renderServices(data) {
     if (s.sched_flags && s.sched_flags.length) sched += " (" + s.sched_flags.join(",") + ")";
     if (s.persistence) sched += " persistent " + s.persistence;
     if (s.synproxy) sched += " synproxy";
+    if (s.one_packet) sched += " ops";
     // The lists are counted here, their entries in the cell's title
     // (lbctl --get-blklst and --get-whtlst list them whole).
     const lists = [["blocklist", s.blocklist], ["allowlist", s.allowlist]].filter(([, l]) => l && l.length);
