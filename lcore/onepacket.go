@@ -11,7 +11,10 @@ import "github.com/dplb/dplb/lcore/conn"
 // counters), is sent to the server, and the connection ends at once, as
 // IPVS frees a one-packet connection after its packet. The servers are
 // DR or TUN (the configuration refuses others): their answers bypass
-// the balancer, which keeps nothing to translate a NAT answer with.
+// the balancer, which keeps nothing to translate a NAT answer with. A
+// datagram in fragments keeps its connection for the fragments' timeout
+// (its later fragments carry no ports and follow it), so the socket's
+// next datagrams within it go to the same server.
 
 // onePacket sends the first and only datagram of connection id (entry
 // c, just made) to its server and ends the connection.
@@ -29,6 +32,12 @@ func (w *Worker) onePacket(d *desc, id uint32, c *conn.Conn) exit {
 		} else {
 			e = w.toRealServer(d, c, true)
 		}
+	}
+	if d.frag == fragFirst {
+		// The datagram's later fragments follow its connection
+		// (frag.go): it lives as long as they may come, then expires.
+		w.table.SetExpires(id, w.now+w.frags.timeout)
+		return e
 	}
 	w.expireEntry(id, c)
 	w.table.Delete(id)

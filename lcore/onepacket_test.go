@@ -2,6 +2,7 @@ package lcore
 
 import (
 	"testing"
+	"time"
 
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -99,5 +100,38 @@ func TestOnePacketPathDoesNotAllocate(t *testing.T) {
 	}
 	if r.w.cnt.own[NewConns] < 100 || r.w.table.Len() != 0 {
 		t.Fatalf("%d connections made, %d left", r.w.cnt.own[NewConns], r.w.table.Len())
+	}
+}
+
+// TestOnePacketFragments: a datagram in fragments to a one-packet service
+// reaches one server whole (its later fragments follow the first's
+// connection, which lives for the fragments' timeout), and the next
+// unfragmented datagram after that timeout is scheduled anew.
+func TestOnePacketFragments(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	w := r.w
+	withOnePacket(t, r, ServiceKey{VIP: vipDR, Port: 53, Proto: hdr.ProtoUDP}, fwd.DR)
+	for _, f := range fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 41001, vipDR, 53, 4000, 11), 1500) {
+		r.inject(0, f)
+	}
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 3 {
+		t.Fatalf("lan sent %d fragments, want 3 (stats %v)", len(out), w.cnt.own)
+	}
+	for _, f := range out {
+		if hdr.Ethernet(f).Dst() != rs1MAC {
+			t.Fatal("a fragment did not go to rs1's MAC, the first one's server")
+		}
+	}
+	checkReassembledUDP(t, out, clientIP, 41001, vipDR, 53, 4000)
+	w.table.Expire(w.now+int64(6*time.Second), w.table.Cap(), w.expire)
+	if n := w.table.Len(); n != 0 {
+		t.Fatalf("%d connections left after the fragments' timeout", n)
+	}
+	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 41001, vipDR, 53, "query", true))
+	w.poll()
+	if out := r.sent(1); len(out) != 1 || hdr.Ethernet(out[0]).Dst() != rs2MAC {
+		t.Fatal("the next datagram was not scheduled anew (rr: rs2)")
 	}
 }
