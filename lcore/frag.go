@@ -75,6 +75,7 @@ type fragEntry struct {
 	flow    flowKey // the first fragment's flow (owner)
 	seen    uint32  // fragment payload bytes seen here
 	total   uint32  // the datagram's payload length, once its last fragment is seen
+	endConn uint32  // a one-packet connection (id+1) that ends with the datagram (onepacket.go)
 	expires int64
 }
 
@@ -200,6 +201,10 @@ func (w *Worker) removeFrag(e *fragEntry, why Stat) {
 		s = next
 	}
 	e.used, e.held, e.nheld = false, -1, 0
+	if e.endConn != 0 {
+		w.endOnePacket(e.endConn-1, &e.flow)
+		e.endConn = 0
+	}
 }
 
 // hold keeps a later fragment until its datagram's first one arrives.
@@ -304,9 +309,12 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	v6 := d.class == classFlow6 || d.class == classFragment6
 	switch {
 	case d.frag == fragFirst && v6:
-		return w.forward6(d)
+		x := w.forward6(d)
+		e.endConn, w.onePacketFrag = w.onePacketFrag, 0
+		return x
 	case d.frag == fragFirst:
 		x := w.forward(d)
+		e.endConn, w.onePacketFrag = w.onePacketFrag, 0
 		switch {
 		case x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum):
 			e.doomed = uint16(x.why)

@@ -1,6 +1,10 @@
 package lcore
 
-import "github.com/dplb/dplb/lcore/conn"
+import (
+	"time"
+
+	"github.com/dplb/dplb/lcore/conn"
+)
 
 // One-packet scheduling (IPVS's --ops, keepalived's ops): a UDP service
 // whose every datagram is scheduled on its own, for protocols whose
@@ -12,9 +16,10 @@ import "github.com/dplb/dplb/lcore/conn"
 // IPVS frees a one-packet connection after its packet. The servers are
 // DR or TUN (the configuration refuses others): their answers bypass
 // the balancer, which keeps nothing to translate a NAT answer with. A
-// datagram in fragments keeps its connection for the fragments' timeout
-// (its later fragments carry no ports and follow it), so the socket's
-// next datagrams within it go to the same server.
+// datagram in fragments keeps its connection until its last fragment
+// has passed or its fragment entry expires (its later fragments carry no
+// ports and follow it): the socket's datagrams sent meanwhile go to the
+// same server.
 
 // onePacket sends the first and only datagram of connection id (entry
 // c, just made) to its server and ends the connection.
@@ -35,11 +40,25 @@ func (w *Worker) onePacket(d *desc, id uint32, c *conn.Conn) exit {
 	}
 	if d.frag == fragFirst {
 		// The datagram's later fragments follow its connection
-		// (frag.go): it lives as long as they may come, then expires.
-		w.table.SetExpires(id, w.now+w.frags.timeout)
+		// (frag.go), which ends with the datagram (endOnePacket); it
+		// outlives the datagram's fragment entry meanwhile.
+		w.table.SetExpires(id, w.now+w.frags.timeout+int64(time.Second))
+		w.onePacketFrag = id + 1
 		return e
 	}
 	w.expireEntry(id, c)
 	w.table.Delete(id)
 	return e
+}
+
+// endOnePacket ends one-packet connection id, whose datagram's fragments
+// (first fragment flow) have all passed or expired, unless the entry is
+// no longer that connection (evicted and reused meanwhile).
+func (w *Worker) endOnePacket(id uint32, flow *flowKey) {
+	c := w.table.Get(id)
+	if c == nil || c.Proto != flow.proto || c.ClientPort != flow.sport || c.VPort != flow.dport {
+		return
+	}
+	w.expireEntry(id, c)
+	w.table.Delete(id)
 }

@@ -2,7 +2,6 @@ package lcore
 
 import (
 	"testing"
-	"time"
 
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
@@ -105,13 +104,14 @@ func TestOnePacketPathDoesNotAllocate(t *testing.T) {
 
 // TestOnePacketFragments: a datagram in fragments to a one-packet service
 // reaches one server whole (its later fragments follow the first's
-// connection, which lives for the fragments' timeout), and the next
-// unfragmented datagram after that timeout is scheduled anew.
+// connection), and the connection ends with its last fragment; one whose
+// fragments never all come ends when its fragment entry expires.
 func TestOnePacketFragments(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	w := r.w
 	withOnePacket(t, r, ServiceKey{VIP: vipDR, Port: 53, Proto: hdr.ProtoUDP}, fwd.DR)
-	for _, f := range fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 41001, vipDR, 53, 4000, 11), 1500) {
+	frags := fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 41001, vipDR, 53, 4000, 11), 1500)
+	for _, f := range frags {
 		r.inject(0, f)
 	}
 	w.poll()
@@ -125,13 +125,26 @@ func TestOnePacketFragments(t *testing.T) {
 		}
 	}
 	checkReassembledUDP(t, out, clientIP, 41001, vipDR, 53, 4000)
-	w.table.Expire(w.now+int64(6*time.Second), w.table.Cap(), w.expire)
 	if n := w.table.Len(); n != 0 {
-		t.Fatalf("%d connections left after the fragments' timeout", n)
+		t.Fatalf("%d connections left after the datagram's last fragment", n)
 	}
 	r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 41001, vipDR, 53, "query", true))
 	w.poll()
 	if out := r.sent(1); len(out) != 1 || hdr.Ethernet(out[0]).Dst() != rs2MAC {
 		t.Fatal("the next datagram was not scheduled anew (rr: rs2)")
+	}
+
+	// The first fragment alone: its connection waits for the rest, and
+	// ends when the datagram's fragment entry expires.
+	first := fragmentFrame(bigUDP(clientMAC, wanMAC, clientIP, 41002, vipDR, 53, 4000, 12), 1500)[0]
+	r.inject(0, first)
+	w.poll()
+	if out := r.sent(1); len(out) != 1 || w.table.Len() != 1 {
+		t.Fatalf("first fragment: sent %d, %d connections", len(out), w.table.Len())
+	}
+	w.now += w.frags.timeout + 1
+	w.sweepFrags(len(w.frags.entries))
+	if n := w.table.Len(); n != 0 {
+		t.Fatalf("%d connections left after the datagram's fragments expired", n)
 	}
 }
