@@ -144,31 +144,32 @@ type Worker struct {
 	ipID       uint16                 // the next outer IP ID of VS/TUN packets
 	pmtu       pathMTUs               // path MTUs to real servers learnt from ICMP (tunerr.go)
 	frags      *fragTable             // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable              // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable           // expected data connections, shared (expect.go)
+	fragDesc   desc                   // scratch for a held fragment sent on
+	lpools     map[uint32]*lportPool  // this worker's free FullNAT local ports, by LIP (fullnat.go)
+	steers     int                    // steering entries in the table (steerentry.go), not connections
+	lipNext    int                    // where the next FullNAT connection starts looking among a service's LIPs
+	held       [heldSlots]heldSeg     // client segments waiting for a proxied connection's server (synproxy.go)
+	heldDesc   desc                   // a held segment, parsed again when its server answers
+	synSpare   [synSpares]*mbuf.Mbuf  // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
+	nspare     int
+	synDesc    desc        // the SYN built in a spare
+	ttlBucket  tokenBucket // limits the ICMP time exceeded it sends (wire.go)
+	announced6 bool        // worker 0 sent its unsolicited NAs (nd6.go)
+	cmds       *spsc.Ring[Command]
+	events     *spsc.Ring[Event]
+	syncOut    *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
+	jobs       []*job
+	flow       sched.Flow // scratch for the scheduler, so nothing escapes
+	now        int64      // monotonic ns since epoch, read once per iteration
+	epoch      time.Time
+	expire     func(id uint32, c *conn.Conn)
+	budget     int
+
 	// onePacketFrag is the one-packet connection (id+1) the first
 	// fragment just forwarded made, for its fragment entry (onepacket.go).
 	onePacketFrag uint32
-	ftp           *ftpTable             // FTP control connections' state (ftp.go), made with the first FTP service
-	expects       *ExpectTable          // expected data connections, shared (expect.go)
-	fragDesc      desc                  // scratch for a held fragment sent on
-	lpools        map[uint32]*lportPool // this worker's free FullNAT local ports, by LIP (fullnat.go)
-	steers        int                   // steering entries in the table (steerentry.go), not connections
-	lipNext       int                   // where the next FullNAT connection starts looking among a service's LIPs
-	held          [heldSlots]heldSeg    // client segments waiting for a proxied connection's server (synproxy.go)
-	heldDesc      desc                  // a held segment, parsed again when its server answers
-	synSpare      [synSpares]*mbuf.Mbuf // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
-	nspare        int
-	synDesc       desc        // the SYN built in a spare
-	ttlBucket     tokenBucket // limits the ICMP time exceeded it sends (wire.go)
-	announced6    bool        // worker 0 sent its unsolicited NAs (nd6.go)
-	cmds          *spsc.Ring[Command]
-	events        *spsc.Ring[Event]
-	syncOut       *spsc.Ring[SyncConn] // records for the peer directors (syncout.go)
-	jobs          []*job
-	flow          sched.Flow // scratch for the scheduler, so nothing escapes
-	now           int64      // monotonic ns since epoch, read once per iteration
-	epoch         time.Time
-	expire        func(id uint32, c *conn.Conn)
-	budget        int
 
 	icmp6Bucket tokenBucket // limits the ICMPv6 errors it sends (icmp6err.go)
 	pmtu6       pathMTUs6   // path MTUs to IPv6 real servers learnt from ICMPv6 (tunerr6.go)
