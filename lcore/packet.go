@@ -374,9 +374,7 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
 	if svc.Persistence > 0 {
-		// The template's port is the service's: 0 for a port-zero
-		// service, whose every port then goes to one server (IPVS's).
-		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, svc.Key.Port)
+		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, templatePort(svc, k.dport))
 	} else {
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}

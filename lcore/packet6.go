@@ -203,7 +203,7 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 		// prefixes that fold alike share a server, which persistence
 		// allows (the server is still one of the service's).
 		network := masked6(src, &svc.PersistMask6)
-		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, svc.Key.Port)
+		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, templatePort(svc, k.dport))
 	} else {
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}

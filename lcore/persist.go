@@ -80,6 +80,16 @@ func (w *Worker) persistent(svc *Service, proto uint8, src, vip uint32, vport ui
 	return chosen, 0
 }
 
+// templatePort is the port in the template of a connection to vport of
+// svc: vport, or 0 for a port-zero service, whose client network has one
+// template (one server) for every port, as IPVS's.
+func templatePort(svc *Service, vport uint16) uint16 {
+	if svc.Key.Port == 0 {
+		return 0
+	}
+	return vport
+}
+
 // releaseTemplate gives back the pin persistent took when no connection
 // was made after all.
 func (w *Worker) releaseTemplate(tmpl uint32) {

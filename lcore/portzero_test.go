@@ -161,8 +161,17 @@ func TestSyncedPortZeroConnection(t *testing.T) {
 		Proto: hdr.ProtoTCP, State: conn.StateEstablished}
 	wrong := rec
 	wrong.ClientPort, wrong.RPort = 40001, 9001
-	if b := install(t, w, rec, wrong); b.Installed != 1 || b.NoDest != 1 {
-		t.Fatalf("batch %+v, want one installed and one with no server", b)
+	// The peer's template (port 0, server port 0) comes first and the
+	// connection holds it, as it would a template on its own port.
+	tmpl := SyncConn{ClientIP: clientIP, VIP: vip, RIP: rs2, Proto: hdr.ProtoTCP, Template: true}
+	if b := install(t, w, tmpl, rec, wrong); b.Installed != 2 || b.NoDest != 1 {
+		t.Fatalf("batch %+v, want the template and one connection installed and one with no server", b)
+	}
+	if id, _, ok := w.table.Lookup(hdr.ProtoTCP, clientIP, 40000, vip, 9000); !ok || w.table.Get(id).Template == 0 {
+		t.Fatal("the synced connection does not hold the port-0 template")
+	}
+	if got, port := connectPort(t, r, clientIP, 40002, 7777); got != rs2 || port != 7777 {
+		t.Fatalf("a new connection to port 7777 went to %x:%d, want the template's rs2:7777", got, port)
 	}
 	r.inject(0, tcpFrame(clientMAC, wanMAC, clientIP, 40000, vip, 9000, hdr.TCPFlagACK, "x"))
 	w.poll()

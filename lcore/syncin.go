@@ -319,7 +319,7 @@ func (w *Worker) updateSyncedExt(id uint32, rx *conn.Ext) bool {
 // template, if the master's has arrived, so the template lives while the
 // connection does (as the master's); it returns the slot+1, or 0.
 func (w *Worker) pinSyncedTemplate(svc *Service, r *SyncConn) uint32 {
-	key, sub := templateKey(r.ClientIP&svc.PersistMask, r.VIP, r.VPort, r.Proto)
+	key, sub := templateKey(r.ClientIP&svc.PersistMask, r.VIP, templatePort(svc, r.VPort), r.Proto)
 	if slot, v, _, _ := w.tmpl.find(key, sub); slot >= 0 && w.tmpl.pin(slot, key, v) {
 		return uint32(slot) + 1
 	}

@@ -97,7 +97,7 @@ func (w *Worker) installConn6(b *SyncBatch, r *SyncConn) {
 	e := w.syncedInstalled(b, id, d.ID)
 	if svc.Persistence > 0 && !r.FTPData { // the helper's data connections hold no template
 		network := masked6(&a.Client, &svc.PersistMask6)
-		if slot := w.armTemplate(svc, conn.Fold6(&network)&svc.PersistMask, conn.Fold6(&a.VIP), r.VPort, r.Proto, d.ID); slot >= 0 {
+		if slot := w.armTemplate(svc, conn.Fold6(&network)&svc.PersistMask, conn.Fold6(&a.VIP), templatePort(svc, r.VPort), r.Proto, d.ID); slot >= 0 {
 			e.Template = uint32(slot) + 1
 		}
 	}

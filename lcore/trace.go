@@ -240,7 +240,7 @@ func (w *Worker) traceService(res *TraceResult, svc *Service) {
 // template's (persistence), else the scheduler's next pick, previewed.
 func (w *Worker) tracePick(res *TraceResult, svc *Service, r *TraceRequest) {
 	if svc.Persistence > 0 {
-		key, sub := templateKey(r.Client&svc.PersistMask, r.VIP, r.VPort, r.Proto)
+		key, sub := templateKey(r.Client&svc.PersistMask, r.VIP, templatePort(svc, r.VPort), r.Proto)
 		if slot, v, _, _ := w.tmpl.find(key, sub); slot >= 0 {
 			res.HasTemplate = true
 			res.TemplateDest = svc.destIndex(uint32(v&templateDest) - 1)

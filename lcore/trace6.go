@@ -94,7 +94,7 @@ func (w *Worker) tracePick6(res *TraceResult, svc *Service, r *TraceRequest) {
 	vip := conn.Fold6(&r.VIP6)
 	if svc.Persistence > 0 {
 		network := masked6(&r.Client6, &svc.PersistMask6)
-		key, sub := templateKey(conn.Fold6(&network), vip, r.VPort, r.Proto)
+		key, sub := templateKey(conn.Fold6(&network), vip, templatePort(svc, r.VPort), r.Proto)
 		if slot, v, _, _ := w.tmpl.find(key, sub); slot >= 0 {
 			res.HasTemplate = true
 			res.TemplateDest = svc.destIndex(uint32(v&templateDest) - 1)
