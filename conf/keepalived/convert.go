@@ -52,6 +52,35 @@ const (
 	maxPersist = 720 * time.Hour
 )
 
+// globalDefs points at lbd's own settings for global_defs' LVS keywords,
+// which this conversion (services only) does not write: lvs_timeouts
+// are lbd.yaml's timeouts, lvs_sync_daemon its sync section.
+func (c *converter) globalDefs(n *Node) {
+	for _, s := range n.Block {
+		a := s.Args()
+		switch s.Keyword() {
+		case "lvs_timeouts":
+			names := map[string]string{"tcp": "tcp", "tcpfin": "tcp_fin", "udp": "udp"}
+			var set []string
+			for i := 0; i+1 < len(a); i += 2 {
+				secs, err := strconv.ParseUint(a[i+1], 10, 32)
+				if name := names[a[i]]; name != "" && err == nil && secs > 0 {
+					set = append(set, fmt.Sprintf("%s: %ds", name, secs))
+				}
+			}
+			if len(set) == 0 {
+				c.warn(s, "%q names no timeout lbd knows: dropped", strings.Join(a, " "))
+				break
+			}
+			c.warn(s, "not written here (services only): set timeouts: {%s} in lbd.yaml", strings.Join(set, ", "))
+		case "lvs_sync_daemon":
+			c.warn(s, "not written here (services only): lbd syncs its connections itself, over a management interface: see the sync section of lbd.yaml (master, backup, mcast_interface, syncid, port)")
+		case "lvs_flush", "lvs_flush_onstop":
+			c.warn(s, "lbd starts with the configuration's services and ends with them: dropped")
+		}
+	}
+}
+
 // schedulers are keepalived's, every one of them lbd's too.
 var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "fo", "ovf", "mh", "twos"}
 
@@ -122,6 +151,8 @@ func Convert(nodes []*Node) Result {
 			}
 		case kw == "SSL":
 			c.ssl = n
+		case kw == "global_defs":
+			c.globalDefs(n)
 		case strings.HasPrefix(kw, "vrrp_"), slices.Contains(ignoredRoots, kw):
 		case strings.HasPrefix(kw, "$"), strings.HasPrefix(kw, "@"):
 			c.warn(n, "keepalived's parameters and conditional lines are not expanded: dropped")

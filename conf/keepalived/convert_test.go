@@ -447,6 +447,32 @@ virtual_server 192.0.2.11 0 {
           fall: 2
           port: 22
 `},
+		{"global_defs", `global_defs {
+  router_id lb1
+  lvs_timeouts tcp 7200 tcpfin 120 udp 300
+  lvs_sync_daemon eth1 VI_1 id 7 port 8848
+  lvs_flush
+}
+global_defs {
+  lvs_timeouts sctp 9
+}
+virtual_server 192.0.2.10 80 {
+  real_server 198.51.100.11 80
+}
+`, []string{
+			"keepalived.conf:3: lvs_timeouts: not written here (services only): set timeouts: {tcp: 7200s, tcp_fin: 120s, udp: 300s} in lbd.yaml",
+			"keepalived.conf:4: lvs_sync_daemon: not written here (services only): lbd syncs its connections itself, over a management interface: see the sync section of lbd.yaml (master, backup, mcast_interface, syncid, port)",
+			"keepalived.conf:5: lvs_flush: lbd starts with the configuration's services and ends with them: dropped",
+			"keepalived.conf:8: lvs_timeouts: \"sctp 9\" names no timeout lbd knows: dropped",
+		}, `services:
+  # virtual_server at keepalived.conf:10
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+`},
 		{"ops", `virtual_server 192.0.2.10 53 {
   protocol UDP
   lb_kind DR

@@ -3,8 +3,10 @@
 // It reads keepalived's grammar (ParseFile: blocks, comments, quotes,
 // includes), converts (Convert) and writes the services section of an
 // lbd.yaml (Result.YAML). Every keyword it cannot carry over as keepalived
-// meant it is named in a Warning; global_defs, vrrp_* and the other blocks
-// that are not LVS are left alone without one.
+// meant it is named in a Warning; vrrp_* and the other blocks that are
+// not LVS are left alone without one, and so is global_defs but for its
+// LVS keywords (lvs_timeouts and lvs_sync_daemon are named with lbd's
+// settings for them, which the services section does not hold).
 //
 // What maps to what, keepalived's defaults applied first:
 //
