@@ -107,7 +107,8 @@ Commands:
 Options:
   --tcp-service  -t VIP:port   TCP service (VIP and port may be names: lb.example.com:http,
                                resolved once, here or in -R's lbd; a name must give one IPv4 address;
-                               an IPv6 VIP in brackets: [2001:db8::10]:80, a server [fd00::11]:8080)
+                               an IPv6 VIP in brackets: [2001:db8::10]:80, a server [fd00::11]:8080);
+                               port 0 with -p: every port of the VIP without a service of its own
   --udp-service  -u VIP:port   UDP service
   --scheduler    -s NAME       scheduler (default rr)
   --persistent   -p [TIMEOUT]  persistent service, seconds (default 300; -E -p 0 turns it off)
