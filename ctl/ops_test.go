@@ -108,6 +108,8 @@ func TestOpsRefusals(t *testing.T) {
 			"line 2: -a -t 203.0.113.100:80 -r 198.51.100.11:80: server already exists"},
 		{"restore: a line does not parse", restoreReq("\n# rules\n-a -t 203.0.113.100:80 -r 198.51.100.13:80 -w x\n"), "line 3: -w x: weight is not a number"},
 		{"restore: not a rule", restoreReq("-L -n\n"), "line 1: -L is not allowed in a restore file"},
+		{"restore: a one-packet service's nat server", restoreReq("-A -u 203.0.113.101:53 -s rr --ops\n-a -u 203.0.113.101:53 -r 198.51.100.11:53 -m\n"),
+			"-u 203.0.113.101:53 -r 198.51.100.11:53: -g|-i|-m|--fullnat: nat with one_packet: no connection is kept to translate the server's answers back (use dr or tun)"},
 		{"restore: the result is invalid", restoreReq("-A -t 203.0.113.101:80 -s rr\n-a -t 203.0.113.101:80 -r 10.0.0.5:80\n"),
 			"-t 203.0.113.101:80 -r 10.0.0.5:80: 10.0.0.5 is not on any server-facing port's subnet (198.51.100.0/24)"},
 		{"unknown op", func(*testing.T) api.Request { return api.Request{Op: "frobnicate"} }, `unknown operation "frobnicate"`},
