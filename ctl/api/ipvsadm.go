@@ -148,6 +148,19 @@ func commandName(op string) string {
 	return op
 }
 
+// notOffered are ipvsadm's options for what lbd does not do, with why,
+// so that a restore file that uses them is refused with a reason rather
+// than as a typo.
+var notOffered = map[string]string{
+	"--tun-type":    "lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported",
+	"--tun-port":    "lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported",
+	"--tun-nocsum":  "lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported",
+	"--tun-csum":    "lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported",
+	"--tun-remcsum": "lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported",
+	"--pe":          "persistence engines (sip) are not supported: persistence is by client address (-p, -M)",
+	"--tun-info":    "lbd tunnels in IPIP only: there is no tunnel information to list",
+}
+
 // opsShortOption reads ipvsadm's -o (--ops, as ipvsadm -S writes it) in
 // a service's add or edit, where lbctl's -o (output format) is no use:
 // an -o there not followed by json or text becomes --ops.
@@ -334,6 +347,9 @@ func ParseArgs(args []string) (Command, error) {
 		case strings.HasPrefix(arg, "--") && len(arg) > 2:
 			name, val, hasVal := strings.Cut(arg, "=")
 			spec, ok := longOpts[name]
+			if why, lacking := notOffered[name]; !ok && lacking {
+				return Command{}, fmt.Errorf("%s: %s", name, why)
+			}
 			if !ok {
 				return Command{}, fmt.Errorf("unknown option %q", name)
 			}

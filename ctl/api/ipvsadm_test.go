@@ -73,6 +73,8 @@ func TestParseArgsErrors(t *testing.T) {
 		{"-A -t 192.0.2.1", "-t 192.0.2.1: want VIP:port, e.g. 192.0.2.100:80 or [2001:db8::10]:80"},
 		{"-A -t 192.0.2.1:no-such-service", `-t 192.0.2.1:no-such-service: port "no-such-service" is not a number or a tcp service name (/etc/services)`},
 		{"-A -t 192.0.2.1:0", "-t 192.0.2.1:0: port 0 (every port of the VIP) needs persistence: add -p [timeout]"},
+		{"-a -t 192.0.2.1:80 -r 198.51.100.1 -i --tun-type gue --tun-port 6080", "--tun-type: lbd tunnels in IPIP only (-i): GUE and GRE tunnels are not supported"},
+		{"-A -u 192.0.2.1:5060 -p --pe sip", "--pe: persistence engines (sip) are not supported: persistence is by client address (-p, -M)"},
 		{"-A -t 192.0.2.1:0 -p 0", "-t 192.0.2.1:0: port 0 (every port of the VIP) needs persistence: add -p [timeout]"},
 		{"-A -t 192.0.2.1:65536", "-t 192.0.2.1:65536: port 65536 is out of range 0..65535"},
 		{"-A -t a/b:80", `-t a/b:80: "a/b" is not an IPv4 address or host name`},
