@@ -29,16 +29,7 @@ func TestFTPThroughDRPortZero(t *testing.T) {
 	e.startLBD(t, cfg, dir)
 	src := l.Client.Addr.Addr().String()
 
-	var werr error
-	for i := 0; i < 5; i++ { // ARP on every side
-		if _, werr = e.fetch(t, dir, src, ftpModes[0].flags); werr == nil {
-			break
-		}
-		t.Logf("warm-up %d failed (allowed): %v", i, werr)
-	}
-	if werr != nil {
-		t.Fatalf("warm-up: no download succeeded: %v", werr)
-	}
+	e.warmUpFTP(t, dir, src, ftpModes[0].flags)
 	got := map[string]int{}
 	for range 2 {
 		for _, m := range ftpModes[:2] { // passive: the client opens the data connection

@@ -145,6 +145,21 @@ func (e *lbEnv) fetch(t *testing.T, dir, src string, flags []string) (string, er
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// warmUpFTP downloads from address src until one download succeeds (ARP
+// or neighbour discovery done on every side), at most five tries; the
+// failures before it are allowed.
+func (e *lbEnv) warmUpFTP(t *testing.T, dir, src string, flags []string) {
+	t.Helper()
+	var err error
+	for i := 0; i < 5; i++ {
+		if _, err = e.fetch(t, dir, src, flags); err == nil {
+			return
+		}
+		t.Logf("warm-up %d from %s failed (allowed): %v", i, src, err)
+	}
+	t.Fatalf("warm-up: no download from %s succeeded: %v", src, err)
+}
+
 // ftpNATEnv builds VS/NAT's topology with n real servers running vsftpd
 // (their files' SHA-256 to their names) and lbd's configuration on two
 // lcores, two queues a port, without services; the caller adds them
@@ -204,18 +219,8 @@ func TestFTPThroughNAT(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Warm-up: ARP on every side.
 	for _, src := range srcs {
-		var werr error
-		for i := 0; i < 5; i++ {
-			if _, werr = e.fetch(t, dir, src, ftpModes[0].flags); werr == nil {
-				break
-			}
-			t.Logf("warm-up %d from %s failed (allowed): %v", i, src, werr)
-		}
-		if werr != nil {
-			t.Fatalf("warm-up: no download from %s succeeded: %v", src, werr)
-		}
+		e.warmUpFTP(t, dir, src, ftpModes[0].flags)
 	}
 	const clients = 2 // per address and mode
 	for round := 0; round < 2; round++ {
@@ -284,16 +289,7 @@ func TestFTPThroughNAT66(t *testing.T) {
 		{"EPSV", []string{"-g", "--ftp-pasv"}},
 		{"EPRT", []string{"-g", "--ftp-port", "-"}},
 	}
-	var werr error
-	for i := 0; i < 5; i++ { // neighbour discovery on every side
-		if _, werr = e.fetch(t, dir, v6Client, modes[0].flags); werr == nil {
-			break
-		}
-		t.Logf("warm-up %d failed (allowed): %v", i, werr)
-	}
-	if werr != nil {
-		t.Fatalf("warm-up: no download succeeded: %v", werr)
-	}
+	e.warmUpFTP(t, dir, v6Client, modes[0].flags)
 	got := map[string]int{}
 	for round := 0; round < 2; round++ {
 		for _, m := range modes {

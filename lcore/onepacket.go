@@ -29,6 +29,8 @@ func (w *Worker) onePacket(d *desc, id uint32, c *conn.Conn) exit {
 	ds[DestInBytes] += uint64(d.m.PktLen())
 	var e exit
 	switch {
+	case d.class == classFlow6 && d.ip6().HopLimit() <= 1:
+		e = w.timeExceeded6(d)
 	case d.class == classFlow6:
 		e = w.toRealServer6(d, c, id)
 	default:

@@ -146,12 +146,9 @@ func (w *Worker) learnClient6(d *desc, src *hdr.Addr6) {
 }
 
 // toRealServer6 sends an IPv6 packet of DR or TUN connection id (entry c)
-// to its server, as forward6 does.
+// to its server; the caller checked its hop limit.
 func (w *Worker) toRealServer6(d *desc, c *conn.Conn, id uint32) exit {
 	ip := d.ip6()
-	if ip.HopLimit() <= 1 {
-		return w.timeExceeded6(d)
-	}
 	a := w.table.Addrs6(id)
 	if c.Fwd == fwd.TUN {
 		return w.encapsulate6(d, &a.RIP)
