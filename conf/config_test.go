@@ -54,7 +54,7 @@ func TestDefault(t *testing.T) {
 		Log:     conf.Log{Level: "info", Format: "console"},
 		Restart: conf.Restart{MaxAge: time.Minute, PullWait: 5 * time.Second},
 		HA:      conf.HA{State: "master"},
-		Sync:    conf.Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50},
+		Sync:    conf.Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50, PeerDeadAfter: 3 * time.Second},
 		BGP:     conf.BGP{ListenPort: -1, RequireLiveServer: true, ShutdownGrace: 5 * time.Second},
 	}
 	if got := conf.Default(); !reflect.DeepEqual(got, want) {

@@ -128,6 +128,7 @@ sync:
   threshold: 2
   period: 20
   refresh_period: 30s
+  peer_dead_after: 5s
 bgp:
   asn: 4200000001
   router_id: 10.0.0.1
@@ -175,7 +176,7 @@ bgp:
 		HA:        conf.HA{State: "backup"},
 		Sync: conf.Sync{Master: true, Backup: true, McastInterface: "mgmt0", McastGroup: "239.1.2.3",
 			Peers: []string{"192.0.2.2", "192.0.2.3"}, Listen: "192.0.2.1", Port: 9848, SyncID: 7,
-			KeyFile: "/etc/dplb/sync.key", Threshold: 2, Period: 20, RefreshPeriod: 30 * time.Second},
+			KeyFile: "/etc/dplb/sync.key", Threshold: 2, Period: 20, RefreshPeriod: 30 * time.Second, PeerDeadAfter: 5 * time.Second},
 		BGP: conf.BGP{ASN: 4200000001, RouterID: "10.0.0.1", ListenPort: 1179, NextHop: "203.0.113.1",
 			Peers: []conf.BGPPeer{{Address: "10.0.0.254", ASN: 65000, Port: 1790, LocalAddress: "10.0.0.1",
 				Password: "s3cret", HoldTime: 9 * time.Second, Keepalive: 3 * time.Second}},

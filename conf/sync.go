@@ -28,11 +28,12 @@ type Sync struct {
 	Threshold      int           `mapstructure:"threshold"`       // a connection is synced when it has seen this many packets (IPVS's sync_threshold), 0..1000000 and < period when period > 0; default 3; reload: restart
 	Period         int           `mapstructure:"period"`          // ... and again every period packets after, 0 = once (IPVS's sync_period), 0..1000000; default 50; reload: restart
 	RefreshPeriod  time.Duration `mapstructure:"refresh_period"`  // a connection is synced again when this long passed since it was (IPVS's sync_refresh_period), 0 = never by time, 0..720h; default 0; reload: restart
+	PeerDeadAfter  time.Duration `mapstructure:"peer_dead_after"` // a peer whose master sent no hello this long is dead: a backup takes its FullNAT local addresses over (scale-out), 0 = never, else 2s..1h; default 3s; reload: restart
 }
 
 // DefaultSync is IPVS's sync settings, no mode running.
 func DefaultSync() Sync {
-	return Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50}
+	return Sync{McastGroup: "224.0.0.81", Port: 8848, Threshold: 3, Period: 50, PeerDeadAfter: 3 * time.Second}
 }
 
 // ifNameRE is a Linux interface name.
@@ -82,6 +83,11 @@ func (s Sync) validate() error {
 	}
 	if s.RefreshPeriod < 0 || s.RefreshPeriod > maxTimeout {
 		return fieldErrorf("sync.refresh_period", "%v is out of range 0..720h", s.RefreshPeriod)
+	}
+	if s.PeerDeadAfter != 0 && (s.PeerDeadAfter < 2*time.Second || s.PeerDeadAfter > time.Hour) {
+		// A master says hello every second: under two, one lost hello
+		// would kill a live peer.
+		return fieldErrorf("sync.peer_dead_after", "%v is out of range: 0 (never take over) or 2s..1h (hellos come every second)", s.PeerDeadAfter)
 	}
 	if s.KeyFile != "" && !filepath.IsAbs(s.KeyFile) {
 		return fieldErrorf("sync.key_file", "%q is not an absolute path", s.KeyFile)

@@ -51,6 +51,9 @@ func TestSyncInvalid(t *testing.T) {
 		{"sync.threshold", func(s *conf.Sync) { s.Threshold = 50 }},
 		{"sync.period", func(s *conf.Sync) { s.Period = 2000000 }},
 		{"sync.refresh_period", func(s *conf.Sync) { s.RefreshPeriod = -time.Second }},
+		{"sync.peer_dead_after", func(s *conf.Sync) { s.PeerDeadAfter = time.Second }},
+		{"sync.peer_dead_after", func(s *conf.Sync) { s.PeerDeadAfter = -time.Second }},
+		{"sync.peer_dead_after", func(s *conf.Sync) { s.PeerDeadAfter = 2 * time.Hour }},
 	} {
 		c := validConfig()
 		tc.edit(&c.Sync)

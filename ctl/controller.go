@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -53,6 +54,9 @@ type Controller struct {
 	// lipDrain are removed FullNAT local addresses connections may still
 	// use (laddr.go).
 	lipDrain map[uint32]lipDrain
+	// lipTaken are dead peers' local addresses this director took over,
+	// each with the peer's sync address (takeover.go).
+	lipTaken map[uint32]netip.Addr
 	// adoptHeld are the ids of servers adopted from a peer's records
 	// (adopt.go), kept from reclaim until their connections are counted.
 	adoptHeld map[uint32]time.Time
@@ -161,6 +165,7 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 	u.snap.Neigh6 = c.neigh6.macs()
 	u.lipDrain = c.nextLIPDrain(svcs)
 	u.snap.KeepLIPs(drainingLIPs(u.lipDrain))
+	u.snap.KeepLIPs(c.takenOverLIPs())
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
 	u.snap.ResetDests = u.ids.resets()

@@ -172,6 +172,9 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		ctl.noteHandover(pullTable(ctx, syncd, cfg.Restart.PullWait, log))
 		dp.HoldRX(false)
 	}
+	// The lcores forward: the servers may send to this director's local
+	// addresses, which a peer may have taken over while it was away.
+	ctl.AnnounceLocalAddrs()
 
 	// BGP (scale-out): announce the healthy VIPs to the routers.
 	var ann *announcer
@@ -231,6 +234,9 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		}
 	})
 	wg.Go(func() { rates.Run(ctx) })
+	if syncd != nil {
+		wg.Go(func() { ctl.takeoverLoop(ctx, syncd, cfg.Sync.PeerDeadAfter) })
+	}
 	wg.Go(func() {
 		if err := mon.Run(ctx); err != nil && ctx.Err() == nil {
 			log.Error("health monitor", zap.Error(err))
@@ -283,6 +289,9 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 		zap.Int("services", len(cfg.Services)))
 	ctl.Run(ctx)
 	log.Info("stopping")
+	if syncd != nil && (opts.Upgrading == nil || !opts.Upgrading()) {
+		syncd.Leave() // the peers take this director's local addresses over now
+	}
 	handOver(dp, ctl, ops, cfg, opts, log)
 	if hs != nil {
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)

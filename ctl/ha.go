@@ -65,6 +65,8 @@ type haState struct {
 	// announceLost counts gratuitous ARPs not sent: worker 0's command
 	// ring stayed full.
 	announceLost atomic.Uint64
+	// takeovers counts dead peers' local addresses taken over (takeover.go).
+	takeovers atomic.Uint64
 }
 
 // SyncRecords appends to buf the records the workers' sync rings hold
@@ -265,7 +267,7 @@ func (c *Controller) announceTargets() []announceTarget {
 				}
 			}
 		}
-		for _, l := range slices.Sorted(maps.Keys(c.lipDrain)) {
+		for _, l := range append(slices.Sorted(maps.Keys(c.lipDrain)), c.takenOverLIPs()...) {
 			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
 				out = append(out, announceTarget{i, l})
 			}
@@ -306,15 +308,18 @@ func (c *Controller) announceAgain(epoch uint64, targets []announceTarget) {
 type haCollector struct {
 	ctl                     *Controller
 	master, installs, garps *prometheus.Desc
+	taken, takeovers        *prometheus.Desc
 }
 
 func newHACollector(c *Controller) *haCollector {
 	d := prometheus.NewDesc
 	return &haCollector{
-		ctl:      c,
-		master:   d("dplb_ha_master", "1 while this lbd is the master of its pair (answers ARP for the VIPs and floating addresses), 0 as backup.", nil, nil),
-		installs: d("dplb_sync_install_records_total", "Connection records received from a peer director, by what installing them gave (installed, no_service, no_dest, table_full, conflict, invalid, ring_full, timeout).", []string{"result"}, nil),
-		garps:    d("dplb_ha_announce_lost_total", "Gratuitous ARPs of a takeover not sent: worker 0's command ring stayed full.", nil, nil),
+		ctl:       c,
+		master:    d("dplb_ha_master", "1 while this lbd is the master of its pair (answers ARP for the VIPs and floating addresses), 0 as backup.", nil, nil),
+		installs:  d("dplb_sync_install_records_total", "Connection records received from a peer director, by what installing them gave (installed, no_service, no_dest, table_full, conflict, invalid, ring_full, timeout).", []string{"result"}, nil),
+		garps:     d("dplb_ha_announce_lost_total", "Gratuitous ARPs of a takeover not sent: worker 0's command ring stayed full.", nil, nil),
+		taken:     d("dplb_sync_local_addresses_taken_over", "Dead peer directors' FullNAT local addresses this lbd answers for now.", nil, nil),
+		takeovers: d("dplb_sync_local_address_takeovers_total", "Dead peer directors' FullNAT local addresses taken over since lbd started.", nil, nil),
 	}
 }
 
@@ -330,4 +335,9 @@ func (h *haCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(h.installs, prometheus.CounterValue, float64(h.ctl.ha.installs[i].Load()), installResultNames[i])
 	}
 	ch <- prometheus.MustNewConstMetric(h.garps, prometheus.CounterValue, float64(h.ctl.ha.announceLost.Load()))
+	h.ctl.mu.Lock()
+	taken := len(h.ctl.lipTaken)
+	h.ctl.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(h.taken, prometheus.GaugeValue, float64(taken))
+	ch <- prometheus.MustNewConstMetric(h.takeovers, prometheus.CounterValue, float64(h.ctl.ha.takeovers.Load()))
 }

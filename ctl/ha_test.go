@@ -33,7 +33,9 @@ func newHAController(t *testing.T, state string, workers int) (*Controller, *fak
 	return c, f
 }
 
-// installCounts reads dplb_sync_install_records_total by result.
+// installCounts reads dplb_sync_install_records_total by result, and
+// dplb_ha_master ("master") and the local address takeover metrics by
+// their names.
 func installCounts(t *testing.T, c *Controller) map[string]float64 {
 	t.Helper()
 	reg := prometheus.NewRegistry()
@@ -50,6 +52,8 @@ func installCounts(t *testing.T, c *Controller) map[string]float64 {
 				got[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
 			case "dplb_ha_master":
 				got["master"] = m.GetGauge().GetValue()
+			case "dplb_sync_local_addresses_taken_over", "dplb_sync_local_address_takeovers_total":
+				got[mf.GetName()] = m.GetGauge().GetValue() + m.GetCounter().GetValue()
 			}
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -123,6 +125,7 @@ func (o *Ops) syncVerb(req api.Request) (api.Response, error) {
 			}
 			resp.Daemons = append(resp.Daemons, ad)
 		}
+		resp.SyncPeers = o.c.syncPeers(d.Hellos(), time.Now(), o.started.Sync.PeerDeadAfter)
 		return resp, nil
 	}
 	if d == nil {
@@ -146,4 +149,30 @@ func (o *Ops) syncVerb(req api.Request) (api.Response, error) {
 		return api.Response{}, fmt.Errorf("--syncid %d: want 0..255", id)
 	}
 	return api.Response{}, d.Start(mode, uint8(id), req.Daemon.McastInterface)
+}
+
+// syncPeers lists the peers that say hello, alive or not, with the local
+// addresses taken over from each, sorted by address.
+func (c *Controller) syncPeers(hellos []connsync.PeerHello, now time.Time, deadAfter time.Duration) []api.SyncPeer {
+	slices.SortFunc(hellos, func(a, b connsync.PeerHello) int { return a.Peer.Compare(b.Peer) })
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []api.SyncPeer
+	for _, h := range hellos {
+		p := api.SyncPeer{Peer: h.Peer.String(), State: "alive", HelloAgo: now.Sub(h.At).Seconds()}
+		switch {
+		case h.Leaving:
+			p.State = "leaving"
+		case deadAfter > 0 && now.Sub(h.At) > deadAfter:
+			p.State = "dead"
+		}
+		for _, a := range h.LIPs {
+			p.LocalAddresses = append(p.LocalAddresses, addrOf(a).String())
+			if c.lipTaken[a] == h.Peer {
+				p.TakenOver = append(p.TakenOver, addrOf(a).String())
+			}
+		}
+		out = append(out, p)
+	}
+	return out
 }

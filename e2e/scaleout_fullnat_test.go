@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,8 +19,11 @@ import (
 // first director, which sends them to the client. So lbctl drain of node
 // a, which moves its flows to nodes b and c while it keeps forwarding
 // its servers' answers, and undrain, which moves some back, break no
-// stream. (Flows through a director that dies break with its local
-// addresses: not tested.)
+// stream. Nor does kill -9 of node b: its hellos stop, and one of the
+// others takes its local address over (answers ARP for it, announces it)
+// and translates the servers' answers with the synced connections; b,
+// started again, pulls the tables, announces its address and says hello,
+// and the taker gives the address back.
 
 const scaleFNATStreams = 150
 
@@ -51,4 +55,52 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 		}
 	}
 	return fleet
+}
+
+// checkTakeover waits until exactly one of the live nodes took dead's
+// local address over (metrics and lbctl -L --daemon).
+func (e *scaleEnv) checkTakeover(t *testing.T, dead *scaleNode, live ...*scaleNode) {
+	t.Helper()
+	lip := scaleLIP(dead)
+	var takers []string
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		takers = takers[:0]
+		for _, n := range live {
+			if m := e.metric(t, n, "dplb_sync_local_addresses_taken_over "); strings.HasSuffix(m, " 1") {
+				takers = append(takers, n.Name)
+			}
+		}
+		if len(takers) == 1 {
+			break
+		}
+	}
+	if len(takers) != 1 {
+		t.Fatalf("node %s dead: nodes %v took its local address %s over, want exactly one", dead.Name, takers, lip)
+	}
+	for _, n := range live {
+		if n.Name != takers[0] {
+			continue
+		}
+		out := e.lbctlOn(t, n, "-L", "--daemon")
+		if want := "dead, hello"; !strings.Contains(out, want) || !strings.Contains(out, "(taken over here: "+lip+")") {
+			t.Errorf("node %s took %s over, but lbctl -L --daemon says:\n%s", n.Name, lip, out)
+		}
+	}
+	t.Logf("node %s dead: node %s took its local address %s over", dead.Name, takers[0], lip)
+}
+
+// checkGivenBack waits until none of nodes holds a peer's local address.
+func (e *scaleEnv) checkGivenBack(t *testing.T, nodes ...*scaleNode) {
+	t.Helper()
+	for _, n := range nodes {
+		m := ""
+		for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+			if m = e.metric(t, n, "dplb_sync_local_addresses_taken_over "); strings.HasSuffix(m, " 0") {
+				break
+			}
+		}
+		if !strings.HasSuffix(m, " 0") {
+			t.Errorf("node %s still holds a peer's local address: %q", n.Name, m)
+		}
+	}
 }

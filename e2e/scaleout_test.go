@@ -32,11 +32,12 @@ import (
 // may go silent on a loaded machine) and no director may drop a moved
 // flow's packets.
 //
-// Beside them, until node a is undrained, FullNAT streams as DPVS
-// clusters run them (scaleFNATStreams, scaleout_fullnat_test.go): each
-// director has a local address of its own on the servers' segment, and a
-// flow the router moves keeps its connection, from the first director's
-// local endpoint, through the director it moved to.
+// Beside them, until node b is back, FullNAT streams as DPVS clusters
+// run them (scaleFNATStreams, scaleout_fullnat_test.go): each director
+// has a local address of its own on the servers' segment, and a flow the
+// router moves keeps its connection, from the first director's local
+// endpoint, through the director it moved to; when node b dies, node a
+// or c takes its local address over, and gives it back when b returns.
 
 const (
 	scaleStreams   = 500
@@ -92,7 +93,9 @@ func TestScaleOutBGP(t *testing.T) {
 	e.lbctlOn(t, a, "undrain")
 	e.waitRoute(t, "node a undrained", a, b, c)
 	keepStreamingAfter(t, fnat, "node a undrained (FullNAT)", undrained)
-	finishStreams(t, fnat, "FullNAT streams", "node a's drain and undrain", scaleFNATStreams)
+	if n := e.conns(t, b, scaleFNATPort); n == 0 {
+		t.Fatal("node b scheduled none of the FullNAT streams: its death would test no takeover")
+	}
 
 	// Node a's servers all at weight 0: it has no live server for the
 	// VIP and withdraws it; weight 1 again announces it.
@@ -123,6 +126,12 @@ func TestScaleOutBGP(t *testing.T) {
 	}
 	e.waitRoute(t, "node b killed", a, c)
 	keepStreamingAfter(t, fleet, "node b killed", killed)
+	// Its FullNAT streams' answers go to its local address: node a or c
+	// takes it over once b's hellos have been missing for
+	// sync.peer_dead_after (3 s), and the servers' retransmissions then
+	// get through.
+	e.checkTakeover(t, b, a, c)
+	keepStreamingAfter(t, fnat, "node b killed (FullNAT)", killed.Add(6*time.Second))
 
 	// Node b comes back: it pulls the others' tables (sync), then
 	// announces; the router rehashes onto it and the streams go on.
@@ -132,6 +141,10 @@ func TestScaleOutBGP(t *testing.T) {
 	e.waitRoute(t, "node b back", a, b, c)
 	e.logRehash(t, without, e.routerChoices(t))
 	keepStreamingAfter(t, fleet, "node b back", back)
+	// Its hellos again: its local address goes back to it.
+	e.checkGivenBack(t, a, c)
+	keepStreamingAfter(t, fnat, "node b back (FullNAT)", back)
+	finishStreams(t, fnat, "FullNAT streams", "node a's drain and undrain, node b's kill -9 and return", scaleFNATStreams)
 	if by := e.newFlows(t, "node b back", 60); by["b"] == 0 {
 		t.Errorf("node b, back, scheduled none of 60 new connections")
 	}

@@ -30,7 +30,7 @@ func (w *Worker) handleARP(d *desc) exit {
 	}
 	ours := tip == p.Addr ||
 		!w.snap.Backup && (p.isFloating(tip) || p.FacesClients && w.snap.IsVIP(tip) ||
-			tip&p.Mask == p.Net && w.snap.isLIP(tip))
+			tip&p.Mask == p.Net && w.snap.IsLIP(tip))
 	if !ours {
 		return drop(DropARPNotOurs)
 	}

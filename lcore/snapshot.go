@@ -340,8 +340,9 @@ func (s *Snapshot) KeepLIPs(addrs []uint32) {
 	}
 }
 
-// isLIP reports whether addr is a FullNAT local address of some service.
-func (s *Snapshot) isLIP(addr uint32) bool { return s.lips[addr] }
+// IsLIP reports whether addr is a FullNAT local address lbd answers ARP
+// for: a service's, a draining one, or one taken over from a dead peer.
+func (s *Snapshot) IsLIP(addr uint32) bool { return s.lips[addr] }
 
 // isLocal reports whether addr is one of the ports' own addresses,
 // floating ones included.

@@ -139,7 +139,9 @@ Options:
                                service names where known, as ipvsadm); -L is always numeric
   --connection   -c            list connections: state, time left, client, VIP, real server
   --client IP                  with -c: only the connections of this client address
-  --daemon                     with -L: the running sync daemons, as ipvsadm prints them
+  --daemon                     with -L: the running sync daemons, as ipvsadm prints them, then
+                               the peers that say hello (alive, leaving or dead, their local
+                               addresses, those taken over here)
   --bgp                        with -L: the BGP sessions (state, time up, prefixes sent) and
                                the VIPs announced and withheld (scale-out, bgp: section)
   --links                      with -L: the dataplane ports' links (up or down, speed, changes)

@@ -191,9 +191,10 @@ type Response struct {
 	// HAState (OpHAState, OpHACheck): "master" or "backup".
 	HAState string `json:"ha_state,omitempty"`
 	// Links (OpLinks, OpHACheck) are the dataplane ports' links.
-	Links   []PortLink `json:"links,omitempty"`
-	Daemons []Daemon   `json:"daemons,omitempty"` // OpDaemons
-	BGP     *BGP       `json:"bgp,omitempty"`     // OpBGP, OpDrain, OpUndrain
+	Links     []PortLink `json:"links,omitempty"`
+	Daemons   []Daemon   `json:"daemons,omitempty"`    // OpDaemons
+	SyncPeers []SyncPeer `json:"sync_peers,omitempty"` // OpDaemons: the peers that say hello
+	BGP       *BGP       `json:"bgp,omitempty"`        // OpBGP, OpDrain, OpUndrain
 	// LocalAddresses (OpGetLaddr) are the services' FullNAT local
 	// addresses, and those removed that still drain.
 	LocalAddresses []LocalAddress `json:"local_addresses,omitempty"`

@@ -22,6 +22,30 @@ type Daemon struct {
 	SyncID         int      `json:"syncid"`
 }
 
+// SyncPeer is a peer director whose sync master says hello (OpDaemons):
+// what its newest hello said and when, and which of its local addresses
+// this director took over.
+type SyncPeer struct {
+	Peer           string   `json:"peer"`
+	State          string   `json:"state"`       // "alive", "leaving" (its lbd stopped) or "dead" (no hello for sync.peer_dead_after)
+	HelloAgo       float64  `json:"hello_ago_s"` // seconds since its newest hello
+	LocalAddresses []string `json:"local_addresses,omitempty"`
+	TakenOver      []string `json:"taken_over,omitempty"` // of its local addresses, those this director answers for
+}
+
+// String is "peer 10.0.0.2: alive, hello 0.4s ago, local addresses
+// 10.1.0.12 (taken over here: 10.1.0.12)".
+func (p SyncPeer) String() string {
+	s := fmt.Sprintf("peer %s: %s, hello %.1fs ago", p.Peer, p.State, p.HelloAgo)
+	if len(p.LocalAddresses) > 0 {
+		s += ", local addresses " + strings.Join(p.LocalAddresses, ",")
+	}
+	if len(p.TakenOver) > 0 {
+		s += " (taken over here: " + strings.Join(p.TakenOver, ",") + ")"
+	}
+	return s
+}
+
 // String is ipvsadm's line, "master sync daemon (mcast=eth0, syncid=1)",
 // with "peers=A,B" in place of mcast= for unicast sync.
 func (d Daemon) String() string {
@@ -33,10 +57,16 @@ func (d Daemon) String() string {
 }
 
 // WriteDaemons prints lbctl -L --daemon: one line per running daemon,
-// nothing when none runs (as ipvsadm).
+// nothing when none runs (as ipvsadm), then one per peer director whose
+// hellos a backup hears.
 func WriteDaemons(w io.Writer, resp Response) error {
 	for _, d := range resp.Daemons {
 		if _, err := fmt.Fprintln(w, d.String()); err != nil {
+			return err
+		}
+	}
+	for _, p := range resp.SyncPeers {
+		if _, err := fmt.Fprintln(w, p.String()); err != nil {
 			return err
 		}
 	}

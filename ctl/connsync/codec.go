@@ -27,7 +27,7 @@ import (
 //	|                           reserved                            |
 //	|                     sender boot id (64)                       |
 //	|                     sequence (64)                             |
-//	|    ref (64): bulk-end: the requester's boot id; else 0        |
+//	|  ref (64): bulk-end: requester's boot id; hello: state; else 0|
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
 //	|                  count records of 24 bytes                    |
 //	+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+-+
@@ -79,6 +79,15 @@ import (
 // control connection again when a rewrite changes its adjustment. An
 // older peer drops kind 6 for its kind: those connections break at a
 // takeover.
+//
+// Kind 7 is a master's hello, sent every HelloInterval and when it stops:
+// its records are the director's own FullNAT local addresses, 4 bytes
+// each (IPv4), and ref says what the sender is doing: HelloAlive,
+// HelloLeaving (lbd stops: its peers take its local addresses over at
+// once) or HelloForget (its master mode stopped while it runs on: its
+// peers forget it and take nothing over). A scale-out director takes over
+// the local addresses of a peer whose hellos stopped (ctl/takeover.go).
+// An older peer drops kind 7 for its kind.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -93,6 +102,8 @@ const (
 	// FTPRecordLen is an FTP control connection's record length (kind 6).
 	FTPRecordLen = RecordLen + 2*shiftLen
 	shiftLen     = 12
+	// HelloAddrLen is a hello's record: one IPv4 local address (kind 7).
+	HelloAddrLen = 4
 	MACLen       = sha256.Size
 
 	// MinMessageLen is a message without records.
@@ -140,8 +151,16 @@ const (
 	KindExtRecords  Kind = 4 // connection records with their extension (FullNAT, SYN proxy)
 	KindRecords6    Kind = 5 // IPv6 connection records
 	KindFTP         Kind = 6 // FTP control connection records with the helper's sequence adjustments
+	KindHello       Kind = 7 // a master's heartbeat: its own FullNAT local addresses
 
-	lastKind = KindFTP
+	lastKind = KindHello
+)
+
+// What a hello's ref says of its sender.
+const (
+	HelloAlive   uint64 = 0 // it runs and owns the addresses listed
+	HelloLeaving uint64 = 1 // lbd stops: take its addresses over now
+	HelloForget  uint64 = 2 // its master mode stopped, lbd runs on: forget it
 )
 
 // String names the kind for logs.
@@ -159,6 +178,8 @@ func (k Kind) String() string {
 		return "ipv6-records"
 	case KindFTP:
 		return "ftp-records"
+	case KindHello:
+		return "hello"
 	}
 	return "unknown"
 }
@@ -170,7 +191,7 @@ type Header struct {
 	SyncID uint8
 	Boot   uint64 // the sender's boot id: larger after each start
 	Seq    uint64 // the sender's message sequence, from 1
-	Ref    uint64 // bulk-end: the boot id of the peer whose request it ends
+	Ref    uint64 // bulk-end: the boot id of the peer whose request it ends; hello: HelloAlive, HelloLeaving or HelloForget
 }
 
 // Codec encodes and checks messages with one shared key. It keeps one
@@ -213,6 +234,8 @@ func recordLen(k Kind) int {
 		return Record6Len
 	case KindFTP:
 		return FTPRecordLen
+	case KindHello:
+		return HelloAddrLen
 	}
 	return RecordLen
 }
@@ -238,16 +261,7 @@ func hasRecords(k Kind) bool {
 // Append appends the message h with recs, MAC included, to dst.
 func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 	start := len(dst)
-	var b [HeaderLen]byte
-	binary.BigEndian.PutUint32(b[offMagic:], Magic)
-	b[offVersion] = Version
-	b[offKind] = byte(h.Kind)
-	b[offSyncID] = h.SyncID
-	binary.BigEndian.PutUint16(b[offCount:], uint16(len(recs)))
-	binary.BigEndian.PutUint64(b[offBoot:], h.Boot)
-	binary.BigEndian.PutUint64(b[offSeq:], h.Seq)
-	binary.BigEndian.PutUint64(b[offRef:], h.Ref)
-	dst = append(dst, b[:]...)
+	dst = appendHeader(dst, h, len(recs))
 	for i := range recs {
 		switch h.Kind {
 		case KindRecords6:
@@ -260,6 +274,25 @@ func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 			dst = appendRecord(dst, &recs[i])
 		}
 	}
+	return c.sign(dst, start)
+}
+
+// appendHeader appends h's header with a count of n records.
+func appendHeader(dst []byte, h Header, n int) []byte {
+	var b [HeaderLen]byte
+	binary.BigEndian.PutUint32(b[offMagic:], Magic)
+	b[offVersion] = Version
+	b[offKind] = byte(h.Kind)
+	b[offSyncID] = h.SyncID
+	binary.BigEndian.PutUint16(b[offCount:], uint16(n))
+	binary.BigEndian.PutUint64(b[offBoot:], h.Boot)
+	binary.BigEndian.PutUint64(b[offSeq:], h.Seq)
+	binary.BigEndian.PutUint64(b[offRef:], h.Ref)
+	return append(dst, b[:]...)
+}
+
+// sign appends the MAC of the message that starts at dst[start].
+func (c *Codec) sign(dst []byte, start int) []byte {
 	c.mac.Reset()
 	c.mac.Write(dst[start:])
 	return c.mac.Sum(dst)
@@ -316,7 +349,8 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	switch {
 	case h.Kind < KindRecords || h.Kind > lastKind:
 		return h, recs, ReasonKind
-	case !hasRecords(h.Kind) && count != 0:
+	case !hasRecords(h.Kind) && h.Kind != KindHello && count != 0,
+		h.Kind == KindHello && binary.BigEndian.Uint64(msg[offRef:]) > HelloForget:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
 		return h, recs, ReasonMalformed
@@ -333,6 +367,15 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	h.Ref = binary.BigEndian.Uint64(msg[offRef:])
 	if h.Boot == 0 || h.Seq == 0 {
 		return h, recs, ReasonMalformed
+	}
+	if h.Kind == KindHello {
+		// Its addresses are read by HelloAddrs once the message passed.
+		for off := HeaderLen; off < len(body); off += rlen {
+			if a := binary.BigEndian.Uint32(body[off:]); a == 0 || a>>28 == 0xe || a == 0xffffffff {
+				return h, recs, ReasonRecord
+			}
+		}
+		return h, recs, ReasonNone
 	}
 	n := len(recs)
 	for off := HeaderLen; off < len(body); off += rlen {
@@ -354,6 +397,27 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		recs = append(recs, r)
 	}
 	return h, recs, ReasonNone
+}
+
+// AppendHello appends a hello (h.Kind KindHello, h.Ref what the sender
+// does) listing lips, MAC included, to dst.
+func (c *Codec) AppendHello(dst []byte, h Header, lips []uint32) []byte {
+	start := len(dst)
+	dst = appendHeader(dst, h, len(lips))
+	for _, a := range lips {
+		dst = binary.BigEndian.AppendUint32(dst, a)
+	}
+	return c.sign(dst, start)
+}
+
+// HelloAddrs reads the local addresses of hello msg, which Decode passed.
+func HelloAddrs(msg []byte) []uint32 {
+	body := msg[HeaderLen : len(msg)-MACLen]
+	out := make([]uint32, 0, len(body)/HelloAddrLen)
+	for off := 0; off+HelloAddrLen <= len(body); off += HelloAddrLen {
+		out = append(out, binary.BigEndian.Uint32(body[off:]))
+	}
+	return out
 }
 
 func decodeRecord(b []byte) (lcore.SyncConn, bool) {

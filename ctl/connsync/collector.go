@@ -10,7 +10,7 @@ import (
 type collector struct {
 	d                                         *Daemon
 	running, sent, sendErrors, received, recs *prometheus.Desc
-	dropped, lag, bulk                        *prometheus.Desc
+	dropped, lag, bulk, hellos                *prometheus.Desc
 }
 
 // NewCollector exports d's counters with the dplb_sync_ prefix; d may be
@@ -26,8 +26,9 @@ func NewCollector(d *Daemon) prometheus.Collector {
 		recs:       desc("dplb_sync_records_received_total", "Connection and template records accepted from a peer and handed to the workers.", peer, nil),
 		dropped: desc("dplb_sync_dropped_total", "Sync messages dropped, by reason (length, magic, version, kind, malformed, mac, record, "+
 			"syncid, replay, stale, self, mode, queue_full); peer \"other\" is every sender not proven by the shared key.", []string{"peer", "reason"}, nil),
-		lag:  desc("dplb_sync_lag_seconds", "Time since the newest records from a peer arrived.", peer, nil),
-		bulk: desc("dplb_sync_bulk_total", "Whole-table transfers: served to a peer that asked, or received from it (bulk-end seen).", []string{"peer", "dir"}, nil),
+		lag:    desc("dplb_sync_lag_seconds", "Time since the newest records from a peer arrived.", peer, nil),
+		bulk:   desc("dplb_sync_bulk_total", "Whole-table transfers: served to a peer that asked, or received from it (bulk-end seen).", []string{"peer", "dir"}, nil),
+		hellos: desc("dplb_sync_hellos_total", "Hellos (a master's heartbeat with its local addresses) accepted from a peer.", peer, nil),
 	}
 }
 
@@ -62,6 +63,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counter(c.bulk, s.BulkServed, s.Peer, "served")
 		counter(c.bulk, s.BulkEnds, s.Peer, "received")
+		counter(c.hellos, s.Hellos, s.Peer)
 		if !s.LastRecord.IsZero() {
 			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, now.Sub(s.LastRecord).Seconds(), s.Peer)
 		}

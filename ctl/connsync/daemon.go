@@ -27,6 +27,9 @@ type Controller interface {
 	SyncTable() ([]lcore.SyncConn, error)
 	// SetSyncParams turns the workers' sync on (a master runs) or off.
 	SetSyncParams(p lcore.SyncParams)
+	// LocalAddrs are this director's own FullNAT local addresses, which
+	// a master's hellos list.
+	LocalAddrs() []uint32
 }
 
 // Mode is IPVS's sync daemon role; both may run at once.
@@ -68,6 +71,9 @@ const (
 	// bulkOnStartWait bounds a starting backup's wait for the tables.
 	bulkOnStartWait = 30 * time.Second
 )
+
+// HelloInterval is how often a master says hello to its peers.
+const HelloInterval = time.Second
 
 // Options configure a Daemon.
 type Options struct {
@@ -132,6 +138,8 @@ type Daemon struct {
 
 	waitMu   sync.Mutex
 	bulkWait chan struct{} // closed when a bulk-end for us was installed
+
+	left atomic.Bool // Leave said goodbye: the stop sends no HelloForget
 }
 
 type running struct {
@@ -212,15 +220,18 @@ func (d *Daemon) Start(mode Mode, syncID uint8, iface string) error {
 	}
 	if mode == Master {
 		m.master, m.masterID = true, syncID
+	} else {
+		m.backup, m.backupID = true, syncID
+	}
+	d.modes.Store(&m) // before the pull loop, whose messages carry the syncid
+	if mode == Master {
+		d.left.Store(false)
 		d.run.stopPull, d.run.pullDone = make(chan struct{}), make(chan struct{})
 		go d.pull(d.run, d.run.stopPull, d.run.pullDone)
 		p := d.opt.Params
 		p.On = true
 		d.ctl.SetSyncParams(p)
-	} else {
-		m.backup, m.backupID = true, syncID
 	}
-	d.modes.Store(&m)
 	if mode == Backup && d.opt.BulkOnStart {
 		r := d.run
 		r.wg.Go(func() { d.bulkOnStart(r, syncID) })
@@ -239,6 +250,9 @@ func (d *Daemon) Stop(mode Mode) error {
 		return fmt.Errorf("the %s sync daemon is not running", mode)
 	}
 	if mode == Master {
+		if !d.left.Load() {
+			d.sendHello(d.run, HelloForget) // its peers take nothing over
+		}
 		m.master = false
 		d.ctl.SetSyncParams(lcore.SyncParams{})
 		close(d.run.stopPull)
@@ -248,11 +262,29 @@ func (d *Daemon) Stop(mode Mode) error {
 		m.backup = false
 	}
 	d.modes.Store(&m)
+	if mode == Backup {
+		// No hello comes in now: the peers would all look dead.
+		d.peers.forgetHellos()
+	}
 	if !m.master && !m.backup {
 		d.close()
 	}
 	d.log.Info("sync daemon stopped", zap.Stringer("mode", mode))
 	return nil
+}
+
+// Leave tells the peers that this lbd stops, when a master runs: they
+// take its local addresses over at once (ctl/takeover.go), rather than
+// after its hellos have been missing for sync.peer_dead_after. lbd calls
+// it as it stops for good (not for an upgrade, whose next lbd says hello
+// again within the peers' patience).
+func (d *Daemon) Leave() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.run != nil && d.modes.Load().master {
+		d.sendHello(d.run, HelloLeaving)
+		d.left.Store(true)
+	}
 }
 
 // Close stops both modes.

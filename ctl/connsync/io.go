@@ -46,6 +46,9 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 	}
 	p = d.peers.get(src, true) // the key holder earned its own counters
 	m := d.modes.Load()
+	if h.Kind == KindHello && !m.backup {
+		return // a peer's heartbeat: only a backup takes peers' addresses over, and it is no fault
+	}
 	switch {
 	case h.Kind == KindBulkRequest && !m.master, h.Kind != KindBulkRequest && !m.backup:
 		why = ReasonMode
@@ -65,6 +68,13 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 			p.records.Add(uint64(len(recs)))
 			p.lastRecord.Store(time.Now().UnixNano())
 		}
+	case KindHello:
+		p.hellos.Add(1)
+		if h.Ref == HelloForget {
+			p.hello.Store(nil)
+			return
+		}
+		p.hello.Store(&Hello{Boot: h.Boot, At: time.Now(), Leaving: h.Ref == HelloLeaving, LIPs: HelloAddrs(msg)})
 	case KindBulkEnd:
 		// Another peer's bulk is not ours to wait for.
 		if h.Ref != d.boot || d.enqueue(r, inbound{from: p, kind: KindBulkEnd}) {
@@ -120,11 +130,17 @@ func (d *Daemon) pull(r *running, stop, done chan struct{}) {
 	defer close(done)
 	t := time.NewTicker(d.opt.Pull)
 	defer t.Stop()
+	hello := time.NewTicker(HelloInterval)
+	defer hello.Stop()
+	d.sendHello(r, HelloAlive)
 	var buf []lcore.SyncConn
 	for {
 		select {
 		case <-stop:
 			return
+		case <-hello.C:
+			d.sendHello(r, HelloAlive)
+			continue
 		case <-t.C:
 		}
 		buf = d.ctl.SyncRecords(buf[:0])
@@ -166,13 +182,35 @@ func (d *Daemon) send(r *running, h Header, recs []lcore.SyncConn, dests []netip
 	d.seq++
 	h.Boot, h.Seq = d.boot, d.seq
 	d.out = d.enc.Append(d.out[:0], h, recs)
+	d.transmit(r, dests, true)
+}
+
+// sendHello sends a master's hello, saying state, with this director's
+// local addresses (as many as a datagram holds) to every destination.
+func (d *Daemon) sendHello(r *running, state uint64) {
+	lips := d.ctl.LocalAddrs()
+	lips = lips[:min(len(lips), r.fit[KindHello])]
+	d.sendMu.Lock()
+	defer d.sendMu.Unlock()
+	d.seq++
+	h := Header{Kind: KindHello, SyncID: d.modes.Load().masterID, Boot: d.boot, Seq: d.seq, Ref: state}
+	d.out = d.enc.AppendHello(d.out[:0], h, lips)
+	d.transmit(r, r.dests, false)
+}
+
+// transmit sends d.out to each of dests, counting it as a message sent
+// when count (hellos are not: the counters are the sync traffic's); the
+// caller holds sendMu.
+func (d *Daemon) transmit(r *running, dests []netip.AddrPort, count bool) {
 	for _, a := range dests {
 		p := d.peers.get(a.Addr(), true)
 		if _, err := r.conn.WriteToUDPAddrPort(d.out, a); err != nil {
 			p.sendErrors.Add(1)
 			continue
 		}
-		p.sent.Add(1)
+		if count {
+			p.sent.Add(1)
+		}
 	}
 }
 

@@ -25,6 +25,7 @@ type fakeController struct {
 	installed []lcore.SyncConn
 	table     []lcore.SyncConn
 	params    lcore.SyncParams
+	lips      []uint32      // LocalAddrs
 	gate      chan struct{} // non-nil: InstallSynced waits for it to close
 	installs  atomic.Int64
 }
@@ -66,6 +67,12 @@ func (f *fakeController) SetSyncParams(p lcore.SyncParams) {
 	f.mu.Lock()
 	f.params = p
 	f.mu.Unlock()
+}
+
+func (f *fakeController) LocalAddrs() []uint32 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]uint32(nil), f.lips...)
 }
 
 func (f *fakeController) installedSet() map[lcore.SyncConn]bool {

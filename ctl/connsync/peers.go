@@ -20,11 +20,13 @@ const OtherPeer = "other"
 // (the window belongs to the receive goroutine).
 type peer struct {
 	name string
+	addr netip.Addr // the zero address for OtherPeer
 
 	sent, sendErrors, received, records atomic.Uint64
-	bulkServed, bulkEnds                atomic.Uint64
+	bulkServed, bulkEnds, hellos        atomic.Uint64
 	dropped                             [numReasons]atomic.Uint64
-	lastRecord                          atomic.Int64 // unix ns when its newest records arrived
+	lastRecord                          atomic.Int64          // unix ns when its newest records arrived
+	hello                               atomic.Pointer[Hello] // its newest hello; nil: none, or it said forget
 
 	window Window
 }
@@ -38,6 +40,7 @@ type PeerStats struct {
 	Records    uint64 // records in them
 	BulkServed uint64 // bulk requests from it answered with a dump
 	BulkEnds   uint64 // bulk dumps it finished for us
+	Hellos     uint64 // hellos accepted from it
 	Dropped    map[string]uint64
 	LastRecord time.Time // zero: none yet
 }
@@ -63,7 +66,7 @@ func (ps *peers) get(a netip.Addr, create bool) *peer {
 	if !create || len(ps.byAddr) >= maxPeers {
 		return ps.other
 	}
-	p := &peer{name: a.String()}
+	p := &peer{name: a.String(), addr: a}
 	ps.byAddr[a] = p
 	return p
 }
@@ -80,7 +83,7 @@ func (ps *peers) stats() []PeerStats {
 	for _, p := range all {
 		s := PeerStats{Peer: p.name, Sent: p.sent.Load(), SendErrors: p.sendErrors.Load(),
 			Received: p.received.Load(), Records: p.records.Load(),
-			BulkServed: p.bulkServed.Load(), BulkEnds: p.bulkEnds.Load(), Dropped: map[string]uint64{}}
+			BulkServed: p.bulkServed.Load(), BulkEnds: p.bulkEnds.Load(), Hellos: p.hellos.Load(), Dropped: map[string]uint64{}}
 		for _, r := range Reasons() {
 			s.Dropped[r.String()] = p.dropped[r].Load()
 		}
@@ -101,4 +104,41 @@ func (ps *peers) resetWindows() {
 		p.window = Window{}
 	}
 	ps.other.window = Window{}
+}
+
+// Hello is what a peer's newest hello said, and when it came.
+type Hello struct {
+	Boot    uint64    // the peer's boot id
+	At      time.Time // when it was received
+	Leaving bool      // its lbd stops
+	LIPs    []uint32  // its own FullNAT local addresses
+}
+
+// PeerHello is a peer and its newest hello.
+type PeerHello struct {
+	Peer netip.Addr
+	Hello
+}
+
+// Hellos lists the peers whose masters said hello (and not forget since)
+// while the backup mode runs, with the newest hello of each.
+func (d *Daemon) Hellos() []PeerHello {
+	d.peers.mu.Lock()
+	defer d.peers.mu.Unlock()
+	var out []PeerHello
+	for a, p := range d.peers.byAddr {
+		if h := p.hello.Load(); h != nil {
+			out = append(out, PeerHello{Peer: a, Hello: *h})
+		}
+	}
+	return out
+}
+
+// forgetHellos drops every peer's hello (the backup mode stopped).
+func (ps *peers) forgetHellos() {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	for _, p := range ps.byAddr {
+		p.hello.Store(nil)
+	}
 }

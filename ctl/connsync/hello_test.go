@@ -1,0 +1,106 @@
+package connsync
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+)
+
+// TestHelloRoundTrip: a hello carries its state in ref and the local
+// addresses as 4-byte records; a bad state or address is refused.
+func TestHelloRoundTrip(t *testing.T) {
+	c := mustCodec(t, testKey)
+	lips := []uint32{0xc6336450, 0xc6336451}
+	h := Header{Kind: KindHello, SyncID: 3, Boot: 1 << 40, Seq: 5, Ref: HelloLeaving}
+	msg := c.AppendHello(nil, h, lips)
+	if len(msg) != MinMessageLen+2*HelloAddrLen {
+		t.Fatalf("length %d", len(msg))
+	}
+	got, recs, why := c.Decode(msg, nil)
+	if why != ReasonNone || got != h || len(recs) != 0 {
+		t.Fatalf("decoded %+v, %d records, %v; want %+v and no record", got, len(recs), why, h)
+	}
+	if a := HelloAddrs(msg); !slices.Equal(a, lips) {
+		t.Errorf("addresses %x, want %x", a, lips)
+	}
+	if _, _, why := c.Decode(c.AppendHello(nil, Header{Kind: KindHello, Boot: 1, Seq: 1}, nil), nil); why != ReasonNone {
+		t.Errorf("a hello without addresses: %v", why)
+	}
+	for _, tc := range []struct {
+		name string
+		h    Header
+		lips []uint32
+		want Reason
+	}{
+		{"unknown state", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: 3}, lips, ReasonMalformed},
+		{"address 0", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0}, ReasonRecord},
+		{"multicast address", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0xe0000051}, ReasonRecord},
+	} {
+		if _, _, why := c.Decode(c.AppendHello(nil, tc.h, tc.lips), nil); why != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, why, tc.want)
+		}
+	}
+}
+
+// TestHellos: a master's hellos reach its peer's backup with its local
+// addresses; its lbd leaving says so; a master stopped by hand is
+// forgotten, and hellos do not count as sync traffic.
+func TestHellos(t *testing.T) {
+	nsA, nsB := nsPair(t)
+	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
+	ctlA, ctlB := &fakeController{lips: []uint32{0xc6336450}}, &fakeController{}
+	a := startDaemon(t, nsA, ctlA, Transport{Peers: ip("192.0.2.2")}, Master)
+	b := startDaemon(t, nsB, ctlB, Transport{Peers: ip("192.0.2.1")}, Backup)
+	peerA := netip.MustParseAddr("192.0.2.1")
+	hello := func() (Hello, bool) {
+		for _, p := range b.Hellos() {
+			if p.Peer == peerA {
+				return p.Hello, true
+			}
+		}
+		return Hello{}, false
+	}
+	eventually(t, "a's hello at b", func() bool { _, ok := hello(); return ok })
+	h, _ := hello()
+	if h.Boot != a.Boot() || h.Leaving || !slices.Equal(h.LIPs, []uint32{0xc6336450}) {
+		t.Errorf("hello %+v, want a's boot %d and its local address", h, a.Boot())
+	}
+	eventually(t, "a second hello a second later", func() bool { n, _ := hello(); return n.At.After(h.At) })
+	if s := statsOf(a, "192.0.2.2"); s.Sent != 0 {
+		t.Errorf("a counts %d messages sent for its hellos alone", s.Sent)
+	}
+	if s := statsOf(b, "192.0.2.1"); s.Hellos < 2 || s.Received != 0 {
+		t.Errorf("b counts %d hellos and %d messages received, want 2+ and 0", s.Hellos, s.Received)
+	}
+
+	// b's backup stopped: no hello comes in, none is kept (they would
+	// all age into dead peers).
+	if err := b.Stop(Backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := hello(); ok {
+		t.Errorf("b's backup stopped, a's hello kept")
+	}
+	if err := inNS(t, nsB, func() error { return b.Start(Backup, 1, "") }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's hello at b's backup again", func() bool { _, ok := hello(); return ok })
+
+	// lbctl --stop-daemon master: forgotten, nothing to take over.
+	if err := a.Stop(Master); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a forgotten", func() bool { _, ok := hello(); return !ok })
+
+	// Started again, then lbd stopping: leaving.
+	if err := inNS(t, nsA, func() error { return a.Start(Master, 1, "") }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a's hello again", func() bool { _, ok := hello(); return ok })
+	a.Leave()
+	eventually(t, "a leaving", func() bool { h, ok := hello(); return ok && h.Leaving })
+	a.Close()
+	if h, ok := hello(); !ok || !h.Leaving {
+		t.Errorf("after a's close (which follows Leave) b has %+v, %v: want a leaving, not forgotten", h, ok)
+	}
+}

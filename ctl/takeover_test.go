@@ -1,0 +1,137 @@
+package ctl
+
+import (
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/ctl/connsync"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// TestLIPsToTake: three directors (boot ids 10, 20, 30); b (20) dies.
+// Each of its local addresses is taken over by exactly one of a and c,
+// each computing on its own, and both take some of eight; an address a
+// live director lists stays its own; b saying it leaves counts at once;
+// b back (a new boot id) takes nothing.
+func TestLIPsToTake(t *testing.T) {
+	now := time.Now()
+	pa, pb, pc := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
+	var lipsB []uint32
+	for i := range 8 {
+		lipsB = append(lipsB, 0xc6336450+uint32(i))
+	}
+	lipsB = append(lipsB, 0xc6336460) // also c's own
+	ownA, ownC := []uint32{0xc6336440}, []uint32{0xc6336441, 0xc6336460}
+	hello := func(p netip.Addr, boot uint64, ago time.Duration, lips []uint32) connsync.PeerHello {
+		return connsync.PeerHello{Peer: p, Hello: connsync.Hello{Boot: boot, At: now.Add(-ago), LIPs: lips}}
+	}
+	const after = 3 * time.Second
+	deadB := hello(pb, 20, 5*time.Second, lipsB)
+	byA := lipsToTake(10, ownA, []connsync.PeerHello{deadB, hello(pc, 30, time.Second, ownC)}, now, after)
+	byC := lipsToTake(30, ownC, []connsync.PeerHello{deadB, hello(pa, 10, time.Second, ownA)}, now, after)
+	for _, l := range lipsB[:8] {
+		_, a := byA[l]
+		_, c := byC[l]
+		if a == c {
+			t.Errorf("%s: taken over by a %v, by c %v: want exactly one", addrOf(l), a, c)
+		}
+	}
+	if len(byA) == 0 || len(byC) == 0 {
+		t.Errorf("a takes %d of 8, c %d: the addresses do not spread", len(byA), len(byC))
+	}
+	if _, ok := byA[0xc6336460]; ok {
+		t.Errorf("a takes over an address c lists as its own")
+	}
+	for _, p := range byA {
+		if p != pb {
+			t.Errorf("taken over from %s, want b", p)
+		}
+	}
+
+	alive := lipsToTake(10, ownA, []connsync.PeerHello{hello(pb, 20, 2*time.Second, lipsB)}, now, after)
+	if len(alive) != 0 {
+		t.Errorf("b heard 2 s ago (dead after 3 s): a takes %v", alive)
+	}
+	leaving := hello(pb, 20, 0, lipsB)
+	leaving.Leaving = true
+	if got := lipsToTake(10, ownA, []connsync.PeerHello{leaving}, now, after); len(got) != len(lipsB) {
+		t.Errorf("b leaving, a alone: a takes %d of its %d addresses", len(got), len(lipsB))
+	}
+	if got := lipsToTake(10, ownA, []connsync.PeerHello{hello(pb, 21, 0, lipsB), hello(pc, 30, 0, ownC)}, now, after); len(got) != 0 {
+		t.Errorf("b back: a takes %v", got)
+	}
+}
+
+// TestTakeOver: a taken-over address is in the snapshot (the workers
+// answer ARP for it) with no service giving it to new connections, is
+// announced by gratuitous ARP, its connections get their steering
+// entries' records, lbctl -L --daemon and the metrics show it; given
+// back, the snapshot drops it.
+func TestTakeOver(t *testing.T) {
+	_, c, f := newTestOps(t)
+	lip := ipv4(netip.MustParseAddr("198.51.100.70"))
+	peer := netip.MustParseAddr("10.0.0.2")
+	var installed []lcore.SyncConn
+	f.install = func(w int, b *lcore.SyncBatch) {
+		installed = append(installed, b.Records...)
+		b.Installed = uint32(len(b.Records))
+		b.MarkDone()
+	}
+	// A connection the peer made from lip, synced here.
+	f.conns = []lcore.ConnInfo{{Proto: hdr.ProtoTCP, VIP: 0xCB007164, VPort: 80, ClientIP: 0xCB007107, ClientPort: 4000,
+		RIP: 0xC633640D, RPort: 80, LIP: lip, LPort: 2000, Fwd: fwd.FullNAT, State: conn.StateEstablished, HasExt: true,
+		Ext: conn.Ext{LIP: lip, LPort: 2000}}}
+	gen := c.Snapshot().Gen
+	c.setTakenOver(map[uint32]netip.Addr{lip: peer})
+	s := c.Snapshot()
+	if !s.IsLIP(lip) || s.Gen == gen {
+		t.Fatalf("taken over: the snapshot (gen %d -> %d) answers for it: %v", gen, s.Gen, s.IsLIP(lip))
+	}
+	for _, svc := range s.Services {
+		if slices.Contains(svc.LocalAddrs, lip) {
+			t.Errorf("service %v gives new connections the taken-over address", svc.Key)
+		}
+	}
+	if own := c.LocalAddrs(); slices.Contains(own, lip) {
+		t.Errorf("LocalAddrs (the hellos') lists the taken-over address: %x", own)
+	}
+	if len(installed) == 0 || installed[0].Ext.LIP != lip {
+		t.Errorf("the connection's record was not installed again (for its steering entry): %+v", installed)
+	}
+	deadline := time.Now().Add(time.Second)
+	for !slices.ContainsFunc(f.sent(), func(sc sentCommand) bool { return sc.cmd.Kind == lcore.CmdAnnounce && sc.cmd.IP == lip }) {
+		if time.Now().After(deadline) {
+			t.Fatal("no gratuitous ARP for the taken-over address")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	peers := c.syncPeers([]connsync.PeerHello{{Peer: peer, Hello: connsync.Hello{Boot: 2, At: time.Now().Add(-5 * time.Second), LIPs: []uint32{lip}}}},
+		time.Now(), 3*time.Second)
+	var b strings.Builder
+	api.WriteDaemons(&b, api.Response{SyncPeers: peers})
+	if want := "peer 10.0.0.2: dead, hello 5.0s ago, local addresses 198.51.100.70 (taken over here: 198.51.100.70)\n"; b.String() != want {
+		t.Errorf("-L --daemon:\n%q\nwant\n%q", b.String(), want)
+	}
+	m := installCounts(t, c)
+	got := map[string]float64{"dplb_sync_local_address_takeovers_total": m["dplb_sync_local_address_takeovers_total"],
+		"dplb_sync_local_addresses_taken_over": m["dplb_sync_local_addresses_taken_over"]}
+	if want := map[string]float64{"dplb_sync_local_address_takeovers_total": 1, "dplb_sync_local_addresses_taken_over": 1}; !maps.Equal(got, want) {
+		t.Errorf("metrics %v, want %v", got, want)
+	}
+
+	c.setTakenOver(map[uint32]netip.Addr{})
+	if c.Snapshot().IsLIP(lip) || len(c.lipTaken) != 0 {
+		t.Errorf("given back: the snapshot still answers for it")
+	}
+	if !maps.Equal(c.lipTaken, map[uint32]netip.Addr{}) {
+		t.Errorf("given back: %v", c.lipTaken)
+	}
+}
