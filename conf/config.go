@@ -208,8 +208,18 @@ type Service struct {
 	Helper            string       `mapstructure:"helper"`       // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; over IPv6 EPRT and 229; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
 	Servers           []RealServer `mapstructure:"servers"`      // real servers; empty drops and counts new connections; default none; reload: yes
 	Health            HealthCheck  `mapstructure:"health"`       // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes
-	SorryServer       string       `mapstructure:"sorry_server"` // address:port in the VIP's family, [address]:port for IPv6 (reached by nat), that gets new connections while every server is down, "" = drop them; default ""; reload: yes
-	Feedback          Feedback     `mapstructure:"feedback"`     // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
+	SorryServer       string       `mapstructure:"sorry_server"` // address:port in the VIP's family, [address]:port for IPv6 (reached by nat), that gets new connections while every server is down (or the quorum is lost), "" = drop them; default ""; reload: yes
+	// Quorum is keepalived's: the least total weight of the servers not
+	// down with which the service runs as it should. Below it (less
+	// Hysteresis) the quorum is lost: the sorry server, if any, takes the
+	// new connections instead of the servers left (theirs go on); it is
+	// gained again at Quorum plus Hysteresis. 0..1000000 (0 means 1);
+	// default 1 (lost when every server is down); reload: yes
+	Quorum int `mapstructure:"quorum"`
+	// Hysteresis is keepalived's flap dampener around Quorum: 0..quorum-1;
+	// default 0; reload: yes
+	Hysteresis int      `mapstructure:"hysteresis"`
+	Feedback   Feedback `mapstructure:"feedback"` // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
 	// LocalAddresses are the service's FullNAT local addresses (DPVS's
 	// laddr): connections to its fullnat servers leave from one of them.
 	// Each is an IPv4 address inside a server-facing port's prefix, none
@@ -449,6 +459,11 @@ func (p Port) IsPCI() bool { return pciRE.MatchString(p.DeviceName()) }
 func (p Port) DeviceName() string {
 	name, _, _ := strings.Cut(p.Device, ",")
 	return name
+}
+
+// QuorumWeight is the service's quorum (0 in a struct literal means 1).
+func (s Service) QuorumWeight() int {
+	return max(s.Quorum, 1)
 }
 
 // MHTable is the Maglev table size (0 in a struct literal means the default).

@@ -401,6 +401,12 @@ func (c *Config) validateHealth(f string, s Service, vip netip.Addr) error {
 	if err := s.Health.validate(f + ".health"); err != nil {
 		return err
 	}
+	if err := checkRange(f+".quorum", s.Quorum, 0, 1000000); err != nil {
+		return err
+	}
+	if s.Hysteresis < 0 || s.Hysteresis >= s.QuorumWeight() {
+		return fieldErrorf(f+".hysteresis", "%d is out of range 0..%d: below the quorum %d (the quorum would never be lost)", s.Hysteresis, s.QuorumWeight()-1, s.QuorumWeight())
+	}
 	if s.SorryServer == "" {
 		return nil
 	}

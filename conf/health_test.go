@@ -246,6 +246,12 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].sorry_server: 198.51.100.1 is the address of ports[1]`},
 		{"sorry unreachable", func(c *conf.Config) { c.Services[0].SorryServer = "192.0.2.9:80" },
 			`services[0].sorry_server: 192.0.2.9 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"quorum negative", func(c *conf.Config) { c.Services[0].Quorum = -1 },
+			`services[0].quorum: -1 is out of range 0..1000000`},
+		{"hysteresis at the quorum", func(c *conf.Config) { c.Services[0].Quorum, c.Services[0].Hysteresis = 3, 3 },
+			`services[0].hysteresis: 3 is out of range 0..2: below the quorum 3 (the quorum would never be lost)`},
+		{"hysteresis with the default quorum", func(c *conf.Config) { c.Services[0].Hysteresis = 1 },
+			`services[0].hysteresis: 1 is out of range 0..0: below the quorum 1 (the quorum would never be lost)`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -400,7 +400,7 @@ func TestExampleFile(t *testing.T) {
 		t.Errorf("example settings =\n%+v\nwant defaults\n%+v", got, want)
 	}
 	wantServices := []conf.Service{
-		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", SchedFlags: []string{}, MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Servers: []conf.RealServer{
+		{Protocol: "tcp", VIP: "203.0.113.10", Port: 80, Scheduler: "rr", SchedFlags: []string{}, MHTableSize: 65537, Netmask: "255.255.255.255", Health: conf.DefaultHealthCheck(), Feedback: conf.DefaultFeedback(), Quorum: 1, Servers: []conf.RealServer{
 			{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "nat"},
 			{Address: "198.51.100.12", Port: 8000, Weight: 2, Forward: "nat"},
 		}},

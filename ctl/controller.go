@@ -131,7 +131,7 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 		if err != nil {
 			return nil, err
 		}
-		if c.weigh(&s, now) {
+		if c.weigh(&s, prev[s.key], now) {
 			u.ramping = true
 		}
 		ls, err := s.lcoreService(field, c.dp.NumWorkers(), prev[s.key])

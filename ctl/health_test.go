@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -899,5 +900,74 @@ func TestRejectedProbeAnswersAreLogged(t *testing.T) {
 	c.step(now.Add(122 * time.Second))
 	if !<-done || logs.FilterMessageSnippet("health probe answer rejected").Len() != 2 {
 		t.Fatal("the genuine answer did not pass, or was logged")
+	}
+}
+
+const quorumConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    sorry_server: 198.51.100.99:80
+    quorum: 5
+    hysteresis: 1
+    health: {type: tcp, interval: 100ms, timeout: 50ms, rise: 1, fall: 1}
+    servers:
+      - {address: 198.51.100.11, weight: 2}
+      - {address: 198.51.100.12, weight: 2}
+      - {address: 198.51.100.13, weight: 2}
+`
+
+// TestHealthQuorum: keepalived's quorum with hysteresis. Three servers of
+// weight 2, quorum 5, hysteresis 1: one down leaves 4, still within the
+// hysteresis (lost below 4); two down leave 2: the quorum is lost, and
+// the sorry server takes every new connection in place of the server
+// left (weight 0; not down). One back makes 4: not yet (gained at 6);
+// all back, the servers take over again. The metric follows.
+func TestHealthQuorum(t *testing.T) {
+	c, _, _ := controllerFor(t, quorumConfig)
+	sw := switchedHealth(t, c)
+	weights := func() []int32 {
+		var w []int32
+		for _, d := range c.Snapshot().Services[0].Dests {
+			w = append(w, d.Weight)
+		}
+		return w
+	}
+	waitWeights := func(what string, want ...int32) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !slices.Equal(weights(), want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: weights %v, want %v", what, weights(), want)
+			}
+		}
+	}
+	quorumUp := func() bool { return c.view(nil).Services[0].QuorumUp }
+	if !quorumUp() {
+		t.Fatal("three servers of weight 2 and quorum 5: lost at the start")
+	}
+	sw.set("198.51.100.11", true)
+	waitWeights("one down: 4 left, within the hysteresis", 0, 2, 2)
+	if !quorumUp() {
+		t.Fatal("one down: the quorum is lost already")
+	}
+	sw.set("198.51.100.12", true)
+	waitWeights("two down: the quorum lost, the sorry server in", 0, 0, 0, 1)
+	if quorumUp() {
+		t.Fatal("two down: the quorum still up")
+	}
+	if rs := c.view(nil).Response().Services[0].Servers; len(rs) != 4 || rs[2].Health != "up" || rs[3].Health != "sorry" {
+		t.Fatalf("listing %+v: want the live server up (weight 0) and the sorry server standing in", rs)
+	}
+	sw.set("198.51.100.12", false)
+	time.Sleep(300 * time.Millisecond) // three check intervals
+	waitWeights("one back: 4, below quorum+hysteresis", 0, 0, 0, 1)
+	sw.set("198.51.100.11", false)
+	waitWeights("all back: the quorum gained, the sorry server out", 2, 2, 2)
+	if !quorumUp() {
+		t.Fatal("all back: the quorum still lost")
 	}
 }

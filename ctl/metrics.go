@@ -26,7 +26,7 @@ type collector struct {
 	jobSlow                                                    *prometheus.Desc
 	lcoreConnCap, lcoreRing, lcoreDefense                      *prometheus.Desc
 	mempoolInUse                                               *prometheus.Desc
-	svcConns, svcPackets, svcBytes                             *prometheus.Desc
+	svcConns, svcPackets, svcBytes, svcQuorum                  *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
 	svcRate, rsRate                                            *prometheus.Desc
 	probeRejected                                              *prometheus.Desc
@@ -57,6 +57,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		svcConns:     d("dplb_service_connections_total", "Connections scheduled for a virtual service.", svc, nil),
 		svcPackets:   d("dplb_service_packets_total", "Packets of a virtual service, in (client to server) and out.", append(svc, "dir"), nil),
 		svcBytes:     d("dplb_service_bytes_total", "Bytes of a virtual service, in (client to server) and out.", append(svc, "dir"), nil),
+		svcQuorum:    d("dplb_service_quorum_up", "1 while the servers not down of a virtual service weigh its quorum (keepalived's; 1 by default: one server up), 0 when it is lost (the sorry server, if any, stands in).", svc, nil),
 		rsConns:      d("dplb_real_server_connections_total", "Connections scheduled to a real server.", rs, nil),
 		rsPackets:    d("dplb_real_server_packets_total", "Packets to (in) and from (out) a real server.", append(rs, "dir"), nil),
 		rsBytes:      d("dplb_real_server_bytes_total", "Bytes to (in) and from (out) a real server.", append(rs, "dir"), nil),
@@ -148,6 +149,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.svcPackets, s.Stats.OutPkts, proto, addr, port, "out")
 		counter(c.svcBytes, s.Stats.InBytes, proto, addr, port, "in")
 		counter(c.svcBytes, s.Stats.OutBytes, proto, addr, port, "out")
+		quorum := 0.0
+		if s.QuorumUp {
+			quorum = 1
+		}
+		gauge(c.svcQuorum, quorum, proto, addr, port)
 		s.each(func(r *ServerView) {
 			server := r.Addr().String()
 			counter(c.rsConns, r.Stats.Conns, proto, addr, port, server)

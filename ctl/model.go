@@ -99,6 +99,7 @@ type service struct {
 	// health checks; nil when none is configured.
 	sorry       *server
 	sorryActive bool // the sorry server is standing in
+	quorumUp    bool // the servers not down weigh enough (weights.go)
 
 	// As the lcores run it: the dests its schedulers were made with, and
 	// one scheduler per worker, kept across snapshots while the dests
@@ -121,6 +122,11 @@ type serverState struct {
 	down   bool // failed its check: no new connections
 	weight int  // weight to schedule with (slow start ramps it)
 	expire bool // down, and its connections are to be ended
+}
+
+// name is the service as logs and metrics name it: "tcp/VIP:port".
+func (s *service) name() string {
+	return health.ServiceName(s.conf.Protocol, netip.AddrPortFrom(s.conf.VIPAddr(), uint16(s.conf.Port)))
 }
 
 // newService builds a configured service's model, giving every (service,

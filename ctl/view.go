@@ -74,7 +74,9 @@ type ServiceView struct {
 	Servers []ServerView // as configured, in order
 	Sorry   *ServerView  // the sorry server while it stands in, else nil
 	Stats   Counters     // the sum over Servers and Sorry
-	Rates   Rates
+	// QuorumUp: the servers not down weigh the quorum (weights.go).
+	QuorumUp bool
+	Rates    Rates
 }
 
 // Protocol is "tcp" or "udp".
@@ -203,7 +205,7 @@ func (c *Controller) view(base baselines) View {
 	}
 	for i := range c.services {
 		s := &c.services[i]
-		sv := ServiceView{Key: s.key, Conf: s.conf}
+		sv := ServiceView{Key: s.key, Conf: s.conf, QuorumUp: s.quorumUp}
 		for j := range s.servers {
 			sv.Servers = append(sv.Servers, c.serverView(s.conf, &s.servers[j], base))
 		}

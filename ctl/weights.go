@@ -11,24 +11,62 @@ import (
 )
 
 // weigh decides each of s's servers' state for the next snapshot, and
-// whether the sorry server stands in (all servers failed); it reports a
-// slow start under way.
-func (c *Controller) weigh(s *service, now time.Time) (ramping bool) {
-	down := 0
+// whether the service has its quorum (keepalived's: the total weight of
+// the servers not down, with hysteresis from prev, the running model's
+// service or nil) and whether the sorry server stands in (the quorum
+// lost: by default every server down, or at weight 0); it reports a slow
+// start under way. Without the quorum the sorry server, when there is
+// one, takes every new connection, as keepalived puts it in the servers'
+// place (theirs go on).
+func (c *Controller) weigh(s *service, prev *service, now time.Time) (ramping bool) {
+	live := 0
 	for i := range s.servers {
 		r := &s.servers[i]
 		st, ramp := c.serverState(s.conf, r, now)
 		r.state = st
 		ramping = ramping || ramp
-		if st.down {
-			down++
+		if !st.down {
+			live += r.conf.Weight
 		}
 	}
-	s.sorryActive = s.sorry != nil && down > 0 && down == len(s.servers)
+	s.quorumUp = hasQuorum(s.conf, prev, live)
+	// Logged where the quorum decides something: a sorry server, or a
+	// quorum of its own (the default's loss is every server down, which
+	// the health checks log).
+	if prev != nil && prev.quorumUp != s.quorumUp && (s.sorry != nil || s.conf.QuorumWeight() > 1) {
+		msg, lvl := "quorum gained", zap.InfoLevel
+		if !s.quorumUp {
+			msg, lvl = "quorum lost", zap.WarnLevel
+		}
+		c.log.Log(lvl, msg, zap.String("service", s.name()), zap.Int("weight", live),
+			zap.Int("quorum", s.conf.QuorumWeight()), zap.Int("hysteresis", s.conf.Hysteresis), zap.Bool("sorry_server", s.sorry != nil))
+	}
+	s.sorryActive = s.sorry != nil && !s.quorumUp
+	if s.sorryActive {
+		for i := range s.servers {
+			s.servers[i].state.weight = 0 // the sorry server stands in for them all
+		}
+	}
 	if s.sorry != nil {
 		s.sorry.state = serverState{weight: 1}
 	}
 	return ramping
+}
+
+// hasQuorum is keepalived's quorum state of service sc, whose servers not
+// down weigh live in all: a service that had it (prev, or the first time
+// the quorum itself) keeps it until live falls below quorum - hysteresis
+// (or to 0); one without gets it back at quorum + hysteresis. A new
+// service has it at quorum.
+func hasQuorum(sc conf.Service, prev *service, live int) bool {
+	q, h := sc.QuorumWeight(), sc.Hysteresis
+	switch {
+	case prev == nil:
+		return live >= q
+	case prev.quorumUp:
+		return live > 0 && live >= q-h
+	}
+	return live >= q+h
 }
 
 // serverState decides a real server's weight for the next snapshot: the

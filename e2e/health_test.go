@@ -502,3 +502,84 @@ func TestICMPHealthThroughLBD(t *testing.T) {
 	waitHealth(t, e, addr, "up")
 	e.stopLBD(t)
 }
+
+// TestHealthQuorum: keepalived's quorum. Two servers of weight 1 and
+// quorum 2, a sorry server (a second HTTP server on rs1, port 8081):
+// while both pass their checks they share the requests; when rs2's
+// service dies the servers left weigh 1, the quorum is lost, and the
+// sorry server takes every request (rs1, still up, gets none), as
+// keepalived puts the sorry server in their place; rs2 back, the quorum
+// is gained and the servers take the requests again. The metric says so.
+func TestHealthQuorum(t *testing.T) {
+	var sorryAddr string
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: tcp, interval: 200ms, timeout: 150ms, rise: 2, fall: 2}"
+			c.Services[0].Quorum = 2
+			sorryAddr = c.Services[0].Servers[0].Address + ":8081"
+			c.Services[0].SorryServer = sorryAddr
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	sorry := rs1
+	sorry.Name = "sorry"
+	if err := harness.StartHTTP(e.topo, []topo.Host{sorry}, e.nshelper, ":8081", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	e.warmUp(t)
+	waitHealth(t, e, rs1.Addr.Addr().String(), "up")
+	waitHealth(t, e, rs2.Addr.Addr().String(), "up")
+	quorum := func() float64 {
+		t.Helper()
+		v, ok := metric(e.scrapeMetrics(t), "dplb_service_quorum_up", map[string]string{"protocol": "TCP", "vip": e.nat.VIP.String(), "port": "80"})
+		if !ok {
+			t.Fatal("metrics: no dplb_service_quorum_up for the service")
+		}
+		return v
+	}
+	served := func(when string) map[string]int {
+		t.Helper()
+		got := map[string]int{}
+		for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+			if r.Err != "" {
+				t.Fatalf("%s, request %d: %s", when, r.I, r.Err)
+			}
+			got[r.Server()]++
+		}
+		return got
+	}
+	if got := served("both servers up"); got["rs1"] == 0 || got["rs2"] == 0 || got["sorry"] != 0 {
+		t.Fatalf("both servers up: %v, want rs1 and rs2", got)
+	}
+	if q := quorum(); q != 1 {
+		t.Errorf("both servers up: dplb_service_quorum_up %v", q)
+	}
+
+	// rs2's service dies: rs1 alone weighs 1 < 2.
+	killServe(t, rs2.NS)
+	waitHealth(t, e, rs2.Addr.Addr().String(), "down")
+	if got := served("quorum lost"); got["sorry"] != 20 {
+		t.Fatalf("quorum lost: %v, want every request on the sorry server", got)
+	}
+	if q := quorum(); q != 0 {
+		t.Errorf("quorum lost: dplb_service_quorum_up %v", q)
+	}
+	out, _ := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n")
+	if !strings.Contains(out, "-> "+sorryAddr) {
+		t.Errorf("quorum lost: lbctl -L -n does not list the sorry server %s:\n%s", sorryAddr, out)
+	}
+
+	// rs2 back: the quorum is gained, the sorry server steps down.
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs2}, e.nshelper, ":8080", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs2.Addr.Addr().String(), "up")
+	if got := served("quorum gained"); got["sorry"] != 0 || got["rs1"] == 0 || got["rs2"] == 0 {
+		t.Fatalf("quorum gained: %v, want rs1 and rs2 again", got)
+	}
+	if q := quorum(); q != 1 {
+		t.Errorf("quorum gained: dplb_service_quorum_up %v", q)
+	}
+	e.stopLBD(t)
+}

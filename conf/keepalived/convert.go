@@ -256,7 +256,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	forward := "nat"
 	var flags, servers []*Node
-	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops *Node
+	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops, hysteresis *Node
 	groups := map[string]*Node{} // DPVS's address groups named, by keyword
 	weight := 1
 	for _, s := range n.Block {
@@ -330,12 +330,12 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		case "alpha":
 			c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
 		case "quorum":
-			if len(a) == 1 && a[0] != "1" {
-				c.warn(s, "lbd has no quorum: the sorry server (if any) takes over only when every server is down; dropped")
+			if q, ok := c.count(s, "quorum", 1, maxQuorum); ok {
+				svc.Quorum = q
 			}
 		case "hysteresis":
-			if len(a) == 1 && !isZeros(a[0]) {
-				c.warn(s, "lbd has no quorum: dropped")
+			if h, ok := c.count(s, "hysteresis", 0, maxQuorum); ok {
+				svc.Hysteresis, hysteresis = h, s
 			}
 		case "quorum_up", "quorum_down":
 			c.warn(s, "lbd runs no quorum scripts: dropped")
@@ -376,6 +376,11 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		default:
 			c.warn(s, "unknown keyword: dropped")
 		}
+	}
+	if svc.Hysteresis >= svc.QuorumWeight() {
+		// keepalived then never loses the quorum but with no server left.
+		c.warn(hysteresis, "%d is not below the quorum %d (lbd's rule): %d", svc.Hysteresis, svc.QuorumWeight(), svc.QuorumWeight()-1)
+		svc.Hysteresis = svc.QuorumWeight() - 1
 	}
 	if port == 0 && svc.Persistence == 0 {
 		c.warn(n, "a service of every port (port 0) needs persistence_timeout, as ipvsadm's: skipped")
@@ -610,6 +615,27 @@ func (c *converter) method(s *Node) (string, bool) {
 		}
 	}
 	return f, true
+}
+
+// maxQuorum is lbd's largest quorum and hysteresis (services[].quorum).
+const maxQuorum = 1000000
+
+// count reads s's one argument, a whole number what in lo..hi; out of
+// range it is clamped, with a warning.
+func (c *converter) count(s *Node, what string, lo, hi int) (int, bool) {
+	n, err := strconv.Atoi(firstArg(s.Args()))
+	switch {
+	case err != nil || len(s.Args()) != 1:
+		c.warn(s, "%q is not a %s: dropped", strings.Join(s.Args(), " "), what)
+		return 0, false
+	case n < lo:
+		c.warn(s, "%d is less than lbd's %d: %d", n, lo, lo)
+		return lo, true
+	case n > hi:
+		c.warn(s, "%d is more than lbd's %d: %d", n, hi, hi)
+		return hi, true
+	}
+	return n, true
 }
 
 func (c *converter) weight(s *Node) (int, bool) {

@@ -848,6 +848,42 @@ virtual_server 2001:db8::10 80 {
     servers:
       - address: 198.51.100.11
 `},
+		{"quorum and hysteresis", vs(`  sorry_server 198.51.100.99 80
+  quorum 3
+  hysteresis 5
+  real_server 198.51.100.11 80 {
+    weight 2
+  }
+  real_server 198.51.100.12 80 {
+    weight 2
+  }
+`), []string{
+			"keepalived.conf:4: hysteresis: 5 is not below the quorum 3 (lbd's rule): 2",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        weight: 2
+      - address: 198.51.100.12
+        weight: 2
+    sorry_server: 198.51.100.99:80
+    quorum: 3
+    hysteresis: 2
+`},
+		{"quorum not a number", vs("  quorum many\n  hysteresis -1\n  real_server 198.51.100.11 80\n"), []string{
+			`keepalived.conf:2: quorum: "many" is not a quorum: dropped`,
+			"keepalived.conf:3: hysteresis: -1 is less than lbd's 0: 0",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+`},
 		{"SCTP", vs("  protocol SCTP\n  real_server 198.51.100.11 80\n"), []string{
 			"keepalived.conf:2: protocol: lbd balances TCP and UDP only: virtual server skipped",
 		}, "services: []\n"},
@@ -867,8 +903,6 @@ virtual_server 2001:db8::10 80 {
 `), []string{
 			"keepalived.conf:3: sh-port: only the sh and mh schedulers take flags, not wlc: dropped",
 			"keepalived.conf:4: alpha: lbd's servers start up, not down until a check passes: dropped",
-			"keepalived.conf:5: quorum: lbd has no quorum: the sorry server (if any) takes over only when every server is down; dropped",
-			"keepalived.conf:6: hysteresis: lbd has no quorum: dropped",
 			"keepalived.conf:7: quorum_down: lbd runs no quorum scripts: dropped",
 			"keepalived.conf:8: ops: lbd schedules every datagram on its own for udp services only: dropped",
 			"keepalived.conf:9: persistence_engine: lbd has no persistence engines (keepalived's sip): dropped",
@@ -883,6 +917,8 @@ virtual_server 2001:db8::10 80 {
     servers:
       - address: 198.51.100.11
         forward: tun
+    quorum: 2
+    hysteresis: 1
 `},
 		{"timers lbd bounds", vs(`  lb_algo rr
   delay_loop 3

@@ -20,7 +20,9 @@
 //     an sh or mh service; persistence_timeout the persistence (bare:
 //     360s, also what persistence_granularity alone implies);
 //     persistence_granularity the netmask (IPv4) or persistence_prefix
-//     (IPv6); sorry_server IP [PORT] the sorry_server, reached by nat.
+//     (IPv6); sorry_server IP [PORT] the sorry_server, reached by nat;
+//     quorum and hysteresis theirs (a hysteresis not below the quorum
+//     lowered to quorum-1).
 //   - lb_kind/lvs_method NAT, DR, TUN, FNAT (DPVS's and LVS FullNAT's):
 //     every server's forward (nat, dr, tun, fullnat), a real_server's own
 //     lvs_method first; dr and tun servers keep the service's port (as
@@ -72,7 +74,7 @@
 // wants them all to pass), the digests and regexes of urls after the
 // first, a regex Go's RE2 does not take (the first url's becomes
 // expect_body when it is a plain string, else expect_regex), delay_before_retry (lbd probes every
-// interval), alpha (lbd's servers start up), quorum, notify and quorum
+// interval), alpha (lbd's servers start up), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),

@@ -114,6 +114,12 @@ func (w *writer) service(s conf.Service) {
 	if s.SorryServer != "" {
 		w.str("sorry_server", s.SorryServer)
 	}
+	if s.QuorumWeight() != 1 {
+		w.int("quorum", s.Quorum)
+	}
+	if s.Hysteresis != 0 {
+		w.int("hysteresis", s.Hysteresis)
+	}
 	w.health(conf.DefaultHealthCheck(), s.Health)
 }
 

@@ -102,6 +102,7 @@ type Service struct {
 	Health      string   // the service's health check as YAML flow, e.g. "{type: tcp, interval: 200ms}"; "" none
 	Feedback    string   // the service's dynamic feedback as YAML flow; "" none
 	SorryServer string   // "address:port"; "" none
+	Quorum      int      // keepalived's quorum; 0 leaves lbd's default (1)
 	SchedFlags  []string // the scheduler's flags (mh-port, ...); none when empty
 	SloppyTCP   bool     // sloppy_tcp: any TCP packet opens a connection
 	// LocalAddresses are the FullNAT local addresses; ProxyProtocol puts
@@ -227,6 +228,9 @@ func (c Config) YAML() string {
 		}
 		if s.SorryServer != "" {
 			w("    sorry_server: %q", s.SorryServer) // quoted: an IPv6 one starts with '['
+		}
+		if s.Quorum != 0 {
+			w("    quorum: %d", s.Quorum)
 		}
 		if len(s.SchedFlags) > 0 {
 			w("    sched_flags: [%s]", strings.Join(s.SchedFlags, ", "))
