@@ -49,6 +49,7 @@ type HealthCheck struct {
 	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
 	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive       bool          `mapstructure:"passive"`         // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
+	StartDown     bool          `mapstructure:"start_down"`      // a server starts down, with no new connection, until rise probes passed (keepalived's alpha), when lbd starts and when the server is added; needs a type; default false (a server starts up); reload: yes (a server already checked keeps its state)
 }
 
 // maxViaLBDRequest bounds an HTTP check's path and Host header through
@@ -320,6 +321,9 @@ func (h HealthCheck) validate(f string) error {
 				return err
 			}
 		}
+	}
+	if h.StartDown && !e.Enabled() {
+		return fieldErrorf(f+".start_down", "needs a check type: a server that starts down comes up when its probes pass")
 	}
 	if err := checkDuration(f+".interval", e.Interval, MinHealthInterval, MaxHealthInterval, "100ms..1h"); err != nil {
 		return err

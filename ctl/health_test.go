@@ -971,3 +971,60 @@ func TestHealthQuorum(t *testing.T) {
 		t.Fatal("all back: the quorum still lost")
 	}
 }
+
+const startDownConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    health: {type: tcp, interval: 100ms, timeout: 50ms, rise: 3, fall: 1, start_down: true}
+    servers:
+      - {address: 198.51.100.11, weight: 4}
+      - {address: 198.51.100.12, weight: 4}
+`
+
+// TestHealthStartDown: with start_down the servers leave the snapshot
+// lbd started with as soon as the monitor is attached, before any probe,
+// and come in after rise passed probes; one whose probes fail never
+// does. A server added later starts down too.
+func TestHealthStartDown(t *testing.T) {
+	c, _, _ := controllerFor(t, startDownConfig)
+	if w := c.Snapshot().Services[0].Dests[0].Weight; w != 4 {
+		t.Fatalf("before the monitor: weight %d (nothing is known yet)", w)
+	}
+	sw := &switchable{down: map[string]bool{"198.51.100.12": true}}
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	c.SetHealth(mon) // before Run: no probe can have passed
+	weights := func() []int32 {
+		var w []int32
+		for _, d := range c.Snapshot().Services[0].Dests {
+			w = append(w, d.Weight)
+		}
+		return w
+	}
+	if w := weights(); !slices.Equal(w, []int32{0, 0}) {
+		t.Fatalf("monitor attached, no probe yet: weights %v, want both down", w)
+	}
+	if rs := c.view(nil).Response().Services[0].Servers[0]; rs.Health != "down" || rs.HealthReason != health.StartDownReason {
+		t.Errorf("listing %q %q, want down: %s", rs.Health, rs.HealthReason, health.StartDownReason)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	go mon.Run(ctx)
+	t.Cleanup(func() { mon.Close(); cancel() })
+	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(weights(), []int32{4, 0}); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("weights %v, want rs1 up after its probes passed, rs2 still down", weights())
+		}
+	}
+	svcs, to := c.Services()
+	svcs[0].Servers = append(svcs[0].Servers, conf.RealServer{Address: "198.51.100.13", Port: 80, Weight: 4, Forward: "nat"})
+	if err := c.Apply(svcs, to); err != nil {
+		t.Fatal(err)
+	}
+	if w := weights(); len(w) != 3 || w[2] != 0 {
+		t.Errorf("a server added: weights %v, want it down until its probes pass", w)
+	}
+}

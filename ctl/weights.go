@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -86,10 +87,15 @@ func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st s
 		return st, false
 	}
 	hs, ok := c.health.State(r.health)
+	check := s.HealthFor(r.conf)
 	if !ok {
+		// Not yet handed to the monitor (a server just added): a
+		// start_down one is down until its probes pass.
+		if check.StartDown && check.Effective().Enabled() {
+			return serverState{down: true}, false
+		}
 		return st, false
 	}
-	check := s.HealthFor(r.conf)
 	if !hs.Up {
 		return serverState{down: true, expire: check.OnFailure == conf.OnFailureExpire}, false
 	}
@@ -103,7 +109,13 @@ func (c *Controller) SetHealth(m *health.Monitor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.health = m
-	m.Update(health.Targets(c.serviceConfs()))
+	targets := health.Targets(c.serviceConfs())
+	m.Update(targets)
+	// The snapshot lbd started with had no monitor: servers that start
+	// down (start_down) leave it now, before any probe.
+	if slices.ContainsFunc(targets, func(t health.Target) bool { return t.Check.StartDown }) {
+		c.republish()
+	}
 }
 
 // HealthChanged is the monitor's callback: a server went down or came

@@ -583,3 +583,44 @@ func TestHealthQuorum(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestHealthStartDown: with start_down (keepalived's alpha) a server is
+// down from lbd's start until its check passes. rs2 serves on another
+// port than the one checked and requested, and its check fails only
+// every 2 s (fall 3): without start_down it would take requests, and
+// refuse them, for its first 4 s. With it every request from the first
+// goes to rs1; rs2 serving the right port comes up and takes its share.
+func TestHealthStartDown(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs2": ":8081"},
+		setup:  addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: tcp, interval: 2s, timeout: 1s, rise: 1, fall: 3, start_down: true}"
+		},
+	})
+	rs2 := e.nat.Servers[1]
+	e.warmUp(t) // until rs1's first probe passed, no server is up
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs1" {
+			t.Fatalf("rs2 not yet checked, request %d: %q %s: want every request on rs1", r.I, r.Server(), r.Err)
+		}
+	}
+	if h, reason := serverHealth(t, e, rs2.Addr.Addr().String()); h != "down" {
+		t.Errorf("rs2, never passed: health %q (%s), want down", h, reason)
+	}
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs2}, e.nshelper, ":8080", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs2.Addr.Addr().String(), "up")
+	got := map[string]int{}
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("both up, request %d: %s", r.I, r.Err)
+		}
+		got[r.Server()]++
+	}
+	if got["rs1"] == 0 || got["rs2"] == 0 {
+		t.Fatalf("both up: %v, want both", got)
+	}
+	e.stopLBD(t)
+}

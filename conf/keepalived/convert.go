@@ -256,7 +256,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	forward := "nat"
 	var flags, servers []*Node
-	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops, hysteresis *Node
+	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops, hysteresis, alpha *Node
 	groups := map[string]*Node{} // DPVS's address groups named, by keyword
 	weight := 1
 	for _, s := range n.Block {
@@ -328,7 +328,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		case "ops":
 			ops = s
 		case "alpha":
-			c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
+			alpha = s
 		case "quorum":
 			if q, ok := c.count(s, "quorum", 1, maxQuorum); ok {
 				svc.Quorum = q
@@ -415,6 +415,19 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	if len(svc.Servers) == 0 {
 		c.warn(n, "no real_server left: skipped")
 		return
+	}
+	if alpha != nil && enabled(alpha.Args()) {
+		// keepalived's alpha: the servers start down until a check
+		// passes; a server without a check has nothing to pass.
+		checked := false
+		for _, h := range checks {
+			if h != nil {
+				h.StartDown, checked = true, true
+			}
+		}
+		if !checked {
+			c.warn(alpha, "no real_server has a check to pass: dropped")
+		}
 	}
 	shared := checks[0] != nil
 	for _, h := range checks[1:] {

@@ -873,6 +873,26 @@ virtual_server 2001:db8::10 80 {
     quorum: 3
     hysteresis: 2
 `},
+		{"alpha", vs(`  alpha
+  real_server 198.51.100.11 80 {
+    TCP_CHECK {
+      connect_timeout 1
+    }
+  }
+`), nil, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+    health:
+      type: tcp
+      interval: 60s
+      rise: 1
+      fall: 2
+      start_down: true
+`},
 		{"quorum not a number", vs("  quorum many\n  hysteresis -1\n  real_server 198.51.100.11 80\n"), []string{
 			`keepalived.conf:2: quorum: "many" is not a quorum: dropped`,
 			"keepalived.conf:3: hysteresis: -1 is less than lbd's 0: 0",
@@ -902,7 +922,7 @@ virtual_server 2001:db8::10 80 {
   }
 `), []string{
 			"keepalived.conf:3: sh-port: only the sh and mh schedulers take flags, not wlc: dropped",
-			"keepalived.conf:4: alpha: lbd's servers start up, not down until a check passes: dropped",
+			"keepalived.conf:4: alpha: no real_server has a check to pass: dropped",
 			"keepalived.conf:7: quorum_down: lbd runs no quorum scripts: dropped",
 			"keepalived.conf:8: ops: lbd schedules every datagram on its own for udp services only: dropped",
 			"keepalived.conf:9: persistence_engine: lbd has no persistence engines (keepalived's sip): dropped",

@@ -22,7 +22,7 @@
 //     persistence_granularity the netmask (IPv4) or persistence_prefix
 //     (IPv6); sorry_server IP [PORT] the sorry_server, reached by nat;
 //     quorum and hysteresis theirs (a hysteresis not below the quorum
-//     lowered to quorum-1).
+//     lowered to quorum-1); alpha the checks' start_down.
 //   - lb_kind/lvs_method NAT, DR, TUN, FNAT (DPVS's and LVS FullNAT's):
 //     every server's forward (nat, dr, tun, fullnat), a real_server's own
 //     lvs_method first; dr and tun servers keep the service's port (as
@@ -74,7 +74,7 @@
 // wants them all to pass), the digests and regexes of urls after the
 // first, a regex Go's RE2 does not take (the first url's becomes
 // expect_body when it is a plain string, else expect_regex), delay_before_retry (lbd probes every
-// interval), alpha (lbd's servers start up), notify and quorum
+// interval), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),

@@ -207,6 +207,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if !slices.Equal(h.Command, base.Command) {
 		hw.list("command", h.Command)
 	}
+	if h.StartDown != base.StartDown {
+		hw.value("start_down", strconv.FormatBool(h.StartDown))
+	}
 	if keys.Len() == 0 {
 		return
 	}

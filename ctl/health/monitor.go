@@ -14,7 +14,7 @@ import (
 // State is what the Monitor knows of one target.
 type State struct {
 	Target      Target
-	Up          bool      // in scheduling; a new target starts up (keepalived's default)
+	Up          bool      // in scheduling; a new target starts up (keepalived's default), or down with start_down
 	Successes   int       // consecutive passed probes
 	Failures    int       // consecutive failed probes
 	LastReason  string    // why the last failed probe failed, "" if none has
@@ -27,6 +27,18 @@ type State struct {
 	Failed      uint64    // probes failed since the target was added
 	WentUp      uint64    // changes to up
 	WentDown    uint64    // changes to down
+}
+
+// StartDownReason is a start_down target's reason until a probe passed.
+const StartDownReason = "start_down: no probe has passed yet"
+
+// newState is a new target's state: up (keepalived's default), or down
+// with start_down (keepalived's alpha) until Rise probes pass.
+func newState(t Target) State {
+	if t.Check.StartDown {
+		return State{Target: t, LastReason: StartDownReason}
+	}
+	return State{Target: t, Up: true}
 }
 
 // Change is a target going up or down.
@@ -45,7 +57,8 @@ func WithChecker(c Checker) Option { return func(m *Monitor) { m.check = c } }
 
 // Monitor probes targets and reports their changes.
 //
-// Semantics (keepalived's): a target starts up and is assumed healthy; it
+// Semantics (keepalived's): a target starts up and is assumed healthy
+// (with start_down, keepalived's alpha, down until Rise probes pass); it
 // goes down after Fall consecutive failed probes and comes back after Rise
 // consecutive passed ones. The first probe runs within a tenth of the
 // interval after the target starts (a random delay, so that targets spread
@@ -143,7 +156,7 @@ func (m *Monitor) Update(targets []Target) {
 		if old != nil && old.t.equal(t) {
 			continue
 		}
-		r := &runner{t: t, st: State{Target: t, Up: true}}
+		r := &runner{t: t, st: newState(t)}
 		if old != nil {
 			old.halt()
 			r.lineage = old.lineage

@@ -449,3 +449,52 @@ func TestMonitorRealHTTP(t *testing.T) {
 		t.Errorf("metrics = %v", got)
 	}
 }
+
+// TestStartDown: with start_down (keepalived's alpha) a target starts
+// down, saying why, and comes up after rise passed probes; one whose
+// probes fail stays down with no change to report.
+func TestStartDown(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		pass   bool
+		wantUp bool
+	}{{"probes pass", true, true}, {"probes fail", false, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var n atomic.Int32
+			check := func(ctx context.Context, _ health.Target) (bool, string) {
+				n.Add(1)
+				if tc.pass {
+					return true, ""
+				}
+				return false, "refused"
+			}
+			var rec recorder
+			m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+			c := fastCheck(2, 3)
+			c.StartDown = true
+			tg := fakeTarget(0, c)
+			m.Update([]health.Target{tg})
+			if st, _ := m.State(tg.Key()); st.Up || st.LastReason != health.StartDownReason {
+				t.Fatalf("before any probe: up %v, reason %q; want down, %q", st.Up, st.LastReason, health.StartDownReason)
+			}
+			start(t, m)
+			waitFor(t, "five probes", func() bool { return n.Load() >= 5 })
+			time.Sleep(20 * time.Millisecond)
+			var want []health.Change
+			if tc.wantUp {
+				want = []health.Change{{Target: tg, Up: true, Reason: "2 consecutive probes passed"}}
+			}
+			got := rec.get()
+			for i := range got {
+				got[i].At = time.Time{}
+				got[i].Target.Check = c
+			}
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("changes %+v, want %+v", got, want)
+			}
+			if st, _ := m.State(tg.Key()); st.Up != tc.wantUp {
+				t.Errorf("state up %v, want %v", st.Up, tc.wantUp)
+			}
+		})
+	}
+}
