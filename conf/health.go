@@ -31,6 +31,7 @@ type HealthCheck struct {
 	Timeout       time.Duration `mapstructure:"timeout"`         // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
 	Rise          int           `mapstructure:"rise"`            // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
 	Fall          int           `mapstructure:"fall"`            // consecutive failures that take an up server out, 1..100; default 3; reload: yes
+	RetryInterval time.Duration `mapstructure:"retry_interval"`  // after a failed probe of a server still up, the next comes this long after the last one started (keepalived's delay_before_retry), 0 = interval, else 100ms..1h; default 0; reload: yes
 	Port          int           `mapstructure:"port"`            // port probed, 0 = the real server's (target vip: the service's), 0..65535; default 0; reload: yes
 	Source        string        `mapstructure:"source"`          // IPv4 address the probes leave from (the management interface's), "" = the kernel's choice; default ""; reload: yes
 	Target        string        `mapstructure:"target"`          // "server" probes the real server's address, "vip" the VIP (dr/tun servers only; see HealthTargetVIP); default "server"; reload: yes
@@ -330,6 +331,11 @@ func (h HealthCheck) validate(f string) error {
 	}
 	if err := checkDuration(f+".timeout", e.Timeout, MinHealthTimeout, MaxHealthInterval, "10ms..1h"); err != nil {
 		return err
+	}
+	if e.RetryInterval != 0 {
+		if err := checkDuration(f+".retry_interval", e.RetryInterval, MinHealthInterval, MaxHealthInterval, "0 or 100ms..1h"); err != nil {
+			return err
+		}
 	}
 	if e.Timeout >= e.Interval {
 		return fieldErrorf(f+".timeout", "%s is not less than %s.interval %s", e.Timeout, f, e.Interval)

@@ -246,6 +246,8 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].sorry_server: 198.51.100.1 is the address of ports[1]`},
 		{"sorry unreachable", func(c *conf.Config) { c.Services[0].SorryServer = "192.0.2.9:80" },
 			`services[0].sorry_server: 192.0.2.9 is not on any server-facing port's subnet (198.51.100.0/24)`},
+		{"retry_interval", func(c *conf.Config) { h(c).RetryInterval = 10 * time.Millisecond },
+			`services[0].health.retry_interval: 10ms is out of range 0 or 100ms..1h`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },
 			`services[0].health.start_down: needs a check type: a server that starts down comes up when its probes pass`},
 		{"quorum negative", func(c *conf.Config) { c.Services[0].Quorum = -1 },

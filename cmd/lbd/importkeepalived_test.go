@@ -57,6 +57,7 @@ virtual_server 192.0.2.10 80 {
       timeout: 3s
       rise: 1
       fall: 2
+      retry_interval: 1s
 `, "PATH:1: note: vrrp_instance: VRRP stays keepalived's job: keep keepalived for failover, its notify scripts driving lbd (deploy/keepalived, docs/deploy.md)\n"},
 		{"something dropped", []string{"-f", writeKeepalived(t, lossy)}, 1, `services:
   # virtual_server at PATH:4
@@ -71,6 +72,7 @@ virtual_server 192.0.2.10 80 {
       timeout: 3s
       rise: 1
       fall: 2
+      retry_interval: 1s
 `, "PATH:1: note: vrrp_instance: VRRP stays keepalived's job: keep keepalived for failover, its notify scripts driving lbd (deploy/keepalived, docs/deploy.md)\n" +
 			"PATH:7: quorum_up: lbd runs no quorum scripts: dropped\n" +
 			"PATH:14: virtual_server: lbd has no fwmark services (they balance by address and port): virtual server skipped\n"},

@@ -172,7 +172,7 @@ func Convert(nodes []*Node) Result {
 // servers, and a real_server to its check; nil where keepalived's default
 // applies.
 type inherited struct {
-	delayLoop, timeout, retry, host *Node
+	delayLoop, timeout, retry, retryDelay, alpha, host *Node
 }
 
 // over returns in with the settings n's block writes replacing its own.
@@ -185,6 +185,10 @@ func (in inherited) over(block []*Node) inherited {
 			in.timeout = s
 		case "retry":
 			in.retry = s
+		case "delay_before_retry":
+			in.retryDelay = s
+		case "alpha":
+			in.alpha = s
 		case "virtualhost":
 			in.host = s
 		}
@@ -343,9 +347,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 			if enabled(a) {
 				c.warn(s, "lbd sends no mail (its events and metrics say when a server goes down): dropped")
 			}
-		case "delay_before_retry":
-			c.warn(s, "lbd probes every interval, also after a failure: dropped")
-		case "delay_loop", "connect_timeout", "retry", "virtualhost":
+		case "delay_loop", "connect_timeout", "retry", "delay_before_retry", "virtualhost":
 			// Inherited by the servers' checks, below.
 		case "warmup", "ha_suspend", "omega", "inhibit_on_failure", "ip_family", "hashed", "snmp_name", "sorry_server_inhibit":
 			// No effect on what lbd does (see the package comment).
@@ -416,18 +418,10 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		c.warn(n, "no real_server left: skipped")
 		return
 	}
-	if alpha != nil && enabled(alpha.Args()) {
-		// keepalived's alpha: the servers start down until a check
-		// passes; a server without a check has nothing to pass.
-		checked := false
-		for _, h := range checks {
-			if h != nil {
-				h.StartDown, checked = true, true
-			}
-		}
-		if !checked {
-			c.warn(alpha, "no real_server has a check to pass: dropped")
-		}
+	if alpha != nil && enabled(alpha.Args()) && !slices.ContainsFunc(checks, func(h *conf.HealthCheck) bool { return h != nil }) {
+		// keepalived's alpha, the checks' start_down (inherited): a
+		// server without a check has nothing to pass.
+		c.warn(alpha, "no real_server has a check to pass: dropped")
 	}
 	shared := checks[0] != nil
 	for _, h := range checks[1:] {
@@ -828,13 +822,7 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 			if enabled(args) {
 				c.warn(s, "lbd sends no mail (its events and metrics say when a server goes down): dropped")
 			}
-		case "delay_before_retry":
-			c.warn(s, "lbd probes every interval, also after a failure: dropped")
-		case "alpha":
-			if enabled(args) {
-				c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
-			}
-		case "delay_loop", "connect_timeout", "retry", "virtualhost":
+		case "delay_loop", "connect_timeout", "retry", "delay_before_retry", "alpha", "virtualhost":
 			// Inherited by the check, below.
 		case "warmup", "inhibit_on_failure", "snmp_name":
 		case "TCP_CHECK", "HTTP_GET", "SSL_GET", "UDP_CHECK", "PING_CHECK", "MISC_CHECK",
@@ -955,12 +943,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			in.retry = s
 		case "misc_timeout":
 			in.timeout = s
-		case "delay_before_retry":
-			c.warn(s, "lbd probes every interval, also after a failure: dropped")
-		case "alpha":
-			if enabled(a) {
-				c.warn(s, "lbd's servers start up, not down until a check passes: dropped")
-			}
+
 		case "url":
 			urls = append(urls, s)
 		case "sni_name":
@@ -977,7 +960,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			c.warn(s, "lbd takes every exit status but 0 as down (keepalived's 2-255 set the weight): dropped")
 		case "user":
 			c.warn(s, "lbd runs the command as its own user: dropped")
-		case "connect_timeout", "retry", "delay_loop", "virtualhost":
+		case "connect_timeout", "retry", "delay_loop", "delay_before_retry", "alpha", "virtualhost":
 			// Read through in.
 		case "warmup", "log_all_failures", "http_protocol", "fast_recovery", "enable_sni", "tls_compliant":
 		default:
@@ -999,8 +982,18 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			retry = int(r)
 		}
 	}
-	// keepalived's retry counts the probes after the first failure.
+	// keepalived's retry counts the probes after the first failure, which
+	// come delay_before_retry apart (1s by default).
 	h.Fall = retry + 1
+	if h.Fall > 1 {
+		h.RetryInterval = time.Second
+		if in.retryDelay != nil {
+			if d, ok := c.seconds(in.retryDelay); ok {
+				h.RetryInterval = min(max(d, conf.MinHealthInterval), conf.MaxHealthInterval)
+			}
+		}
+	}
+	h.StartDown = in.alpha != nil && enabled(in.alpha.Args())
 
 	if connectIP != nil {
 		ip, err := netip.ParseAddr(firstArg(connectIP.Args()))

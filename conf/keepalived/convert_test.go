@@ -50,6 +50,7 @@ services:
       timeout: 3s
       rise: 1
       fall: 4
+      retry_interval: 1s
       path: /healthz
       host: www.example.com
       expect_status: "200"
@@ -74,6 +75,7 @@ services:
       timeout: 2s
       rise: 1
       fall: 2
+      retry_interval: 1s
   # virtual_server at testdata/conf.d/more.conf:25
   - protocol: tcp
     vip: 2001:db8::10
@@ -98,12 +100,14 @@ services:
         health:
           type: icmp
           rise: 1
+          retry_interval: 1s
       - address: 198.51.100.22
         forward: dr
         health:
           type: icmp
           timeout: 1800ms
           rise: 1
+          retry_interval: 1s
 `
 
 // service is a service as conf.Load returns it, every default filled in.
@@ -156,6 +160,7 @@ func TestConvertRealistic(t *testing.T) {
 	web.SorryServer = "198.51.100.99:8080"
 	web.Health = health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "http", 6*time.Second, 3*time.Second, 4
+		h.RetryInterval = time.Second // keepalived's delay_before_retry default
 		h.Path, h.Host, h.ExpectStatus = "/healthz", "www.example.com", "200"
 	})
 	tls := service("tcp", "192.0.2.10", 443,
@@ -165,14 +170,17 @@ func TestConvertRealistic(t *testing.T) {
 	tls.Persistence, tls.Netmask = 360*time.Second, "255.255.255.0"
 	tls.Health = health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 10*time.Second, 2*time.Second, 2
+		h.RetryInterval = time.Second // keepalived's delay_before_retry default
 	})
 	web6 := service("tcp", "2001:db8::10", 80, conf.RealServer{Address: "2001:db8:1::11", Port: 80, Weight: 1, Forward: "nat"})
 	web6.Health = health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "exec", 5*time.Second, 4*time.Second, 1
 		h.Command = []string{"/usr/local/bin/check-web", "--port", "80", "the site"}
 	})
-	ping := health(func(h *conf.HealthCheck) { h.Type = "icmp" })
-	ping2 := health(func(h *conf.HealthCheck) { h.Type, h.Timeout = "icmp", 1800*time.Millisecond })
+	ping := health(func(h *conf.HealthCheck) { h.Type, h.RetryInterval = "icmp", time.Second })
+	ping2 := health(func(h *conf.HealthCheck) {
+		h.Type, h.Timeout, h.RetryInterval = "icmp", 1800*time.Millisecond, time.Second
+	})
 	dns := service("udp", "192.0.2.53", 53,
 		conf.RealServer{Address: "198.51.100.21", Port: 53, Weight: 1, Forward: "dr", Health: &ping},
 		conf.RealServer{Address: "198.51.100.22", Port: 53, Weight: 1, Forward: "dr", Health: &ping2})
@@ -215,6 +223,7 @@ services:
       interval: 3s
       timeout: 2s
       rise: 1
+      retry_interval: 1s
   # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.101 80
   - protocol: tcp
     vip: 192.0.2.101
@@ -236,6 +245,7 @@ services:
       interval: 3s
       timeout: 2s
       rise: 1
+      retry_interval: 1s
   # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.110 8080
   - protocol: tcp
     vip: 192.0.2.110
@@ -259,6 +269,7 @@ services:
       interval: 3s
       timeout: 2s
       rise: 1
+      retry_interval: 1s
   # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.111 8080
   - protocol: tcp
     vip: 192.0.2.111
@@ -282,6 +293,7 @@ services:
       interval: 3s
       timeout: 2s
       rise: 1
+      retry_interval: 1s
   # virtual_server group web at testdata/dpvs.conf:42, entry 192.0.2.112 8080
   - protocol: tcp
     vip: 192.0.2.112
@@ -305,6 +317,7 @@ services:
       interval: 3s
       timeout: 2s
       rise: 1
+      retry_interval: 1s
   # virtual_server at testdata/dpvs.conf:68
   - protocol: tcp
     vip: 2001:db8::100
@@ -320,6 +333,7 @@ services:
       timeout: 2s
       rise: 1
       fall: 2
+      retry_interval: 1s
 `
 
 // TestConvertDPVS: a keepalived.conf of DPVS's (FullNAT on DPDK ports: a
@@ -348,6 +362,7 @@ func TestConvertDPVS(t *testing.T) {
 
 	check := health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 3*time.Second, 2*time.Second, 3
+		h.RetryInterval = time.Second // keepalived's delay_before_retry default
 	})
 	var want []conf.Service
 	for i, e := range []struct {
@@ -366,6 +381,7 @@ func TestConvertDPVS(t *testing.T) {
 	nat64.LocalAddresses, nat64.TOA = []string{"198.51.100.220"}, true
 	nat64.Health = health(func(h *conf.HealthCheck) {
 		h.Type, h.Interval, h.Timeout, h.Fall = "tcp", 5*time.Second, 2*time.Second, 2
+		h.RetryInterval = time.Second // keepalived's delay_before_retry default
 	})
 	want = append(want, nat64)
 
@@ -445,6 +461,7 @@ virtual_server 192.0.2.11 0 {
           timeout: 5s
           rise: 1
           fall: 2
+          retry_interval: 1s
           port: 22
 `},
 		{"global_defs", `global_defs {
@@ -707,6 +724,7 @@ virtual_server 2001:db8::10 80 {
       timeout: 2s
       rise: 1
       fall: 2
+      retry_interval: 1s
       expect_status: 200-299
       expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
 `},
@@ -745,6 +763,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2s
           rise: 1
           fall: 2
+          retry_interval: 1s
           expect_status: 200-299
           expect_regex: ^(up|ready)$
       - address: 198.51.100.12
@@ -754,6 +773,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2s
           rise: 1
           fall: 2
+          retry_interval: 1s
           expect_status: 200-299
 `},
 		{"digests", vs(`  real_server 198.51.100.11 80 {
@@ -791,6 +811,7 @@ virtual_server 2001:db8::10 80 {
       timeout: 2s
       rise: 1
       fall: 2
+      retry_interval: 1s
       expect_status: 200-299
       expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
 `},
@@ -831,6 +852,7 @@ virtual_server 2001:db8::10 80 {
       timeout: 5s
       rise: 1
       fall: 2
+      retry_interval: 1s
 `},
 		{"unknown keywords", vs(`  lb_algo rr
   frobnicate 3
@@ -891,6 +913,7 @@ virtual_server 2001:db8::10 80 {
       interval: 60s
       rise: 1
       fall: 2
+      retry_interval: 1s
       start_down: true
 `},
 		{"quorum not a number", vs("  quorum many\n  hysteresis -1\n  real_server 198.51.100.11 80\n"), []string{
@@ -954,7 +977,6 @@ virtual_server 2001:db8::10 80 {
     }
   }
 `), []string{
-			"keepalived.conf:5: delay_before_retry: lbd probes every interval, also after a failure: dropped",
 			"keepalived.conf:7: connect_timeout: lbd wants a timeout less than the interval (delay_loop 3s): 2700ms",
 			"keepalived.conf:11: TCP_CHECK: keepalived's connect_timeout, 5s, is not less than delay_loop 3s, as lbd wants: timeout 2700ms",
 		}, `services:
@@ -969,6 +991,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2700ms
           rise: 1
           fall: 2
+          retry_interval: 2s
       - address: 198.51.100.12
         health:
           type: tcp
@@ -1002,6 +1025,7 @@ virtual_server 2001:db8::10 80 {
       timeout: 1800ms
       rise: 1
       fall: 2
+      retry_interval: 1s
 `},
 		{"http urls", vs(`  lb_algo rr
   delay_loop 5
@@ -1042,6 +1066,7 @@ virtual_server 2001:db8::10 80 {
       interval: 5s
       timeout: 1500ms
       rise: 1
+      retry_interval: 1s
       port: 8443
       path: /ready
       host: app.example.com
@@ -1092,6 +1117,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2s
           rise: 1
           fall: 2
+          retry_interval: 1s
           send: "\0\x01ab"
       - address: 198.51.100.12
         port: 53
@@ -1101,6 +1127,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2s
           rise: 1
           fall: 2
+          retry_interval: 1s
           send: ping
           expect: pong
       - address: 198.51.100.13
@@ -1111,6 +1138,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 2s
           rise: 1
           fall: 2
+          retry_interval: 1s
           send: ping
       - address: 198.51.100.14
         port: 53
@@ -1186,6 +1214,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 5s
           rise: 1
           fall: 2
+          retry_interval: 1s
           port: 8080
           target: vip
       - address: 198.51.100.12
@@ -1196,6 +1225,7 @@ virtual_server 2001:db8::10 80 {
           timeout: 5s
           rise: 1
           fall: 2
+          retry_interval: 1s
     sorry_server: 198.51.100.99:80
 `},
 		{"ipv6 persistence and families", `virtual_server 2001:db8::10 443 {

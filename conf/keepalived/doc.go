@@ -22,7 +22,7 @@
 //     persistence_granularity the netmask (IPv4) or persistence_prefix
 //     (IPv6); sorry_server IP [PORT] the sorry_server, reached by nat;
 //     quorum and hysteresis theirs (a hysteresis not below the quorum
-//     lowered to quorum-1); alpha the checks' start_down.
+//     lowered to quorum-1).
 //   - lb_kind/lvs_method NAT, DR, TUN, FNAT (DPVS's and LVS FullNAT's):
 //     every server's forward (nat, dr, tun, fullnat), a real_server's own
 //     lvs_method first; dr and tun servers keep the service's port (as
@@ -56,7 +56,8 @@
 //     the interval (default 60s), connect_timeout (misc_timeout) the
 //     timeout (default 5s; less than the interval, as lbd wants), and
 //     keepalived's retry N (default 1, MISC_CHECK 0) is fall N+1: it counts
-//     the probes after the first failure. One success brings a keepalived
+//     the probes after the first failure, which come delay_before_retry
+//     apart (default 1s): the retry_interval. alpha is start_down. One success brings a keepalived
 //     server back: rise 1. These settings are inherited from the
 //     virtual_server through the real_server to the check, as in keepalived.
 //     connect_port is the port, bindto the source (IPv4), connect_ip the
@@ -73,8 +74,7 @@
 // unchecked), a server's checks after the first lbd can run (keepalived
 // wants them all to pass), the digests and regexes of urls after the
 // first, a regex Go's RE2 does not take (the first url's becomes
-// expect_body when it is a plain string, else expect_regex), delay_before_retry (lbd probes every
-// interval), notify and quorum
+// expect_body when it is a plain string, else expect_regex), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A
 // UDP_CHECK without payload is dropped too (lbd sends what it is told),

@@ -165,6 +165,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.Fall != base.Fall {
 		hw.int("fall", h.Fall)
 	}
+	if h.RetryInterval != base.RetryInterval {
+		hw.str("retry_interval", fmtDuration(h.RetryInterval))
+	}
 	if h.Port != base.Port {
 		hw.int("port", h.Port)
 	}

@@ -277,7 +277,7 @@ func (p *Poller) pollLoop(ctx context.Context, r *runner) {
 	c := r.t.Config
 	health.Every(ctx, c.Interval, c.Timeout,
 		func(pctx context.Context) result { load, err := p.probe(pctx, r.t); return result{load, err} },
-		func(res result, at time.Time) { p.record(r, res.load, res.err, at) })
+		func(res result, at time.Time) time.Duration { p.record(r, res.load, res.err, at); return 0 })
 }
 
 // record applies one poll's result to r's status.

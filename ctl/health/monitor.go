@@ -274,11 +274,14 @@ func (m *Monitor) probeLoop(ctx context.Context, r *runner) {
 	c := r.t.Check
 	Every(ctx, c.Interval, c.Timeout,
 		func(pctx context.Context) result { ok, reason := m.check(pctx, r.t); return result{ok, reason} },
-		func(res result, at time.Time) { m.record(r, res.ok, res.reason, at) })
+		func(res result, at time.Time) time.Duration { return m.record(r, res.ok, res.reason, at) })
 }
 
-// record applies one probe's result to r's state.
-func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) {
+// record applies one probe's result to r's state, and says when the next
+// probe comes: after the check's retry_interval when it failed on a
+// server still up (keepalived's delay_before_retry), else 0 (the
+// interval).
+func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) (next time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.targets[r.t.Key()] != r {
@@ -302,6 +305,9 @@ func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) {
 			zap.Int("failures", st.Failures), zap.Bool("up", st.Up))
 	}
 	c := r.t.Check
+	if st.Up && !ok && st.Failures < c.Fall {
+		next = c.RetryInterval
+	}
 	switch {
 	case st.Up && !ok && st.Failures >= c.Fall:
 		st.Up, st.UpSince = false, time.Time{}
@@ -315,7 +321,7 @@ func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) {
 		m.log.Info("real server up", zap.String("service", r.t.Service), zap.Stringer("server", r.t.Addr),
 			zap.String("reason", reason))
 	default:
-		return
+		return next
 	}
 	st.LastChange = now
 	m.queue = append(m.queue, queued{r.lineage, Change{Target: r.t, Up: st.Up, Reason: reason, At: now}})
@@ -323,6 +329,7 @@ func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) {
 	case m.wake <- struct{}{}:
 	default:
 	}
+	return next
 }
 
 // States returns the state of every watched target, sorted by service

@@ -498,3 +498,37 @@ func TestStartDown(t *testing.T) {
 		})
 	}
 }
+
+// TestRetryInterval: with retry_interval (keepalived's delay_before_retry)
+// a failed probe of a server still up is followed by the next one after
+// retry_interval, not the interval; once the server is down, probes come
+// at the interval again.
+func TestRetryInterval(t *testing.T) {
+	var mu sync.Mutex
+	var starts []time.Time
+	check := func(ctx context.Context, _ health.Target) (bool, string) {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return false, "refused"
+	}
+	var rec recorder
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+	c := conf.HealthCheck{Type: "tcp", Interval: 500 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 1, Fall: 3,
+		RetryInterval: 10 * time.Millisecond}
+	m.Update([]health.Target{fakeTarget(0, c)})
+	start(t, m)
+	waitFor(t, "four probes", func() bool { mu.Lock(); defer mu.Unlock(); return len(starts) >= 4 })
+	mu.Lock()
+	gaps := []time.Duration{starts[1].Sub(starts[0]), starts[2].Sub(starts[1]), starts[3].Sub(starts[2])}
+	mu.Unlock()
+	if gaps[0] > 250*time.Millisecond || gaps[1] > 250*time.Millisecond {
+		t.Errorf("after failures of a server still up, probes came %v and %v apart, want about the 10ms retry_interval", gaps[0], gaps[1])
+	}
+	if gaps[2] < 400*time.Millisecond {
+		t.Errorf("after the server went down, the next probe came %v later, want the 500ms interval", gaps[2])
+	}
+	if ch := rec.get(); len(ch) != 1 || ch[0].Up {
+		t.Errorf("changes %+v, want one: down", ch)
+	}
+}
