@@ -26,7 +26,7 @@ import (
 // Zero values in Go literals mean the defaults (Type "" is "none"), as
 // Effective spells out; Load fills the defaults in for absent keys.
 type HealthCheck struct {
-	Type          string        `mapstructure:"type"`            // tcp, http, https, udp, icmp, exec or none (not checked: always up); default "none"; reload: yes
+	Type          string        `mapstructure:"type"`            // tcp, http, https, udp, dns, icmp, exec or none (not checked: always up); default "none"; reload: yes
 	Interval      time.Duration `mapstructure:"interval"`        // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
 	Timeout       time.Duration `mapstructure:"timeout"`         // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
 	Rise          int           `mapstructure:"rise"`            // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
@@ -45,6 +45,8 @@ type HealthCheck struct {
 	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
 	Send          string        `mapstructure:"send"`            // udp: payload of the probe datagram, required for udp; default ""; reload: yes
 	Expect        string        `mapstructure:"expect"`          // udp: the reply must contain this, "" = any reply; default ""; reload: yes
+	DNSName       string        `mapstructure:"dns_name"`        // dns: the name queried (keepalived's DNS_CHECK name); default "."; reload: yes
+	DNSType       string        `mapstructure:"dns_type"`        // dns: the type queried, A, AAAA, NS, CNAME, SOA, MX or TXT; the check passes on a reply to the query with rcode NOERROR (keepalived's DNS_CHECK type); default "SOA"; reload: yes
 	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
@@ -119,7 +121,11 @@ const (
 	HealthUDP   = "udp"
 	HealthICMP  = "icmp"
 	HealthExec  = "exec"
+	HealthDNS   = "dns"
 )
+
+// DNSTypes are the query types a dns check asks (keepalived's DNS_CHECK).
+var DNSTypes = []string{"A", "AAAA", "NS", "CNAME", "SOA", "MX", "TXT"}
 
 // Values of HealthCheck.Target. With HealthTargetVIP (dr and tun servers,
 // which hold the VIP on a loopback or tunnel interface) the probe is sent
@@ -156,7 +162,7 @@ const (
 )
 
 // HealthTypes lists the values of HealthCheck.Type.
-var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthICMP, HealthExec, HealthNone}
+var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthICMP, HealthExec, HealthNone}
 
 // httpMethods are the methods an http(s) check may use.
 var httpMethods = []string{"GET", "HEAD", "POST", "OPTIONS"}
@@ -176,6 +182,8 @@ func DefaultHealthCheck() HealthCheck {
 		ExpectStatus:  "200-399",
 		TLSSkipVerify: true,
 		OnFailure:     OnFailureKeep,
+		DNSName:       ".",
+		DNSType:       "SOA",
 	}
 }
 
@@ -188,6 +196,7 @@ func healthDefaults() map[string]any {
 		"rise": d.Rise, "fall": d.Fall, "target": d.Target,
 		"method": d.Method, "path": d.Path, "expect_status": d.ExpectStatus,
 		"tls_skip_verify": d.TLSSkipVerify, "on_failure": d.OnFailure,
+		"dns_name": d.DNSName, "dns_type": d.DNSType,
 	}
 }
 
@@ -225,6 +234,12 @@ func (h HealthCheck) Effective() HealthCheck {
 	}
 	if h.OnFailure == "" {
 		h.OnFailure = d.OnFailure
+	}
+	if h.DNSName == "" {
+		h.DNSName = d.DNSName
+	}
+	if h.DNSType == "" {
+		h.DNSType = d.DNSType
 	}
 	return h
 }
@@ -385,6 +400,14 @@ func (h HealthCheck) validate(f string) error {
 			return fieldErrorf(f+".expect_digest", "only an http or https check reads a body (type is %s)", e.Type)
 		}
 	}
+	if e.Type == HealthDNS {
+		if err := checkOneOf(f+".dns_type", e.DNSType, DNSTypes...); err != nil {
+			return err
+		}
+		if err := checkDNSName(f+".dns_name", e.DNSName); err != nil {
+			return err
+		}
+	}
 	if e.Type == HealthUDP && e.Send == "" {
 		return fieldErrorf(f+".send", "must not be empty for a udp check")
 	}
@@ -479,5 +502,23 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 
 // probesPort reports whether a check of type typ connects to a port.
 func probesPort(typ string) bool {
-	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP
+	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP || typ == HealthDNS
+}
+
+// checkDNSName checks a dns check's query name: dot-separated labels of
+// 1..63 bytes, 253 at most without the root's dot ("." is the root).
+func checkDNSName(field, name string) error {
+	n := strings.TrimSuffix(name, ".")
+	if name == "." {
+		return nil
+	}
+	if n == "" || len(n) > 253 {
+		return fieldErrorf(field, "%q is not a domain name (1..253 bytes, or \".\")", name)
+	}
+	for _, l := range strings.Split(n, ".") {
+		if l == "" || len(l) > 63 || strings.ContainsFunc(l, func(r rune) bool { return r <= ' ' || r > '~' }) {
+			return fieldErrorf(field, "%q is not a domain name: label %q (1..63 printable bytes each)", name, l)
+		}
+	}
+	return nil
 }

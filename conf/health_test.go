@@ -15,7 +15,7 @@ func TestDefaultHealthCheck(t *testing.T) {
 	want := conf.HealthCheck{
 		Type: "none", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3,
 		Target: "server", Method: "GET", Path: "/", ExpectStatus: "200-399",
-		TLSSkipVerify: true, OnFailure: "keep",
+		TLSSkipVerify: true, OnFailure: "keep", DNSName: ".", DNSType: "SOA",
 	}
 	if got := conf.DefaultHealthCheck(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultHealthCheck() =\n%+v\nwant\n%+v", got, want)
@@ -176,7 +176,7 @@ func TestHealthValidateInvalid(t *testing.T) {
 		want string
 	}{
 		{"type", func(c *conf.Config) { h(c).Type = "ping" },
-			`services[0].health.type: "ping" is not one of tcp, http, https, udp, icmp, exec, none`},
+			`services[0].health.type: "ping" is not one of tcp, http, https, udp, dns, icmp, exec, none`},
 		{"interval too short", func(c *conf.Config) { h(c).Interval = 50 * time.Millisecond },
 			`services[0].health.interval: 50ms is out of range 100ms..1h`},
 		{"interval negative", func(c *conf.Config) { h(c).Interval = -time.Second },
@@ -248,6 +248,10 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].sorry_server: 192.0.2.9 is not on any server-facing port's subnet (198.51.100.0/24)`},
 		{"retry_interval", func(c *conf.Config) { h(c).RetryInterval = 10 * time.Millisecond },
 			`services[0].health.retry_interval: 10ms is out of range 0 or 100ms..1h`},
+		{"dns type", func(c *conf.Config) { h(c).Type, h(c).DNSType = "dns", "ANY" },
+			`services[0].health.dns_type: "ANY" is not one of A, AAAA, NS, CNAME, SOA, MX, TXT`},
+		{"dns name", func(c *conf.Config) { h(c).Type, h(c).DNSName = "dns", "a..example" },
+			`services[0].health.dns_name: "a..example" is not a domain name: label "" (1..63 printable bytes each)`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },
 			`services[0].health.start_down: needs a check type: a server that starts down comes up when its probes pass`},
 		{"quorum negative", func(c *conf.Config) { c.Services[0].Quorum = -1 },

@@ -624,3 +624,65 @@ func TestHealthStartDown(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestHealthDNS: keepalived's DNS_CHECK as a dns check from the host.
+// A UDP service on port 53: rs1 runs a DNS server, rs2 a UDP server
+// whose replies are not DNS: rs1 is up, rs2 down saying why; a DNS
+// server on rs2 in its place brings it up.
+func TestHealthDNS(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			dns := harness.Service{Protocol: "udp", VIP: c.Services[0].VIP, Port: 53, Scheduler: "rr",
+				Health: "{type: dns, dns_name: www.example.com, dns_type: A, interval: 200ms, timeout: 150ms, rise: 1, fall: 2}"}
+			for _, s := range c.Services[0].Servers {
+				dns.Servers = append(dns.Servers, harness.Server{Address: s.Address, Port: 53, Weight: 1})
+			}
+			c.Services = append(c.Services, dns)
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	if err := harness.StartDNS(e.topo, []topo.Host{rs1}, e.nshelper, ":53", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := harness.StartUDP(e.topo, []topo.Host{rs2}, e.nshelper, ":53", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	health := func(rs topo.Host) (string, string) {
+		t.Helper()
+		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := findServer(findSvc(resp, "udp", e.nat.VIP.String(), 53), rs.Addr.Addr().String(), 53); r != nil {
+			return r.Health, r.HealthReason
+		}
+		t.Fatalf("no server %s of udp/53", rs.Name)
+		return "", ""
+	}
+	waitFor := func(rs topo.Host, want string) string {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			h, reason := health(rs)
+			if h == want {
+				return reason
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s stayed %q (%s), want %q", rs.Name, h, reason, want)
+			}
+		}
+	}
+	reason := waitFor(rs2, "down")
+	if !strings.HasPrefix(reason, "reply is not DNS") {
+		t.Errorf("rs2 down for %q, want a reply that is not DNS", reason)
+	}
+	if h, reason := health(rs1); h != "up" {
+		t.Errorf("rs1, a DNS server: %q (%s), want up", h, reason)
+	}
+	killServe(t, rs2.NS) // its HTTP and UDP servers
+	if err := harness.StartDNS(e.topo, []topo.Host{rs2}, e.nshelper, ":53", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(rs2, "up")
+	e.stopLBD(t)
+}

@@ -898,8 +898,10 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 	case "MISC_CHECK":
 		h.Type = conf.HealthExec
 		retry = 0
-	case "DNS_CHECK", "SMTP_CHECK":
-		c.warn(n, "lbd has no %s check: not supported, the server is left unchecked (type none)", strings.TrimSuffix(n.Keyword(), "_CHECK"))
+	case "DNS_CHECK":
+		h.Type = conf.HealthDNS
+	case "SMTP_CHECK":
+		c.warn(n, "lbd has no SMTP check: not supported, the server is left unchecked (type none)")
 		return h, false
 	case "BFD_CHECK":
 		c.warn(n, "lbd has no BFD: not supported, the server is left unchecked (type none)")
@@ -941,6 +943,16 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			c.warn(s, "lbd's probes cannot set it: dropped")
 		case "nb_get_retry", "nb_sock_retry": // nb_sock_retry: LVS FullNAT's TCP_CHECK
 			in.retry = s
+		case "type": // DNS_CHECK's query type
+			if typ := strings.ToUpper(firstArg(a)); h.Type == conf.HealthDNS && slices.Contains(conf.DNSTypes, typ) {
+				h.DNSType = typ
+			} else {
+				c.warn(s, "%q is not a query type lbd asks (%s): SOA", firstArg(a), strings.Join(conf.DNSTypes, ", "))
+			}
+		case "name": // DNS_CHECK's query name
+			if h.Type == conf.HealthDNS && firstArg(a) != "" {
+				h.DNSName = firstArg(a)
+			}
 		case "misc_timeout":
 			in.timeout = s
 

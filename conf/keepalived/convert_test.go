@@ -818,10 +818,16 @@ virtual_server 2001:db8::10 80 {
 		{"DNS_CHECK", vs(`  real_server 198.51.100.11 80 {
     DNS_CHECK {
       name example.com
+      type mx
+    }
+  }
+  real_server 198.51.100.12 80 {
+    DNS_CHECK {
+      type ANY
     }
   }
 `), []string{
-			"keepalived.conf:3: DNS_CHECK: lbd has no DNS check: not supported, the server is left unchecked (type none)",
+			`keepalived.conf:10: type: "ANY" is not a query type lbd asks (A, AAAA, NS, CNAME, SOA, MX, TXT): SOA`,
 		}, `services:
   - protocol: tcp
     vip: 192.0.2.10
@@ -829,6 +835,23 @@ virtual_server 2001:db8::10 80 {
     scheduler: wlc
     servers:
       - address: 198.51.100.11
+        health:
+          type: dns
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          dns_name: example.com
+          dns_type: MX
+      - address: 198.51.100.12
+        health:
+          type: dns
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
 `},
 		{"two checks", vs(`  delay_loop 10
   real_server 198.51.100.11 80 {

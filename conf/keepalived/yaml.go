@@ -210,6 +210,12 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if !slices.Equal(h.Command, base.Command) {
 		hw.list("command", h.Command)
 	}
+	if h.DNSName != base.DNSName {
+		hw.str("dns_name", h.DNSName)
+	}
+	if h.DNSType != base.DNSType {
+		hw.str("dns_type", h.DNSType)
+	}
 	if h.StartDown != base.StartDown {
 		hw.value("start_down", strconv.FormatBool(h.StartDown))
 	}

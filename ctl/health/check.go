@@ -60,6 +60,8 @@ func Probe(ctx context.Context, t Target) (ok bool, reason string) {
 		return probeHTTP(ctx, t)
 	case conf.HealthUDP:
 		return probeUDP(ctx, t)
+	case conf.HealthDNS:
+		return probeDNS(ctx, t)
 	case conf.HealthICMP:
 		return probeICMP(ctx, t)
 	case conf.HealthExec:
@@ -270,32 +272,44 @@ func deadlineConn(ctx context.Context, conn net.Conn) (stop func() bool) {
 
 func probeUDP(ctx context.Context, t Target) (bool, string) {
 	c := t.Check
+	reply, why := udpExchange(ctx, t, []byte(c.Send))
+	if why != "" {
+		return false, why
+	}
+	if c.Expect != "" && !bytes.Contains(reply, []byte(c.Expect)) {
+		return false, fmt.Sprintf("reply does not contain %q", c.Expect)
+	}
+	return true, ""
+}
+
+// udpExchange sends one datagram to t's probe address and returns the
+// first reply (at most maxBody bytes), or why there is none: "no reply
+// within 1s", "port unreachable" (an ICMP error came back).
+func udpExchange(ctx context.Context, t Target, payload []byte) ([]byte, string) {
+	c := t.Check
 	conn, err := dialer(c, "udp").DialContext(ctx, "udp", t.ProbeAddr().String())
 	if err != nil {
-		return false, dialReason(ctx, err, c.Timeout)
+		return nil, dialReason(ctx, err, c.Timeout)
 	}
 	defer conn.Close()
 	stop := deadlineConn(ctx, conn)
 	defer stop()
-	if _, err := conn.Write([]byte(c.Send)); err != nil {
-		return false, "send: " + errReason(ctx, err, c.Timeout)
+	if _, err := conn.Write(payload); err != nil {
+		return nil, "send: " + errReason(ctx, err, c.Timeout)
 	}
 	buf := make([]byte, maxBody)
 	n, err := conn.Read(buf)
 	if err != nil {
 		r := errReason(ctx, err, c.Timeout)
-		if strings.HasPrefix(r, "timeout") {
-			return false, "no reply within " + c.Timeout.String()
+		switch {
+		case strings.HasPrefix(r, "timeout"):
+			return nil, "no reply within " + c.Timeout.String()
+		case r == "connection refused":
+			return nil, "port unreachable"
 		}
-		if r == "connection refused" {
-			return false, "port unreachable"
-		}
-		return false, r
+		return nil, r
 	}
-	if c.Expect != "" && !bytes.Contains(buf[:n], []byte(c.Expect)) {
-		return false, fmt.Sprintf("reply does not contain %q", c.Expect)
-	}
-	return true, ""
+	return buf[:n], ""
 }
 
 // limitedBuffer keeps the first maxOutput bytes written to it.

@@ -129,6 +129,17 @@ func StartHTTP(t *topo.Topo, hosts []topo.Host, nshelper, listen string, timeout
 	return nil
 }
 
+// StartDNS starts "nshelper dnsserve" on every host, listening on listen
+// (":53"), and waits until all are ready.
+func StartDNS(t *topo.Topo, hosts []topo.Host, nshelper, listen string, timeout time.Duration) error {
+	for _, h := range hosts {
+		if _, _, err := startReady(t, h.NS, 1, timeout, nshelper, "dnsserve", "-listen", listen); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StartUDP starts "nshelper udpserve" on every host, listening on the
 // comma-separated addresses listen (":53"), and waits until all are
 // ready. It returns each server's output, by host name.
