@@ -28,8 +28,7 @@ const maxBulkRecords = 4 << 20
 // hold as sync records, for a peer's bulk request. Entries without a real
 // server (a template whose server was removed) are left out.
 func (c *Controller) SyncTable() ([]lcore.SyncConn, error) {
-	limit := int(min(c.dp.ConnCapacity()+1<<16, maxBulkRecords))
-	conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{}, limit)
+	conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{}, c.dumpLimit())
 	if err != nil {
 		return nil, err
 	}
@@ -43,6 +42,12 @@ func (c *Controller) SyncTable() ([]lcore.SyncConn, error) {
 		}
 	}
 	return out, nil
+}
+
+// dumpLimit bounds a dump of every connection: the tables' capacity (the
+// dump's buffers are made that large), at most maxBulkRecords.
+func (c *Controller) dumpLimit() int {
+	return int(min(c.dp.ConnCapacity()+1<<16, maxBulkRecords))
 }
 
 // syncable is a dumped entry as a record, for a bulk sync or a
@@ -86,7 +91,7 @@ func NewSyncDaemon(cfg conf.Sync, c *Controller, log *zap.Logger) (*connsync.Dae
 		a, _ := netip.ParseAddr(p)
 		t.Peers = append(t.Peers, a)
 	}
-	return connsync.New(c, connsync.Options{Transport: t, Key: key, Log: log.Named("sync"), BulkOnStart: true,
+	return connsync.New(c, connsync.Options{Transport: t, Key: key, Log: log.Named("sync"), BulkOnStart: true, TakeOver: cfg.PeerDeadAfter > 0,
 		Params: lcore.SyncParams{Threshold: uint32(cfg.Threshold), Period: uint32(cfg.Period), RefreshPeriod: cfg.RefreshPeriod}})
 }
 

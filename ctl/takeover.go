@@ -103,8 +103,8 @@ func (c *Controller) takeoverLoop(ctx context.Context, d peerHellos, deadAfter t
 // boot id) takes over, each with the peer it was: a peer is dead when it
 // said it leaves or its newest hello is older than deadAfter; an address
 // of a dead peer that this director or a live peer lists stays theirs;
-// the others go to the live director (this one or a live peer) with the
-// highest takeoverRank.
+// the others go to the live director that takes over (this one, or a
+// live peer whose hellos say it does) with the highest takeoverRank.
 func lipsToTake(self uint64, own []uint32, hellos []connsync.PeerHello, now time.Time, deadAfter time.Duration) map[uint32]netip.Addr {
 	live := []uint64{self}
 	claimed := map[uint32]bool{}
@@ -117,7 +117,9 @@ func lipsToTake(self uint64, own []uint32, hellos []connsync.PeerHello, now time
 			dead = append(dead, h)
 			continue
 		}
-		live = append(live, h.Boot)
+		if h.TakesOver {
+			live = append(live, h.Boot)
+		}
 		for _, a := range h.LIPs {
 			claimed[a] = true
 		}
@@ -206,7 +208,7 @@ func (c *Controller) setTakenOver(want map[uint32]netip.Addr) {
 	// Connections of another director whose local port another worker
 	// owns here get their steering entry now that the port has a pool.
 	for _, a := range added {
-		conns, _, err := c.dp.DumpConns(lcore.ConnFilter{LIP: a}, maxBulkRecords)
+		conns, _, err := c.dp.DumpConns(lcore.ConnFilter{LIP: a}, c.dumpLimit())
 		if err != nil {
 			c.log.Warn("taken-over local address: its connections not listed", zap.Stringer("address", addrOf(a)), zap.Error(err))
 			continue

@@ -20,7 +20,8 @@ import (
 // Each of its local addresses is taken over by exactly one of a and c,
 // each computing on its own, and both take some of eight; an address a
 // live director lists stays its own; b saying it leaves counts at once;
-// b back (a new boot id) takes nothing.
+// b back (a new boot id) takes nothing; a live director that does not
+// take over is never chosen.
 func TestLIPsToTake(t *testing.T) {
 	now := time.Now()
 	pa, pb, pc := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
@@ -31,7 +32,7 @@ func TestLIPsToTake(t *testing.T) {
 	lipsB = append(lipsB, 0xc6336460) // also c's own
 	ownA, ownC := []uint32{0xc6336440}, []uint32{0xc6336441, 0xc6336460}
 	hello := func(p netip.Addr, boot uint64, ago time.Duration, lips []uint32) connsync.PeerHello {
-		return connsync.PeerHello{Peer: p, Hello: connsync.Hello{Boot: boot, At: now.Add(-ago), LIPs: lips}}
+		return connsync.PeerHello{Peer: p, Hello: connsync.Hello{Boot: boot, At: now.Add(-ago), TakesOver: true, LIPs: lips}}
 	}
 	const after = 3 * time.Second
 	deadB := hello(pb, 20, 5*time.Second, lipsB)
@@ -67,6 +68,13 @@ func TestLIPsToTake(t *testing.T) {
 	}
 	if got := lipsToTake(10, ownA, []connsync.PeerHello{hello(pb, 21, 0, lipsB), hello(pc, 30, 0, ownC)}, now, after); len(got) != 0 {
 		t.Errorf("b back: a takes %v", got)
+	}
+	// c alive but not taking over (no backup mode, or takeover off): a
+	// takes every address of b's that c does not list.
+	passive := hello(pc, 30, time.Second, ownC)
+	passive.TakesOver = false
+	if got := lipsToTake(10, ownA, []connsync.PeerHello{deadB, passive}, now, after); len(got) != 8 {
+		t.Errorf("c not taking over: a takes %d of b's 8 addresses", len(got))
 	}
 }
 

@@ -58,8 +58,9 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 }
 
 // checkTakeover waits until exactly one of the live nodes took dead's
-// local address over (metrics and lbctl -L --daemon).
-func (e *scaleEnv) checkTakeover(t *testing.T, dead *scaleNode, live ...*scaleNode) {
+// local address over (metrics, and lbctl -L --daemon with dead's state:
+// "dead" after its hellos stopped, "leaving" after it said so).
+func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, live ...*scaleNode) {
 	t.Helper()
 	lip := scaleLIP(dead)
 	var takers []string
@@ -82,7 +83,7 @@ func (e *scaleEnv) checkTakeover(t *testing.T, dead *scaleNode, live ...*scaleNo
 			continue
 		}
 		out := e.lbctlOn(t, n, "-L", "--daemon")
-		if want := "dead, hello"; !strings.Contains(out, want) || !strings.Contains(out, "(taken over here: "+lip+")") {
+		if want := state + ", hello"; !strings.Contains(out, want) || !strings.Contains(out, "(taken over here: "+lip+")") {
 			t.Errorf("node %s took %s over, but lbctl -L --daemon says:\n%s", n.Name, lip, out)
 		}
 	}

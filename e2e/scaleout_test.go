@@ -27,7 +27,8 @@ import (
 // and the streams go on; node b starts again, pulls the others' tables
 // and announces, the router moves about a third of new flows (node b's
 // share) and the streams go on; SIGTERM of node c withdraws its route while c still forwards
-// (bgp.shutdown_grace), then c exits cleanly; the streams go on through
+// (bgp.shutdown_grace), then c exits cleanly, saying it leaves (node a or
+// b takes its FullNAT local address over); the streams go on through
 // nodes a and b. No stream to a live real server may break (at most 1%
 // may go silent on a loaded machine) and no director may drop a moved
 // flow's packets.
@@ -130,7 +131,7 @@ func TestScaleOutBGP(t *testing.T) {
 	// takes it over once b's hellos have been missing for
 	// sync.peer_dead_after (3 s), and the servers' retransmissions then
 	// get through.
-	e.checkTakeover(t, b, a, c)
+	e.checkTakeover(t, "dead", b, a, c)
 	keepStreamingAfter(t, fnat, "node b killed (FullNAT)", killed.Add(6*time.Second))
 
 	// Node b comes back: it pulls the others' tables (sync), then
@@ -174,6 +175,9 @@ func TestScaleOutBGP(t *testing.T) {
 	if inUse, line, ok := harness.MempoolInUse(c.lbd.Log.String()); !ok || inUse != 0 {
 		t.Errorf("node c: %q", line)
 	}
+	// Stopping for good it said it leaves: its local address is taken
+	// over at once, not after sync.peer_dead_after.
+	e.checkTakeover(t, "leaving", c, a, b)
 	keepStreamingAfter(t, fleet, "node c stopped", stopped)
 	if by := e.newFlows(t, "nodes a and b", 40); by["a"]+by["b"] != 40 || by["a"] == 0 || by["b"] == 0 {
 		t.Errorf("nodes a and b scheduled %v of 40 new connections, want all, spread over both", by)

@@ -85,7 +85,9 @@ import (
 // each (IPv4), and ref says what the sender is doing: HelloAlive,
 // HelloLeaving (lbd stops: its peers take its local addresses over at
 // once) or HelloForget (its master mode stopped while it runs on: its
-// peers forget it and take nothing over). A scale-out director takes over
+// peers forget it and take nothing over), with bit HelloTakesOver when
+// it takes a dead peer's addresses over itself (its backup mode runs and
+// its takeover is on). A scale-out director takes over
 // the local addresses of a peer whose hellos stopped (ctl/takeover.go).
 // An older peer drops kind 7 for its kind.
 const (
@@ -161,6 +163,10 @@ const (
 	HelloAlive   uint64 = 0 // it runs and owns the addresses listed
 	HelloLeaving uint64 = 1 // lbd stops: take its addresses over now
 	HelloForget  uint64 = 2 // its master mode stopped, lbd runs on: forget it
+
+	// HelloTakesOver, or'ed into the state: the sender takes dead peers'
+	// addresses over (a peer that does not is never chosen to).
+	HelloTakesOver uint64 = 1 << 8
 )
 
 // String names the kind for logs.
@@ -191,7 +197,7 @@ type Header struct {
 	SyncID uint8
 	Boot   uint64 // the sender's boot id: larger after each start
 	Seq    uint64 // the sender's message sequence, from 1
-	Ref    uint64 // bulk-end: the boot id of the peer whose request it ends; hello: HelloAlive, HelloLeaving or HelloForget
+	Ref    uint64 // bulk-end: the boot id of the peer whose request it ends; hello: HelloAlive, HelloLeaving or HelloForget, and HelloTakesOver
 }
 
 // Codec encodes and checks messages with one shared key. It keeps one
@@ -350,7 +356,7 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	case h.Kind < KindRecords || h.Kind > lastKind:
 		return h, recs, ReasonKind
 	case !hasRecords(h.Kind) && h.Kind != KindHello && count != 0,
-		h.Kind == KindHello && binary.BigEndian.Uint64(msg[offRef:]) > HelloForget:
+		h.Kind == KindHello && binary.BigEndian.Uint64(msg[offRef:])&^HelloTakesOver > HelloForget:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
 		return h, recs, ReasonMalformed

@@ -87,7 +87,11 @@ type Options struct {
 	// comes back learns the idle connections too, not only those that
 	// reach a sync threshold again.
 	BulkOnStart bool
-	Log         *zap.Logger
+	// TakeOver: this director takes dead peers' local addresses over
+	// while its backup mode runs (ctl/takeover.go), and its hellos say
+	// so.
+	TakeOver bool
+	Log      *zap.Logger
 }
 
 // ModeStatus is one running mode, for lbctl -L --daemon.

@@ -33,6 +33,8 @@ func TestHelloRoundTrip(t *testing.T) {
 		want Reason
 	}{
 		{"unknown state", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: 3}, lips, ReasonMalformed},
+		{"unknown flag", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: 1 << 9}, lips, ReasonMalformed},
+		{"taking over", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: HelloLeaving | HelloTakesOver}, lips, ReasonNone},
 		{"address 0", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0}, ReasonRecord},
 		{"multicast address", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0xe0000051}, ReasonRecord},
 	} {
@@ -62,8 +64,8 @@ func TestHellos(t *testing.T) {
 	}
 	eventually(t, "a's hello at b", func() bool { _, ok := hello(); return ok })
 	h, _ := hello()
-	if h.Boot != a.Boot() || h.Leaving || !slices.Equal(h.LIPs, []uint32{0xc6336450}) {
-		t.Errorf("hello %+v, want a's boot %d and its local address", h, a.Boot())
+	if h.Boot != a.Boot() || h.Leaving || h.TakesOver || !slices.Equal(h.LIPs, []uint32{0xc6336450}) {
+		t.Errorf("hello %+v, want a's boot %d and its local address, a not taking over (no backup mode)", h, a.Boot())
 	}
 	eventually(t, "a second hello a second later", func() bool { n, _ := hello(); return n.At.After(h.At) })
 	if s := statsOf(a, "192.0.2.2"); s.Sent != 0 {

@@ -70,11 +70,13 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		}
 	case KindHello:
 		p.hellos.Add(1)
-		if h.Ref == HelloForget {
+		state := h.Ref &^ HelloTakesOver
+		if state == HelloForget {
 			p.hello.Store(nil)
 			return
 		}
-		p.hello.Store(&Hello{Boot: h.Boot, At: time.Now(), Leaving: h.Ref == HelloLeaving, LIPs: HelloAddrs(msg)})
+		p.hello.Store(&Hello{Boot: h.Boot, At: time.Now(), Leaving: state == HelloLeaving,
+			TakesOver: h.Ref&HelloTakesOver != 0, LIPs: HelloAddrs(msg)})
 	case KindBulkEnd:
 		// Another peer's bulk is not ours to wait for.
 		if h.Ref != d.boot || d.enqueue(r, inbound{from: p, kind: KindBulkEnd}) {
@@ -193,7 +195,11 @@ func (d *Daemon) sendHello(r *running, state uint64) {
 	d.sendMu.Lock()
 	defer d.sendMu.Unlock()
 	d.seq++
-	h := Header{Kind: KindHello, SyncID: d.modes.Load().masterID, Boot: d.boot, Seq: d.seq, Ref: state}
+	m := d.modes.Load()
+	if m.backup && d.opt.TakeOver {
+		state |= HelloTakesOver
+	}
+	h := Header{Kind: KindHello, SyncID: m.masterID, Boot: d.boot, Seq: d.seq, Ref: state}
 	d.out = d.enc.AppendHello(d.out[:0], h, lips)
 	d.transmit(r, r.dests, false)
 }

@@ -108,10 +108,11 @@ func (ps *peers) resetWindows() {
 
 // Hello is what a peer's newest hello said, and when it came.
 type Hello struct {
-	Boot    uint64    // the peer's boot id
-	At      time.Time // when it was received
-	Leaving bool      // its lbd stops
-	LIPs    []uint32  // its own FullNAT local addresses
+	Boot      uint64    // the peer's boot id
+	At        time.Time // when it was received
+	Leaving   bool      // its lbd stops
+	TakesOver bool      // it takes dead peers' addresses over (a candidate)
+	LIPs      []uint32  // its own FullNAT local addresses
 }
 
 // PeerHello is a peer and its newest hello.
