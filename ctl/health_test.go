@@ -58,6 +58,16 @@ services:
       - {address: 198.51.100.12, weight: 4}
 `
 
+// firstServiceWeights is the weights of the snapshot's first service's
+// dests, in order (the sorry server last while it stands in).
+func firstServiceWeights(c *Controller) []int32 {
+	var w []int32
+	for _, d := range c.Snapshot().Services[0].Dests {
+		w = append(w, d.Weight)
+	}
+	return w
+}
+
 // switchedHealth gives c a health monitor whose verdicts the test sets
 // through the returned switchable.
 func switchedHealth(t *testing.T, c *Controller) *switchable {
@@ -87,14 +97,7 @@ func TestHealthDrivesWeights(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	weights := func() []int32 {
-		s := c.Snapshot().Services[0]
-		var w []int32
-		for _, d := range s.Dests {
-			w = append(w, d.Weight)
-		}
-		return w
-	}
+	weights := func() []int32 { return firstServiceWeights(c) }
 	rs1 := c.Snapshot().Services[0].Dests[0].ID
 
 	sw.set("198.51.100.11", true)
@@ -930,13 +933,7 @@ services:
 func TestHealthQuorum(t *testing.T) {
 	c, _, _ := controllerFor(t, quorumConfig)
 	sw := switchedHealth(t, c)
-	weights := func() []int32 {
-		var w []int32
-		for _, d := range c.Snapshot().Services[0].Dests {
-			w = append(w, d.Weight)
-		}
-		return w
-	}
+	weights := func() []int32 { return firstServiceWeights(c) }
 	waitWeights := func(what string, want ...int32) {
 		t.Helper()
 		for deadline := time.Now().Add(5 * time.Second); !slices.Equal(weights(), want); time.Sleep(10 * time.Millisecond) {
@@ -998,13 +995,7 @@ func TestHealthStartDown(t *testing.T) {
 	sw := &switchable{down: map[string]bool{"198.51.100.12": true}}
 	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
 	c.SetHealth(mon) // before Run: no probe can have passed
-	weights := func() []int32 {
-		var w []int32
-		for _, d := range c.Snapshot().Services[0].Dests {
-			w = append(w, d.Weight)
-		}
-		return w
-	}
+	weights := func() []int32 { return firstServiceWeights(c) }
 	if w := weights(); !slices.Equal(w, []int32{0, 0}) {
 		t.Fatalf("monitor attached, no probe yet: weights %v, want both down", w)
 	}

@@ -20,7 +20,6 @@ const OtherPeer = "other"
 // (the window belongs to the receive goroutine).
 type peer struct {
 	name string
-	addr netip.Addr // the zero address for OtherPeer
 
 	sent, sendErrors, received, records atomic.Uint64
 	bulkServed, bulkEnds, hellos        atomic.Uint64
@@ -66,7 +65,7 @@ func (ps *peers) get(a netip.Addr, create bool) *peer {
 	if !create || len(ps.byAddr) >= maxPeers {
 		return ps.other
 	}
-	p := &peer{name: a.String(), addr: a}
+	p := &peer{name: a.String()}
 	ps.byAddr[a] = p
 	return p
 }
