@@ -26,33 +26,34 @@ import (
 // Zero values in Go literals mean the defaults (Type "" is "none"), as
 // Effective spells out; Load fills the defaults in for absent keys.
 type HealthCheck struct {
-	Type          string        `mapstructure:"type"`            // tcp, http, https, udp, dns, icmp, exec or none (not checked: always up); default "none"; reload: yes
-	Interval      time.Duration `mapstructure:"interval"`        // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
-	Timeout       time.Duration `mapstructure:"timeout"`         // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
-	Rise          int           `mapstructure:"rise"`            // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
-	Fall          int           `mapstructure:"fall"`            // consecutive failures that take an up server out, 1..100; default 3; reload: yes
-	RetryInterval time.Duration `mapstructure:"retry_interval"`  // after a failed probe of a server still up, the next comes this long after the last one started (keepalived's delay_before_retry), 0 = interval, else 100ms..1h; default 0; reload: yes
-	Port          int           `mapstructure:"port"`            // port probed, 0 = the real server's (target vip: the service's), 0..65535; default 0; reload: yes
-	Source        string        `mapstructure:"source"`          // IPv4 address the probes leave from (the management interface's), "" = the kernel's choice; default ""; reload: yes
-	Target        string        `mapstructure:"target"`          // "server" probes the real server's address, "vip" the VIP (dr/tun servers only; see HealthTargetVIP); default "server"; reload: yes
-	Method        string        `mapstructure:"method"`          // http(s): GET, HEAD, POST or OPTIONS; default "GET"; reload: yes
-	Path          string        `mapstructure:"path"`            // http(s): request path, starting with "/"; default "/"; reload: yes
-	Host          string        `mapstructure:"host"`            // http(s): Host header (and TLS server name), "" = the probed address; default ""; reload: yes
-	ExpectStatus  string        `mapstructure:"expect_status"`   // http(s): accepted status codes, comma-separated codes and ranges in 100..599 ("200", "200-399,404"); default "200-399"; reload: yes
-	ExpectBody    string        `mapstructure:"expect_body"`     // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
-	ExpectRegex   string        `mapstructure:"expect_regex"`    // http(s): the body (first 64 KiB) must match this regular expression (Go's RE2 syntax: keepalived's url regex without PCRE's backtracking features), "" = not checked; default ""; reload: yes
-	ExpectDigest  string        `mapstructure:"expect_digest"`   // http(s): the MD5 of the whole body (at most 16 MiB), 32 hex digits, keepalived's url digest (genhash prints it), "" = not checked; default ""; reload: yes
-	TLSSkipVerify bool          `mapstructure:"tls_skip_verify"` // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
-	Send          string        `mapstructure:"send"`            // udp: payload of the probe datagram, required for udp; default ""; reload: yes
-	Expect        string        `mapstructure:"expect"`          // udp: the reply must contain this, "" = any reply; default ""; reload: yes
-	DNSName       string        `mapstructure:"dns_name"`        // dns: the name queried (keepalived's DNS_CHECK name); default "."; reload: yes
-	DNSType       string        `mapstructure:"dns_type"`        // dns: the type queried, A, AAAA, NS, CNAME, SOA, MX or TXT; the check passes on a reply to the query with rcode NOERROR (keepalived's DNS_CHECK type); default "SOA"; reload: yes
-	Command       []string      `mapstructure:"command"`         // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
-	OnFailure     string        `mapstructure:"on_failure"`      // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
-	SlowStart     time.Duration `mapstructure:"slow_start"`      // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
-	Via           string        `mapstructure:"via"`             // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
-	Passive       bool          `mapstructure:"passive"`         // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
-	StartDown     bool          `mapstructure:"start_down"`      // a server starts down, with no new connection, until rise probes passed (keepalived's alpha), when lbd starts and when the server is added; needs a type; default false (a server starts up); reload: yes (a server already checked keeps its state)
+	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, icmp, exec or none (not checked: always up); default "none"; reload: yes
+	Interval       time.Duration `mapstructure:"interval"`         // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
+	Timeout        time.Duration `mapstructure:"timeout"`          // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
+	Rise           int           `mapstructure:"rise"`             // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
+	Fall           int           `mapstructure:"fall"`             // consecutive failures that take an up server out, 1..100; default 3; reload: yes
+	RetryInterval  time.Duration `mapstructure:"retry_interval"`   // after a failed probe of a server still up, the next comes this long after the last one started (keepalived's delay_before_retry), 0 = interval, else 100ms..1h; default 0; reload: yes
+	Port           int           `mapstructure:"port"`             // port probed, 0 = the real server's (target vip: the service's), 0..65535; default 0; reload: yes
+	Source         string        `mapstructure:"source"`           // IPv4 address the probes leave from (the management interface's), "" = the kernel's choice; default ""; reload: yes
+	Target         string        `mapstructure:"target"`           // "server" probes the real server's address, "vip" the VIP (dr/tun servers only; see HealthTargetVIP); default "server"; reload: yes
+	Method         string        `mapstructure:"method"`           // http(s): GET, HEAD, POST or OPTIONS; default "GET"; reload: yes
+	Path           string        `mapstructure:"path"`             // http(s): request path, starting with "/"; default "/"; reload: yes
+	Host           string        `mapstructure:"host"`             // http(s): Host header (and TLS server name), "" = the probed address; default ""; reload: yes
+	ExpectStatus   string        `mapstructure:"expect_status"`    // http(s): accepted status codes, comma-separated codes and ranges in 100..599 ("200", "200-399,404"); default "200-399"; reload: yes
+	ExpectBody     string        `mapstructure:"expect_body"`      // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
+	ExpectRegex    string        `mapstructure:"expect_regex"`     // http(s): the body (first 64 KiB) must match this regular expression (Go's RE2 syntax: keepalived's url regex without PCRE's backtracking features), "" = not checked; default ""; reload: yes
+	ExpectDigest   string        `mapstructure:"expect_digest"`    // http(s): the MD5 of the whole body (at most 16 MiB), 32 hex digits, keepalived's url digest (genhash prints it), "" = not checked; default ""; reload: yes
+	TLSSkipVerify  bool          `mapstructure:"tls_skip_verify"`  // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
+	Send           string        `mapstructure:"send"`             // udp: payload of the probe datagram, required for udp; default ""; reload: yes
+	Expect         string        `mapstructure:"expect"`           // udp: the reply must contain this, "" = any reply; default ""; reload: yes
+	DNSName        string        `mapstructure:"dns_name"`         // dns: the name queried (keepalived's DNS_CHECK name); default "."; reload: yes
+	DNSType        string        `mapstructure:"dns_type"`         // dns: the type queried, A, AAAA, NS, CNAME, SOA, MX or TXT; the check passes on a reply to the query with rcode NOERROR (keepalived's DNS_CHECK type); default "SOA"; reload: yes
+	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
+	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
+	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
+	SlowStart      time.Duration `mapstructure:"slow_start"`       // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
+	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
+	Passive        bool          `mapstructure:"passive"`          // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
+	StartDown      bool          `mapstructure:"start_down"`       // a server starts down, with no new connection, until rise probes passed (keepalived's alpha), when lbd starts and when the server is added; needs a type; default false (a server starts up); reload: yes (a server already checked keeps its state)
 }
 
 // maxViaLBDRequest bounds an HTTP check's path and Host header through
@@ -413,6 +414,9 @@ func (h HealthCheck) validate(f string) error {
 	}
 	if e.Type == HealthExec && len(e.Command) == 0 {
 		return fieldErrorf(f+".command", "must not be empty for an exec check")
+	}
+	if e.WeightFromExit && e.Type != HealthExec {
+		return fieldErrorf(f+".weight_from_exit", "only an exec check has an exit status (type is %s)", e.Type)
 	}
 	for i, a := range e.Command {
 		g := fmt.Sprintf("%s.command[%d]", f, i)

@@ -252,6 +252,8 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.dns_type: "ANY" is not one of A, AAAA, NS, CNAME, SOA, MX, TXT`},
 		{"dns name", func(c *conf.Config) { h(c).Type, h(c).DNSName = "dns", "a..example" },
 			`services[0].health.dns_name: "a..example" is not a domain name: label "" (1..63 printable bytes each)`},
+		{"weight_from_exit on tcp", func(c *conf.Config) { h(c).Type, h(c).WeightFromExit = "tcp", true },
+			`services[0].health.weight_from_exit: only an exec check has an exit status (type is tcp)`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },
 			`services[0].health.start_down: needs a check type: a server that starts down comes up when its probes pass`},
 		{"quorum negative", func(c *conf.Config) { c.Services[0].Quorum = -1 },

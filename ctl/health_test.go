@@ -72,7 +72,13 @@ func firstServiceWeights(c *Controller) []int32 {
 // through the returned switchable.
 func switchedHealth(t *testing.T, c *Controller) *switchable {
 	sw := &switchable{down: map[string]bool{}}
-	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	runHealth(t, c, health.Plain(sw.check))
+	return sw
+}
+
+// runHealth gives c a running health monitor that probes with check.
+func runHealth(t *testing.T, c *Controller, check health.Checker) {
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(check))
 	ctx, cancel := context.WithCancel(context.Background())
 	go mon.Run(ctx)
 	t.Cleanup(func() {
@@ -80,7 +86,6 @@ func switchedHealth(t *testing.T, c *Controller) *switchable {
 		cancel()
 	})
 	c.SetHealth(mon)
-	return sw
 }
 
 func TestHealthDrivesWeights(t *testing.T) {
@@ -246,7 +251,7 @@ func TestProbeThroughLBD(t *testing.T) {
 		f.probeMu.Unlock()
 		done := make(chan [2]any)
 		go func() {
-			ok, reason := c.checker(context.Background(), target)
+			ok, reason := c.probeThroughLBD(context.Background(), target)
 			done <- [2]any{ok, reason}
 		}()
 		var sent lcore.Event
@@ -306,7 +311,7 @@ func testProbeResentWithoutMAC(t *testing.T, c *Controller, target health.Target
 	run := func(ctx context.Context) chan [2]any {
 		done := make(chan [2]any, 1)
 		go func() {
-			ok, reason := c.checker(ctx, target)
+			ok, reason := c.probeThroughLBD(ctx, target)
 			done <- [2]any{ok, reason}
 		}()
 		return done
@@ -381,7 +386,7 @@ func TestProbeThroughLBD6(t *testing.T) {
 	target := health.Target{Addr: netip.MustParseAddrPort("[fd00:1::11]:80"), Check: conf.HealthCheck{Type: "tcp", Via: "lbd"}}
 	done := make(chan bool)
 	go func() {
-		ok, _ := c.checker(context.Background(), target)
+		ok, _ := c.probeThroughLBD(context.Background(), target)
 		done <- ok
 	}()
 	sent := probeSent(t, f)
@@ -435,7 +440,7 @@ func TestSpoofedProbeAnswersChangeNothing(t *testing.T) {
 		f.probeMu.Unlock()
 		done := make(chan bool)
 		go func() {
-			ok, _ := c.checker(context.Background(), target)
+			ok, _ := c.probeThroughLBD(context.Background(), target)
 			done <- ok
 		}()
 		sent := probeSent(t, f)
@@ -460,7 +465,7 @@ func TestSpoofedProbeAnswersChangeNothing(t *testing.T) {
 	var ports []uint16
 	seqs := map[uint32]bool{}
 	for i := 0; i < 20; i++ {
-		go c.checker(context.Background(), target)
+		go c.probeThroughLBD(context.Background(), target)
 		sent := probeSent(t, f)
 		ports, seqs[sent.Ack] = append(ports, sent.SrcPort), true
 		sent.Result = lcore.ProbeRefused
@@ -592,7 +597,7 @@ func TestHTTPProbeThroughLBD(t *testing.T) {
 	} {
 		done := make(chan [2]any)
 		go func() {
-			ok, reason := c.checker(context.Background(), target)
+			ok, reason := c.probeThroughLBD(context.Background(), target)
 			done <- [2]any{ok, reason}
 		}()
 		syn := probeSent(t, f)
@@ -653,7 +658,7 @@ func TestHTTPProbeThroughLBD(t *testing.T) {
 	defer cancel()
 	done = make(chan string)
 	go func() {
-		_, reason := c.checker(ctx, target)
+		_, reason := c.probeThroughLBD(ctx, target)
 		done <- reason
 	}()
 	syn = probeSent(t, f)
@@ -702,7 +707,7 @@ func TestUDPProbeThroughLBD(t *testing.T) {
 	} {
 		done := make(chan [2]any)
 		go func() {
-			ok, reason := c.checker(context.Background(), target)
+			ok, reason := c.probeThroughLBD(context.Background(), target)
 			done <- [2]any{ok, reason}
 		}()
 		sent := commandSent(t, f, lcore.CmdProbeDatagram)
@@ -748,7 +753,7 @@ func TestICMPProbeThroughLBD(t *testing.T) {
 	target := health.Target{Addr: netip.MustParseAddrPort("[fd00:1::11]:80"), Check: conf.HealthCheck{Type: "icmp", Via: "lbd"}}
 	done := make(chan [2]any)
 	go func() {
-		ok, reason := c.checker(context.Background(), target)
+		ok, reason := c.probeThroughLBD(context.Background(), target)
 		done <- [2]any{ok, reason}
 	}()
 	sent := commandSent(t, f, lcore.CmdProbeEcho)
@@ -873,7 +878,7 @@ func TestRejectedProbeAnswersAreLogged(t *testing.T) {
 	defer cancel()
 	done := make(chan bool)
 	go func() {
-		ok, _ := c.checker(ctx, target)
+		ok, _ := c.probeThroughLBD(ctx, target)
 		done <- ok
 	}()
 	sent := probeSent(t, f)
@@ -993,7 +998,7 @@ func TestHealthStartDown(t *testing.T) {
 		t.Fatalf("before the monitor: weight %d (nothing is known yet)", w)
 	}
 	sw := &switchable{down: map[string]bool{"198.51.100.12": true}}
-	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(health.Plain(sw.check)))
 	c.SetHealth(mon) // before Run: no probe can have passed
 	weights := func() []int32 { return firstServiceWeights(c) }
 	if w := weights(); !slices.Equal(w, []int32{0, 0}) {
@@ -1018,4 +1023,75 @@ func TestHealthStartDown(t *testing.T) {
 	if w := weights(); len(w) != 3 || w[2] != 0 {
 		t.Errorf("a server added: weights %v, want it down until its probes pass", w)
 	}
+}
+
+const exitWeightConfig = `
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    quorum: 5
+    sorry_server: 198.51.100.99:80
+    health: {type: exec, command: [/bin/true], weight_from_exit: true, interval: 100ms, timeout: 50ms, rise: 1, fall: 1}
+    servers:
+      - {address: 198.51.100.11, weight: 4}
+      - {address: 198.51.100.12, weight: 4}
+`
+
+// weighingChecker passes every probe, with the weight the test sets per
+// server (-1: exit 0, none).
+type weighingChecker struct {
+	mu     sync.Mutex
+	weight map[string]int
+}
+
+func (w *weighingChecker) check(_ context.Context, t health.Target) health.Result {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if v, ok := w.weight[t.Addr.Addr().String()]; ok {
+		return health.Result{OK: true, Weight: v}
+	}
+	return health.Outcome(true, "")
+}
+
+func (w *weighingChecker) set(addr string, weight int) {
+	w.mu.Lock()
+	w.weight[addr] = weight
+	w.mu.Unlock()
+}
+
+// TestHealthExitWeight: the weights a weight_from_exit check sets replace
+// the configured ones in the snapshot and the listing, and the quorum
+// counts them: two servers set to 1 weigh 2, below the quorum of 5, and
+// the sorry server stands in.
+func TestHealthExitWeight(t *testing.T) {
+	c, _, _ := controllerFor(t, exitWeightConfig)
+	wc := &weighingChecker{weight: map[string]int{}}
+	runHealth(t, c, wc.check)
+	waitWeights := func(what string, want ...int32) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); !slices.Equal(firstServiceWeights(c), want); time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: weights %v, want %v", what, firstServiceWeights(c), want)
+			}
+		}
+	}
+	waitWeights("exit 0: the configured weights", 4, 4)
+	wc.set("198.51.100.11", 9)
+	waitWeights("rs1 exits 11: weight 9", 9, 4)
+	rs := c.view(nil).Response().Services[0].Servers[0]
+	if rs.Weight != 9 || rs.ConfiguredWeight != 4 || rs.Probe == nil || rs.Probe.ExitWeight == nil || *rs.Probe.ExitWeight != 9 {
+		t.Fatalf("listing: weight %d configured %d probe %+v, want 9, 4 and exit weight 9", rs.Weight, rs.ConfiguredWeight, rs.Probe)
+	}
+	wc.set("198.51.100.11", -1)
+	time.Sleep(300 * time.Millisecond) // three probes exiting 0
+	waitWeights("rs1 exits 0: its weight stays 9", 9, 4)
+	wc.set("198.51.100.11", 1)
+	wc.set("198.51.100.12", 1)
+	waitWeights("both at 1: 2 is below the quorum of 5, the sorry server in", 0, 0, 1)
+	wc.set("198.51.100.11", 4)
+	waitWeights("5 again: the quorum back", 4, 1)
 }

@@ -64,6 +64,10 @@ func (v View) fillChecks(rs *api.RealServer, r *ServerView) {
 		if !ck.LastPassed {
 			rs.Probe.Reason = ck.LastReason
 		}
+		if ck.ExitWeight >= 0 {
+			w := ck.ExitWeight
+			rs.Probe.ExitWeight = &w
+		}
 	}
 	if ramping, elapsed := r.Ramp(v.At); ramping {
 		rs.SlowStart = &api.SlowStart{ElapsedSecs: elapsed.Seconds(), DurationSecs: r.SlowStart.Seconds(), TargetWeight: r.FeedbackWeight}

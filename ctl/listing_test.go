@@ -42,7 +42,7 @@ services:
 func TestListingCarriesChecks(t *testing.T) {
 	c, _, _ := controllerFor(t, checkedConfig)
 	sw := &switchable{down: map[string]bool{}}
-	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(sw.check))
+	mon := health.New(zap.NewNop(), c.HealthChanged, health.WithChecker(health.Plain(sw.check)))
 	var mu sync.Mutex
 	load := map[string]float64{"198.51.100.11": 50, "198.51.100.12": 0}
 	fb := feedback.New(zap.NewNop(), c.FeedbackChanged, feedback.WithProber(func(_ context.Context, t feedback.Target) (float64, error) {

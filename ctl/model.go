@@ -119,9 +119,10 @@ type server struct {
 
 // serverState is what the health checks make of a real server now.
 type serverState struct {
-	down   bool // failed its check: no new connections
-	weight int  // weight to schedule with (slow start ramps it)
-	expire bool // down, and its connections are to be ended
+	down    bool // failed its check: no new connections
+	weight  int  // weight to schedule with (slow start ramps it)
+	expire  bool // down, and its connections are to be ended
+	counted int  // weight the quorum counts: the configured one, or the one its check set
 }
 
 // name is the service as logs and metrics name it: "tcp/VIP:port".

@@ -452,17 +452,22 @@ func (c *Controller) ProbeICMP(ctx context.Context, t health.Target) (bool, stri
 
 // checker probes through lbd the checks that ask for it, and from the
 // host's stack the others.
-func (c *Controller) checker(ctx context.Context, t health.Target) (bool, string) {
+func (c *Controller) checker(ctx context.Context, t health.Target) health.Result {
 	if t.Check.Via == conf.HealthViaLBD {
-		switch t.Check.Effective().Type {
-		case conf.HealthHTTP:
-			return c.ProbeHTTP(ctx, t)
-		case conf.HealthUDP:
-			return c.ProbeUDP(ctx, t)
-		case conf.HealthICMP:
-			return c.ProbeICMP(ctx, t)
-		}
-		return c.ProbeTCP(ctx, t)
+		return health.Outcome(c.probeThroughLBD(ctx, t))
 	}
-	return health.Probe(ctx, t)
+	return health.Check(ctx, t)
+}
+
+// probeThroughLBD probes a check with via: lbd.
+func (c *Controller) probeThroughLBD(ctx context.Context, t health.Target) (bool, string) {
+	switch t.Check.Effective().Type {
+	case conf.HealthHTTP:
+		return c.ProbeHTTP(ctx, t)
+	case conf.HealthUDP:
+		return c.ProbeUDP(ctx, t)
+	case conf.HealthICMP:
+		return c.ProbeICMP(ctx, t)
+	}
+	return c.ProbeTCP(ctx, t)
 }

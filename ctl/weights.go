@@ -27,7 +27,7 @@ func (c *Controller) weigh(s *service, prev *service, now time.Time) (ramping bo
 		r.state = st
 		ramping = ramping || ramp
 		if !st.down {
-			live += r.conf.Weight
+			live += st.counted
 		}
 	}
 	s.quorumUp = hasQuorum(s.conf, prev, live)
@@ -71,9 +71,10 @@ func hasQuorum(sc conf.Service, prev *service, live int) bool {
 }
 
 // serverState decides a real server's weight for the next snapshot: the
-// configured one, scaled by dynamic feedback (the servers' reported load),
-// ramped over slow start after a recovery, and 0 when a health check (or
-// passive checking) finds it failed; ramping reports a slow start under way.
+// configured one, scaled by dynamic feedback (the servers' reported load)
+// or set by its exec check's exit status (weight_from_exit), ramped over
+// slow start after a recovery, and 0 when a health check (or passive
+// checking) finds it failed; ramping reports a slow start under way.
 func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st serverState, ramping bool) {
 	if c.passive.isSuspect(r.health) {
 		return serverState{down: true}, false
@@ -82,7 +83,7 @@ func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st s
 	if c.feedback != nil {
 		w = c.feedback.Weight(r.health, r.conf.Weight)
 	}
-	st = serverState{weight: w}
+	st = serverState{weight: w, counted: r.conf.Weight}
 	if c.health == nil {
 		return st, false
 	}
@@ -98,6 +99,10 @@ func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st s
 	}
 	if !hs.Up {
 		return serverState{down: true, expire: check.OnFailure == conf.OnFailureExpire}, false
+	}
+	if hs.ExitWeight >= 0 {
+		// keepalived's misc_dynamic sets the weight its quorum counts too.
+		w, st.counted = hs.ExitWeight, hs.ExitWeight
 	}
 	st.weight = health.EffectiveWeight(w, hs.UpSince, now, check.SlowStart)
 	return st, st.weight < w
@@ -119,13 +124,18 @@ func (c *Controller) SetHealth(m *health.Monitor) {
 }
 
 // HealthChanged is the monitor's callback: a server went down or came
-// back, so the lcores get a snapshot with its new weight.
+// back, or its check set its weight, so the lcores get a snapshot with its
+// new weight.
 func (c *Controller) HealthChanged(ch health.Change) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ch.Up {
+	switch {
+	case ch.Weighted:
+		c.log.Info("real server weight set by its check", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr),
+			zap.Int("weight", ch.Weight), zap.String("reason", ch.Reason))
+	case ch.Up:
 		c.log.Info("real server up", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
-	} else {
+	default:
 		c.log.Warn("real server down", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
 	}
 	c.republish()

@@ -686,3 +686,90 @@ func TestHealthDNS(t *testing.T) {
 	waitFor(rs2, "up")
 	e.stopLBD(t)
 }
+
+// TestHealthExitWeight: keepalived's misc_dynamic as an exec check with
+// weight_from_exit. The command exits with the status in a file per
+// server. rs1 exiting 2 (weight 0) takes no new connection while rs2 at
+// 0 (the configured weight) takes them all; rs1 at 5 (weight 3) and rs2
+// at 3 (weight 1) share them 3 to 1; rs1 exiting 1 goes down.
+func TestHealthExitWeight(t *testing.T) {
+	dir := t.TempDir()
+	status := func(addr, s string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, addr), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rs1, rs2 string
+	e := startNATWith(t, natOptions{
+		configure: func(c *harness.Config) {
+			rs1, rs2 = c.Services[0].Servers[0].Address, c.Services[0].Servers[1].Address
+			status(rs1, "2")
+			status(rs2, "0")
+			c.Services[0].Scheduler = "wrr"
+			c.Services[0].Health = fmt.Sprintf("{type: exec, command: [/bin/sh, -c, 'exit $(cat %s/$DPLB_RS_ADDR)'], weight_from_exit: true, interval: 200ms, timeout: 150ms, rise: 1, fall: 1}", dir)
+		},
+	})
+	weight := func(addr string) (int, int) {
+		t.Helper()
+		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs := findServer(findService(resp, e.nat.VIP.String(), 80), addr, 8080)
+		if rs == nil {
+			t.Fatalf("no server %s", addr)
+		}
+		exitWeight := -1
+		if rs.Probe != nil && rs.Probe.ExitWeight != nil {
+			exitWeight = *rs.Probe.ExitWeight
+		}
+		return rs.Weight, exitWeight
+	}
+	waitWeight := func(addr string, want, wantExit int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			w, x := weight(addr)
+			if w == want && x == wantExit {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: weight %d, exit weight %d; want %d and %d", addr, w, x, want, wantExit)
+			}
+		}
+	}
+	served := func(when string, n int) map[string]int {
+		t.Helper()
+		got := map[string]int{}
+		for _, r := range e.get(t, e.url, n, 5*time.Second) {
+			if r.Err != "" {
+				t.Fatalf("%s, request %d: %s", when, r.I, r.Err)
+			}
+			got[r.Server()]++
+		}
+		return got
+	}
+	e.warmUp(t)
+	waitWeight(rs1, 0, 0)
+	waitWeight(rs2, 1, -1) // exit 0: the configured weight
+	if got := served("rs1 at weight 0", 20); got["rs2"] != 20 {
+		t.Fatalf("rs1 at weight 0: %v, want every request on rs2", got)
+	}
+
+	status(rs1, "5")
+	status(rs2, "3")
+	waitWeight(rs1, 3, 3)
+	waitWeight(rs2, 1, 1)
+	// Each lcore schedules on its own, so the shares are 3 to 1 give or
+	// take a turn of each lcore's wrr.
+	if got := served("rs1 at 3, rs2 at 1", 40); got["rs2"] == 0 || got["rs1"] < 2*got["rs2"] {
+		t.Fatalf("rs1 at 3, rs2 at 1: %v, want about 30 and 10 (wrr)", got)
+	}
+
+	status(rs1, "1")
+	waitHealth(t, e, rs1, "down")
+	if got := served("rs1 down", 20); got["rs2"] != 20 {
+		t.Fatalf("rs1 down: %v, want every request on rs2", got)
+	}
+	e.stopLBD(t)
+}

@@ -969,7 +969,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		case "misc_path":
 			command = c.argv(s)
 		case "misc_dynamic":
-			c.warn(s, "lbd takes every exit status but 0 as down (keepalived's 2-255 set the weight): dropped")
+			h.WeightFromExit = h.Type == conf.HealthExec
 		case "user":
 			c.warn(s, "lbd runs the command as its own user: dropped")
 		case "connect_timeout", "retry", "delay_loop", "delay_before_retry", "alpha", "virtualhost":

@@ -1183,7 +1183,6 @@ virtual_server 2001:db8::10 80 {
 `), []string{
 			"keepalived.conf:5: MISC_CHECK: lbd runs a command by its absolute path, not \"check-web\": the server is left unchecked (type none)",
 			"keepalived.conf:11: misc_path: keepalived runs /usr/local/bin/check-web without the words after it, and so does lbd: quote the whole command to pass them",
-			"keepalived.conf:12: misc_dynamic: lbd takes every exit status but 0 as down (keepalived's 2-255 set the weight): dropped",
 			"keepalived.conf:13: user: lbd runs the command as its own user: dropped",
 		}, `services:
   - protocol: tcp
@@ -1199,6 +1198,7 @@ virtual_server 2001:db8::10 80 {
           rise: 1
           fall: 1
           command: [/usr/local/bin/check-web]
+          weight_from_exit: true
 `},
 		{"dr: the service's port, the VIP as target, a sorry server by nat", vs(`  lb_algo rr
   lb_kind DR

@@ -52,7 +52,8 @@
 //     (the first url's path, regex and digest; the union of every
 //     url's status_code, default 200-299; virtualhost the host), UDP_CHECK udp (payload and
 //     require_reply in hex: send and expect), PING_CHECK icmp, DNS_CHECK dns (name and type: dns_name, dns_type), MISC_CHECK
-//     exec (misc_path split into argv as keepalived does). delay_loop is
+//     exec (misc_path split into argv as keepalived does; misc_dynamic is
+//     weight_from_exit). delay_loop is
 //     the interval (default 60s), connect_timeout (misc_timeout) the
 //     timeout (default 5s; less than the interval, as lbd wants), and
 //     keepalived's retry N (default 1, MISC_CHECK 0) is fall N+1: it counts

@@ -216,6 +216,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.DNSType != base.DNSType {
 		hw.str("dns_type", h.DNSType)
 	}
+	if h.WeightFromExit != base.WeightFromExit {
+		hw.value("weight_from_exit", strconv.FormatBool(h.WeightFromExit))
+	}
 	if h.StartDown != base.StartDown {
 		hw.value("start_down", strconv.FormatBool(h.StartDown))
 	}

@@ -376,6 +376,9 @@ type Probe struct {
 	// Probes passed and failed since the check started watching.
 	PassedTotal uint64 `json:"passed_total"`
 	FailedTotal uint64 `json:"failed_total"`
+	// ExitWeight is the weight the exec check's exit status set
+	// (weight_from_exit), absent while it set none.
+	ExitWeight *int `json:"exit_weight,omitempty"`
 }
 
 // SlowStart is a weight ramping linearly from 1 to TargetWeight over

@@ -25,9 +25,27 @@ import (
 )
 
 // Checker runs one probe of a target and says whether it passed and, if
-// not, why. It must return once ctx is done. Probe is the real one; tests
+// not, why. It must return once ctx is done. Check is the real one; tests
 // of the Monitor pass their own through WithChecker.
-type Checker func(ctx context.Context, t Target) (ok bool, reason string)
+type Checker func(ctx context.Context, t Target) Result
+
+// Result is one probe's outcome.
+type Result struct {
+	OK     bool
+	Reason string // why it failed, "" when it passed
+	// Weight is the weight the probe set, -1 when it sets none: an exec
+	// check with weight_from_exit that exits 2..255 passes and sets the
+	// weight to its exit status - 2 (keepalived's misc_dynamic).
+	Weight int
+}
+
+// Outcome is the Result of a probe that passed or not and sets no weight.
+func Outcome(ok bool, reason string) Result { return Result{OK: ok, Reason: reason, Weight: -1} }
+
+// Plain makes a Checker of a probe that sets no weight.
+func Plain(probe func(ctx context.Context, t Target) (ok bool, reason string)) Checker {
+	return func(ctx context.Context, t Target) Result { return Outcome(probe(ctx, t)) }
+}
 
 // maxBody is how much of an HTTP body expect_body searches,
 // maxDigestBody how much expect_digest reads (keepalived reads it all; a
@@ -45,12 +63,25 @@ const (
 // refused", "HTTP status 500, want 200-399", "timeout after 1s"). A check
 // of type none passes.
 func Probe(ctx context.Context, t Target) (ok bool, reason string) {
+	r := Check(ctx, t)
+	return r.OK, r.Reason
+}
+
+// Check is Probe with the weight an exec check's exit status sets.
+func Check(ctx context.Context, t Target) Result {
 	t.Check = t.Check.Effective()
 	ctx, cancel := context.WithTimeout(ctx, t.Check.Timeout)
 	defer cancel()
 	if ctx.Err() != nil {
-		return false, errReason(ctx, ctx.Err(), t.Check.Timeout)
+		return Outcome(false, errReason(ctx, ctx.Err(), t.Check.Timeout))
 	}
+	if t.Check.Type == conf.HealthExec {
+		return probeExec(ctx, t)
+	}
+	return Outcome(probe(ctx, t))
+}
+
+func probe(ctx context.Context, t Target) (ok bool, reason string) {
 	switch t.Check.Type {
 	case conf.HealthNone:
 		return true, ""
@@ -64,8 +95,6 @@ func Probe(ctx context.Context, t Target) (ok bool, reason string) {
 		return probeDNS(ctx, t)
 	case conf.HealthICMP:
 		return probeICMP(ctx, t)
-	case conf.HealthExec:
-		return probeExec(ctx, t)
 	}
 	return false, fmt.Sprintf("unknown check type %q", t.Check.Type)
 }
@@ -328,10 +357,13 @@ func lastLine(s string) string {
 	return strings.TrimSpace(lines[len(lines)-1])
 }
 
-func probeExec(ctx context.Context, t Target) (bool, string) {
+// probeExec passes when the command exits 0 or, with weight_from_exit,
+// 2..255, which sets the weight to the status - 2 (keepalived's
+// misc_dynamic: 0..253).
+func probeExec(ctx context.Context, t Target) Result {
 	c := t.Check
 	if len(c.Command) == 0 {
-		return false, "exec: no command"
+		return Outcome(false, "exec: no command")
 	}
 	cmd := exec.CommandContext(ctx, c.Command[0], c.Command[1:]...)
 	probe := t.ProbeAddr()
@@ -350,18 +382,21 @@ func probeExec(ctx context.Context, t Target) (bool, string) {
 	cmd.WaitDelay = 100 * time.Millisecond
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		return false, errReason(ctx, ctx.Err(), c.Timeout)
+		return Outcome(false, errReason(ctx, ctx.Err(), c.Timeout))
 	}
 	if err == nil {
-		return true, ""
+		return Outcome(true, "")
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
+		if status := ee.ExitCode(); c.WeightFromExit && status >= 2 {
+			return Result{OK: true, Weight: status - 2}
+		}
 		r := ee.String() // "exit status 2", "signal: killed"
 		if l := lastLine(out.String()); l != "" {
 			r += ": " + l
 		}
-		return false, truncate(r)
+		return Outcome(false, truncate(r))
 	}
-	return false, truncate("exec: " + err.Error())
+	return Outcome(false, truncate("exec: "+err.Error()))
 }

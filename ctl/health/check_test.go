@@ -361,6 +361,35 @@ func TestProbeExec(t *testing.T) {
 	}
 }
 
+// TestProbeExecWeight: with weight_from_exit, 2..255 pass and set the
+// weight to status - 2, 0 passes and sets none, 1 and a signal fail.
+func TestProbeExecWeight(t *testing.T) {
+	sh := func(script string) conf.HealthCheck {
+		return conf.HealthCheck{Type: "exec", Command: []string{"/bin/sh", "-c", script}, WeightFromExit: true}
+	}
+	tests := []struct {
+		name  string
+		check conf.HealthCheck
+		want  health.Result
+	}{
+		{"exit 0", sh("exit 0"), health.Result{OK: true, Weight: -1}},
+		{"exit 1", sh("echo overloaded; exit 1"), health.Result{Reason: "exit status 1: overloaded", Weight: -1}},
+		{"exit 2: weight 0", sh("exit 2"), health.Result{OK: true, Weight: 0}},
+		{"exit 7: weight 5", sh("exit 7"), health.Result{OK: true, Weight: 5}},
+		{"exit 255: weight 253", sh("exit 255"), health.Result{OK: true, Weight: 253}},
+		{"killed", sh("kill -9 $$"), health.Result{Reason: "signal: killed", Weight: -1}},
+		{"without weight_from_exit", conf.HealthCheck{Type: "exec", Command: []string{"/bin/sh", "-c", "exit 7"}},
+			health.Result{Reason: "exit status 7", Weight: -1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := health.Check(context.Background(), target("127.0.0.1:8080", tt.check)); got != tt.want {
+				t.Errorf("Check = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func withTimeout(c conf.HealthCheck, d time.Duration) conf.HealthCheck {
 	c.Timeout = d
 	return c

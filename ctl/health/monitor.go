@@ -27,6 +27,10 @@ type State struct {
 	Failed      uint64    // probes failed since the target was added
 	WentUp      uint64    // changes to up
 	WentDown    uint64    // changes to down
+	// ExitWeight is the weight a weight_from_exit check's last exit status
+	// of 2..255 set (status - 2), -1 while none has: the configured
+	// weight holds. An exit 0 keeps it, as keepalived's misc_dynamic does.
+	ExitWeight int
 }
 
 // StartDownReason is a start_down target's reason until a probe passed.
@@ -36,17 +40,20 @@ const StartDownReason = "start_down: no probe has passed yet"
 // with start_down (keepalived's alpha) until Rise probes pass.
 func newState(t Target) State {
 	if t.Check.StartDown {
-		return State{Target: t, LastReason: StartDownReason}
+		return State{Target: t, LastReason: StartDownReason, ExitWeight: -1}
 	}
-	return State{Target: t, Up: true}
+	return State{Target: t, Up: true, ExitWeight: -1}
 }
 
-// Change is a target going up or down.
+// Change is a target going up or down or, with Weighted, a target that
+// stays up getting a weight from its check's exit status.
 type Change struct {
-	Target Target
-	Up     bool
-	Reason string // down: the last probe's failure; up: "N consecutive probes passed"
-	At     time.Time
+	Target   Target
+	Up       bool
+	Reason   string // down: the last probe's failure; up: "N consecutive probes passed"
+	At       time.Time
+	Weighted bool // Weight changed, Up did not
+	Weight   int  // with Weighted: the weight the check set
 }
 
 // Option configures a Monitor.
@@ -114,7 +121,7 @@ func New(log *zap.Logger, onChange func(Change), opts ...Option) *Monitor {
 	m := &Monitor{
 		log:      log,
 		onChange: onChange,
-		check:    Probe,
+		check:    Check,
 		targets:  map[Key]*runner{},
 		wake:     make(chan struct{}, 1),
 	}
@@ -163,6 +170,9 @@ func (m *Monitor) Update(targets []Target) {
 			r.st = old.st
 			r.st.Target = t
 			r.st.Successes, r.st.Failures = 0, 0
+			if !t.Check.WeightFromExit {
+				r.st.ExitWeight = -1
+			}
 			m.log.Info("health check changed", zap.Stringer("target", t), zap.Bool("up", r.st.Up))
 		} else {
 			m.lineage++
@@ -267,28 +277,29 @@ func (m *Monitor) deliver(ctx context.Context) {
 }
 
 func (m *Monitor) probeLoop(ctx context.Context, r *runner) {
-	type result struct {
-		ok     bool
-		reason string
-	}
 	c := r.t.Check
 	Every(ctx, c.Interval, c.Timeout,
-		func(pctx context.Context) result { ok, reason := m.check(pctx, r.t); return result{ok, reason} },
-		func(res result, at time.Time) time.Duration { return m.record(r, res.ok, res.reason, at) })
+		func(pctx context.Context) Result { return m.check(pctx, r.t) },
+		func(res Result, at time.Time) time.Duration { return m.record(r, res, at) })
 }
 
 // record applies one probe's result to r's state, and says when the next
 // probe comes: after the check's retry_interval when it failed on a
 // server still up (keepalived's delay_before_retry), else 0 (the
 // interval).
-func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) (next time.Duration) {
+func (m *Monitor) record(r *runner, res Result, now time.Time) (next time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.targets[r.t.Key()] != r {
 		return // removed or replaced meanwhile
 	}
 	st := &r.st
+	ok, reason := res.OK, res.Reason
 	st.LastProbe, st.LastPassed = now, ok
+	reweighed := ok && res.Weight >= 0 && res.Weight != st.ExitWeight
+	if reweighed {
+		st.ExitWeight = res.Weight
+	}
 	if ok {
 		st.Passed++
 		st.Successes++
@@ -320,16 +331,27 @@ func (m *Monitor) record(r *runner, ok bool, reason string, now time.Time) (next
 		reason = fmt.Sprintf("%d consecutive probes passed", st.Successes)
 		m.log.Info("real server up", zap.String("service", r.t.Service), zap.Stringer("server", r.t.Addr),
 			zap.String("reason", reason))
+	case st.Up && reweighed:
+		// Up already and staying up: only the weight changed.
+		m.queue = append(m.queue, queued{r.lineage, Change{Target: r.t, Up: true, At: now, Weighted: true, Weight: res.Weight,
+			Reason: fmt.Sprintf("exit status %d: weight %d", res.Weight+2, res.Weight)}})
+		m.notify()
+		return next
 	default:
 		return next
 	}
 	st.LastChange = now
 	m.queue = append(m.queue, queued{r.lineage, Change{Target: r.t, Up: st.Up, Reason: reason, At: now}})
+	m.notify()
+	return next
+}
+
+// notify wakes the delivery of queued changes; Monitor.mu is held.
+func (m *Monitor) notify() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
 	}
-	return next
 }
 
 // States returns the state of every watched target, sorted by service

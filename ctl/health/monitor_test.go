@@ -122,7 +122,7 @@ func TestRiseFall(t *testing.T) {
 				return false, fmt.Sprintf("fail %d", i)
 			}
 			var rec recorder
-			m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+			m := health.New(zap.NewNop(), rec.add, health.WithChecker(health.Plain(check)))
 			tg := fakeTarget(0, fastCheck(tt.rise, tt.fall))
 			m.Update([]health.Target{tg})
 			start(t, m)
@@ -212,7 +212,7 @@ func (s *scripted) lastCheck(a netip.AddrPort) conf.HealthCheck {
 func TestUpdate(t *testing.T) {
 	sc := newScripted()
 	var rec recorder
-	m := health.New(zap.NewNop(), rec.add, health.WithChecker(sc.check))
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(health.Plain(sc.check)))
 	a, b, c := fakeTarget(1, fastCheck(2, 3)), fakeTarget(2, fastCheck(2, 3)), fakeTarget(3, fastCheck(2, 3))
 	none := fakeTarget(4, conf.HealthCheck{Type: "none"})
 
@@ -314,7 +314,7 @@ func TestChangesAreSerial(t *testing.T) {
 		b.Store(!ok)
 		return ok, "flap"
 	}
-	m := health.New(zap.NewNop(), onChange, health.WithChecker(check))
+	m := health.New(zap.NewNop(), onChange, health.WithChecker(health.Plain(check)))
 	var targets []health.Target
 	for i := range 20 {
 		targets = append(targets, fakeTarget(i, fastCheck(1, 1)))
@@ -377,7 +377,7 @@ func TestMonitorStopsCleanly(t *testing.T) {
 func TestRunStopsWithContext(t *testing.T) {
 	before := runtime.NumGoroutine()
 	sc := newScripted()
-	m := health.New(nil, nil, health.WithChecker(sc.check))
+	m := health.New(nil, nil, health.WithChecker(health.Plain(sc.check)))
 	m.Update([]health.Target{fakeTarget(1, fastCheck(1, 1))})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -469,7 +469,7 @@ func TestStartDown(t *testing.T) {
 				return false, "refused"
 			}
 			var rec recorder
-			m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+			m := health.New(zap.NewNop(), rec.add, health.WithChecker(health.Plain(check)))
 			c := fastCheck(2, 3)
 			c.StartDown = true
 			tg := fakeTarget(0, c)
@@ -513,7 +513,7 @@ func TestRetryInterval(t *testing.T) {
 		return false, "refused"
 	}
 	var rec recorder
-	m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(health.Plain(check)))
 	c := conf.HealthCheck{Type: "tcp", Interval: 500 * time.Millisecond, Timeout: 100 * time.Millisecond, Rise: 1, Fall: 3,
 		RetryInterval: 10 * time.Millisecond}
 	m.Update([]health.Target{fakeTarget(0, c)})
@@ -530,5 +530,68 @@ func TestRetryInterval(t *testing.T) {
 	}
 	if ch := rec.get(); len(ch) != 1 || ch[0].Up {
 		t.Errorf("changes %+v, want one: down", ch)
+	}
+}
+
+// TestExitWeight: a weight_from_exit check's weights reach the state, and
+// a change is queued when one moves on a server that stays up; exit 0
+// keeps the last weight, and a check that stops setting weights forgets it.
+func TestExitWeight(t *testing.T) {
+	results := []health.Result{
+		{OK: true, Weight: 5},  // up already: a weight change
+		{OK: true, Weight: -1}, // exit 0: the weight stays 5
+		{OK: true, Weight: 5},  // the same weight: nothing
+		{OK: true, Weight: 8},  // a weight change
+		{Reason: "exit status 1", Weight: -1},
+		{Reason: "exit status 1", Weight: -1}, // down (fall 2)
+		{OK: true, Weight: 3},                 // up (rise 1), at weight 3
+	}
+	var mu sync.Mutex
+	probes := 0
+	check := func(ctx context.Context, _ health.Target) health.Result {
+		mu.Lock()
+		defer mu.Unlock()
+		r := results[min(probes, len(results)-1)]
+		probes++
+		return r
+	}
+	var rec recorder
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+	c := conf.HealthCheck{Type: "exec", Command: []string{"/bin/true"}, WeightFromExit: true,
+		Interval: 100 * time.Millisecond, Timeout: 50 * time.Millisecond, Rise: 1, Fall: 2}
+	tg := fakeTarget(0, c)
+	m.Update([]health.Target{tg})
+	if st, _ := m.State(tg.Key()); st.ExitWeight != -1 {
+		t.Fatalf("a new target's exit weight is %d, want -1 (none)", st.ExitWeight)
+	}
+	start(t, m)
+	waitFor(t, "every result probed", func() bool { mu.Lock(); defer mu.Unlock(); return probes > len(results) })
+	type change struct {
+		up, weighted bool
+		weight       int
+	}
+	var got []change
+	for _, ch := range rec.get() {
+		got = append(got, change{ch.Up, ch.Weighted, ch.Weight})
+	}
+	want := []change{{true, true, 5}, {true, true, 8}, {false, false, 0}, {true, false, 0}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("changes %+v, want %+v", got, want)
+	}
+	if st, _ := m.State(tg.Key()); !st.Up || st.ExitWeight != 3 {
+		t.Errorf("state up %v exit weight %d, want up at 3", st.Up, st.ExitWeight)
+	}
+
+	c.Interval = 200 * time.Millisecond // a changed check that still sets weights keeps it
+	tg = fakeTarget(0, c)
+	m.Update([]health.Target{tg})
+	if st, _ := m.State(tg.Key()); st.ExitWeight != 3 {
+		t.Errorf("after a change of interval, exit weight %d, want 3 kept", st.ExitWeight)
+	}
+	c.WeightFromExit = false
+	tg = fakeTarget(0, c)
+	m.Update([]health.Target{tg})
+	if st, _ := m.State(tg.Key()); st.ExitWeight != -1 {
+		t.Errorf("without weight_from_exit, exit weight %d, want -1 (the configured weight)", st.ExitWeight)
 	}
 }
