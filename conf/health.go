@@ -26,7 +26,7 @@ import (
 // Zero values in Go literals mean the defaults (Type "" is "none"), as
 // Effective spells out; Load fills the defaults in for absent keys.
 type HealthCheck struct {
-	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, icmp, exec or none (not checked: always up); default "none"; reload: yes
+	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, smtp, icmp, exec or none (not checked: always up); default "none"; reload: yes
 	Interval       time.Duration `mapstructure:"interval"`         // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
 	Timeout        time.Duration `mapstructure:"timeout"`          // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
 	Rise           int           `mapstructure:"rise"`             // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
@@ -47,6 +47,7 @@ type HealthCheck struct {
 	Expect         string        `mapstructure:"expect"`           // udp: the reply must contain this, "" = any reply; default ""; reload: yes
 	DNSName        string        `mapstructure:"dns_name"`         // dns: the name queried (keepalived's DNS_CHECK name); default "."; reload: yes
 	DNSType        string        `mapstructure:"dns_type"`         // dns: the type queried, A, AAAA, NS, CNAME, SOA, MX or TXT; the check passes on a reply to the query with rcode NOERROR (keepalived's DNS_CHECK type); default "SOA"; reload: yes
+	HeloName       string        `mapstructure:"helo_name"`        // smtp: the name given in HELO; the check passes on a 220 greeting and a 250 answer to HELO, then says QUIT (keepalived's SMTP_CHECK); default "" (this host's name); reload: yes
 	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
 	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
@@ -123,6 +124,7 @@ const (
 	HealthICMP  = "icmp"
 	HealthExec  = "exec"
 	HealthDNS   = "dns"
+	HealthSMTP  = "smtp"
 )
 
 // DNSTypes are the query types a dns check asks (keepalived's DNS_CHECK).
@@ -163,7 +165,7 @@ const (
 )
 
 // HealthTypes lists the values of HealthCheck.Type.
-var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthICMP, HealthExec, HealthNone}
+var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthSMTP, HealthICMP, HealthExec, HealthNone}
 
 // httpMethods are the methods an http(s) check may use.
 var httpMethods = []string{"GET", "HEAD", "POST", "OPTIONS"}
@@ -415,6 +417,14 @@ func (h HealthCheck) validate(f string) error {
 	if e.Type == HealthExec && len(e.Command) == 0 {
 		return fieldErrorf(f+".command", "must not be empty for an exec check")
 	}
+	if e.HeloName != "" {
+		if e.Type != HealthSMTP {
+			return fieldErrorf(f+".helo_name", "only an smtp check says HELO (type is %s)", e.Type)
+		}
+		if err := CheckHeloName(f+".helo_name", e.HeloName); err != nil {
+			return err
+		}
+	}
 	if e.WeightFromExit && e.Type != HealthExec {
 		return fieldErrorf(f+".weight_from_exit", "only an exec check has an exit status (type is %s)", e.Type)
 	}
@@ -506,7 +516,16 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 
 // probesPort reports whether a check of type typ connects to a port.
 func probesPort(typ string) bool {
-	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP || typ == HealthDNS
+	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP || typ == HealthDNS || typ == HealthSMTP
+}
+
+// CheckHeloName checks an smtp check's helo_name, a domain name (not the
+// root's "."), as Load does; field names it in the error.
+func CheckHeloName(field, name string) error {
+	if name == "." {
+		return fieldErrorf(field, "the root %q is no name to say HELO with", name)
+	}
+	return checkDNSName(field, name)
 }
 
 // checkDNSName checks a dns check's query name: dot-separated labels of

@@ -176,7 +176,7 @@ func TestHealthValidateInvalid(t *testing.T) {
 		want string
 	}{
 		{"type", func(c *conf.Config) { h(c).Type = "ping" },
-			`services[0].health.type: "ping" is not one of tcp, http, https, udp, dns, icmp, exec, none`},
+			`services[0].health.type: "ping" is not one of tcp, http, https, udp, dns, smtp, icmp, exec, none`},
 		{"interval too short", func(c *conf.Config) { h(c).Interval = 50 * time.Millisecond },
 			`services[0].health.interval: 50ms is out of range 100ms..1h`},
 		{"interval negative", func(c *conf.Config) { h(c).Interval = -time.Second },
@@ -252,6 +252,12 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.dns_type: "ANY" is not one of A, AAAA, NS, CNAME, SOA, MX, TXT`},
 		{"dns name", func(c *conf.Config) { h(c).Type, h(c).DNSName = "dns", "a..example" },
 			`services[0].health.dns_name: "a..example" is not a domain name: label "" (1..63 printable bytes each)`},
+		{"helo_name on tcp", func(c *conf.Config) { h(c).Type, h(c).HeloName = "tcp", "lb1.example.com" },
+			`services[0].health.helo_name: only an smtp check says HELO (type is tcp)`},
+		{"helo_name with a space", func(c *conf.Config) { h(c).Type, h(c).HeloName = "smtp", "lb1 example" },
+			`services[0].health.helo_name: "lb1 example" is not a domain name: label "lb1 example" (1..63 printable bytes each)`},
+		{"helo_name the root", func(c *conf.Config) { h(c).Type, h(c).HeloName = "smtp", "." },
+			`services[0].health.helo_name: the root "." is no name to say HELO with`},
 		{"weight_from_exit on tcp", func(c *conf.Config) { h(c).Type, h(c).WeightFromExit = "tcp", true },
 			`services[0].health.weight_from_exit: only an exec check has an exit status (type is tcp)`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },

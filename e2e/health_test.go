@@ -633,12 +633,7 @@ func TestHealthDNS(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		setup: addMgmtLink, // before lbd: its first probes must find the servers
 		configure: func(c *harness.Config) {
-			dns := harness.Service{Protocol: "udp", VIP: c.Services[0].VIP, Port: 53, Scheduler: "rr",
-				Health: "{type: dns, dns_name: www.example.com, dns_type: A, interval: 200ms, timeout: 150ms, rise: 1, fall: 2}"}
-			for _, s := range c.Services[0].Servers {
-				dns.Servers = append(dns.Servers, harness.Server{Address: s.Address, Port: 53, Weight: 1})
-			}
-			c.Services = append(c.Services, dns)
+			addCheckedService(c, "udp", 53, "{type: dns, dns_name: www.example.com, dns_type: A, interval: 200ms, timeout: 150ms, rise: 1, fall: 2}")
 		},
 	})
 	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
@@ -648,42 +643,91 @@ func TestHealthDNS(t *testing.T) {
 	if _, err := harness.StartUDP(e.topo, []topo.Host{rs2}, e.nshelper, ":53", false, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	health := func(rs topo.Host) (string, string) {
-		t.Helper()
-		resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r := findServer(findSvc(resp, "udp", e.nat.VIP.String(), 53), rs.Addr.Addr().String(), 53); r != nil {
-			return r.Health, r.HealthReason
-		}
-		t.Fatalf("no server %s of udp/53", rs.Name)
-		return "", ""
-	}
-	waitFor := func(rs topo.Host, want string) string {
-		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-			h, reason := health(rs)
-			if h == want {
-				return reason
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s stayed %q (%s), want %q", rs.Name, h, reason, want)
-			}
-		}
-	}
-	reason := waitFor(rs2, "down")
+	reason := waitSvcHealth(t, e, "udp", 53, rs2, "down")
 	if !strings.HasPrefix(reason, "reply is not DNS") {
 		t.Errorf("rs2 down for %q, want a reply that is not DNS", reason)
 	}
-	if h, reason := health(rs1); h != "up" {
+	if h, reason := svcHealth(t, e, "udp", 53, rs1); h != "up" {
 		t.Errorf("rs1, a DNS server: %q (%s), want up", h, reason)
 	}
 	killServe(t, rs2.NS) // its HTTP and UDP servers
 	if err := harness.StartDNS(e.topo, []topo.Host{rs2}, e.nshelper, ":53", 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(rs2, "up")
+	waitSvcHealth(t, e, "udp", 53, rs2, "up")
+	e.stopLBD(t)
+}
+
+// addCheckedService adds to c a service proto/port on the first one's VIP,
+// with its servers at port and the health check given as YAML flow.
+func addCheckedService(c *harness.Config, proto string, port int, health string) {
+	svc := harness.Service{Protocol: proto, VIP: c.Services[0].VIP, Port: port, Scheduler: "rr", Health: health}
+	for _, s := range c.Services[0].Servers {
+		svc.Servers = append(svc.Servers, harness.Server{Address: s.Address, Port: port, Weight: 1})
+	}
+	c.Services = append(c.Services, svc)
+}
+
+// svcHealth is the health and its reason of server rs (at port) of the
+// service proto VIP:port.
+func svcHealth(t *testing.T, e *natEnv, proto string, port uint16, rs topo.Host) (string, string) {
+	t.Helper()
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := findServer(findSvc(resp, proto, e.nat.VIP.String(), int(port)), rs.Addr.Addr().String(), port); r != nil {
+		return r.Health, r.HealthReason
+	}
+	t.Fatalf("no server %s of %s/%d", rs.Name, proto, port)
+	return "", ""
+}
+
+// waitSvcHealth waits up to 10 s for svcHealth to be want and returns
+// its reason.
+func waitSvcHealth(t *testing.T, e *natEnv, proto string, port uint16, rs topo.Host, want string) string {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		h, reason := svcHealth(t, e, proto, port, rs)
+		if h == want {
+			return reason
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s stayed %q (%s), want %q", rs.Name, h, reason, want)
+		}
+	}
+}
+
+// TestHealthSMTP: keepalived's SMTP_CHECK as an smtp check from the host.
+// A TCP service on port 25: rs1's SMTP server greets with 220 and is up;
+// rs2's greets with 554 (no service) and is down, the reason quoting the
+// greeting; an SMTP server that serves in its place brings it up.
+func TestHealthSMTP(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			addCheckedService(c, "tcp", 25, "{type: smtp, helo_name: lb.example.com, interval: 200ms, timeout: 150ms, rise: 1, fall: 2}")
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	if err := harness.StartSMTP(e.topo, []topo.Host{rs1}, e.nshelper, ":25", 220, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := harness.StartSMTP(e.topo, []topo.Host{rs2}, e.nshelper, ":25", 554, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if reason := waitSvcHealth(t, e, "tcp", 25, rs2, "down"); reason != "SMTP greeting 554 rs2 ESMTP, want 220" {
+		t.Errorf("rs2 down for %q, want its 554 greeting", reason)
+	}
+	waitSvcHealth(t, e, "tcp", 25, rs1, "up")
+	if h, reason := svcHealth(t, e, "tcp", 25, rs1); h != "up" || reason != "" {
+		t.Errorf("rs1, an SMTP server: %q (%s), want up", h, reason)
+	}
+	killServe(t, rs2.NS)
+	if err := harness.StartSMTP(e.topo, []topo.Host{rs2}, e.nshelper, ":25", 220, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitSvcHealth(t, e, "tcp", 25, rs2, "up")
 	e.stopLBD(t)
 }
 

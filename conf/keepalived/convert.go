@@ -901,8 +901,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 	case "DNS_CHECK":
 		h.Type = conf.HealthDNS
 	case "SMTP_CHECK":
-		c.warn(n, "lbd has no SMTP check: not supported, the server is left unchecked (type none)")
-		return h, false
+		h.Type = conf.HealthSMTP
 	case "BFD_CHECK":
 		c.warn(n, "lbd has no BFD: not supported, the server is left unchecked (type none)")
 		return h, false
@@ -910,14 +909,18 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		c.warn(n, "lbd reads no weights from files: not supported, the server is left unchecked (type none)")
 		return h, false
 	}
-	in = in.over(n.Block)
+	block := n.Block
+	if h.Type == conf.HealthSMTP {
+		block = c.smtpHost(block)
+	}
+	in = in.over(block)
 	if h.Type == conf.HealthExec {
 		in.timeout = nil // a script has misc_timeout, not connect_timeout
 	}
 	var urls []*Node
 	var connectIP, sni, send, expect *Node
 	var command []string
-	for _, s := range n.Block {
+	for _, s := range block {
 		a := s.Args()
 		switch s.Keyword() {
 		case "connect_port":
@@ -955,6 +958,12 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 			}
 		case "misc_timeout":
 			in.timeout = s
+		case "helo_name":
+			if conf.CheckHeloName("helo_name", firstArg(a)) != nil {
+				c.warn(s, "%q is not a domain name: dropped, lbd says its host's name", firstArg(a))
+			} else {
+				h.HeloName = firstArg(a)
+			}
 
 		case "url":
 			urls = append(urls, s)
@@ -1245,6 +1254,26 @@ func (c *converter) udp(h *conf.HealthCheck, n, send, expect *Node) bool {
 		h.Expect = string(reply)
 	}
 	return true
+}
+
+// smtpHost flattens an SMTP_CHECK's host blocks, keepalived's older way
+// to say where it connects: the first one's settings are the check's.
+// lbd probes one address a check; the other hosts are dropped.
+func (c *converter) smtpHost(block []*Node) []*Node {
+	var out []*Node
+	var host *Node
+	for _, s := range block {
+		switch {
+		case s.Keyword() != "host":
+			out = append(out, s)
+		case host != nil:
+			c.warn(s, "lbd probes one address a check, the host at line %d: dropped", host.Pos.Line)
+		default:
+			host = s
+			out = append(out, s.Block...)
+		}
+	}
+	return out
 }
 
 // argv splits misc_path as keepalived does: its first word (quotes

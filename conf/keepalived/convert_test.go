@@ -853,6 +853,55 @@ virtual_server 2001:db8::10 80 {
           fall: 2
           retry_interval: 1s
 `},
+		{"SMTP_CHECK", vs(`  real_server 198.51.100.11 25 {
+    SMTP_CHECK {
+      helo_name lb1.example.com
+      connect_timeout 3
+    }
+  }
+  real_server 198.51.100.12 25 {
+    SMTP_CHECK {
+      helo_name "bad name"
+      host {
+        connect_port 587
+        bindto 192.0.2.2
+      }
+      host {
+        connect_ip 198.51.100.13
+      }
+    }
+  }
+`), []string{
+			`keepalived.conf:10: helo_name: "bad name" is not a domain name: dropped, lbd says its host's name`,
+			"keepalived.conf:15: host: lbd probes one address a check, the host at line 11: dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        port: 25
+        health:
+          type: smtp
+          interval: 60s
+          timeout: 3s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          helo_name: lb1.example.com
+      - address: 198.51.100.12
+        port: 25
+        health:
+          type: smtp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          port: 587
+          source: 192.0.2.2
+`},
 		{"two checks", vs(`  delay_loop 10
   real_server 198.51.100.11 80 {
     TCP_CHECK {

@@ -51,7 +51,8 @@
 //   - One check a server: TCP_CHECK tcp, HTTP_GET http, SSL_GET https
 //     (the first url's path, regex and digest; the union of every
 //     url's status_code, default 200-299; virtualhost the host), UDP_CHECK udp (payload and
-//     require_reply in hex: send and expect), PING_CHECK icmp, DNS_CHECK dns (name and type: dns_name, dns_type), MISC_CHECK
+//     require_reply in hex: send and expect), PING_CHECK icmp, DNS_CHECK dns (name and type: dns_name, dns_type), SMTP_CHECK
+//     smtp (helo_name; the first host block's settings), MISC_CHECK
 //     exec (misc_path split into argv as keepalived does; misc_dynamic is
 //     weight_from_exit). delay_loop is
 //     the interval (default 60s), connect_timeout (misc_timeout) the
@@ -71,7 +72,7 @@
 // servers and no local address (no laddr_group_name, an unknown group, or
 // none left to it) is skipped, not written for the operator to complete.
 //
-// Dropped with a warning: fwmark virtual servers and group entries, SCTP, SMTP_CHECK, BFD_CHECK and FILE_CHECK (the server is left
+// Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK and FILE_CHECK (the server is left
 // unchecked), a server's checks after the first lbd can run (keepalived
 // wants them all to pass), the digests and regexes of urls after the
 // first, a regex Go's RE2 does not take (the first url's becomes

@@ -216,6 +216,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.DNSType != base.DNSType {
 		hw.str("dns_type", h.DNSType)
 	}
+	if h.HeloName != base.HeloName {
+		hw.str("helo_name", h.HeloName)
+	}
 	if h.WeightFromExit != base.WeightFromExit {
 		hw.value("weight_from_exit", strconv.FormatBool(h.WeightFromExit))
 	}

@@ -93,6 +93,8 @@ func probe(ctx context.Context, t Target) (ok bool, reason string) {
 		return probeUDP(ctx, t)
 	case conf.HealthDNS:
 		return probeDNS(ctx, t)
+	case conf.HealthSMTP:
+		return probeSMTP(ctx, t)
 	case conf.HealthICMP:
 		return probeICMP(ctx, t)
 	}

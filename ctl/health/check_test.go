@@ -397,7 +397,7 @@ func withTimeout(c conf.HealthCheck, d time.Duration) conf.HealthCheck {
 
 func TestProbeNoneAndUnknown(t *testing.T) {
 	probe(t, target("127.0.0.1:1", conf.HealthCheck{}), true, "")
-	probe(t, target("127.0.0.1:1", conf.HealthCheck{Type: "smtp"}), false, `unknown check type "smtp"`)
+	probe(t, target("127.0.0.1:1", conf.HealthCheck{Type: "ftp"}), false, `unknown check type "ftp"`)
 }
 
 func TestTargets(t *testing.T) {

@@ -140,6 +140,18 @@ func StartDNS(t *topo.Topo, hosts []topo.Host, nshelper, listen string, timeout 
 	return nil
 }
 
+// StartSMTP starts "nshelper smtpserve" on every host, listening on
+// listen (":25") and greeting with code (220 serves, another refuses),
+// and waits until all are ready.
+func StartSMTP(t *topo.Topo, hosts []topo.Host, nshelper, listen string, code int, timeout time.Duration) error {
+	for _, h := range hosts {
+		if _, _, err := startReady(t, h.NS, 1, timeout, nshelper, "smtpserve", "-listen", listen, "-name", h.Name, "-code", strconv.Itoa(code)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // StartUDP starts "nshelper udpserve" on every host, listening on the
 // comma-separated addresses listen (":53"), and waits until all are
 // ready. It returns each server's output, by host name.

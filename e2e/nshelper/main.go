@@ -18,6 +18,9 @@
 //	nshelper dnsserve -listen :53 [-addr 192.0.2.53]
 //	    DNS server: every query gets NOERROR (an A query the answer -addr),
 //	    names under "nxdomain." NXDOMAIN. Prints "ready <addr>".
+//	nshelper smtpserve -listen :25 [-name mx] [-code 220]
+//	    SMTP server: greets with -code, answers HELO and EHLO with 250 and
+//	    QUIT with 221. Prints "ready <addr>".
 //	nshelper udpget -addr 192.0.2.100:53 -n 100 -timeout 2s [-bind IP]
 //	    N queries, each from a new socket (a new source port), no retries.
 //	    Output as get's; "remote" is the source of the answer.
@@ -93,6 +96,8 @@ func main() {
 		err = udpserve(os.Args[2:])
 	case "dnsserve":
 		err = dnsserve(os.Args[2:])
+	case "smtpserve":
+		err = smtpserve(os.Args[2:])
 	case "udpget":
 		var failed bool
 		failed, err = udpget(os.Args[2:], os.Stdout)
@@ -115,7 +120,7 @@ func main() {
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: nshelper serve -listen :8080[,:21] -name NAME | get -url URL -n N -timeout D |\n"+
 		"  udpserve -listen :5353 -name NAME [-v] | udpget -addr IP:PORT -n N -timeout D [-bind IP] |\n"+
-		"  dnsserve -listen :53 [-addr IP] |\n"+
+		"  dnsserve -listen :53 [-addr IP] | smtpserve -listen :25 [-name N] [-code 220] |\n"+
 		"  decap -dev IF -tun NAME -vip IP | echo -listen :9000 -name NAME |\n"+
 		"  conns -addr IP:PORT -n N -parallel P -msgs K | toa -dev IF -port P")
 	os.Exit(2)
