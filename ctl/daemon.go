@@ -155,6 +155,11 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	ops.upgrade = opts.Upgrade
 	if incoming != nil {
 		restoreSyncDaemons(syncd, incoming.SyncDaemons, log)
+		if syncd != nil {
+			if n, dead := seedPeers(syncd, incoming.Peers, incoming.Written, time.Now(), cfg.Sync.PeerDeadAfter); n > 0 {
+				log.Info("peer directors known from the handover", zap.String("from", from), zap.Int("peers", n), zap.Int("dead", dead))
+			}
+		}
 		// lbctl's edits first: the connections to a server lbctl added
 		// are installed with it (carry.go).
 		if note := ops.adoptServices(incoming.Services); note != "" {

@@ -305,10 +305,11 @@ func handOver(dp Runtime, c *Controller, ops *Ops, cfg conf.Config, opts RunOpti
 		for _, st := range ops.syncd.Status() {
 			s.SyncDaemons = append(s.SyncDaemons, handover.SyncDaemon{Mode: st.Mode.String(), SyncID: st.SyncID, Interface: st.Interface})
 		}
+		s.Peers = ops.syncd.Hellos()
 	}
 	b := handover.Encode(nil, s)
 	fields := []zap.Field{zap.Int("records", len(s.Records)), zap.Int("counters", len(s.Counters)),
-		zap.Int("neighbours", len(s.Neighbours)+len(s.Neighbours6)), zap.Int("bytes", len(b)), zap.Duration("took", time.Since(t0))}
+		zap.Int("neighbours", len(s.Neighbours)+len(s.Neighbours6)), zap.Int("peers", len(s.Peers)), zap.Int("bytes", len(b)), zap.Duration("took", time.Since(t0))}
 	if upgrading {
 		opts.Outgoing(b)
 		log.Info("handover ready for the new binary", fields...)

@@ -41,8 +41,11 @@ import (
 // every connection, so the packets that still reach the taker meanwhile
 // are translated too.
 //
-// What is taken over is not remembered across a restart of the taker:
-// the lbd after it hears no hello from a peer dead before it started.
+// A restart or an upgrade hands the peers' hellos on with the
+// connections (seedPeers), so the next lbd knows a peer that died before
+// it started and takes its addresses over again when it is the taker;
+// an lbd that starts without a handover (after a crash) knows only the
+// peers that say hello.
 
 // takeoverCheck is how often the peers' hellos are looked at.
 const takeoverCheck = 250 * time.Millisecond
@@ -51,6 +54,29 @@ const takeoverCheck = 250 * time.Millisecond
 type peerHellos interface {
 	Boot() uint64
 	Hellos() []connsync.PeerHello
+}
+
+// seedPeers gives the sync backup the peers' hellos the lbd before this
+// one held, written then: a peer alive then gets deadAfter of patience
+// from now (its next hello comes within a second); one dead or leaving
+// then stays so, and its addresses are taken over again where this
+// director is the taker (the handover brought its connections). It
+// returns how many peers it seeded and how many of them are dead.
+func seedPeers(d interface {
+	SeedHellos([]connsync.PeerHello) int
+}, peers []connsync.PeerHello, written, now time.Time, deadAfter time.Duration) (seeded, dead int) {
+	if deadAfter <= 0 || len(peers) == 0 {
+		return 0, 0
+	}
+	hs := slices.Clone(peers)
+	for i := range hs {
+		if !hs[i].Leaving && written.Sub(hs[i].At) <= deadAfter {
+			hs[i].At = now
+		} else {
+			dead++
+		}
+	}
+	return d.SeedHellos(hs), dead
 }
 
 // LocalAddrs are this director's own FullNAT local addresses: every

@@ -143,3 +143,48 @@ func TestTakeOver(t *testing.T) {
 		t.Errorf("given back: %v", c.lipTaken)
 	}
 }
+
+type seedRecorder struct{ got []connsync.PeerHello }
+
+func (s *seedRecorder) SeedHellos(h []connsync.PeerHello) int {
+	s.got = append(s.got, h...)
+	return len(h)
+}
+
+// TestSeedPeers: the peers a handover brings: one alive when it was
+// written gets a whole peer_dead_after from now, one dead or leaving
+// then stays so, and the next lbd, the taker, takes the dead one's
+// address over again while the live one keeps its own.
+func TestSeedPeers(t *testing.T) {
+	written := time.Unix(1700000000, 0)
+	now := written.Add(5 * time.Second) // the restart took 5 s, beyond the patience
+	peers := []connsync.PeerHello{
+		{Peer: netip.MustParseAddr("192.0.2.2"), Hello: connsync.Hello{Boot: 2, At: written.Add(-time.Second), TakesOver: true, LIPs: []uint32{0x0a000002}}},
+		{Peer: netip.MustParseAddr("192.0.2.3"), Hello: connsync.Hello{Boot: 3, At: written.Add(-time.Minute), LIPs: []uint32{0x0a000003}}},
+		{Peer: netip.MustParseAddr("192.0.2.4"), Hello: connsync.Hello{Boot: 4, At: written, Leaving: true, LIPs: []uint32{0x0a000004}}},
+	}
+	var rec seedRecorder
+	n, dead := seedPeers(&rec, peers, written, now, 3*time.Second)
+	if n != 3 || dead != 2 {
+		t.Fatalf("seeded %d, %d dead; want 3 and 2", n, dead)
+	}
+	if !rec.got[0].At.Equal(now) || !rec.got[1].At.Equal(peers[1].At) || !rec.got[2].At.Equal(peers[2].At) {
+		t.Errorf("seeded at %v, %v, %v: want the live one at now, the others as they were", rec.got[0].At, rec.got[1].At, rec.got[2].At)
+	}
+	if !peers[0].At.Equal(written.Add(-time.Second)) {
+		t.Error("seedPeers changed its argument")
+	}
+	// This director alone takes over: the live peer (a candidate too)
+	// may win one of the dead ones' addresses, never its own.
+	taken := lipsToTake(1, nil, rec.got, now.Add(takeoverCheck), 3*time.Second)
+	if _, ok := taken[0x0a000002]; ok {
+		t.Errorf("the live peer's address is taken over: %v", taken)
+	}
+	solo := lipsToTake(1, nil, rec.got[1:], now.Add(takeoverCheck), 3*time.Second)
+	if len(solo) != 2 || solo[0x0a000003] != peers[1].Peer || solo[0x0a000004] != peers[2].Peer {
+		t.Errorf("the only live director takes %v, want the dead and the leaving peer's addresses", solo)
+	}
+	if n, _ := seedPeers(&rec, peers, written, now, 0); n != 0 {
+		t.Errorf("takeover off: seeded %d", n)
+	}
+}

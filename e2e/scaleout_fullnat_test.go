@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,7 +22,9 @@ import (
 // its servers' answers, and undrain, which moves some back, break no
 // stream. Nor does kill -9 of node b: its hellos stop, and one of the
 // others takes its local address over (answers ARP for it, announces it)
-// and translates the servers' answers with the synced connections; b,
+// and translates the servers' answers with the synced connections; the
+// taker upgraded hands b's hellos to its next lbd, so b's address stays
+// taken over; b,
 // started again, pulls the tables, announces its address and says hello,
 // and the taker gives the address back.
 
@@ -58,17 +61,20 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 }
 
 // checkTakeover waits until exactly one of the live nodes took dead's
-// local address over (metrics, and lbctl -L --daemon with dead's state:
-// "dead" after its hellos stopped, "leaving" after it said so).
-func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, live ...*scaleNode) {
+// local address over (lbctl -L --daemon lists dead in state, "dead"
+// after its hellos stopped or "leaving" after it said so, with its
+// address taken over there; its metric counts it), and returns it.
+func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, live ...*scaleNode) *scaleNode {
 	t.Helper()
 	lip := scaleLIP(dead)
-	var takers []string
+	var takers []*scaleNode
+	listings := map[string]string{}
 	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		takers = takers[:0]
 		for _, n := range live {
-			if m := e.metric(t, n, "dplb_sync_local_addresses_taken_over "); strings.HasSuffix(m, " 1") {
-				takers = append(takers, n.Name)
+			listings[n.Name] = e.lbctlOn(t, n, "-L", "--daemon")
+			if strings.Contains(listings[n.Name], "(taken over here: "+lip+")") {
+				takers = append(takers, n)
 			}
 		}
 		if len(takers) == 1 {
@@ -76,18 +82,33 @@ func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, li
 		}
 	}
 	if len(takers) != 1 {
-		t.Fatalf("node %s dead: nodes %v took its local address %s over, want exactly one", dead.Name, takers, lip)
+		t.Fatalf("node %s %s: %d nodes took its local address %s over, want exactly one; lbctl -L --daemon says %q", dead.Name, state, len(takers), lip, listings)
 	}
-	for _, n := range live {
-		if n.Name != takers[0] {
-			continue
-		}
-		out := e.lbctlOn(t, n, "-L", "--daemon")
-		if want := state + ", hello"; !strings.Contains(out, want) || !strings.Contains(out, "(taken over here: "+lip+")") {
-			t.Errorf("node %s took %s over, but lbctl -L --daemon says:\n%s", n.Name, lip, out)
-		}
+	n := takers[0]
+	if !strings.Contains(listings[n.Name], ": "+state+", hello") {
+		t.Errorf("node %s took %s over, but lbctl -L --daemon does not list its peer %s:\n%s", n.Name, lip, state, listings[n.Name])
 	}
-	t.Logf("node %s dead: node %s took its local address %s over", dead.Name, takers[0], lip)
+	if m := e.metric(t, n, "dplb_sync_local_addresses_taken_over "); strings.HasSuffix(m, " 0") {
+		t.Errorf("node %s took %s over, but its metric says %q", n.Name, lip, m)
+	}
+	t.Logf("node %s %s: node %s took its local address %s over", dead.Name, state, n.Name, lip)
+	return n
+}
+
+// upgradeTaker upgrades node n, which took dead's local address over
+// (lbctl upgrade: the same binary execs in place with its handover):
+// the next lbd knows dead from the handover, as dead (it never hears
+// from it), and exactly one live node takes the address over again.
+func (e *scaleEnv) upgradeTaker(t *testing.T, n, dead *scaleNode, live ...*scaleNode) {
+	t.Helper()
+	out, err := exec.CommandContext(e.ctx, e.lbctl, "--socket", n.lbd.Config.Socket, "upgrade", "--binary", e.lbdPath).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node %s: lbctl upgrade: %v: %s", n.Name, err, out)
+	}
+	if daemons := e.lbctlOn(t, n, "-L", "--daemon"); !strings.Contains(daemons, ": dead, hello") || !strings.Contains(daemons, scaleLIP(dead)) {
+		t.Errorf("node %s upgraded does not know node %s dead from its handover; lbctl -L --daemon says:\n%s", n.Name, dead.Name, daemons)
+	}
+	e.checkTakeover(t, "dead", dead, live...)
 }
 
 // checkGivenBack waits until none of nodes holds a peer's local address.

@@ -38,7 +38,9 @@ import (
 // has a local address of its own on the servers' segment, and a flow the
 // router moves keeps its connection, from the first director's local
 // endpoint, through the director it moved to; when node b dies, node a
-// or c takes its local address over, and gives it back when b returns.
+// or c takes its local address over; the taker upgrades (lbctl upgrade)
+// and, knowing b dead from its handover, the address is taken over again;
+// it goes back to b when b returns.
 
 const (
 	scaleStreams   = 500
@@ -131,8 +133,12 @@ func TestScaleOutBGP(t *testing.T) {
 	// takes it over once b's hellos have been missing for
 	// sync.peer_dead_after (3 s), and the servers' retransmissions then
 	// get through.
-	e.checkTakeover(t, "dead", b, a, c)
+	taker := e.checkTakeover(t, "dead", b, a, c)
 	keepStreamingAfter(t, fnat, "node b killed (FullNAT)", killed.Add(6*time.Second))
+	// The taker upgrades: its next lbd knows node b from the handover.
+	upgraded := time.Now()
+	e.upgradeTaker(t, taker, b, a, c)
+	keepStreamingAfter(t, fnat, "the taker upgraded (FullNAT)", upgraded.Add(6*time.Second))
 
 	// Node b comes back: it pulls the others' tables (sync), then
 	// announces; the router rehashes onto it and the streams go on.

@@ -105,4 +105,23 @@ func TestHellos(t *testing.T) {
 	if h, ok := hello(); !ok || !h.Leaving {
 		t.Errorf("after a's close (which follows Leave) b has %+v, %v: want a leaving, not forgotten", h, ok)
 	}
+
+	// A handover's hellos: a peer b never heard is seeded; a's, which
+	// b holds, stays b's own.
+	dead := PeerHello{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 99, LIPs: []uint32{0xc6336459}}}
+	if n := b.SeedHellos([]PeerHello{dead, {Peer: peerA, Hello: Hello{Boot: 1}}}); n != 1 {
+		t.Errorf("seeded %d peers, want 1 (a's hello is b's own)", n)
+	}
+	if h, _ := hello(); h.Boot != a.Boot() || !h.Leaving {
+		t.Errorf("a's hello after seeding: %+v, want its own (leaving)", h)
+	}
+	if !slices.ContainsFunc(b.Hellos(), func(p PeerHello) bool { return p.Peer == dead.Peer && p.Boot == 99 }) {
+		t.Errorf("the seeded peer is not among b's hellos: %+v", b.Hellos())
+	}
+	if err := b.Stop(Backup); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.SeedHellos([]PeerHello{dead}); n != 0 || len(b.Hellos()) != 0 {
+		t.Errorf("a stopped backup seeded %d peers and holds %d hellos, want none", n, len(b.Hellos()))
+	}
 }

@@ -2,6 +2,7 @@ package connsync
 
 import (
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,6 +133,33 @@ func (d *Daemon) Hellos() []PeerHello {
 		}
 	}
 	return out
+}
+
+// SeedHellos gives the backup the hellos the lbd before this one held
+// (a restart's or an upgrade's handover), for the peers none has come
+// from yet, so that a peer that died before this lbd started is known,
+// dead, and its addresses are taken over again. It does nothing unless
+// the backup mode runs (a stopped backup holds no hellos). The caller
+// sets each hello's At: the time its patience counts from.
+func (d *Daemon) SeedHellos(hellos []PeerHello) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.modes.Load().backup {
+		return 0
+	}
+	seeded := 0
+	for _, h := range hellos {
+		p := d.peers.get(h.Peer, true)
+		if p == d.peers.other {
+			continue
+		}
+		hello := h.Hello
+		hello.LIPs = slices.Clone(h.LIPs)
+		if p.hello.CompareAndSwap(nil, &hello) {
+			seeded++
+		}
+	}
+	return seeded
 }
 
 // forgetHellos drops every peer's hello (the backup mode stopped).

@@ -27,22 +27,27 @@
 //	  counters and baselines as an IPv4 one's)
 //	| version 3: IPv6 neighbours of 24 bytes (address (128), MAC, port)
 //	| version 4: FTP records (32) | version 5: services length (32)
+//	| version 6: peers length (32)
 //	| version 4: FTP records of 48 bytes (the FTP helper's VS/NAT control
 //	  connections with their sequence adjustments and data connections
 //	  with their service, connection sync's kind 6)
 //	| version 5: the services, as the control plane encodes them (opaque
 //	  here: the running table with lbctl's edits, and the configuration's
 //	  as the writer last read it)
+//	| version 6: the peer directors whose hellos the writer's sync backup
+//	  held, each: address (128, IPv4-mapped for IPv4) | boot id (64)
+//	  | age of the hello at writing, ms (32) | flags (8: bit 0 leaving,
+//	  bit 1 takes over) | local addresses (8) | each (32)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
 //
-// A build writes version 5 and reads 1 to 5 (an upgrade from a build
+// A build writes version 6 and reads 1 to 6 (an upgrade from a build
 // that wrote an older version keeps the connections that version
 // carries, an FTP control connection as a plain one, untranslated, and
-// starts with its configuration's services; a downgrade to a build that
-// does not read version 5 starts with an empty table).
+// starts with its configuration's services and no peers; a downgrade to
+// a build that does not read version 6 starts with an empty table).
 package handover
 
 import (
@@ -50,6 +55,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/dplb/dplb/ctl/connsync"
@@ -61,7 +67,7 @@ const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
 	// the versions before it (from 1) and refuses any other.
-	Version = 5
+	Version = 6
 
 	RecordLen     = connsync.RecordLen
 	ExtRecordLen  = connsync.ExtRecordLen
@@ -81,6 +87,12 @@ const (
 
 	flagBackup = 1
 	flagMaster = 2
+
+	peerFixedLen    = 16 + 8 + 4 + 1 + 1
+	peerLeaving     = 1
+	peerTakesOver   = 2
+	maxPeerLIPs     = 255
+	maxHelloAgeMsec = 1<<32 - 1
 )
 
 // State is what one lbd hands to the next.
@@ -109,6 +121,11 @@ type State struct {
 	// Services are the writer's services, encoded by the control plane
 	// (ctl's servicesHandover); nil from a writer before version 5.
 	Services []byte
+	// Peers are the peer directors' newest hellos as the writer's sync
+	// backup held them (At is as old as it was then, to the millisecond),
+	// so that the next lbd knows a peer that died before it started;
+	// nil from a writer before version 6.
+	Peers []connsync.PeerHello
 }
 
 // DestCounters are one (service, real server) pair's counters as the
@@ -201,6 +218,8 @@ func Encode(b []byte, s State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Neighbours6)))
 	b = binary.BigEndian.AppendUint32(b, uint32(kinds[3]))
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Services)))
+	peersAt := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0) // the peers' length, once written
 	for k, appendRec := range []func([]byte, lcore.SyncConn) []byte{connsync.AppendRecord, connsync.AppendExtRecord} {
 		for i := range s.Records {
 			if recordKind(&s.Records[i]) == k {
@@ -254,6 +273,9 @@ func Encode(b []byte, s State) []byte {
 		}
 	}
 	b = append(b, s.Services...)
+	n := len(b)
+	b = appendPeers(b, s.Peers, s.Written)
+	binary.BigEndian.PutUint32(b[peersAt:], uint32(len(b)-n))
 	sum := sha256.Sum256(b[start:])
 	return append(b, sum[:]...)
 }
@@ -320,9 +342,10 @@ func Decode(b []byte) (State, error) {
 	// records, extended records, counters, neighbours; from version 3
 	// IPv6 records, counters and neighbours; from version 4 FTP records;
 	// from version 5 the services
-	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns uint32
+	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np uint32
 	counts := [][]*uint32{1: {&nr, &nc, &nn}, 2: {&nr, &nx, &nc, &nn}, 3: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6},
-		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}, 5: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns}}[version]
+		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}, 5: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns},
+		6: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np}}[version]
 	if version >= 2 {
 		if len(p) < keyLen {
 			return s, errors.New("truncated header")
@@ -340,9 +363,10 @@ func Decode(b []byte) (State, error) {
 	}
 	p = p[4*len(counts):]
 	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen +
-		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen + uint64(ns); want != uint64(len(p)) {
+		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen + uint64(ns) + uint64(np); want != uint64(len(p)) {
 		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters, "+
-			"%d IPv6 neighbours, %d FTP records and %d bytes of services need %d bytes, the handover has %d", nr, nx, nc, nn, n6, nc6, nn6, nf, ns, want, len(p))
+			"%d IPv6 neighbours, %d FTP records, %d bytes of services and %d of peers need %d bytes, the handover has %d",
+			nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np, want, len(p))
 	}
 	s.Records = make([]lcore.SyncConn, 0, uint64(nr)+uint64(nx)+uint64(n6)+uint64(nf))
 	var err error
@@ -399,7 +423,58 @@ func Decode(b []byte) (State, error) {
 	if ns > 0 {
 		s.Services = append([]byte(nil), p[:ns]...)
 	}
+	if s.Peers, err = decodePeers(p[ns:], s.Written); err != nil {
+		return State{}, err
+	}
 	return s, nil
+}
+
+// appendPeers appends the peers' hellos, each with its age at written.
+func appendPeers(b []byte, peers []connsync.PeerHello, written time.Time) []byte {
+	for _, h := range peers {
+		a := h.Peer.As16()
+		b = append(b, a[:]...)
+		b = binary.BigEndian.AppendUint64(b, h.Boot)
+		age := min(max(written.Sub(h.At).Milliseconds(), 0), maxHelloAgeMsec)
+		b = binary.BigEndian.AppendUint32(b, uint32(age))
+		var flags byte
+		if h.Leaving {
+			flags |= peerLeaving
+		}
+		if h.TakesOver {
+			flags |= peerTakesOver
+		}
+		lips := h.LIPs[:min(len(h.LIPs), maxPeerLIPs)]
+		b = append(b, flags, byte(len(lips)))
+		for _, l := range lips {
+			b = binary.BigEndian.AppendUint32(b, l)
+		}
+	}
+	return b
+}
+
+// decodePeers reads appendPeers' encoding, all of p.
+func decodePeers(p []byte, written time.Time) ([]connsync.PeerHello, error) {
+	var out []connsync.PeerHello
+	for len(p) > 0 {
+		if len(p) < peerFixedLen || len(p) < peerFixedLen+4*int(p[peerFixedLen-1]) {
+			return nil, fmt.Errorf("peer %d: truncated", len(out))
+		}
+		h := connsync.PeerHello{Peer: netip.AddrFrom16([16]byte(p[:16])).Unmap()}
+		h.Boot = binary.BigEndian.Uint64(p[16:])
+		h.At = written.Add(-time.Duration(binary.BigEndian.Uint32(p[24:])) * time.Millisecond)
+		flags, n := p[28], int(p[29])
+		if flags&^(peerLeaving|peerTakesOver) != 0 || !h.Peer.IsValid() || h.Peer.IsUnspecified() {
+			return nil, fmt.Errorf("peer %d: not a possible peer", len(out))
+		}
+		h.Leaving, h.TakesOver = flags&peerLeaving != 0, flags&peerTakesOver != 0
+		for i := range n {
+			h.LIPs = append(h.LIPs, binary.BigEndian.Uint32(p[peerFixedLen+4*i:]))
+		}
+		out = append(out, h)
+		p = p[peerFixedLen+4*n:]
+	}
+	return out, nil
 }
 
 // decodeRecords appends n records of length rlen, read by decode, from p

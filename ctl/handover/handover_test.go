@@ -187,10 +187,24 @@ func encodeV3(b []byte) []byte {
 	return append(v3, sum[:]...)
 }
 
-// encodeV4 turns a version 5 encoding without services into the
-// version 4 encoding of the same state (no services length), as an lbd
-// before version 5 wrote it.
+// encodeV5 turns a version 6 encoding without peers into the version 5
+// encoding of the same state (no peers length), as an lbd before version
+// 6 wrote it.
+func encodeV5(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v5 := append([]byte(nil), b[:p+36]...) // up to the nine counts of version 5
+	binary.BigEndian.PutUint16(v5[8:], 5)
+	v5 = append(v5, b[p+40:]...) // the records and the rest
+	sum := sha256.Sum256(v5)
+	return append(v5, sum[:]...)
+}
+
+// encodeV4 turns a version 6 encoding without services or peers into
+// the version 4 encoding of the same state (no services length), as an
+// lbd before version 5 wrote it.
 func encodeV4(b []byte) []byte {
+	b = encodeV5(b)
 	b = b[:len(b)-sumLen]
 	p := countsOffset(b)
 	v4 := append([]byte(nil), b[:p+32]...) // up to the eight counts of version 4
@@ -349,7 +363,7 @@ func TestRoundTripFTP(t *testing.T) {
 	}
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
 	sum = sha256.Sum256(short)
-	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "bytes of services need") {
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "of peers need") {
 		t.Errorf("a handover short of a byte: %v", err)
 	}
 }
@@ -365,6 +379,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(nil, sample6()))
 	f.Add(encodeV3(Encode(nil, sample6())))
 	f.Add(Encode(nil, sampleFTP()))
+	f.Add(Encode(nil, samplePeers()))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := Decode(b)
 		if err != nil {
@@ -414,6 +429,53 @@ func TestDecodeVersion4(t *testing.T) {
 	checkDecodes(t, encodeV4(Encode(nil, want)), 4, want)
 }
 
+// samplePeers is sampleFTP with the peers a sync backup heard: one alive
+// (an IPv4 director that takes over), one dead for an hour (IPv6, two
+// local addresses), one leaving.
+func samplePeers() State {
+	s := sampleFTP()
+	s.Written = time.Unix(1700000000, 0)
+	s.Peers = []connsync.PeerHello{
+		{Peer: netip.MustParseAddr("192.0.2.2"), Hello: connsync.Hello{Boot: 7, At: s.Written.Add(-800 * time.Millisecond), TakesOver: true,
+			LIPs: []uint32{0x0a000033}}},
+		{Peer: netip.MustParseAddr("2001:db8::3"), Hello: connsync.Hello{Boot: 1 << 60, At: s.Written.Add(-time.Hour),
+			LIPs: []uint32{0x0a000034, 0x0a000035}}},
+		{Peer: netip.MustParseAddr("192.0.2.4"), Hello: connsync.Hello{Boot: 9, At: s.Written, Leaving: true, TakesOver: true}},
+	}
+	return s
+}
+
+// TestRoundTripPeers: version 6 carries the peers' hellos, with their
+// ages at writing; a peer that is no peer is refused.
+func TestRoundTripPeers(t *testing.T) {
+	want := samplePeers()
+	b := Encode(nil, want)
+	checkDecodes(t, b, Version, want)
+	bad := append([]byte(nil), b[:len(b)-sumLen]...)
+	bad[len(bad)-peerFixedLen+28] = 4 // the last peer's flags: an unknown bit
+	sum := sha256.Sum256(bad)
+	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "peer 2: not a possible peer") {
+		t.Errorf("a peer with an unknown flag: %v", err)
+	}
+	short := samplePeers()
+	short.Peers[2].LIPs = []uint32{1}
+	cut := Encode(nil, short)
+	cut = append([]byte(nil), cut[:len(cut)-sumLen-4]...)
+	binary.BigEndian.PutUint32(cut[countsOffset(cut)+36:], binary.BigEndian.Uint32(cut[countsOffset(cut)+36:])-4)
+	sum = sha256.Sum256(cut)
+	if _, err := Decode(append(cut, sum[:]...)); err == nil || !strings.Contains(err.Error(), "peer 2: truncated") {
+		t.Errorf("a peer cut short: %v", err)
+	}
+}
+
+// TestDecodeVersion5: a handover from an lbd that wrote version 5 (no
+// peers) is read whole.
+func TestDecodeVersion5(t *testing.T) {
+	want := sampleFTP()
+	want.Services = []byte(`{"running":[]}`)
+	checkDecodes(t, encodeV5(Encode(nil, want)), 5, want)
+}
+
 // TestRoundTripServices: version 5 carries the control plane's services
 // as it gave them, after everything version 4 had.
 func TestRoundTripServices(t *testing.T) {
@@ -423,7 +485,7 @@ func TestRoundTripServices(t *testing.T) {
 	checkDecodes(t, b, Version, want)
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
 	sum := sha256.Sum256(short)
-	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "bytes of services need") {
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "of peers need") {
 		t.Errorf("services short of a byte: %v", err)
 	}
 }
