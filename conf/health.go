@@ -42,6 +42,7 @@ type HealthCheck struct {
 	ExpectBody     string        `mapstructure:"expect_body"`      // http(s): the body (first 64 KiB) must contain this, "" = any body; default ""; reload: yes
 	ExpectRegex    string        `mapstructure:"expect_regex"`     // http(s): the body (first 64 KiB) must match this regular expression (Go's RE2 syntax: keepalived's url regex without PCRE's backtracking features), "" = not checked; default ""; reload: yes
 	ExpectDigest   string        `mapstructure:"expect_digest"`    // http(s): the MD5 of the whole body (at most 16 MiB), 32 hex digits, keepalived's url digest (genhash prints it), "" = not checked; default ""; reload: yes
+	ExtraURLs      []HealthURL   `mapstructure:"extra_urls"`       // http(s): more requests after path's, in turn, each of which must pass too, as keepalived's url blocks all must (one probe's timeout bounds them all); default none; reload: yes
 	TLSSkipVerify  bool          `mapstructure:"tls_skip_verify"`  // https: accept any certificate (real servers usually have one for the VIP's name); default true; reload: yes
 	Send           string        `mapstructure:"send"`             // udp: payload of the probe datagram, required for udp; default ""; reload: yes
 	Expect         string        `mapstructure:"expect"`           // udp: the reply must contain this, "" = any reply; default ""; reload: yes
@@ -55,6 +56,17 @@ type HealthCheck struct {
 	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive        bool          `mapstructure:"passive"`          // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
 	StartDown      bool          `mapstructure:"start_down"`       // a server starts down, with no new connection, until rise probes passed (keepalived's alpha), when lbd starts and when the server is added; needs a type; default false (a server starts up); reload: yes (a server already checked keeps its state)
+}
+
+// HealthURL is one more request of an http(s) check: keepalived's url
+// blocks after the first. Its status codes default to the check's; the
+// body is checked only as it says.
+type HealthURL struct {
+	Path         string `mapstructure:"path"`          // request path, starting with "/"; required
+	ExpectStatus string `mapstructure:"expect_status"` // accepted status codes, as the check's; default the check's expect_status
+	ExpectBody   string `mapstructure:"expect_body"`   // the body (first 64 KiB) must contain this; default "" (not checked)
+	ExpectRegex  string `mapstructure:"expect_regex"`  // the body (first 64 KiB) must match this (RE2); default "" (not checked)
+	ExpectDigest string `mapstructure:"expect_digest"` // the MD5 of the whole body, 32 hex digits; default "" (not checked)
 }
 
 // maxViaLBDRequest bounds an HTTP check's path and Host header through
@@ -91,6 +103,9 @@ func checkViaLBD(f string, e HealthCheck) error {
 	case HealthHTTP:
 		if e.ExpectBody != "" {
 			return fieldErrorf(f+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
+		}
+		if len(e.ExtraURLs) > 0 {
+			return fieldErrorf(f+".extra_urls", "an HTTP check through lbd requests one path (via: lbd)")
 		}
 		if e.ExpectDigest != "" {
 			return fieldErrorf(f+".expect_digest", "an HTTP check through lbd reads the status line only, not the body it would digest (via: lbd)")
@@ -378,30 +393,17 @@ func (h HealthCheck) validate(f string) error {
 	if err := checkOneOf(f+".method", e.Method, httpMethods...); err != nil {
 		return err
 	}
-	if !strings.HasPrefix(e.Path, "/") || strings.ContainsAny(e.Path, " \t\r\n") {
-		return fieldErrorf(f+".path", "%q is not a request path (want e.g. /healthz)", e.Path)
+	if err := checkRequest(f, HealthURL{Path: e.Path, ExpectStatus: e.ExpectStatus, ExpectRegex: e.ExpectRegex, ExpectDigest: e.ExpectDigest}); err != nil {
+		return err
 	}
 	if strings.ContainsAny(e.Host, " \t\r\n/") {
 		return fieldErrorf(f+".host", "%q is not a host name", e.Host)
 	}
-	if _, err := parseStatus(e.ExpectStatus); err != nil {
-		return &FieldError{Field: f + ".expect_status", Msg: err.Error() + ` (want e.g. "200-399")`, Err: err}
+	if e.ExpectRegex != "" && e.Type != HealthHTTP && e.Type != HealthHTTPS {
+		return fieldErrorf(f+".expect_regex", "only an http or https check reads a body (type is %s)", e.Type)
 	}
-	if e.ExpectRegex != "" {
-		if _, err := regexp.Compile(e.ExpectRegex); err != nil {
-			return fieldErrorf(f+".expect_regex", "%q is not a regular expression (Go's RE2 syntax): %v", e.ExpectRegex, err)
-		}
-		if e.Type != HealthHTTP && e.Type != HealthHTTPS {
-			return fieldErrorf(f+".expect_regex", "only an http or https check reads a body (type is %s)", e.Type)
-		}
-	}
-	if e.ExpectDigest != "" {
-		if b, err := hex.DecodeString(e.ExpectDigest); err != nil || len(b) != md5.Size {
-			return fieldErrorf(f+".expect_digest", "%q is not an MD5 digest: want 32 hex digits (keepalived's genhash prints it)", e.ExpectDigest)
-		}
-		if e.Type != HealthHTTP && e.Type != HealthHTTPS {
-			return fieldErrorf(f+".expect_digest", "only an http or https check reads a body (type is %s)", e.Type)
-		}
+	if e.ExpectDigest != "" && e.Type != HealthHTTP && e.Type != HealthHTTPS {
+		return fieldErrorf(f+".expect_digest", "only an http or https check reads a body (type is %s)", e.Type)
 	}
 	if e.Type == HealthDNS {
 		if err := checkOneOf(f+".dns_type", e.DNSType, DNSTypes...); err != nil {
@@ -416,6 +418,9 @@ func (h HealthCheck) validate(f string) error {
 	}
 	if e.Type == HealthExec && len(e.Command) == 0 {
 		return fieldErrorf(f+".command", "must not be empty for an exec check")
+	}
+	if err := checkExtraURLs(f, e); err != nil {
+		return err
 	}
 	if e.HeloName != "" {
 		if e.Type != HealthSMTP {
@@ -517,6 +522,59 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 // probesPort reports whether a check of type typ connects to a port.
 func probesPort(typ string) bool {
 	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP || typ == HealthDNS || typ == HealthSMTP
+}
+
+// checkExtraURLs checks an http(s) check's extra_urls, each as the
+// check's own path and expectations are checked.
+func checkExtraURLs(f string, e HealthCheck) error {
+	if len(e.ExtraURLs) == 0 {
+		return nil
+	}
+	if e.Type != HealthHTTP && e.Type != HealthHTTPS {
+		return fieldErrorf(f+".extra_urls", "only an http or https check requests URLs (type is %s)", e.Type)
+	}
+	for i, u := range e.ExtraURLs {
+		if u.ExpectStatus == "" {
+			u.ExpectStatus = e.ExpectStatus
+		}
+		if err := checkRequest(fmt.Sprintf("%s.extra_urls[%d]", f, i), u); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkRequest checks an http(s) request's path and expectations, the
+// check's own or an extra URL's; f names where they are.
+func checkRequest(f string, u HealthURL) error {
+	if !strings.HasPrefix(u.Path, "/") || strings.ContainsAny(u.Path, " \t\r\n") {
+		return fieldErrorf(f+".path", "%q is not a request path (want e.g. /healthz)", u.Path)
+	}
+	if _, err := parseStatus(u.ExpectStatus); err != nil {
+		return &FieldError{Field: f + ".expect_status", Msg: err.Error() + ` (want e.g. "200-399")`, Err: err}
+	}
+	if u.ExpectRegex != "" {
+		if _, err := regexp.Compile(u.ExpectRegex); err != nil {
+			return fieldErrorf(f+".expect_regex", "%q is not a regular expression (Go's RE2 syntax): %v", u.ExpectRegex, err)
+		}
+	}
+	if u.ExpectDigest != "" {
+		if b, err := hex.DecodeString(u.ExpectDigest); err != nil || len(b) != md5.Size {
+			return fieldErrorf(f+".expect_digest", "%q is not an MD5 digest: want 32 hex digits (keepalived's genhash prints it)", u.ExpectDigest)
+		}
+	}
+	return nil
+}
+
+// URL is the check's request for extra URL u: u's path and expectations,
+// the check's status codes unless u has its own.
+func (h HealthCheck) URL(u HealthURL) HealthCheck {
+	h.Path, h.ExpectBody, h.ExpectRegex, h.ExpectDigest = u.Path, u.ExpectBody, u.ExpectRegex, u.ExpectDigest
+	if u.ExpectStatus != "" {
+		h.ExpectStatus = u.ExpectStatus
+	}
+	h.ExtraURLs = nil
+	return h
 }
 
 // CheckHeloName checks an smtp check's helo_name, a domain name (not the

@@ -52,6 +52,11 @@ services:
         health:
           path: /ping
           fall: 5
+          extra_urls:
+            - {path: /ready, expect_body: ready}
+            - path: /db
+              expect_status: 200-204
+              expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
       - address: 198.51.100.13
         forward: dr
         health:
@@ -83,6 +88,8 @@ services:
 	}
 	own := svc
 	own.Path, own.Fall = "/ping", 5
+	own.ExtraURLs = []conf.HealthURL{{Path: "/ready", ExpectBody: "ready"},
+		{Path: "/db", ExpectStatus: "200-204", ExpectDigest: "9b3a0c85a887a256d6939da88aabd8cd"}}
 	if s.Servers[1].Health == nil || !reflect.DeepEqual(*s.Servers[1].Health, own) {
 		t.Errorf("servers[1].health =\n%+v\nwant\n%+v", s.Servers[1].Health, own)
 	}
@@ -111,6 +118,8 @@ services:
 			"services[0].health.intervall: unknown key"},
 		{"unknown server health key", base + "    servers:\n      - address: 198.51.100.11\n        health: {pth: /}\n",
 			"services[0].servers[0].health.pth: unknown key"},
+		{"unknown extra_urls key", base + "    health: {type: http, extra_urls: [{pth: /x}]}\n",
+			"services[0].health.extra_urls[0].pth: unknown key"},
 		{"duration without unit", base + "    health: {type: tcp, interval: 2}\n",
 			`services[0].health.interval: 2 has no unit (want e.g. "2s")`},
 		{"inherited error reported at the service", base + "    health: {type: tcp, rise: 101}\n    servers:\n      - address: 198.51.100.11\n        health: {path: /x}\n",
@@ -258,6 +267,24 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.helo_name: "lb1 example" is not a domain name: label "lb1 example" (1..63 printable bytes each)`},
 		{"helo_name the root", func(c *conf.Config) { h(c).Type, h(c).HeloName = "smtp", "." },
 			`services[0].health.helo_name: the root "." is no name to say HELO with`},
+		{"extra_urls on tcp", func(c *conf.Config) { h(c).Type, h(c).ExtraURLs = "tcp", []conf.HealthURL{{Path: "/ready"}} },
+			`services[0].health.extra_urls: only an http or https check requests URLs (type is tcp)`},
+		{"extra_urls path", func(c *conf.Config) {
+			h(c).Type, h(c).ExtraURLs = "http", []conf.HealthURL{{Path: "/ok"}, {Path: "ready"}}
+		},
+			`services[0].health.extra_urls[1].path: "ready" is not a request path (want e.g. /healthz)`},
+		{"extra_urls status", func(c *conf.Config) {
+			h(c).Type, h(c).ExtraURLs = "http", []conf.HealthURL{{Path: "/ok", ExpectStatus: "2xx"}}
+		},
+			`services[0].health.extra_urls[0].expect_status: "2xx" is not a status code (want e.g. "200-399")`},
+		{"extra_urls regex", func(c *conf.Config) {
+			h(c).Type, h(c).ExtraURLs = "http", []conf.HealthURL{{Path: "/ok", ExpectRegex: "("}}
+		},
+			"services[0].health.extra_urls[0].expect_regex: \"(\" is not a regular expression (Go's RE2 syntax): error parsing regexp: missing closing ): `(`"},
+		{"extra_urls digest", func(c *conf.Config) {
+			h(c).Type, h(c).ExtraURLs = "http", []conf.HealthURL{{Path: "/ok", ExpectDigest: "abc"}}
+		},
+			`services[0].health.extra_urls[0].expect_digest: "abc" is not an MD5 digest: want 32 hex digits (keepalived's genhash prints it)`},
 		{"weight_from_exit on tcp", func(c *conf.Config) { h(c).Type, h(c).WeightFromExit = "tcp", true },
 			`services[0].health.weight_from_exit: only an exec check has an exit status (type is tcp)`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },

@@ -817,3 +817,30 @@ func TestHealthExitWeight(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestHealthHTTPExtraURLs: keepalived's url blocks after the first as
+// extra_urls. Both servers answer / (the check's path); /ready must
+// contain "rs1", which only rs1's answers do: rs2 goes down, the reason
+// naming /ready, and every request goes to rs1.
+func TestHealthHTTPExtraURLs(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		setup: addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: http, path: /, extra_urls: [{path: /ready, expect_body: rs1}], interval: 200ms, timeout: 150ms, rise: 1, fall: 2}"
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	e.warmUp(t)
+	if reason := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); reason != `/ready: body does not contain "rs1"` {
+		t.Errorf("rs2 down for %q, want its /ready answer", reason)
+	}
+	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
+		t.Errorf("rs1: %q (%s), want up", h, reason)
+	}
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs1" {
+			t.Fatalf("rs2 down, request %d: %q %s: want every request on rs1", r.I, r.Server(), r.Err)
+		}
+	}
+	e.stopLBD(t)
+}

@@ -1124,14 +1124,15 @@ func (c *converter) timeout(n, at *Node, interval time.Duration) time.Duration {
 	return less
 }
 
-// http fills in an HTTP check from its url blocks: the first path and its
-// digest, and every url's status codes (keepalived wants each url to
-// pass).
+// http fills in an HTTP check from its url blocks, each of which must
+// pass as keepalived wants: the first url's path, status codes, digest and
+// regex are the check's, every other url is one of its extra_urls with
+// its own.
 func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Node) bool {
-	var codes [600]bool
-	var first *Node // the url whose path is kept
+	first := true
 	for _, u := range urls {
 		var path, status, host, digest *Node
+		var x conf.HealthURL
 		for _, s := range u.Block {
 			a := s.Args()
 			switch s.Keyword() {
@@ -1145,12 +1146,10 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 				digest = s
 			case "regex":
 				switch {
-				case first != nil:
-					c.warn(s, "lbd checks the first url's body: dropped")
 				case len(a) == 1 && !strings.ContainsAny(a[0], `\.^$|?*+()[]{}`):
-					h.ExpectBody = a[0]
+					x.ExpectBody = a[0]
 				case len(a) == 1 && compiles(a[0]):
-					h.ExpectRegex = a[0]
+					x.ExpectRegex = a[0]
 				default:
 					c.warn(s, "not a regular expression Go's RE2 takes (PCRE's backreferences and lookarounds are not): dropped")
 				}
@@ -1165,47 +1164,52 @@ func (c *converter) http(h *conf.HealthCheck, n *Node, urls []*Node, hostAt *Nod
 			c.warn(u, "no path: keepalived ignores the url")
 			continue
 		}
-		p := firstArg(path.Args())
-		if first == nil {
-			first = u
-			if !strings.HasPrefix(p, "/") || strings.ContainsAny(p, " \t\r\n") {
-				c.warn(path, "%q is not a request path: / instead", p)
-				p = "/"
+		x.Path = firstArg(path.Args())
+		if !strings.HasPrefix(x.Path, "/") || strings.ContainsAny(x.Path, " \t\r\n") {
+			if !first {
+				c.warn(path, "%q is not a request path: the url is dropped", x.Path)
+				continue
 			}
-			h.Path = p
+			c.warn(path, "%q is not a request path: / instead", x.Path)
+			x.Path = "/"
+		}
+		if digest != nil {
+			d := firstArg(digest.Args())
+			if b, err := hex.DecodeString(d); err == nil && len(b) == md5.Size {
+				x.ExpectDigest = strings.ToLower(d)
+			} else {
+				c.warn(digest, "%q is not an MD5 digest (32 hex digits): dropped", d)
+			}
+		}
+		x.ExpectStatus = defaultHTTPStatus
+		if status != nil {
+			var codes [600]bool
+			if addStatus(&codes, strings.Join(status.Args(), ",")) {
+				x.ExpectStatus = statusRanges(&codes)
+			} else {
+				c.warn(status, "%q is not a list of status codes and ranges in 100..599: %s", strings.Join(status.Args(), " "), defaultHTTPStatus)
+			}
+		}
+		if first {
+			first = false
+			h.Path, h.ExpectStatus, h.ExpectBody, h.ExpectRegex, h.ExpectDigest = x.Path, x.ExpectStatus, x.ExpectBody, x.ExpectRegex, x.ExpectDigest
 			if host != nil {
 				hostAt = host
 			}
-			if digest != nil {
-				d := firstArg(digest.Args())
-				if b, err := hex.DecodeString(d); err == nil && len(b) == md5.Size {
-					h.ExpectDigest = strings.ToLower(d)
-				} else {
-					c.warn(digest, "%q is not an MD5 digest (32 hex digits): dropped", d)
-				}
-			}
-		} else {
-			if p != h.Path {
-				c.warn(path, "lbd checks one path a server, the first url's %s: %s dropped", h.Path, p)
-			}
-			if digest != nil {
-				c.warn(digest, "lbd checks the first url's digest: dropped")
-			}
+			continue
 		}
-		ranges := defaultHTTPStatus
-		if status != nil {
-			ranges = strings.Join(status.Args(), ",")
+		if host != nil && (hostAt == nil || firstArg(host.Args()) != firstArg(hostAt.Args())) {
+			c.warn(host, "lbd's check sends one Host header, the first url's or the check's: dropped")
 		}
-		if !addStatus(&codes, ranges) {
-			c.warn(status, "%q is not a list of status codes and ranges in 100..599: %s", strings.Join(status.Args(), " "), defaultHTTPStatus)
-			addStatus(&codes, defaultHTTPStatus)
+		if x.ExpectStatus == h.ExpectStatus {
+			x.ExpectStatus = "" // the check's
 		}
+		h.ExtraURLs = append(h.ExtraURLs, x)
 	}
-	if first == nil {
+	if first {
 		c.warn(n, "no url with a path: keepalived ignores the check; the server is left unchecked (type none)")
 		return false
 	}
-	h.ExpectStatus = statusRanges(&codes)
 	if hostAt != nil {
 		v := firstArg(hostAt.Args())
 		if v == "" || strings.ContainsAny(v, " \t\r\n/") {

@@ -795,9 +795,7 @@ virtual_server 2001:db8::10 80 {
     }
   }
 `), []string{
-			"keepalived.conf:10: digest: lbd checks the first url's digest: dropped",
-			"keepalived.conf:13: path: lbd checks one path a server, the first url's /: /x dropped",
-			"keepalived.conf:14: digest: lbd checks the first url's digest: dropped",
+			`keepalived.conf:14: digest: "9b3a" is not an MD5 digest (32 hex digits): dropped`,
 		}, `services:
   - protocol: tcp
     vip: 192.0.2.10
@@ -814,6 +812,7 @@ virtual_server 2001:db8::10 80 {
       retry_interval: 1s
       expect_status: 200-299
       expect_digest: 9b3a0c85a887a256d6939da88aabd8cd
+      extra_urls: [{path: /, expect_digest: "00000000000000000000000000000000"}, {path: /x}]
 `},
 		{"DNS_CHECK", vs(`  real_server 198.51.100.11 80 {
     DNS_CHECK {
@@ -1122,8 +1121,6 @@ virtual_server 2001:db8::10 80 {
     }
   }
 `) + "SSL {\n  certificate /etc/keepalived/client.pem\n}\n", []string{
-			"keepalived.conf:13: path: lbd checks one path a server, the first url's /ready: /live dropped",
-			"keepalived.conf:15: regex: lbd checks the first url's body: dropped",
 			"keepalived.conf:19: bindto: lbd's probes take an IPv4 source only: dropped, the kernel chooses",
 			"keepalived.conf:25: SSL: lbd's https checks present no client certificate and verify no server's (tls_skip_verify: true): dropped",
 		}, `services:
@@ -1142,8 +1139,9 @@ virtual_server 2001:db8::10 80 {
       port: 8443
       path: /ready
       host: app.example.com
-      expect_status: 200,204,301-302
+      expect_status: 200,204
       expect_body: ok
+      extra_urls: [{path: /live, expect_status: 301-302, expect_regex: ^up$}]
 `},
 		{"udp checks", vs(`  lb_algo rr
   protocol UDP

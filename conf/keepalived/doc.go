@@ -49,8 +49,9 @@
 //     0 instead of removal) needs no word: lbd takes a failed server out of
 //     scheduling and keeps its connections either way (on_failure: keep).
 //   - One check a server: TCP_CHECK tcp, HTTP_GET http, SSL_GET https
-//     (the first url's path, regex and digest; the union of every
-//     url's status_code, default 200-299; virtualhost the host), UDP_CHECK udp (payload and
+//     (the first url's path, status_code (default 200-299), regex and
+//     digest, every other url one of extra_urls with its own; virtualhost
+//     the host), UDP_CHECK udp (payload and
 //     require_reply in hex: send and expect), PING_CHECK icmp, DNS_CHECK dns (name and type: dns_name, dns_type), SMTP_CHECK
 //     smtp (helo_name; the first host block's settings), MISC_CHECK
 //     exec (misc_path split into argv as keepalived does; misc_dynamic is
@@ -74,8 +75,7 @@
 //
 // Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK and FILE_CHECK (the server is left
 // unchecked), a server's checks after the first lbd can run (keepalived
-// wants them all to pass), the digests and regexes of urls after the
-// first, a regex Go's RE2 does not take (the first url's becomes
+// wants them all to pass), a regex Go's RE2 does not take (a url's becomes
 // expect_body when it is a plain string, else expect_regex), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A

@@ -207,6 +207,9 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.Expect != base.Expect {
 		hw.str("expect", h.Expect)
 	}
+	if len(h.ExtraURLs) > 0 {
+		hw.value("extra_urls", flowURLs(h.ExtraURLs))
+	}
 	if !slices.Equal(h.Command, base.Command) {
 		hw.list("command", h.Command)
 	}
@@ -254,6 +257,28 @@ func flow(v []string) string {
 		n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s})
 	}
 	out, err := yaml.Marshal(n)
+	if err != nil {
+		return "[]"
+	}
+	return strings.TrimSuffix(string(out), "\n")
+}
+
+// flowURLs is extra_urls as a YAML flow sequence of flow maps, each with
+// the keys it sets.
+func flowURLs(urls []conf.HealthURL) string {
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Style: yaml.FlowStyle}
+	for _, u := range urls {
+		m := &yaml.Node{Kind: yaml.MappingNode, Style: yaml.FlowStyle}
+		for _, kv := range [...][2]string{{"path", u.Path}, {"expect_status", u.ExpectStatus}, {"expect_body", u.ExpectBody},
+			{"expect_regex", u.ExpectRegex}, {"expect_digest", u.ExpectDigest}} {
+			if kv[1] != "" {
+				m.Content = append(m.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kv[0]},
+					&yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: kv[1]})
+			}
+		}
+		seq.Content = append(seq.Content, m)
+	}
+	out, err := yaml.Marshal(seq)
 	if err != nil {
 		return "[]"
 	}

@@ -88,7 +88,7 @@ func probe(ctx context.Context, t Target) (ok bool, reason string) {
 	case conf.HealthTCP:
 		return probeTCP(ctx, t)
 	case conf.HealthHTTP, conf.HealthHTTPS:
-		return probeHTTP(ctx, t)
+		return probeHTTPURLs(ctx, t)
 	case conf.HealthUDP:
 		return probeUDP(ctx, t)
 	case conf.HealthDNS:
@@ -175,6 +175,27 @@ func probeTCP(ctx context.Context, t Target) (bool, string) {
 		return false, dialReason(ctx, err, t.Check.Timeout)
 	}
 	conn.Close()
+	return true, ""
+}
+
+// probeHTTPURLs requests the check's path, then each of its extra_urls,
+// and passes when all pass; with extra_urls a failure's reason starts
+// with the path that failed.
+func probeHTTPURLs(ctx context.Context, t Target) (bool, string) {
+	ok, reason := probeHTTP(ctx, t)
+	if len(t.Check.ExtraURLs) == 0 {
+		return ok, reason
+	}
+	if !ok {
+		return false, truncate(t.Check.Path + ": " + reason)
+	}
+	for _, u := range t.Check.ExtraURLs {
+		ut := t
+		ut.Check = t.Check.URL(u)
+		if ok, reason := probeHTTP(ctx, ut); !ok {
+			return false, truncate(u.Path + ": " + reason)
+		}
+	}
 	return true, ""
 }
 

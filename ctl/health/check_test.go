@@ -204,6 +204,21 @@ func TestProbeHTTP(t *testing.T) {
 		{"regex", h(func(c *conf.HealthCheck) { c.ExpectRegex = `^hello, (all|some) ok$` }), false, "body does not match \"^hello, (all|some) ok$\""},
 		{"regex multiline", h(func(c *conf.HealthCheck) { c.ExpectRegex = `(?m)^hello, (all|some) ok$` }), true, ""},
 		{"regex and body", h(func(c *conf.HealthCheck) { c.ExpectRegex = `al+ ok`; c.ExpectBody = "hello" }), true, ""},
+		// keepalived's url blocks: every url must pass, each with its own
+		// expectations (status codes by default the check's).
+		{"extra urls", h(func(c *conf.HealthCheck) {
+			c.ExpectBody = "all ok"
+			c.ExtraURLs = []conf.HealthURL{{Path: "/host", ExpectBody: "method=GET"}, {Path: "/500", ExpectStatus: "500"}}
+		}), true, ""},
+		{"extra url fails", h(func(c *conf.HealthCheck) {
+			c.ExtraURLs = []conf.HealthURL{{Path: "/host"}, {Path: "/500"}}
+		}), false, "/500: HTTP status 500, want 200-399"},
+		{"extra url's body", h(func(c *conf.HealthCheck) {
+			c.ExtraURLs = []conf.HealthURL{{Path: "/host", ExpectRegex: "^method="}}
+		}), false, `/host: body does not match "^method="`},
+		{"first url fails", h(func(c *conf.HealthCheck) {
+			c.Path, c.ExtraURLs = "/500", []conf.HealthURL{{Path: "/"}}
+		}), false, "/500: HTTP status 500, want 200-399"},
 		// keepalived's url digest: the MD5 of the whole body, in either case.
 		{"digest", h(func(c *conf.HealthCheck) { c.ExpectDigest = strings.ToUpper(helloDigest) }), true, ""},
 		{"digest and body", h(func(c *conf.HealthCheck) { c.ExpectDigest = helloDigest; c.ExpectBody = "all ok" }), true, ""},
