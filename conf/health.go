@@ -51,6 +51,7 @@ type HealthCheck struct {
 	HeloName       string        `mapstructure:"helo_name"`        // smtp: the name given in HELO; the check passes on a 220 greeting and a 250 answer to HELO, then says QUIT (keepalived's SMTP_CHECK); default "" (this host's name); reload: yes
 	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
+	Also           []HealthCheck `mapstructure:"also"`             // more checks of the server that must pass too (keepalived's several checkers of a real server), each with its type, its type's settings and its own timeout, probed after this one in the same probe; interval, rise, fall and the server's settings (start_down, on_failure, slow_start, passive) are this check's; default none; reload: yes
 	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart      time.Duration `mapstructure:"slow_start"`       // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
 	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
@@ -422,6 +423,9 @@ func (h HealthCheck) validate(f string) error {
 	if err := checkExtraURLs(f, e); err != nil {
 		return err
 	}
+	if err := checkAlso(f, e); err != nil {
+		return err
+	}
 	if e.HeloName != "" {
 		if e.Type != HealthSMTP {
 			return fieldErrorf(f+".helo_name", "only an smtp check says HELO (type is %s)", e.Type)
@@ -509,12 +513,19 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 		}
 		return fieldErrorf(field, "vip needs dr or tun servers, %s forwards by nat (its VIP is on the load balancer)", g)
 	}
-	if h := s.HealthFor(r); h.Enabled() && h.Port == 0 && r.Port == 0 && probesPort(h.Type) {
-		field := f + ".health.port"
+	if h := s.HealthFor(r); h.Enabled() && r.Port == 0 {
+		field := f + ".health"
 		if r.Health != nil {
-			field = g + ".health.port"
+			field = g + ".health"
 		}
-		return fieldErrorf(field, "0: %s has no port of its own (a port-zero service's), say which one the %s check probes", g, h.Type)
+		if h.Port == 0 && probesPort(h.Type) {
+			return fieldErrorf(field+".port", "0: %s has no port of its own (a port-zero service's), say which one the %s check probes", g, h.Type)
+		}
+		for i, a := range h.Also {
+			if a.Port == 0 && probesPort(a.Type) {
+				return fieldErrorf(fmt.Sprintf("%s.also[%d].port", field, i), "0: %s has no port of its own (a port-zero service's), say which one the %s check probes", g, a.Type)
+			}
+		}
 	}
 	return nil
 }
@@ -522,6 +533,53 @@ func validateServerHealth(f, g string, s Service, r RealServer) error {
 // probesPort reports whether a check of type typ connects to a port.
 func probesPort(typ string) bool {
 	return typ == HealthTCP || typ == HealthHTTP || typ == HealthHTTPS || typ == HealthUDP || typ == HealthDNS || typ == HealthSMTP
+}
+
+// checkAlso checks a check's also checks: each a check of its own type
+// and settings, with no part in what is the main check's (timing, the
+// server's state, where probes leave from), and all of them, one after
+// the other, within the interval.
+func checkAlso(f string, e HealthCheck) error {
+	if len(e.Also) == 0 {
+		return nil
+	}
+	if e.Via == HealthViaLBD {
+		return fieldErrorf(f+".also", "checks through lbd probe one check a server (via: lbd)")
+	}
+	d := DefaultHealthCheck()
+	for i, a := range e.Also {
+		g := fmt.Sprintf("%s.also[%d]", f, i)
+		switch {
+		case a.Type == "" || a.Type == HealthNone:
+			return fieldErrorf(g+".type", "an also check needs a type")
+		case len(a.Also) > 0:
+			return fieldErrorf(g+".also", "also checks do not nest: list them all in %s.also", f)
+		case a.Via == HealthViaLBD:
+			return fieldErrorf(g+".via", "an also check leaves from the host")
+		case a.Interval != 0 && a.Interval != d.Interval, a.Rise != 0 && a.Rise != d.Rise, a.Fall != 0 && a.Fall != d.Fall, a.RetryInterval != 0:
+			return fieldErrorf(g, "an also check is probed with %s: its interval, rise, fall and retry_interval are that check's", f)
+		case a.StartDown, a.Passive, a.WeightFromExit, a.SlowStart != 0, a.OnFailure != "" && a.OnFailure != d.OnFailure:
+			return fieldErrorf(g, "start_down, passive, weight_from_exit, slow_start and on_failure are the server's: set them in %s", f)
+		}
+		a.Interval = e.Interval
+		if err := a.validate(g); err != nil {
+			return err
+		}
+	}
+	if t := e.ProbeTimeout(); t >= e.Interval {
+		return fieldErrorf(f+".also", "the check's and its also checks' timeouts add up to %s, not less than %s.interval %s", t, f, e.Interval)
+	}
+	return nil
+}
+
+// ProbeTimeout bounds one probe of the check: its timeout and its also
+// checks', which run one after the other.
+func (h HealthCheck) ProbeTimeout() time.Duration {
+	t := h.Effective().Timeout
+	for _, a := range h.Also {
+		t += a.Effective().Timeout
+	}
+	return t
 }
 
 // checkExtraURLs checks an http(s) check's extra_urls, each as the

@@ -52,6 +52,9 @@ services:
         health:
           path: /ping
           fall: 5
+          also:
+            - {type: tcp, port: 22}
+            - {type: exec, command: [/bin/true], timeout: 2s}
           extra_urls:
             - {path: /ready, expect_body: ready}
             - path: /db
@@ -88,6 +91,11 @@ services:
 	}
 	own := svc
 	own.Path, own.Fall = "/ping", 5
+	also := conf.DefaultHealthCheck()
+	also.Type, also.Port = "tcp", 22
+	also2 := conf.DefaultHealthCheck()
+	also2.Type, also2.Command, also2.Timeout = "exec", []string{"/bin/true"}, 2*time.Second
+	own.Also = []conf.HealthCheck{also, also2}
 	own.ExtraURLs = []conf.HealthURL{{Path: "/ready", ExpectBody: "ready"},
 		{Path: "/db", ExpectStatus: "200-204", ExpectDigest: "9b3a0c85a887a256d6939da88aabd8cd"}}
 	if s.Servers[1].Health == nil || !reflect.DeepEqual(*s.Servers[1].Health, own) {
@@ -267,6 +275,26 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.helo_name: "lb1 example" is not a domain name: label "lb1 example" (1..63 printable bytes each)`},
 		{"helo_name the root", func(c *conf.Config) { h(c).Type, h(c).HeloName = "smtp", "." },
 			`services[0].health.helo_name: the root "." is no name to say HELO with`},
+		{"also without a type", func(c *conf.Config) { h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Port: 22}} },
+			`services[0].health.also[0].type: an also check needs a type`},
+		{"also nested", func(c *conf.Config) {
+			h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "tcp", Also: []conf.HealthCheck{{Type: "icmp"}}}}
+		}, `services[0].health.also[0].also: also checks do not nest: list them all in services[0].health.also`},
+		{"also with a rise", func(c *conf.Config) { h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "icmp", Rise: 5}} },
+			`services[0].health.also[0]: an also check is probed with services[0].health: its interval, rise, fall and retry_interval are that check's`},
+		{"also starting down", func(c *conf.Config) {
+			h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "icmp", StartDown: true}}
+		},
+			`services[0].health.also[0]: start_down, passive, weight_from_exit, slow_start and on_failure are the server's: set them in services[0].health`},
+		{"also through lbd", func(c *conf.Config) {
+			h(c).Type, h(c).Via, h(c).Also = "tcp", "lbd", []conf.HealthCheck{{Type: "icmp"}}
+		},
+			`services[0].health.also: checks through lbd probe one check a server (via: lbd)`},
+		{"also's own settings", func(c *conf.Config) { h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "udp"}} },
+			`services[0].health.also[0].send: must not be empty for a udp check`},
+		{"also's timeouts", func(c *conf.Config) {
+			h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "icmp", Timeout: 500 * time.Millisecond}, {Type: "tcp", Port: 22, Timeout: 600 * time.Millisecond}}
+		}, `services[0].health.also: the check's and its also checks' timeouts add up to 2.1s, not less than services[0].health.interval 2s`},
 		{"extra_urls on tcp", func(c *conf.Config) { h(c).Type, h(c).ExtraURLs = "tcp", []conf.HealthURL{{Path: "/ready"}} },
 			`services[0].health.extra_urls: only an http or https check requests URLs (type is tcp)`},
 		{"extra_urls path", func(c *conf.Config) {

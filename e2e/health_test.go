@@ -844,3 +844,37 @@ func TestHealthHTTPExtraURLs(t *testing.T) {
 	}
 	e.stopLBD(t)
 }
+
+// TestHealthAlso: keepalived's several checkers of a real server as
+// also checks. The check is tcp on 8080, its also check tcp on 8081,
+// where only rs1 listens: rs2 goes down, the reason naming the also
+// check, and every request goes to rs1; rs2 listening on 8081 too comes
+// back up.
+func TestHealthAlso(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": ":8080,:8081"},
+		setup:  addMgmtLink, // before lbd: its first probes must find the servers
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: tcp, also: [{type: tcp, port: 8081, timeout: 150ms}], interval: 400ms, timeout: 150ms, rise: 1, fall: 2}"
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	e.warmUp(t)
+	if reason := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); reason != "also tcp: connect: connection refused" {
+		t.Errorf("rs2 down for %q, want its also check's refused connection", reason)
+	}
+	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
+		t.Errorf("rs1: %q (%s), want up", h, reason)
+	}
+	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
+		if r.Err != "" || r.Server() != "rs1" {
+			t.Fatalf("rs2 down, request %d: %q %s: want every request on rs1", r.I, r.Server(), r.Err)
+		}
+	}
+	killServe(t, rs2.NS)
+	if err := harness.StartHTTP(e.topo, []topo.Host{rs2}, e.nshelper, ":8080,:8081", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs2.Addr.Addr().String(), "up")
+	e.stopLBD(t)
+}

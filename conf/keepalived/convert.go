@@ -859,16 +859,51 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 	var kept *conf.HealthCheck
 	var keptAt *Node
 	for _, s := range checks {
-		if kept != nil {
-			c.warn(s, "lbd runs one check a server, the %s at line %d: dropped", keptAt.Keyword(), keptAt.Pos.Line)
-			continue
-		}
 		t := target{vip: vip, vport: vport, addr: addr, port: port, forward: rs.Forward}
-		if h, ok := c.check(s, t, in); ok {
+		h, ok := c.check(s, t, in)
+		switch {
+		case !ok:
+		case kept == nil:
 			kept, keptAt = &h, s
+		default:
+			kept.Also = append(kept.Also, c.alsoCheck(s, keptAt, *kept, h))
 		}
 	}
+	if kept != nil {
+		c.fitAlso(keptAt, kept)
+	}
 	return rs, kept, true
+}
+
+// alsoCheck makes h, a server's check after its first (keepalived wants
+// every checker of a server up), one of the first's also checks: its type,
+// its type's settings and its timeout; its timing and the server's
+// settings are the first's.
+func (c *converter) alsoCheck(n, first *Node, main, h conf.HealthCheck) conf.HealthCheck {
+	if h.Interval != main.Interval || h.Fall != main.Fall || h.RetryInterval != main.RetryInterval {
+		c.warn(n, "lbd probes a server's checks together, at the %s's (line %d) delay_loop, retry and delay_before_retry", first.Keyword(), first.Pos.Line)
+	}
+	if h.WeightFromExit {
+		c.warn(n, "misc_dynamic: only a server's first check sets its weight in lbd: dropped")
+	}
+	d := conf.DefaultHealthCheck()
+	h.Interval, h.Rise, h.Fall, h.RetryInterval = d.Interval, d.Rise, d.Fall, d.RetryInterval
+	h.StartDown, h.WeightFromExit, h.OnFailure, h.SlowStart, h.Passive = false, false, d.OnFailure, 0, false
+	return h
+}
+
+// fitAlso keeps a check and its also checks, which lbd probes one after
+// the other, within the interval: keepalived runs them side by side.
+func (c *converter) fitAlso(n *Node, h *conf.HealthCheck) {
+	if len(h.Also) == 0 || h.ProbeTimeout() < h.Interval {
+		return
+	}
+	each := (h.Interval / time.Duration(len(h.Also)+2)).Truncate(10 * time.Millisecond)
+	c.warn(n, "lbd probes a server's %d checks one after the other within the %s interval: each times out after %s", len(h.Also)+1, fmtDuration(h.Interval), fmtDuration(each))
+	h.Timeout = each
+	for i := range h.Also {
+		h.Also[i].Timeout = each
+	}
 }
 
 // target is the server a check probes.

@@ -909,7 +909,7 @@ virtual_server 2001:db8::10 80 {
     }
   }
 `), []string{
-			"keepalived.conf:6: PING_CHECK: lbd runs one check a server, the TCP_CHECK at line 4: dropped",
+			"keepalived.conf:4: TCP_CHECK: lbd probes a server's 2 checks one after the other within the 10s interval: each times out after 3330ms",
 		}, `services:
   - protocol: tcp
     vip: 192.0.2.10
@@ -920,10 +920,55 @@ virtual_server 2001:db8::10 80 {
     health:
       type: tcp
       interval: 10s
-      timeout: 5s
+      timeout: 3330ms
       rise: 1
       fall: 2
       retry_interval: 1s
+      also:
+        - type: icmp
+          timeout: 3330ms
+`},
+		{"three checks", vs(`  real_server 198.51.100.11 80 {
+    TCP_CHECK {
+      connect_timeout 2
+    }
+    MISC_CHECK {
+      misc_path "/usr/local/bin/check-db --quick"
+      misc_timeout 3
+      misc_dynamic
+      delay_loop 30
+    }
+    HTTP_GET {
+      url {
+        path /ready
+      }
+    }
+  }
+`), []string{
+			"keepalived.conf:6: MISC_CHECK: lbd probes a server's checks together, at the TCP_CHECK's (line 3) delay_loop, retry and delay_before_retry",
+			"keepalived.conf:6: MISC_CHECK: misc_dynamic: only a server's first check sets its weight in lbd: dropped",
+		}, `services:
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+    health:
+      type: tcp
+      interval: 60s
+      timeout: 2s
+      rise: 1
+      fall: 2
+      retry_interval: 1s
+      also:
+        - type: exec
+          timeout: 3s
+          command: [/usr/local/bin/check-db, --quick]
+        - type: http
+          timeout: 5s
+          path: /ready
+          expect_status: 200-299
 `},
 		{"unknown keywords", vs(`  lb_algo rr
   frobnicate 3

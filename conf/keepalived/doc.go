@@ -48,7 +48,10 @@
 //     uthreshold and lthreshold the thresholds. inhibit_on_failure (weight
 //     0 instead of removal) needs no word: lbd takes a failed server out of
 //     scheduling and keeps its connections either way (on_failure: keep).
-//   - One check a server: TCP_CHECK tcp, HTTP_GET http, SSL_GET https
+//   - A server's first check is its health, the others its also checks
+//     (keepalived wants every checker up; lbd probes them one after the
+//     other at the first's interval, their timeouts made to fit it):
+//     TCP_CHECK tcp, HTTP_GET http, SSL_GET https
 //     (the first url's path, status_code (default 200-299), regex and
 //     digest, every other url one of extra_urls with its own; virtualhost
 //     the host), UDP_CHECK udp (payload and
@@ -74,8 +77,7 @@
 // none left to it) is skipped, not written for the operator to complete.
 //
 // Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK and FILE_CHECK (the server is left
-// unchecked), a server's checks after the first lbd can run (keepalived
-// wants them all to pass), a regex Go's RE2 does not take (a url's becomes
+// unchecked), a regex Go's RE2 does not take (a url's becomes
 // expect_body when it is a plain string, else expect_regex), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A

@@ -3,6 +3,7 @@ package keepalived
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,6 +151,18 @@ func (w *writer) server(s conf.Service, r conf.RealServer) {
 func (w *writer) health(base, h conf.HealthCheck) {
 	var keys bytes.Buffer
 	hw := &writer{b: &keys, prefix: w.indent + "  ", indent: w.indent + "  "}
+	hw.healthKeys(base, h)
+	if keys.Len() == 0 {
+		return
+	}
+	w.key("health")
+	w.b.WriteString("\n")
+	w.b.Write(keys.Bytes())
+}
+
+// healthKeys writes the keys of h that differ from base; an also check's
+// differ from the defaults Load fills in.
+func (hw *writer) healthKeys(base, h conf.HealthCheck) {
 	if h.Type != base.Type {
 		hw.str("type", h.Type)
 	}
@@ -228,12 +241,14 @@ func (w *writer) health(base, h conf.HealthCheck) {
 	if h.StartDown != base.StartDown {
 		hw.value("start_down", strconv.FormatBool(h.StartDown))
 	}
-	if keys.Len() == 0 {
-		return
+	if len(h.Also) > 0 && !reflect.DeepEqual(h.Also, base.Also) {
+		hw.key("also")
+		hw.b.WriteString("\n")
+		for _, a := range h.Also {
+			iw := &writer{b: hw.b, prefix: hw.indent + "  - ", indent: hw.indent + "    "}
+			iw.healthKeys(conf.DefaultHealthCheck(), a)
+		}
 	}
-	w.key("health")
-	w.b.WriteString("\n")
-	w.b.Write(keys.Bytes())
 }
 
 // scalar is s as a YAML string: plain where that reads back as the same

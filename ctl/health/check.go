@@ -67,8 +67,28 @@ func Probe(ctx context.Context, t Target) (ok bool, reason string) {
 	return r.OK, r.Reason
 }
 
-// Check is Probe with the weight an exec check's exit status sets.
+// Check is Probe with the weight an exec check's exit status sets. The
+// check's also checks run after it, each within its own timeout, when it
+// passed; all must pass, and the reason of one that failed names it
+// ("also tcp: connect: connection refused").
 func Check(ctx context.Context, t Target) Result {
+	also := t.Check.Also
+	res := checkOne(ctx, t)
+	for _, a := range also {
+		if !res.OK {
+			break
+		}
+		at := t
+		at.Check = a
+		if r := checkOne(ctx, at); !r.OK {
+			return Outcome(false, truncate("also "+a.Effective().Type+": "+r.Reason))
+		}
+	}
+	return res
+}
+
+// checkOne runs one check, without its also checks, within its timeout.
+func checkOne(ctx context.Context, t Target) Result {
 	t.Check = t.Check.Effective()
 	ctx, cancel := context.WithTimeout(ctx, t.Check.Timeout)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -353,10 +354,13 @@ func TestProbeICMP(t *testing.T) {
 	}
 }
 
+// shCheck is an exec check running script with /bin/sh.
+func shCheck(script string) conf.HealthCheck {
+	return conf.HealthCheck{Type: "exec", Command: []string{"/bin/sh", "-c", script}}
+}
+
 func TestProbeExec(t *testing.T) {
-	sh := func(script string) conf.HealthCheck {
-		return conf.HealthCheck{Type: "exec", Command: []string{"/bin/sh", "-c", script}}
-	}
+	sh := shCheck
 	tests := []struct {
 		name   string
 		check  conf.HealthCheck
@@ -380,7 +384,9 @@ func TestProbeExec(t *testing.T) {
 // weight to status - 2, 0 passes and sets none, 1 and a signal fail.
 func TestProbeExecWeight(t *testing.T) {
 	sh := func(script string) conf.HealthCheck {
-		return conf.HealthCheck{Type: "exec", Command: []string{"/bin/sh", "-c", script}, WeightFromExit: true}
+		c := shCheck(script)
+		c.WeightFromExit = true
+		return c
 	}
 	tests := []struct {
 		name  string
@@ -442,5 +448,36 @@ func TestTargets(t *testing.T) {
 	}
 	if k := got[1].Key(); k.String() != "tcp/192.0.2.100:80 198.51.100.12:80" {
 		t.Errorf("Key() = %v", k)
+	}
+}
+
+// TestProbeAlso: a check's also checks run after it, each with its own
+// type, port and timeout, when it passed; all must pass, and the reason
+// names the one that failed.
+func TestProbeAlso(t *testing.T) {
+	srv := httptest.NewServer(webHandler())
+	defer srv.Close()
+	live := serverAddr(srv.URL)
+	_, port, _ := net.SplitHostPort(closedPort(t))
+	closed, _ := strconv.Atoi(port)
+	sh := shCheck
+	tests := []struct {
+		name   string
+		check  conf.HealthCheck
+		ok     bool
+		reason string
+	}{
+		{"all pass", conf.HealthCheck{Type: "tcp", Also: []conf.HealthCheck{{Type: "http", Path: "/host"}, sh("exit 0")}}, true, ""},
+		{"an also port closed", conf.HealthCheck{Type: "http", Also: []conf.HealthCheck{sh("exit 0"), {Type: "tcp", Port: closed}}}, false,
+			"also tcp: connect: connection refused"},
+		{"an also command fails", conf.HealthCheck{Type: "tcp", Also: []conf.HealthCheck{sh("echo db down; exit 1")}}, false,
+			"also exec: exit status 1: db down"},
+		{"its own timeout", conf.HealthCheck{Type: "tcp", Also: []conf.HealthCheck{withTimeout(sh("sleep 5"), 200*time.Millisecond)}}, false,
+			"also exec: timeout after 200ms"},
+		{"the check fails first", conf.HealthCheck{Type: "http", Path: "/500", Also: []conf.HealthCheck{{Type: "tcp", Port: closed}}}, false,
+			"HTTP status 500, want 200-399"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { probe(t, target(live, tt.check), tt.ok, tt.reason) })
 	}
 }

@@ -278,7 +278,7 @@ func (m *Monitor) deliver(ctx context.Context) {
 
 func (m *Monitor) probeLoop(ctx context.Context, r *runner) {
 	c := r.t.Check
-	Every(ctx, c.Interval, c.Timeout,
+	Every(ctx, c.Interval, c.ProbeTimeout(),
 		func(pctx context.Context) Result { return m.check(pctx, r.t) },
 		func(res Result, at time.Time) time.Duration { return m.record(r, res, at) })
 }
