@@ -67,9 +67,12 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, live ...*scaleNode) *scaleNode {
 	t.Helper()
 	lip := scaleLIP(dead)
+	// The same single taker for 1.5 s: a director that comes back (an
+	// upgrade) changes the ranks, and the address moves once more.
 	var takers []*scaleNode
 	listings := map[string]string{}
-	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+	stable, last := time.Time{}, ""
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
 		takers = takers[:0]
 		for _, n := range live {
 			listings[n.Name] = e.lbctlOn(t, n, "-L", "--daemon")
@@ -77,7 +80,14 @@ func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, li
 				takers = append(takers, n)
 			}
 		}
+		now := ""
 		if len(takers) == 1 {
+			now = takers[0].Name
+		}
+		if now != last {
+			stable, last = time.Now(), now
+		}
+		if now != "" && time.Since(stable) >= 1500*time.Millisecond {
 			break
 		}
 	}
