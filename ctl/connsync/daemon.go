@@ -240,6 +240,11 @@ func (d *Daemon) Start(mode Mode, syncID uint8, iface string) error {
 		r := d.run
 		r.wg.Go(func() { d.bulkOnStart(r, syncID) })
 	}
+	if mode == Backup && m.master && d.opt.TakeOver {
+		// The peers learn at once that this director takes over now,
+		// not at the next hello: lbd starts its master first.
+		d.sendHello(d.run, HelloAlive)
+	}
 	d.log.Info("sync daemon started", zap.Stringer("mode", mode), zap.Uint8("syncid", syncID),
 		zap.String("interface", d.run.transport.Interface), zap.Int("records_per_datagram", d.run.perMsg))
 	return nil
@@ -269,6 +274,9 @@ func (d *Daemon) Stop(mode Mode) error {
 	if mode == Backup {
 		// No hello comes in now: the peers would all look dead.
 		d.peers.forgetHellos()
+		if m.master && d.opt.TakeOver {
+			d.sendHello(d.run, HelloAlive) // it takes nothing over now
+		}
 	}
 	if !m.master && !m.backup {
 		d.close()

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 )
 
 // TestHelloRoundTrip: a hello carries its state in ref and the local
@@ -124,4 +125,46 @@ func TestHellos(t *testing.T) {
 	if n := b.SeedHellos([]PeerHello{dead}); n != 0 || len(b.Hellos()) != 0 {
 		t.Errorf("a stopped backup seeded %d peers and holds %d hellos, want none", n, len(b.Hellos()))
 	}
+}
+
+// TestHelloTakesOverAtOnce: a master whose backup mode starts later (lbd
+// starts its master first) says at once that it takes over, not at its
+// next hello a second later; its backup stopped, it says at once that
+// it no longer does.
+func TestHelloTakesOverAtOnce(t *testing.T) {
+	nsA, nsB := nsPair(t)
+	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
+	a := startDaemonOpts(t, nsA, &fakeController{}, Options{Transport: Transport{Peers: ip("192.0.2.2")}, TakeOver: true}, Master)
+	b := startDaemon(t, nsB, &fakeController{}, Transport{Peers: ip("192.0.2.1")}, Backup)
+	hello := func() Hello {
+		for _, p := range b.Hellos() {
+			if p.Peer == netip.MustParseAddr("192.0.2.1") {
+				return p.Hello
+			}
+		}
+		return Hello{}
+	}
+	eventually(t, "a's hello at b", func() bool { return hello().Boot == a.Boot() })
+	if hello().TakesOver {
+		t.Fatal("a without its backup mode says it takes over")
+	}
+	within := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(HelloInterval / 2); !cond(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within %v", what, HelloInterval/2)
+			}
+		}
+	}
+	// Right after a hello: the next periodic one is a second away.
+	last := hello().At
+	eventually(t, "a's next hello", func() bool { return hello().At.After(last) })
+	if err := inNS(t, nsA, func() error { return a.Start(Backup, 1, "") }); err != nil {
+		t.Fatal(err)
+	}
+	within("a's backup started: it takes over", func() bool { return hello().TakesOver })
+	if err := a.Stop(Backup); err != nil {
+		t.Fatal(err)
+	}
+	within("a's backup stopped: it no longer takes over", func() bool { return !hello().TakesOver })
 }
