@@ -44,8 +44,9 @@ import (
 // A restart or an upgrade hands the peers' hellos on with the
 // connections (seedPeers), so the next lbd knows a peer that died before
 // it started and takes its addresses over again when it is the taker;
-// an lbd that starts without a handover (after a crash) knows only the
-// peers that say hello.
+// an lbd that starts without a handover (after a crash) learns them
+// from the peers' bulk dumps as it pulls their tables (connsync's kind
+// 8).
 
 // takeoverCheck is how often the peers' hellos are looked at.
 const takeoverCheck = 250 * time.Millisecond

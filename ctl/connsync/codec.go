@@ -9,6 +9,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"net/netip"
+	"time"
 
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/conn"
@@ -90,6 +92,14 @@ import (
 // its takeover is on). A scale-out director takes over
 // the local addresses of a peer whose hellos stopped (ctl/takeover.go).
 // An older peer drops kind 7 for its kind.
+//
+// Kind 8 lists the peers a master's backup holds hellos from, sent with
+// a bulk dump before its bulk-end, so that a director that starts after
+// a crash (no handover) knows a peer that died before it: one record per
+// (peer, local address), 36 bytes: the peer's address (128, IPv4-mapped),
+// its boot id (64), the age of its newest hello in ms (32), flags (32:
+// bit 0 leaving, bit 1 takes over) and a local address (32; 0: it listed
+// none). An older peer drops kind 8 for its kind.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -106,7 +116,9 @@ const (
 	shiftLen     = 12
 	// HelloAddrLen is a hello's record: one IPv4 local address (kind 7).
 	HelloAddrLen = 4
-	MACLen       = sha256.Size
+	// PeerRecordLen is a peers message's record (kind 8).
+	PeerRecordLen = 16 + 8 + 4 + 4 + 4
+	MACLen        = sha256.Size
 
 	// MinMessageLen is a message without records.
 	MinMessageLen = HeaderLen + MACLen
@@ -154,8 +166,9 @@ const (
 	KindRecords6    Kind = 5 // IPv6 connection records
 	KindFTP         Kind = 6 // FTP control connection records with the helper's sequence adjustments
 	KindHello       Kind = 7 // a master's heartbeat: its own FullNAT local addresses
+	KindPeers       Kind = 8 // the peers a master's backup heard, with a bulk dump
 
-	lastKind = KindHello
+	lastKind = KindPeers
 )
 
 // What a hello's ref says of its sender.
@@ -186,6 +199,8 @@ func (k Kind) String() string {
 		return "ftp-records"
 	case KindHello:
 		return "hello"
+	case KindPeers:
+		return "peers"
 	}
 	return "unknown"
 }
@@ -242,6 +257,8 @@ func recordLen(k Kind) int {
 		return FTPRecordLen
 	case KindHello:
 		return HelloAddrLen
+	case KindPeers:
+		return PeerRecordLen
 	}
 	return RecordLen
 }
@@ -355,7 +372,7 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	switch {
 	case h.Kind < KindRecords || h.Kind > lastKind:
 		return h, recs, ReasonKind
-	case !hasRecords(h.Kind) && h.Kind != KindHello && count != 0,
+	case !hasRecords(h.Kind) && h.Kind != KindHello && h.Kind != KindPeers && count != 0,
 		h.Kind == KindHello && binary.BigEndian.Uint64(msg[offRef:])&^HelloTakesOver > HelloForget:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
@@ -378,6 +395,19 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		// Its addresses are read by HelloAddrs once the message passed.
 		for off := HeaderLen; off < len(body); off += rlen {
 			if a := binary.BigEndian.Uint32(body[off:]); a == 0 || a>>28 == 0xe || a == 0xffffffff {
+				return h, recs, ReasonRecord
+			}
+		}
+		return h, recs, ReasonNone
+	}
+	if h.Kind == KindPeers {
+		// Its peers are read by PeersOf once the message passed.
+		for off := HeaderLen; off < len(body); off += rlen {
+			b := body[off : off+rlen]
+			a := netip.AddrFrom16([16]byte(b[:16])).Unmap()
+			lip := binary.BigEndian.Uint32(b[32:])
+			if a.IsUnspecified() || a.IsMulticast() || binary.BigEndian.Uint64(b[16:]) == 0 ||
+				binary.BigEndian.Uint32(b[28:])&^(peerLeaving|peerTakesOver) != 0 || lip>>28 == 0xe || lip == 0xffffffff {
 				return h, recs, ReasonRecord
 			}
 		}
@@ -414,6 +444,69 @@ func (c *Codec) AppendHello(dst []byte, h Header, lips []uint32) []byte {
 		dst = binary.BigEndian.AppendUint32(dst, a)
 	}
 	return c.sign(dst, start)
+}
+
+// Flags of a peers record.
+const (
+	peerLeaving   = 1
+	peerTakesOver = 2
+)
+
+// AppendPeers appends a peers message (h.Kind KindPeers) listing peers,
+// each hello's age counted to now, MAC included, to dst. The caller
+// keeps the records, one a local address of each peer (one for a peer
+// with none), within a datagram.
+func (c *Codec) AppendPeers(dst []byte, h Header, peers []PeerHello, now time.Time) []byte {
+	start := len(dst)
+	n := 0
+	for _, p := range peers {
+		n += max(len(p.LIPs), 1)
+	}
+	dst = appendHeader(dst, h, n)
+	for _, p := range peers {
+		a := p.Peer.As16()
+		age := uint32(min(max(now.Sub(p.At).Milliseconds(), 0), 1<<32-1))
+		var flags uint32
+		if p.Leaving {
+			flags |= peerLeaving
+		}
+		if p.TakesOver {
+			flags |= peerTakesOver
+		}
+		lips := p.LIPs
+		if len(lips) == 0 {
+			lips = []uint32{0}
+		}
+		for _, l := range lips {
+			dst = append(dst, a[:]...)
+			dst = binary.BigEndian.AppendUint64(dst, p.Boot)
+			dst = binary.BigEndian.AppendUint32(dst, age)
+			dst = binary.BigEndian.AppendUint32(dst, flags)
+			dst = binary.BigEndian.AppendUint32(dst, l)
+		}
+	}
+	return c.sign(dst, start)
+}
+
+// PeersOf reads the peers of peers message msg, which Decode passed, each
+// hello's time its age before now; a peer's records are merged.
+func PeersOf(msg []byte, now time.Time) []PeerHello {
+	body := msg[HeaderLen : len(msg)-MACLen]
+	var out []PeerHello
+	for off := 0; off+PeerRecordLen <= len(body); off += PeerRecordLen {
+		b := body[off : off+PeerRecordLen]
+		a, boot := netip.AddrFrom16([16]byte(b[:16])).Unmap(), binary.BigEndian.Uint64(b[16:])
+		if len(out) == 0 || out[len(out)-1].Peer != a || out[len(out)-1].Boot != boot {
+			flags := binary.BigEndian.Uint32(b[28:])
+			out = append(out, PeerHello{Peer: a, Hello: Hello{Boot: boot,
+				At:      now.Add(-time.Duration(binary.BigEndian.Uint32(b[24:])) * time.Millisecond),
+				Leaving: flags&peerLeaving != 0, TakesOver: flags&peerTakesOver != 0}})
+		}
+		if l := binary.BigEndian.Uint32(b[32:]); l != 0 {
+			out[len(out)-1].LIPs = append(out[len(out)-1].LIPs, l)
+		}
+	}
+	return out
 }
 
 // HelloAddrs reads the local addresses of hello msg, which Decode passed.

@@ -2,6 +2,7 @@ package connsync
 
 import (
 	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -167,4 +168,73 @@ func TestHelloTakesOverAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	within("a's backup stopped: it no longer takes over", func() bool { return !hello().TakesOver })
+}
+
+// TestPeersWithBulk: a master's bulk dump tells the requester the peers
+// its backup heard, so that a director starting after a crash (no
+// handover) knows a peer that died before it: a's backup holds a dead
+// peer's hello (seeded, an hour old) and b, starting, learns it with its
+// age and local addresses, but not itself.
+func TestPeersWithBulk(t *testing.T) {
+	nsA, nsB := nsPair(t)
+	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
+	a := startDaemon(t, nsA, &fakeController{}, Transport{Peers: ip("192.0.2.2")}, Master, Backup)
+	dead := PeerHello{Peer: netip.MustParseAddr("192.0.2.9"),
+		Hello: Hello{Boot: 99, At: time.Now().Add(-time.Hour), TakesOver: true, LIPs: []uint32{0xc6336459, 0xc633645a}}}
+	if n := a.SeedHellos([]PeerHello{dead}); n != 1 {
+		t.Fatalf("a seeded %d peers", n)
+	}
+	b := startDaemonOpts(t, nsB, &fakeController{}, Options{Transport: Transport{Peers: ip("192.0.2.1")}, BulkOnStart: true}, Master, Backup)
+	var got Hello
+	eventually(t, "the dead peer at b", func() bool {
+		for _, p := range b.Hellos() {
+			if p.Peer == dead.Peer {
+				got = p.Hello
+				return true
+			}
+		}
+		return false
+	})
+	if got.Boot != 99 || !got.TakesOver || got.Leaving || !slices.Equal(got.LIPs, dead.LIPs) ||
+		got.At.Sub(dead.At).Abs() > 5*time.Second {
+		t.Errorf("b holds %+v for the dead peer, want %+v", got, dead.Hello)
+	}
+	for _, p := range b.Hellos() {
+		if p.Peer == netip.MustParseAddr("192.0.2.2") {
+			t.Errorf("b holds a hello from itself: %+v", p)
+		}
+	}
+	if s := statsOf(b, "192.0.2.1"); s.BulkEnds == 0 {
+		t.Errorf("b counts no bulk end from a: %+v", s)
+	}
+}
+
+// TestPeersRoundTrip: a peers message carries each peer's hello with its
+// age, one record a local address, and refuses impossible records.
+func TestPeersRoundTrip(t *testing.T) {
+	c := mustCodec(t, testKey)
+	now := time.Unix(1700000000, 0)
+	peers := []PeerHello{
+		{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 9, At: now.Add(-90 * time.Second), TakesOver: true, LIPs: []uint32{0xc6336459, 0xc633645a}}},
+		{Peer: netip.MustParseAddr("2001:db8::3"), Hello: Hello{Boot: 3, At: now.Add(-time.Second), Leaving: true}},
+	}
+	msg := c.AppendPeers(nil, Header{Kind: KindPeers, SyncID: 1, Boot: 5, Seq: 1}, peers, now)
+	if len(msg) != MinMessageLen+3*PeerRecordLen {
+		t.Fatalf("length %d", len(msg))
+	}
+	if _, _, why := c.Decode(msg, nil); why != ReasonNone {
+		t.Fatalf("decoded: %v", why)
+	}
+	if got := PeersOf(msg, now); !reflect.DeepEqual(got, peers) {
+		t.Errorf("peers %+v, want %+v", got, peers)
+	}
+	for name, p := range map[string]PeerHello{
+		"no address":        {Hello: Hello{Boot: 1}},
+		"boot 0":            {Peer: netip.MustParseAddr("192.0.2.9")},
+		"multicast address": {Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 1, LIPs: []uint32{0xe0000051}}},
+	} {
+		if _, _, why := c.Decode(c.AppendPeers(nil, Header{Kind: KindPeers, Boot: 5, Seq: 1}, []PeerHello{p}, now), nil); why != ReasonRecord {
+			t.Errorf("%s: %v, want %v", name, why, ReasonRecord)
+		}
+	}
 }

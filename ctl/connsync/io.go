@@ -42,6 +42,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 	}
 	if h.Boot == d.boot {
 		p.dropped[ReasonSelf].Add(1)
+		d.peers.noteSelf(src) // a multicast group loops our messages back
 		return
 	}
 	p = d.peers.get(src, true) // the key holder earned its own counters
@@ -77,6 +78,11 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		}
 		p.hello.Store(&Hello{Boot: h.Boot, At: time.Now(), Leaving: state == HelloLeaving,
 			TakesOver: h.Ref&HelloTakesOver != 0, LIPs: HelloAddrs(msg)})
+	case KindPeers:
+		p.received.Add(1)
+		if n := d.seed(PeersOf(msg, time.Now())); n > 0 {
+			d.log.Info("peer directors known from a bulk dump", zap.String("from", p.name), zap.Int("peers", n))
+		}
 	case KindBulkEnd:
 		// Another peer's bulk is not ours to wait for.
 		if h.Ref != d.boot || d.enqueue(r, inbound{from: p, kind: KindBulkEnd}) {
@@ -242,6 +248,7 @@ func (d *Daemon) serveBulk(r *running) {
 			continue // the requester asks again
 		}
 		d.sendRecords(r, recs, dests, bulkPace)
+		d.sendPeers(r, req.addr, dests)
 		req.from.bulkServed.Add(1) // before the end: the requester may look as soon as it has it
 		d.send(r, Header{Kind: KindBulkEnd, SyncID: d.modes.Load().masterID, Ref: req.boot}, nil, dests)
 		d.log.Info("bulk sync sent", zap.String("peer", req.from.name), zap.Int("records", len(recs)))

@@ -49,6 +49,7 @@ type peers struct {
 	mu     sync.Mutex
 	byAddr map[netip.Addr]*peer
 	other  *peer
+	self   map[netip.Addr]bool // this director's addresses, as its looped-back messages came from them
 }
 
 func newPeers() *peers {
@@ -113,6 +114,7 @@ type Hello struct {
 	Leaving   bool      // its lbd stops
 	TakesOver bool      // it takes dead peers' addresses over (a candidate)
 	LIPs      []uint32  // its own FullNAT local addresses
+	seeded    bool      // from a handover or a peers message, not heard from the peer
 }
 
 // PeerHello is a peer and its newest hello.
@@ -144,22 +146,112 @@ func (d *Daemon) Hellos() []PeerHello {
 func (d *Daemon) SeedHellos(hellos []PeerHello) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.seed(hellos)
+}
+
+// seed is SeedHellos without the start and stop lock (the receive
+// goroutine's way, for a peers message): hellos for this director's own
+// addresses are skipped, and a peer seeded already with the same boot id
+// gets the local addresses listed again added (a peer's records may
+// come in several messages).
+func (d *Daemon) seed(hellos []PeerHello) int {
 	if !d.modes.Load().backup {
 		return 0
 	}
 	seeded := 0
 	for _, h := range hellos {
+		if d.peers.isSelf(h.Peer) {
+			continue
+		}
 		p := d.peers.get(h.Peer, true)
 		if p == d.peers.other {
 			continue
 		}
 		hello := h.Hello
 		hello.LIPs = slices.Clone(h.LIPs)
-		if p.hello.CompareAndSwap(nil, &hello) {
-			seeded++
+		hello.seeded = true
+		for {
+			old := p.hello.Load()
+			if old != nil && (!old.seeded || old.Boot != hello.Boot) {
+				break // heard from it, or seeded from another of its lives
+			}
+			if old != nil {
+				merged := *old
+				merged.LIPs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(old.LIPs), hello.LIPs...))))
+				if p.hello.CompareAndSwap(old, &merged) {
+					break
+				}
+				continue
+			}
+			if p.hello.CompareAndSwap(nil, &hello) {
+				seeded++
+				break
+			}
 		}
 	}
 	return seeded
+}
+
+// noteSelf records a for isSelf.
+func (ps *peers) noteSelf(a netip.Addr) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if !ps.self[a] && len(ps.self) < maxPeers {
+		if ps.self == nil {
+			ps.self = map[netip.Addr]bool{}
+		}
+		ps.self[a] = true
+	}
+}
+
+// isSelf reports whether a is one of this director's addresses, as its
+// own messages looped back told (multicast).
+func (ps *peers) isSelf(a netip.Addr) bool {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	return ps.self[a]
+}
+
+// sendPeers sends a bulk dump's requester (at to) the peers this
+// director's backup holds hellos from, but the requester's own, as many
+// whole peers a message as fit.
+func (d *Daemon) sendPeers(r *running, to netip.Addr, dests []netip.AddrPort) {
+	var peers []PeerHello
+	for _, h := range d.Hellos() {
+		if h.Peer != to {
+			peers = append(peers, h)
+		}
+	}
+	now := time.Now()
+	for len(peers) > 0 {
+		n, records := 0, 0
+		for n < len(peers) && (n == 0 || records+max(len(peers[n].LIPs), 1) <= r.fit[KindPeers]) {
+			records += max(len(peers[n].LIPs), 1)
+			n++
+		}
+		batch := peers[:n]
+		peers = peers[n:]
+		if records > r.fit[KindPeers] { // one peer with more addresses than a message holds
+			p := batch[0]
+			for len(p.LIPs) > 0 {
+				part := p
+				part.LIPs = p.LIPs[:min(len(p.LIPs), r.fit[KindPeers])]
+				p.LIPs = p.LIPs[len(part.LIPs):]
+				d.sendPeerBatch(r, []PeerHello{part}, dests, now)
+			}
+			continue
+		}
+		d.sendPeerBatch(r, batch, dests, now)
+	}
+}
+
+func (d *Daemon) sendPeerBatch(r *running, batch []PeerHello, dests []netip.AddrPort, now time.Time) {
+	d.sendMu.Lock()
+	defer d.sendMu.Unlock()
+	d.seq++
+	h := Header{Kind: KindPeers, SyncID: d.modes.Load().masterID, Boot: d.boot, Seq: d.seq}
+	d.out = d.enc.AppendPeers(d.out[:0], h, batch, now)
+	d.transmit(r, dests, true)
 }
 
 // forgetHellos drops every peer's hello (the backup mode stopped).
