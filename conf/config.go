@@ -262,6 +262,9 @@ type Service struct {
 	Allowlist []string `mapstructure:"allowlist"`
 }
 
+// MaxWeight is the highest weight of a real server (IPVS's).
+const MaxWeight = 65535
+
 // RealServer is one destination of a service.
 type RealServer struct {
 	Address string       `mapstructure:"address"`         // IPv4 or IPv6 address (the VIP's version); nat and dr servers on a port's subnet, tun servers on a port's subnet or beyond its gateway; required; reload: yes

@@ -26,7 +26,7 @@ import (
 // Zero values in Go literals mean the defaults (Type "" is "none"), as
 // Effective spells out; Load fills the defaults in for absent keys.
 type HealthCheck struct {
-	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, smtp, icmp, exec or none (not checked: always up); default "none"; reload: yes
+	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, smtp, icmp, exec, file or none (not checked: always up); default "none"; reload: yes
 	Interval       time.Duration `mapstructure:"interval"`         // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
 	Timeout        time.Duration `mapstructure:"timeout"`          // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
 	Rise           int           `mapstructure:"rise"`             // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
@@ -51,6 +51,9 @@ type HealthCheck struct {
 	HeloName       string        `mapstructure:"helo_name"`        // smtp: the name given in HELO; the check passes on a 220 greeting and a 250 answer to HELO, then says QUIT (keepalived's SMTP_CHECK); default "" (this host's name); reload: yes
 	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
+	File           string        `mapstructure:"file"`             // file: the file each probe reads, an absolute path; it holds a number as text (decimal, or 0x hex, as keepalived's track_file), an absent or empty file reads 0; required for file; default ""; reload: yes
+	FileWeight     int           `mapstructure:"file_weight"`      // file: 0 = the server is down while the number is not 0 (a drain switch); else the number times file_weight is added to the server's weight (which stays in 0..65535) and the server stays up (keepalived's FILE_CHECK weight), -65535..65535; default 0; reload: yes
+	FileReverse    bool          `mapstructure:"file_reverse"`     // file: with file_weight 0 the server is down while the number is 0; else the product is subtracted (keepalived's weight ... reverse); default false; reload: yes
 	Also           []HealthCheck `mapstructure:"also"`             // more checks of the server that must pass too (keepalived's several checkers of a real server), each with its type, its type's settings and its own timeout, probed after this one in the same probe; interval, rise, fall and the server's settings (start_down, on_failure, slow_start, passive) are this check's; default none; reload: yes
 	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart      time.Duration `mapstructure:"slow_start"`       // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
@@ -141,6 +144,7 @@ const (
 	HealthExec  = "exec"
 	HealthDNS   = "dns"
 	HealthSMTP  = "smtp"
+	HealthFile  = "file"
 )
 
 // DNSTypes are the query types a dns check asks (keepalived's DNS_CHECK).
@@ -181,7 +185,11 @@ const (
 )
 
 // HealthTypes lists the values of HealthCheck.Type.
-var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthSMTP, HealthICMP, HealthExec, HealthNone}
+var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthSMTP, HealthICMP, HealthExec, HealthFile, HealthNone}
+
+// MaxFileWeight bounds file_weight, as keepalived bounds FILE_CHECK's
+// weight: a server's weight's range.
+const MaxFileWeight = MaxWeight
 
 // httpMethods are the methods an http(s) check may use.
 var httpMethods = []string{"GET", "HEAD", "POST", "OPTIONS"}
@@ -434,6 +442,9 @@ func (h HealthCheck) validate(f string) error {
 			return err
 		}
 	}
+	if err := checkFile(f, e); err != nil {
+		return err
+	}
 	if e.WeightFromExit && e.Type != HealthExec {
 		return fieldErrorf(f+".weight_from_exit", "only an exec check has an exit status (type is %s)", e.Type)
 	}
@@ -450,6 +461,31 @@ func (h HealthCheck) validate(f string) error {
 		return err
 	}
 	return checkDuration(f+".slow_start", e.SlowStart, 0, maxSlowStart, "0s..1h")
+}
+
+// checkFile checks a file check's settings, and that no other type has
+// them.
+func checkFile(f string, e HealthCheck) error {
+	if e.Type != HealthFile {
+		switch {
+		case e.File != "":
+			return fieldErrorf(f+".file", "only a file check reads a file (type is %s)", e.Type)
+		case e.FileWeight != 0:
+			return fieldErrorf(f+".file_weight", "only a file check reads a file (type is %s)", e.Type)
+		case e.FileReverse:
+			return fieldErrorf(f+".file_reverse", "only a file check reads a file (type is %s)", e.Type)
+		}
+		return nil
+	}
+	switch {
+	case e.File == "":
+		return fieldErrorf(f+".file", "must not be empty for a file check")
+	case !filepath.IsAbs(e.File):
+		return fieldErrorf(f+".file", "%q is not an absolute path", e.File)
+	case strings.HasSuffix(e.File, "/"):
+		return fieldErrorf(f+".file", "%q names a directory, not a file", e.File)
+	}
+	return checkRange(f+".file_weight", e.FileWeight, -MaxFileWeight, MaxFileWeight)
 }
 
 // validateHealth checks a service's health check and sorry server.

@@ -255,7 +255,7 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		if err := checkRange(g+".port", r.Port, min(s.Port, 1), 65535); err != nil {
 			return err
 		}
-		if err := checkRange(g+".weight", r.Weight, 0, 65535); err != nil {
+		if err := checkRange(g+".weight", r.Weight, 0, MaxWeight); err != nil {
 			return err
 		}
 		if r.Forward != "nat" && r.Forward != "fullnat" && r.Port != s.Port {

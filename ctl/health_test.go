@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -1063,6 +1065,17 @@ func (w *weighingChecker) set(addr string, weight int) {
 	w.mu.Unlock()
 }
 
+// waitServiceWeights waits until the first service's weights in c's
+// snapshot are want; what says what the test is at in a failure.
+func waitServiceWeights(t *testing.T, c *Controller, what string, want ...int32) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !slices.Equal(firstServiceWeights(c), want); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: weights %v, want %v", what, firstServiceWeights(c), want)
+		}
+	}
+}
+
 // TestHealthExitWeight: the weights a weight_from_exit check sets replace
 // the configured ones in the snapshot and the listing, and the quorum
 // counts them: two servers set to 1 weigh 2, below the quorum of 5, and
@@ -1071,14 +1084,7 @@ func TestHealthExitWeight(t *testing.T) {
 	c, _, _ := controllerFor(t, exitWeightConfig)
 	wc := &weighingChecker{weight: map[string]int{}}
 	runHealth(t, c, wc.check)
-	waitWeights := func(what string, want ...int32) {
-		t.Helper()
-		for deadline := time.Now().Add(5 * time.Second); !slices.Equal(firstServiceWeights(c), want); time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: weights %v, want %v", what, firstServiceWeights(c), want)
-			}
-		}
-	}
+	waitWeights := func(what string, want ...int32) { t.Helper(); waitServiceWeights(t, c, what, want...) }
 	waitWeights("exit 0: the configured weights", 4, 4)
 	wc.set("198.51.100.11", 9)
 	waitWeights("rs1 exits 11: weight 9", 9, 4)
@@ -1094,4 +1100,53 @@ func TestHealthExitWeight(t *testing.T) {
 	waitWeights("both at 1: 2 is below the quorum of 5, the sorry server in", 0, 0, 1)
 	wc.set("198.51.100.11", 4)
 	waitWeights("5 again: the quorum back", 4, 1)
+}
+
+// TestHealthFileWeight: what a file check with a file_weight reads is
+// added to the configured weight in the snapshot, the listing and the
+// quorum (keepalived's FILE_CHECK weight), within 0..65535; a file check
+// with weight 0 takes its server down while the file holds a number
+// other than 0.
+func TestHealthFileWeight(t *testing.T) {
+	dir := t.TempDir()
+	rs1, rs2 := filepath.Join(dir, "rs1"), filepath.Join(dir, "rs2")
+	c, _, _ := controllerFor(t, fmt.Sprintf(`
+ports:
+  - {name: wan, device: net_ring0, address: 203.0.113.1/24, role: client}
+  - {name: lan, device: net_ring1, address: 198.51.100.1/24, role: server}
+services:
+  - protocol: tcp
+    vip: 203.0.113.100
+    port: 80
+    quorum: 5
+    sorry_server: 198.51.100.99:80
+    health: {type: file, file: %s, file_weight: 2, interval: 100ms, timeout: 50ms, rise: 1, fall: 1}
+    servers:
+      - {address: 198.51.100.11, weight: 4}
+      - {address: 198.51.100.12, weight: 4, health: {file: %s, file_weight: 0}}
+`, rs1, rs2))
+	runHealth(t, c, health.Check)
+	waitWeights := func(what string, want ...int32) { t.Helper(); waitServiceWeights(t, c, what, want...) }
+	write := func(file, v string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitWeights("no files: the configured weights", 4, 4)
+	write(rs1, "3\n")
+	waitWeights("rs1's file reads 3: 4 + 3*2", 10, 4)
+	rs := c.view(nil).Response().Services[0].Servers[0]
+	if rs.Weight != 10 || rs.ConfiguredWeight != 4 || rs.Probe == nil || rs.Probe.WeightDelta != 6 {
+		t.Fatalf("listing: weight %d configured %d probe %+v, want 10, 4 and a weight delta of 6", rs.Weight, rs.ConfiguredWeight, rs.Probe)
+	}
+	write(rs1, "-1")
+	waitWeights("rs1's file reads -1: 4 - 2", 2, 4)
+	write(rs2, "1")
+	waitWeights("rs2's file reads 1: down; rs1 weighs 2, below the quorum of 5: the sorry server in", 0, 0, 1)
+	write(rs1, "40000")
+	waitWeights("rs1 at its highest weight: the quorum back", 65535, 0)
+	os.Remove(rs1)
+	os.Remove(rs2)
+	waitWeights("no files again: the configured weights", 4, 4)
 }

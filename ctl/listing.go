@@ -68,6 +68,7 @@ func (v View) fillChecks(rs *api.RealServer, r *ServerView) {
 			w := ck.ExitWeight
 			rs.Probe.ExitWeight = &w
 		}
+		rs.Probe.WeightDelta = ck.WeightDelta
 	}
 	if ramping, elapsed := r.Ramp(v.At); ramping {
 		rs.SlowStart = &api.SlowStart{ElapsedSecs: elapsed.Seconds(), DurationSecs: r.SlowStart.Seconds(), TargetWeight: r.FeedbackWeight}

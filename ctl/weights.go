@@ -72,7 +72,8 @@ func hasQuorum(sc conf.Service, prev *service, live int) bool {
 
 // serverState decides a real server's weight for the next snapshot: the
 // configured one, scaled by dynamic feedback (the servers' reported load)
-// or set by its exec check's exit status (weight_from_exit), ramped over
+// or set by its exec check's exit status (weight_from_exit), plus what
+// its file checks add (file_weight), ramped over
 // slow start after a recovery, and 0 when a health check (or passive
 // checking) finds it failed; ramping reports a slow start under way.
 func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st serverState, ramping bool) {
@@ -104,9 +105,17 @@ func (c *Controller) serverState(s conf.Service, r *server, now time.Time) (st s
 		// keepalived's misc_dynamic sets the weight its quorum counts too.
 		w, st.counted = hs.ExitWeight, hs.ExitWeight
 	}
+	if hs.WeightDelta != 0 {
+		// keepalived adds a FILE_CHECK's weight to the IPVS weight and
+		// its quorum.
+		w, st.counted = addWeight(w, hs.WeightDelta), addWeight(st.counted, hs.WeightDelta)
+	}
 	st.weight = health.EffectiveWeight(w, hs.UpSince, now, check.SlowStart)
 	return st, st.weight < w
 }
+
+// addWeight adds d to a server's weight w, within a weight's range.
+func addWeight(w, d int) int { return min(max(w+d, 0), conf.MaxWeight) }
 
 // SetHealth attaches the health monitor: its state decides weights from
 // the next update on, and it follows every applied service set.
@@ -132,7 +141,7 @@ func (c *Controller) HealthChanged(ch health.Change) {
 	switch {
 	case ch.Weighted:
 		c.log.Info("real server weight set by its check", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr),
-			zap.Int("weight", ch.Weight), zap.String("reason", ch.Reason))
+			zap.String("reason", ch.Reason))
 	case ch.Up:
 		c.log.Info("real server up", zap.String("service", ch.Target.Service), zap.Stringer("server", ch.Target.Addr), zap.String("reason", ch.Reason))
 	default:

@@ -782,17 +782,7 @@ func TestHealthExitWeight(t *testing.T) {
 			}
 		}
 	}
-	served := func(when string, n int) map[string]int {
-		t.Helper()
-		got := map[string]int{}
-		for _, r := range e.get(t, e.url, n, 5*time.Second) {
-			if r.Err != "" {
-				t.Fatalf("%s, request %d: %s", when, r.I, r.Err)
-			}
-			got[r.Server()]++
-		}
-		return got
-	}
+	served := func(when string, n int) map[string]int { t.Helper(); return servedBy(t, e, when, n) }
 	e.warmUp(t)
 	waitWeight(rs1, 0, 0)
 	waitWeight(rs2, 1, -1) // exit 0: the configured weight
@@ -814,6 +804,97 @@ func TestHealthExitWeight(t *testing.T) {
 	waitHealth(t, e, rs1, "down")
 	if got := served("rs1 down", 20); got["rs2"] != 20 {
 		t.Fatalf("rs1 down: %v, want every request on rs2", got)
+	}
+	e.stopLBD(t)
+}
+
+// servedBy sends n requests to e's VIP and counts them by the server that
+// answered; when says what the test is at in a failure.
+func servedBy(t *testing.T, e *natEnv, when string, n int) map[string]int {
+	t.Helper()
+	got := map[string]int{}
+	for _, r := range e.get(t, e.url, n, 5*time.Second) {
+		if r.Err != "" {
+			t.Fatalf("%s, request %d: %s", when, r.I, r.Err)
+		}
+		got[r.Server()]++
+	}
+	return got
+}
+
+// TestHealthFile: file checks, keepalived's FILE_CHECK. rs1's file is a
+// drain switch (file_weight 0): a 1 written to it takes rs1 out, removing
+// it brings rs1 back. rs2's number times file_weight 2 is added to its
+// weight: 2 makes it 1 + 4, -1 makes it 0 (quiescent).
+func TestHealthFile(t *testing.T) {
+	dir := t.TempDir()
+	drain, load := filepath.Join(dir, "rs1.drain"), filepath.Join(dir, "rs2.load")
+	write := func(file, s string) {
+		t.Helper()
+		if err := os.WriteFile(file, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rs1, rs2 string
+	e := startNATWith(t, natOptions{
+		configure: func(c *harness.Config) {
+			s := &c.Services[0]
+			rs1, rs2 = s.Servers[0].Address, s.Servers[1].Address
+			s.Scheduler = "wrr"
+			s.Health = fmt.Sprintf("{type: file, file: %s, interval: 200ms, timeout: 100ms, rise: 1, fall: 1}", drain)
+			s.Servers[1].Health = fmt.Sprintf("{file: %s, file_weight: 2}", load)
+		},
+	})
+	waitWeight := func(addr string, want, wantDelta int) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+			resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rs := findServer(findService(resp, e.nat.VIP.String(), 80), addr, 8080)
+			if rs == nil {
+				t.Fatalf("no server %s", addr)
+			}
+			if rs.Weight == want && rs.Probe != nil && rs.Probe.WeightDelta == wantDelta {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: weight %d, probe %+v; want weight %d, delta %d", addr, rs.Weight, rs.Probe, want, wantDelta)
+			}
+		}
+	}
+	served := func(when string, n int) map[string]int { t.Helper(); return servedBy(t, e, when, n) }
+	e.warmUp(t)
+	waitWeight(rs1, 1, 0)
+	waitWeight(rs2, 1, 0)
+	if got := served("no files", 20); got["rs1"] == 0 || got["rs2"] == 0 {
+		t.Fatalf("no files: %v, want requests on both", got)
+	}
+
+	write(drain, "1\n")
+	if reason := waitHealth(t, e, rs1, "down"); reason != "file "+drain+" reads 1" {
+		t.Errorf("rs1 down: reason %q, want the file's number", reason)
+	}
+	if got := served("rs1 drained", 20); got["rs2"] != 20 {
+		t.Fatalf("rs1 drained: %v, want every request on rs2", got)
+	}
+	if err := os.Remove(drain); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, rs1, "up")
+
+	write(load, "2")
+	waitWeight(rs2, 5, 4)
+	// Each lcore schedules on its own, so the shares are 5 to 1 give or
+	// take a turn of each lcore's wrr.
+	if got := served("rs2 at 1 + 2*2", 36); got["rs1"] == 0 || got["rs2"] < 3*got["rs1"] {
+		t.Fatalf("rs1 at 1, rs2 at 5: %v, want about 6 and 30 (wrr)", got)
+	}
+	write(load, "-1")
+	waitWeight(rs2, 0, -2)
+	if got := served("rs2 at 1 - 2: quiescent", 20); got["rs1"] != 20 {
+		t.Fatalf("rs2 quiescent: %v, want every request on rs1", got)
 	}
 	e.stopLBD(t)
 }

@@ -88,7 +88,7 @@ var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh",
 var ignoredRoots = []string{
 	"global_defs", "static_ipaddress", "static_routes", "static_rules",
 	"linkbeat_interfaces", "linkbeat_use_polling", "garp_group", "bfd_instance",
-	"track_file", "track_group", "net_namespace", "net_namespace_ipvs",
+	"track_group", "net_namespace", "net_namespace_ipvs",
 	"namespace_with_ipsets", "instance", "use_pid_dir", "child_wait_time",
 	"interface_up_down_delays",
 }
@@ -110,6 +110,7 @@ type converter struct {
 	vsGroups   map[string][]vsEntry  // virtual_server_group's entries by name
 	addrGroups map[string]*addrGroup // DPVS's address groups by keyword and name
 	pending    []pending             // the services, before their local addresses
+	trackFiles map[string]trackFile  // track_file blocks by name, for FILE_CHECK
 }
 
 // pending is a converted service waiting for its share of its
@@ -134,10 +135,13 @@ func (c *converter) warn(n *Node, format string, args ...any) {
 func Convert(nodes []*Node) Result {
 	c := &converter{}
 	c.groups(nodes)
+	c.readTrackFiles(nodes)
 	for _, n := range nodes {
 		switch kw := n.Keyword(); {
 		case kw == "virtual_server":
 			c.virtualServer(n)
+		case kw == "track_file":
+			// Read first, by readTrackFiles.
 		case isGroup(kw):
 			// Read first, by groups.
 		case kw == "zone":
@@ -941,8 +945,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 		c.warn(n, "lbd has no BFD: not supported, the server is left unchecked (type none)")
 		return h, false
 	case "FILE_CHECK":
-		c.warn(n, "lbd reads no weights from files: not supported, the server is left unchecked (type none)")
-		return h, false
+		return c.fileCheck(n)
 	}
 	block := n.Block
 	if h.Type == conf.HealthSMTP {

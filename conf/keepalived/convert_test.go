@@ -970,6 +970,110 @@ virtual_server 2001:db8::10 80 {
           path: /ready
           expect_status: 200-299
 `},
+		{"FILE_CHECK", `track_file drain {
+  file "/run/lb/rs1.drain"
+  weight 0
+}
+vrrp_track_file load {
+  file /run/lb/load
+  init_file 5 overwrite
+}
+track_file zero {
+  file /run/lb/zero
+  init_file
+}
+track_file relative {
+  file run/lb/x
+}
+` + vs(`  real_server 198.51.100.11 80 {
+    FILE_CHECK {
+      track_file drain
+    }
+  }
+  real_server 198.51.100.12 80 {
+    weight 10
+    FILE_CHECK {
+      track_file load
+      weight 2 reverse
+      dynamic
+    }
+  }
+  real_server 198.51.100.13 80 {
+    FILE_CHECK {
+      track_file zero
+    }
+    FILE_CHECK {
+      track_file nosuch
+    }
+  }
+  real_server 198.51.100.14 80 {
+    FILE_CHECK {
+      track_file relative
+    }
+  }
+  real_server 198.51.100.15 80 {
+    TCP_CHECK {
+    }
+    FILE_CHECK {
+      track_file drain
+      weight 70000
+    }
+  }
+`), []string{
+			"keepalived.conf:7: init_file: lbd does not write the file: create it before lbd starts (an absent file reads 0): dropped",
+			"keepalived.conf:13: track_file: file \"run/lb/x\" is not an absolute path: the servers whose FILE_CHECK tracks it are left unchecked (type none)",
+			"keepalived.conf:35: track_file: no track_file \"nosuch\": the server is left unchecked (type none)",
+			"keepalived.conf:46: FILE_CHECK: lbd probes a server's checks together, at the TCP_CHECK's (line 44) delay_loop, retry and delay_before_retry",
+			"keepalived.conf:48: weight: \"70000\" is not a weight in -65535..65535: dropped",
+		}, `services:
+  # virtual_server at keepalived.conf:16
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        health:
+          type: file
+          interval: 1s
+          timeout: 500ms
+          rise: 1
+          fall: 1
+          file: /run/lb/rs1.drain
+      - address: 198.51.100.12
+        weight: 10
+        health:
+          type: file
+          interval: 1s
+          timeout: 500ms
+          rise: 1
+          fall: 1
+          file: /run/lb/load
+          file_weight: 2
+          file_reverse: true
+      - address: 198.51.100.13
+        health:
+          type: file
+          interval: 1s
+          timeout: 500ms
+          rise: 1
+          fall: 1
+          file: /run/lb/zero
+          file_weight: 1
+      - address: 198.51.100.14
+      - address: 198.51.100.15
+        health:
+          type: tcp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          also:
+            - type: file
+              timeout: 500ms
+              file: /run/lb/rs1.drain
+`},
 		{"unknown keywords", vs(`  lb_algo rr
   frobnicate 3
   real_server 198.51.100.11 80 {

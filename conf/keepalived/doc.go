@@ -58,7 +58,11 @@
 //     require_reply in hex: send and expect), PING_CHECK icmp, DNS_CHECK dns (name and type: dns_name, dns_type), SMTP_CHECK
 //     smtp (helo_name; the first host block's settings), MISC_CHECK
 //     exec (misc_path split into argv as keepalived does; misc_dynamic is
-//     weight_from_exit). delay_loop is
+//     weight_from_exit), FILE_CHECK file (the track_file it names:
+//     file, its weight or the FILE_CHECK's, reverse as file_reverse;
+//     polled every second, rise 1 and fall 1: keepalived watches the file
+//     and acts at once, and a FILE_CHECK inherits no other setting; a
+//     track_file block may come after the FILE_CHECK). delay_loop is
 //     the interval (default 60s), connect_timeout (misc_timeout) the
 //     timeout (default 5s; less than the interval, as lbd wants), and
 //     keepalived's retry N (default 1, MISC_CHECK 0) is fall N+1: it counts
@@ -76,8 +80,8 @@
 // servers and no local address (no laddr_group_name, an unknown group, or
 // none left to it) is skipped, not written for the operator to complete.
 //
-// Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK and FILE_CHECK (the server is left
-// unchecked), a regex Go's RE2 does not take (a url's becomes
+// Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK (the server is left
+// unchecked), track_file's init_file (lbd writes no file), a regex Go's RE2 does not take (a url's becomes
 // expect_body when it is a plain string, else expect_regex), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A

@@ -235,6 +235,15 @@ func (hw *writer) healthKeys(base, h conf.HealthCheck) {
 	if h.HeloName != base.HeloName {
 		hw.str("helo_name", h.HeloName)
 	}
+	if h.File != base.File {
+		hw.str("file", h.File)
+	}
+	if h.FileWeight != base.FileWeight {
+		hw.int("file_weight", h.FileWeight)
+	}
+	if h.FileReverse != base.FileReverse {
+		hw.value("file_reverse", strconv.FormatBool(h.FileReverse))
+	}
 	if h.WeightFromExit != base.WeightFromExit {
 		hw.value("weight_from_exit", strconv.FormatBool(h.WeightFromExit))
 	}

@@ -379,6 +379,9 @@ type Probe struct {
 	// ExitWeight is the weight the exec check's exit status set
 	// (weight_from_exit), absent while it set none.
 	ExitWeight *int `json:"exit_weight,omitempty"`
+	// WeightDelta is what the file checks last added to the weight
+	// (file_weight), absent while 0.
+	WeightDelta int `json:"weight_delta,omitempty"`
 }
 
 // SlowStart is a weight ramping linearly from 1 to TargetWeight over

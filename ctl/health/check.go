@@ -37,6 +37,9 @@ type Result struct {
 	// check with weight_from_exit that exits 2..255 passes and sets the
 	// weight to its exit status - 2 (keepalived's misc_dynamic).
 	Weight int
+	// Delta is added to the server's weight: a file check's number times
+	// its file_weight (keepalived's FILE_CHECK weight), 0 for the others.
+	Delta int
 }
 
 // Outcome is the Result of a probe that passed or not and sets no weight.
@@ -80,9 +83,12 @@ func Check(ctx context.Context, t Target) Result {
 		}
 		at := t
 		at.Check = a
-		if r := checkOne(ctx, at); !r.OK {
+		r := checkOne(ctx, at)
+		if !r.OK {
 			return Outcome(false, truncate("also "+a.Effective().Type+": "+r.Reason))
 		}
+		// keepalived adds every checker's dynamic weight.
+		res.Delta += r.Delta
 	}
 	return res
 }
@@ -95,8 +101,11 @@ func checkOne(ctx context.Context, t Target) Result {
 	if ctx.Err() != nil {
 		return Outcome(false, errReason(ctx, ctx.Err(), t.Check.Timeout))
 	}
-	if t.Check.Type == conf.HealthExec {
+	switch t.Check.Type {
+	case conf.HealthExec:
 		return probeExec(ctx, t)
+	case conf.HealthFile:
+		return probeFile(t.Check)
 	}
 	return Outcome(probe(ctx, t))
 }

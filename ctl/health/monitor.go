@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/conf"
 )
 
 // State is what the Monitor knows of one target.
@@ -31,6 +33,9 @@ type State struct {
 	// of 2..255 set (status - 2), -1 while none has: the configured
 	// weight holds. An exit 0 keeps it, as keepalived's misc_dynamic does.
 	ExitWeight int
+	// WeightDelta is what the file checks' numbers last added to the
+	// weight (file_weight other than 0), 0 while they add nothing.
+	WeightDelta int
 }
 
 // StartDownReason is a start_down target's reason until a probe passed.
@@ -46,14 +51,15 @@ func newState(t Target) State {
 }
 
 // Change is a target going up or down or, with Weighted, a target that
-// stays up getting a weight from its check's exit status.
+// stays up getting a weight from its check's exit status or file.
 type Change struct {
 	Target   Target
 	Up       bool
 	Reason   string // down: the last probe's failure; up: "N consecutive probes passed"
 	At       time.Time
-	Weighted bool // Weight changed, Up did not
-	Weight   int  // with Weighted: the weight the check set
+	Weighted bool // Weight or Delta changed, Up did not
+	Weight   int  // with Weighted: the weight the check set, -1 if none
+	Delta    int  // with Weighted: what the file checks add to the weight
 }
 
 // Option configures a Monitor.
@@ -172,6 +178,9 @@ func (m *Monitor) Update(targets []Target) {
 			r.st.Successes, r.st.Failures = 0, 0
 			if !t.Check.WeightFromExit {
 				r.st.ExitWeight = -1
+			}
+			if !addsWeight(t.Check) {
+				r.st.WeightDelta = 0
 			}
 			m.log.Info("health check changed", zap.Stringer("target", t), zap.Bool("up", r.st.Up))
 		} else {
@@ -296,9 +305,12 @@ func (m *Monitor) record(r *runner, res Result, now time.Time) (next time.Durati
 	st := &r.st
 	ok, reason := res.OK, res.Reason
 	st.LastProbe, st.LastPassed = now, ok
-	reweighed := ok && res.Weight >= 0 && res.Weight != st.ExitWeight
+	reweighed := ok && (res.Weight >= 0 && res.Weight != st.ExitWeight || res.Delta != st.WeightDelta)
 	if reweighed {
-		st.ExitWeight = res.Weight
+		if res.Weight >= 0 {
+			st.ExitWeight = res.Weight
+		}
+		st.WeightDelta = res.Delta
 	}
 	if ok {
 		st.Passed++
@@ -334,7 +346,7 @@ func (m *Monitor) record(r *runner, res Result, now time.Time) (next time.Durati
 	case st.Up && reweighed:
 		// Up already and staying up: only the weight changed.
 		m.queue = append(m.queue, queued{r.lineage, Change{Target: r.t, Up: true, At: now, Weighted: true, Weight: res.Weight,
-			Reason: fmt.Sprintf("exit status %d: weight %d", res.Weight+2, res.Weight)}})
+			Delta: res.Delta, Reason: weightReason(res)}})
 		m.notify()
 		return next
 	default:
@@ -344,6 +356,25 @@ func (m *Monitor) record(r *runner, res Result, now time.Time) (next time.Durati
 	m.queue = append(m.queue, queued{r.lineage, Change{Target: r.t, Up: st.Up, Reason: reason, At: now}})
 	m.notify()
 	return next
+}
+
+// weightReason says what set a weight that changed.
+func weightReason(res Result) string {
+	if res.Weight >= 0 {
+		return fmt.Sprintf("exit status %d: weight %d", res.Weight+2, res.Weight)
+	}
+	return fmt.Sprintf("file: weight %+d", res.Delta)
+}
+
+// addsWeight reports whether c or one of its also checks is a file check
+// that adds to the weight.
+func addsWeight(c conf.HealthCheck) bool {
+	for _, a := range append([]conf.HealthCheck{c}, c.Also...) {
+		if a.Effective().Type == conf.HealthFile && a.FileWeight != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // notify wakes the delivery of queued changes; Monitor.mu is held.

@@ -595,3 +595,60 @@ func TestExitWeight(t *testing.T) {
 		t.Errorf("without weight_from_exit, exit weight %d, want -1 (the configured weight)", st.ExitWeight)
 	}
 }
+
+// TestWeightDelta: what a file check adds to the weight reaches the
+// state, a change is queued when it moves on a server that stays up,
+// and a check that no longer adds to the weight forgets it.
+func TestWeightDelta(t *testing.T) {
+	results := []health.Result{
+		{OK: true, Weight: -1, Delta: 6}, // a weight change
+		{OK: true, Weight: -1, Delta: 6}, // the same: nothing
+		{OK: true, Weight: -1, Delta: 0}, // back to the configured weight
+		{Reason: "file: read: permission denied", Weight: -1},
+		{OK: true, Weight: -1, Delta: -2},
+	}
+	var mu sync.Mutex
+	probes := 0
+	check := func(ctx context.Context, _ health.Target) health.Result {
+		mu.Lock()
+		n := probes
+		probes++
+		mu.Unlock()
+		if n >= len(results) {
+			// The last result again, only once the probe times out: a
+			// probe started after the Update below ends after the test
+			// read the state.
+			<-ctx.Done()
+			n = len(results) - 1
+		}
+		return results[n]
+	}
+	var rec recorder
+	m := health.New(zap.NewNop(), rec.add, health.WithChecker(check))
+	c := conf.HealthCheck{Type: "file", File: "/run/rs1", FileWeight: 2,
+		Interval: 100 * time.Millisecond, Timeout: 50 * time.Millisecond, Rise: 1, Fall: 2}
+	tg := fakeTarget(0, c)
+	m.Update([]health.Target{tg})
+	start(t, m)
+	waitFor(t, "every result probed", func() bool { mu.Lock(); defer mu.Unlock(); return probes > len(results) })
+	type change struct {
+		up, weighted bool
+		delta        int
+	}
+	var got []change
+	for _, ch := range rec.get() {
+		got = append(got, change{ch.Up, ch.Weighted, ch.Delta})
+	}
+	if want := []change{{true, true, 6}, {true, true, 0}, {true, true, -2}}; !reflect.DeepEqual(got, want) {
+		t.Errorf("changes %+v, want %+v", got, want)
+	}
+	if st, _ := m.State(tg.Key()); !st.Up || st.WeightDelta != -2 {
+		t.Errorf("state up %v weight delta %d, want up at -2", st.Up, st.WeightDelta)
+	}
+	c.FileWeight = 0 // a drain switch now: it adds nothing
+	tg = fakeTarget(0, c)
+	m.Update([]health.Target{tg})
+	if st, _ := m.State(tg.Key()); st.WeightDelta != 0 {
+		t.Errorf("with file_weight 0, weight delta %d, want 0", st.WeightDelta)
+	}
+}

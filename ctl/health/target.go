@@ -1,5 +1,6 @@
 // Package health watches real servers: active probes (TCP connect, HTTP,
-// HTTPS, UDP, ICMP echo, an external command) run by a Monitor with
+// HTTPS, UDP, DNS, SMTP, ICMP echo, an external command, a file an
+// operator writes) run by a Monitor with
 // keepalived's rise/fall semantics, a slow-start weight ramp, a passive
 // detector of connection attempts that never complete, and a Prometheus
 // collector.

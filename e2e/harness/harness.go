@@ -121,6 +121,7 @@ type Server struct {
 	Port    int
 	Weight  int
 	Forward string // "nat", "dr", "tun" or "fullnat"; "" leaves lbd's default (nat)
+	Health  string // the server's own health keys, a YAML flow map ("{file: /run/rs1}"); "" for the service's
 }
 
 // NATConfig returns the configuration of a VS/NAT lbd in nat: TCP
@@ -255,11 +256,14 @@ func (c Config) YAML() string {
 		}
 		w("    servers:")
 		for _, rs := range s.Servers {
+			extra := ""
 			if rs.Forward != "" {
-				w("      - {address: %s, port: %d, weight: %d, forward: %s}", rs.Address, rs.Port, rs.Weight, rs.Forward)
-			} else {
-				w("      - {address: %s, port: %d, weight: %d}", rs.Address, rs.Port, rs.Weight)
+				extra += ", forward: " + rs.Forward
 			}
+			if rs.Health != "" {
+				extra += ", health: " + rs.Health
+			}
+			w("      - {address: %s, port: %d, weight: %d%s}", rs.Address, rs.Port, rs.Weight, extra)
 		}
 	}
 	if t := c.Timeouts; t != (Timeouts{}) {
