@@ -26,7 +26,7 @@ import (
 // Zero values in Go literals mean the defaults (Type "" is "none"), as
 // Effective spells out; Load fills the defaults in for absent keys.
 type HealthCheck struct {
-	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, smtp, icmp, exec, file or none (not checked: always up); default "none"; reload: yes
+	Type           string        `mapstructure:"type"`             // tcp, http, https, udp, dns, smtp, icmp, exec, file, bfd or none (not checked: always up); default "none"; reload: yes
 	Interval       time.Duration `mapstructure:"interval"`         // time between the starts of two probes, 100ms..1h; default 2s; reload: yes
 	Timeout        time.Duration `mapstructure:"timeout"`          // a probe not done within this fails, 10ms..1h and less than interval; default 1s; reload: yes
 	Rise           int           `mapstructure:"rise"`             // consecutive successes that bring a down server back, 1..100; default 2; reload: yes
@@ -49,6 +49,8 @@ type HealthCheck struct {
 	DNSName        string        `mapstructure:"dns_name"`         // dns: the name queried (keepalived's DNS_CHECK name); default "."; reload: yes
 	DNSType        string        `mapstructure:"dns_type"`         // dns: the type queried, A, AAAA, NS, CNAME, SOA, MX or TXT; the check passes on a reply to the query with rcode NOERROR (keepalived's DNS_CHECK type); default "SOA"; reload: yes
 	HeloName       string        `mapstructure:"helo_name"`        // smtp: the name given in HELO; the check passes on a 220 greeting and a 250 answer to HELO, then says QUIT (keepalived's SMTP_CHECK); default "" (this host's name); reload: yes
+	BFDInterval    time.Duration `mapstructure:"bfd_interval"`     // bfd: lbd's desired transmit and required receive interval once the session is up (before, 1s as RFC 5880 wants), 10ms..10s; a session is down after bfd_multiplier intervals without a packet; default 300ms; reload: yes
+	BFDMultiplier  int           `mapstructure:"bfd_multiplier"`   // bfd: the detect multiplier lbd asks of the server, 1..255; default 3; reload: yes
 	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
 	File           string        `mapstructure:"file"`             // file: the file each probe reads, an absolute path; it holds a number as text (decimal, or 0x hex, as keepalived's track_file), an absent or empty file reads 0; required for file; default ""; reload: yes
@@ -145,6 +147,7 @@ const (
 	HealthDNS   = "dns"
 	HealthSMTP  = "smtp"
 	HealthFile  = "file"
+	HealthBFD   = "bfd"
 )
 
 // DNSTypes are the query types a dns check asks (keepalived's DNS_CHECK).
@@ -185,7 +188,7 @@ const (
 )
 
 // HealthTypes lists the values of HealthCheck.Type.
-var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthSMTP, HealthICMP, HealthExec, HealthFile, HealthNone}
+var HealthTypes = []string{HealthTCP, HealthHTTP, HealthHTTPS, HealthUDP, HealthDNS, HealthSMTP, HealthICMP, HealthExec, HealthFile, HealthBFD, HealthNone}
 
 // MaxFileWeight bounds file_weight, as keepalived bounds FILE_CHECK's
 // weight: a server's weight's range.
@@ -211,6 +214,8 @@ func DefaultHealthCheck() HealthCheck {
 		OnFailure:     OnFailureKeep,
 		DNSName:       ".",
 		DNSType:       "SOA",
+		BFDInterval:   300 * time.Millisecond,
+		BFDMultiplier: 3,
 	}
 }
 
@@ -224,6 +229,7 @@ func healthDefaults() map[string]any {
 		"method": d.Method, "path": d.Path, "expect_status": d.ExpectStatus,
 		"tls_skip_verify": d.TLSSkipVerify, "on_failure": d.OnFailure,
 		"dns_name": d.DNSName, "dns_type": d.DNSType,
+		"bfd_interval": d.BFDInterval, "bfd_multiplier": d.BFDMultiplier,
 	}
 }
 
@@ -267,6 +273,12 @@ func (h HealthCheck) Effective() HealthCheck {
 	}
 	if h.DNSType == "" {
 		h.DNSType = d.DNSType
+	}
+	if h.BFDInterval == 0 {
+		h.BFDInterval = d.BFDInterval
+	}
+	if h.BFDMultiplier == 0 {
+		h.BFDMultiplier = d.BFDMultiplier
 	}
 	return h
 }
@@ -445,6 +457,11 @@ func (h HealthCheck) validate(f string) error {
 	if err := checkFile(f, e); err != nil {
 		return err
 	}
+	if e.Type == HealthBFD {
+		if err := checkBFD(f, e); err != nil {
+			return err
+		}
+	}
 	if e.WeightFromExit && e.Type != HealthExec {
 		return fieldErrorf(f+".weight_from_exit", "only an exec check has an exit status (type is %s)", e.Type)
 	}
@@ -486,6 +503,20 @@ func checkFile(f string, e HealthCheck) error {
 		return fieldErrorf(f+".file", "%q names a directory, not a file", e.File)
 	}
 	return checkRange(f+".file_weight", e.FileWeight, -MaxFileWeight, MaxFileWeight)
+}
+
+// checkBFD checks a bfd check's settings.
+func checkBFD(f string, e HealthCheck) error {
+	if err := checkDuration(f+".bfd_interval", e.BFDInterval, 10*time.Millisecond, 10*time.Second, "10ms..10s"); err != nil {
+		return err
+	}
+	if err := checkRange(f+".bfd_multiplier", e.BFDMultiplier, 1, 255); err != nil {
+		return err
+	}
+	if e.Target == HealthTargetVIP {
+		return fieldErrorf(f+".target", "a BFD session is with the server's own address, not the VIP")
+	}
+	return nil
 }
 
 // validateHealth checks a service's health check and sorry server.

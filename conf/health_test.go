@@ -16,6 +16,7 @@ func TestDefaultHealthCheck(t *testing.T) {
 		Type: "none", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3,
 		Target: "server", Method: "GET", Path: "/", ExpectStatus: "200-399",
 		TLSSkipVerify: true, OnFailure: "keep", DNSName: ".", DNSType: "SOA",
+		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
 	}
 	if got := conf.DefaultHealthCheck(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultHealthCheck() =\n%+v\nwant\n%+v", got, want)
@@ -193,7 +194,7 @@ func TestHealthValidateInvalid(t *testing.T) {
 		want string
 	}{
 		{"type", func(c *conf.Config) { h(c).Type = "ping" },
-			`services[0].health.type: "ping" is not one of tcp, http, https, udp, dns, smtp, icmp, exec, file, none`},
+			`services[0].health.type: "ping" is not one of tcp, http, https, udp, dns, smtp, icmp, exec, file, bfd, none`},
 		{"interval too short", func(c *conf.Config) { h(c).Interval = 50 * time.Millisecond },
 			`services[0].health.interval: 50ms is out of range 100ms..1h`},
 		{"interval negative", func(c *conf.Config) { h(c).Interval = -time.Second },
@@ -329,6 +330,12 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.file_weight: only a file check reads a file (type is exec)`},
 		{"file via lbd", func(c *conf.Config) { h(c).Type, h(c).File, h(c).Via = "file", "/run/rs1", "lbd" },
 			`services[0].health.via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is file)`},
+		{"bfd_interval", func(c *conf.Config) { h(c).Type, h(c).BFDInterval = "bfd", 5*time.Millisecond },
+			`services[0].health.bfd_interval: 5ms is out of range 10ms..10s`},
+		{"bfd_multiplier", func(c *conf.Config) { h(c).Type, h(c).BFDMultiplier = "bfd", 256 },
+			`services[0].health.bfd_multiplier: 256 is out of range 1..255`},
+		{"bfd to the vip", func(c *conf.Config) { h(c).Type, h(c).Target = "bfd", "vip" },
+			`services[0].health.target: a BFD session is with the server's own address, not the VIP`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },
 			`services[0].health.start_down: needs a check type: a server that starts down comes up when its probes pass`},
 		{"quorum negative", func(c *conf.Config) { c.Services[0].Quorum = -1 },

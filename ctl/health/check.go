@@ -106,6 +106,8 @@ func checkOne(ctx context.Context, t Target) Result {
 		return probeExec(ctx, t)
 	case conf.HealthFile:
 		return probeFile(t.Check)
+	case conf.HealthBFD:
+		return probeBFD(bfdSessions(), t)
 	}
 	return Outcome(probe(ctx, t))
 }

@@ -1,6 +1,6 @@
 // Package health watches real servers: active probes (TCP connect, HTTP,
 // HTTPS, UDP, DNS, SMTP, ICMP echo, an external command, a file an
-// operator writes) run by a Monitor with
+// operator writes, a BFD session) run by a Monitor with
 // keepalived's rise/fall semantics, a slow-start weight ramp, a passive
 // detector of connection attempts that never complete, and a Prometheus
 // collector.
