@@ -87,7 +87,7 @@ var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh",
 // ignoredRoots are the top-level blocks that are not LVS: left alone.
 var ignoredRoots = []string{
 	"global_defs", "static_ipaddress", "static_routes", "static_rules",
-	"linkbeat_interfaces", "linkbeat_use_polling", "garp_group", "bfd_instance",
+	"linkbeat_interfaces", "linkbeat_use_polling", "garp_group",
 	"track_group", "net_namespace", "net_namespace_ipvs",
 	"namespace_with_ipsets", "instance", "use_pid_dir", "child_wait_time",
 	"interface_up_down_delays",
@@ -107,10 +107,11 @@ type converter struct {
 	res        Result
 	ssl        *Node // the SSL block (SSL_GET's client certificate)
 	sslUsed    bool
-	vsGroups   map[string][]vsEntry  // virtual_server_group's entries by name
-	addrGroups map[string]*addrGroup // DPVS's address groups by keyword and name
-	pending    []pending             // the services, before their local addresses
-	trackFiles map[string]trackFile  // track_file blocks by name, for FILE_CHECK
+	vsGroups   map[string][]vsEntry   // virtual_server_group's entries by name
+	addrGroups map[string]*addrGroup  // DPVS's address groups by keyword and name
+	pending    []pending              // the services, before their local addresses
+	trackFiles map[string]trackFile   // track_file blocks by name, for FILE_CHECK
+	bfds       map[string]bfdInstance // bfd_instance blocks by name, for BFD_CHECK
 }
 
 // pending is a converted service waiting for its share of its
@@ -136,12 +137,15 @@ func Convert(nodes []*Node) Result {
 	c := &converter{}
 	c.groups(nodes)
 	c.readTrackFiles(nodes)
+	c.readBFDs(nodes)
 	for _, n := range nodes {
 		switch kw := n.Keyword(); {
 		case kw == "virtual_server":
 			c.virtualServer(n)
 		case kw == "track_file":
 			// Read first, by readTrackFiles.
+		case kw == "bfd_instance":
+			// Read first, by readBFDs.
 		case isGroup(kw):
 			// Read first, by groups.
 		case kw == "zone":
@@ -860,18 +864,37 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 	}
 
 	in = in.over(n.Block)
-	var kept *conf.HealthCheck
-	var keptAt *Node
+	type converted struct {
+		h conf.HealthCheck
+		n *Node
+	}
+	var done []converted
 	for _, s := range checks {
 		t := target{vip: vip, vport: vport, addr: addr, port: port, forward: rs.Forward}
-		h, ok := c.check(s, t, in)
-		switch {
-		case !ok:
-		case kept == nil:
-			kept, keptAt = &h, s
-		default:
-			kept.Also = append(kept.Also, c.alsoCheck(s, keptAt, *kept, h))
+		if h, ok := c.check(s, t, in); ok {
+			done = append(done, converted{h, s})
 		}
+	}
+	// A bfd check, polled every 200ms, is the main check only of a server
+	// without another: the others' probes are not sent that often.
+	slices.SortStableFunc(done, func(a, b converted) int {
+		aBFD, bBFD := a.h.Type == conf.HealthBFD, b.h.Type == conf.HealthBFD
+		switch {
+		case aBFD == bBFD:
+			return 0
+		case aBFD:
+			return 1
+		}
+		return -1
+	})
+	var kept *conf.HealthCheck
+	var keptAt *Node
+	for _, d := range done {
+		if kept == nil {
+			kept, keptAt = &d.h, d.n
+			continue
+		}
+		kept.Also = append(kept.Also, c.alsoCheck(d.n, keptAt, *kept, d.h))
 	}
 	if kept != nil {
 		c.fitAlso(keptAt, kept)
@@ -884,7 +907,11 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 // its type's settings and its timeout; its timing and the server's
 // settings are the first's.
 func (c *converter) alsoCheck(n, first *Node, main, h conf.HealthCheck) conf.HealthCheck {
-	if h.Interval != main.Interval || h.Fall != main.Fall || h.RetryInterval != main.RetryInterval {
+	switch {
+	case h.Type == conf.HealthBFD && main.Type != conf.HealthBFD:
+		// keepalived acts on the session's state at once.
+		c.warn(n, "lbd reads the session's state with the server's other checks, every %s (the %s's, line %d): not at once", fmtDuration(main.Interval), first.Keyword(), first.Pos.Line)
+	case h.Interval != main.Interval || h.Fall != main.Fall || h.RetryInterval != main.RetryInterval:
 		c.warn(n, "lbd probes a server's checks together, at the %s's (line %d) delay_loop, retry and delay_before_retry", first.Keyword(), first.Pos.Line)
 	}
 	if h.WeightFromExit {
@@ -942,8 +969,7 @@ func (c *converter) check(n *Node, t target, in inherited) (conf.HealthCheck, bo
 	case "SMTP_CHECK":
 		h.Type = conf.HealthSMTP
 	case "BFD_CHECK":
-		c.warn(n, "lbd has no BFD: not supported, the server is left unchecked (type none)")
-		return h, false
+		return c.bfdCheck(n, t, in)
 	case "FILE_CHECK":
 		return c.fileCheck(n)
 	}

@@ -1074,6 +1074,191 @@ track_file relative {
               timeout: 500ms
               file: /run/lb/rs1.drain
 `},
+		{"BFD_CHECK", `bfd_instance rs1 {
+  neighbor_ip 198.51.100.11
+  source_ip 198.51.100.1
+  min_rx 30
+  min_tx 50
+  multiplier 3
+}
+bfd_instance rs2 {
+  neighbour_ip 198.51.100.12
+  weight -20
+  checker
+}
+bfd_instance rs3 {
+  neighbor_ip 198.51.100.13
+  min_rx 2.5
+  min_tx 5
+  multiplier 300
+}
+bfd_instance rs4 {
+  neighbor_ip 198.51.100.14
+  min_rx 20000
+  passive
+  ttl 64
+  max_hops 2
+  idle_tx 2000
+  vrf blue
+}
+bfd_instance rs5 {
+  neighbor_ip 198.51.100.15
+  vrrp
+}
+bfd_instance rs1 {
+  neighbor_ip 198.51.100.19
+}
+` + vs(`  real_server 198.51.100.11 80 {
+    BFD_CHECK {
+      name rs1
+    }
+  }
+  real_server 198.51.100.12 80 {
+    alpha
+    BFD_CHECK {
+      name rs2
+    }
+  }
+  real_server 198.51.100.13 80 {
+    BFD_CHECK {
+      name rs3
+    }
+  }
+  real_server 198.51.100.14 80 {
+    BFD_CHECK {
+      name rs4
+    }
+  }
+  real_server 198.51.100.15 80 {
+    BFD_CHECK {
+      name rs5
+    }
+  }
+  real_server 198.51.100.16 80 {
+    BFD_CHECK {
+      name rs1
+    }
+    BFD_CHECK {
+      name nosuch
+    }
+    BFD_CHECK {
+      delay_loop 3
+    }
+  }
+  real_server 198.51.100.11 8080 {
+    TCP_CHECK {
+    }
+    BFD_CHECK {
+      name rs1
+    }
+  }
+  real_server 198.51.100.12 8080 {
+    BFD_CHECK {
+      name rs2
+    }
+    HTTP_GET {
+      url {
+        path /healthz
+      }
+    }
+  }
+`), []string{
+			"keepalived.conf:4: min_rx: lbd asks one interval both ways, the larger of min_rx and min_tx: bfd_interval 50ms",
+			"keepalived.conf:15: min_rx: lbd's BFD interval is at least 10ms: bfd_interval 10ms",
+			"keepalived.conf:16: min_tx: lbd's BFD interval is at least 10ms: bfd_interval 10ms",
+			"keepalived.conf:17: multiplier: \"300\" is not a multiplier in 1..255: keepalived's 5",
+			"keepalived.conf:19: bfd_instance: lbd asks one interval both ways, the larger of min_rx and min_tx (keepalived's default 10ms): bfd_interval 10s",
+			"keepalived.conf:21: min_rx: lbd's BFD interval is at most 10s: bfd_interval 10s",
+			"keepalived.conf:22: passive: lbd's session is always active (it sends first): dropped",
+			"keepalived.conf:23: ttl: lbd's sessions are single-hop: it sends with TTL 255 (RFC 5881): dropped",
+			"keepalived.conf:24: max_hops: lbd's sessions are single-hop: it takes packets that arrive with TTL 255 only (RFC 5881): dropped",
+			"keepalived.conf:25: idle_tx: lbd sends once a second until the session is up, as RFC 5880 wants: dropped",
+			"keepalived.conf:26: vrf: unknown keyword: dropped",
+			"keepalived.conf:32: bfd_instance: bfd_instance rs1 is already at keepalived.conf:1: ignored, as keepalived does",
+			"keepalived.conf:59: name: bfd_instance rs5 tells VRRP only (vrrp without checker), and keepalived skips the check: the server is left unchecked (type none)",
+			"keepalived.conf:63: BFD_CHECK: lbd's BFD session is with the server's own address, 198.51.100.16, not neighbor_ip 198.51.100.11 (bfd_instance rs1): the server is left unchecked (type none)",
+			"keepalived.conf:67: name: no bfd_instance \"nosuch\": the server is left unchecked (type none)",
+			"keepalived.conf:69: BFD_CHECK: a BFD_CHECK without a name: the server is left unchecked (type none)",
+			"keepalived.conf:70: delay_loop: unknown keyword: dropped",
+			"keepalived.conf:76: BFD_CHECK: lbd reads the session's state with the server's other checks, every 60s (the TCP_CHECK's, line 74): not at once",
+			"keepalived.conf:81: BFD_CHECK: lbd reads the session's state with the server's other checks, every 60s (the HTTP_GET's, line 84): not at once",
+		}, `services:
+  # virtual_server at keepalived.conf:35
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 80
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+        health:
+          type: bfd
+          interval: 200ms
+          timeout: 100ms
+          rise: 1
+          fall: 1
+          source: 198.51.100.1
+          bfd_interval: 50ms
+      - address: 198.51.100.12
+        health:
+          type: bfd
+          interval: 200ms
+          timeout: 100ms
+          rise: 1
+          fall: 1
+          bfd_interval: 10ms
+          bfd_multiplier: 5
+          start_down: true
+      - address: 198.51.100.13
+        health:
+          type: bfd
+          interval: 200ms
+          timeout: 100ms
+          rise: 1
+          fall: 1
+          bfd_interval: 10ms
+          bfd_multiplier: 5
+      - address: 198.51.100.14
+        health:
+          type: bfd
+          interval: 200ms
+          timeout: 100ms
+          rise: 1
+          fall: 1
+          bfd_interval: 10s
+          bfd_multiplier: 5
+      - address: 198.51.100.15
+      - address: 198.51.100.16
+      - address: 198.51.100.11
+        port: 8080
+        health:
+          type: tcp
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          also:
+            - type: bfd
+              timeout: 100ms
+              source: 198.51.100.1
+              bfd_interval: 50ms
+      - address: 198.51.100.12
+        port: 8080
+        health:
+          type: http
+          interval: 60s
+          timeout: 5s
+          rise: 1
+          fall: 2
+          retry_interval: 1s
+          path: /healthz
+          expect_status: 200-299
+          also:
+            - type: bfd
+              timeout: 100ms
+              bfd_interval: 10ms
+              bfd_multiplier: 5
+`},
 		{"unknown keywords", vs(`  lb_algo rr
   frobnicate 3
   real_server 198.51.100.11 80 {

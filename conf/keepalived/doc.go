@@ -62,7 +62,19 @@
 //     file, its weight or the FILE_CHECK's, reverse as file_reverse;
 //     polled every second, rise 1 and fall 1: keepalived watches the file
 //     and acts at once, and a FILE_CHECK inherits no other setting; a
-//     track_file block may come after the FILE_CHECK). delay_loop is
+//     track_file block may come after the FILE_CHECK), BFD_CHECK bfd (lbd's
+//     own single-hop session with the server, timed as the bfd_instance
+//     it names, whose neighbor_ip must be the server's address, else the
+//     server is left unchecked: the larger of min_rx and min_tx (default
+//     10ms) is bfd_interval, within lbd's 10ms..10s, multiplier (default
+//     5) bfd_multiplier, source_ip the source (IPv4); polled every 200ms,
+//     rise 1 and fall 1, as keepalived acts on the session's state at once
+//     and a BFD_CHECK inherits no setting but alpha; passive, ttl or
+//     hoplimit but 255, max_hops but 0 and idle_tx but 1000 are dropped:
+//     lbd's session is active and single-hop, and sends once a second
+//     until it is up; a server's BFD_CHECK is its first check only without
+//     another, else an also check, its state read at the other's
+//     interval; a bfd_instance may come after the BFD_CHECK). delay_loop is
 //     the interval (default 60s), connect_timeout (misc_timeout) the
 //     timeout (default 5s; less than the interval, as lbd wants), and
 //     keepalived's retry N (default 1, MISC_CHECK 0) is fall N+1: it counts
@@ -80,8 +92,8 @@
 // servers and no local address (no laddr_group_name, an unknown group, or
 // none left to it) is skipped, not written for the operator to complete.
 //
-// Dropped with a warning: fwmark virtual servers and group entries, SCTP, BFD_CHECK (the server is left
-// unchecked), track_file's init_file (lbd writes no file), a regex Go's RE2 does not take (a url's becomes
+// Dropped with a warning: fwmark virtual servers and group entries, SCTP,
+// track_file's init_file (lbd writes no file), a regex Go's RE2 does not take (a url's becomes
 // expect_body when it is a plain string, else expect_regex), notify and quorum
 // scripts, mail alerts, ops off udp or with nat servers, persistence
 // engines, GUE and GRE tunnels. A

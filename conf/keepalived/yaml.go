@@ -235,6 +235,12 @@ func (hw *writer) healthKeys(base, h conf.HealthCheck) {
 	if h.HeloName != base.HeloName {
 		hw.str("helo_name", h.HeloName)
 	}
+	if h.BFDInterval != base.BFDInterval {
+		hw.str("bfd_interval", fmtDuration(h.BFDInterval))
+	}
+	if h.BFDMultiplier != base.BFDMultiplier {
+		hw.int("bfd_multiplier", h.BFDMultiplier)
+	}
 	if h.File != base.File {
 		hw.str("file", h.File)
 	}
