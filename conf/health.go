@@ -59,7 +59,7 @@ type HealthCheck struct {
 	Also           []HealthCheck `mapstructure:"also"`             // more checks of the server that must pass too (keepalived's several checkers of a real server), each with its type, its type's settings and its own timeout, probed after this one in the same probe; interval, rise, fall and the server's settings (start_down, on_failure, slow_start, passive) are this check's; default none; reload: yes
 	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart      time.Duration `mapstructure:"slow_start"`       // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
-	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
+	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body, and one more connection for each of extra_urls; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
 	Passive        bool          `mapstructure:"passive"`          // also watch TCP traffic: a server whose new connections mostly never reach ESTABLISHED, two 10 s windows running, is held out of scheduling for 30 s (works with type none too); default false; reload: yes
 	StartDown      bool          `mapstructure:"start_down"`       // a server starts down, with no new connection, until rise probes passed (keepalived's alpha), when lbd starts and when the server is added; needs a type; default false (a server starts up); reload: yes (a server already checked keeps its state)
 }
@@ -110,8 +110,19 @@ func checkViaLBD(f string, e HealthCheck) error {
 		if e.ExpectBody != "" {
 			return fieldErrorf(f+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
 		}
-		if len(e.ExtraURLs) > 0 {
-			return fieldErrorf(f+".extra_urls", "an HTTP check through lbd requests one path (via: lbd)")
+		for i, u := range e.ExtraURLs {
+			g := fmt.Sprintf("%s.extra_urls[%d]", f, i)
+			switch {
+			case u.ExpectBody != "":
+				return fieldErrorf(g+".expect_body", "an HTTP check through lbd reads the status line only (via: lbd)")
+			case u.ExpectRegex != "":
+				return fieldErrorf(g+".expect_regex", "an HTTP check through lbd reads the status line only (via: lbd)")
+			case u.ExpectDigest != "":
+				return fieldErrorf(g+".expect_digest", "an HTTP check through lbd reads the status line only, not the body it would digest (via: lbd)")
+			}
+			if err := checkViaLBDRequest(g, u.Path, e.Host); err != nil {
+				return err
+			}
 		}
 		if e.ExpectDigest != "" {
 			return fieldErrorf(f+".expect_digest", "an HTTP check through lbd reads the status line only, not the body it would digest (via: lbd)")
@@ -119,20 +130,26 @@ func checkViaLBD(f string, e HealthCheck) error {
 		if e.ExpectRegex != "" {
 			return fieldErrorf(f+".expect_regex", "an HTTP check through lbd reads the status line only (via: lbd)")
 		}
-		// lbd writes them into the request line and a header as they are.
-		for _, fv := range [...][2]string{{"path", e.Path}, {"host", e.Host}} {
-			if i := strings.IndexFunc(fv[1], func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
-				return fieldErrorf(f+"."+fv[0], "%q has a space or control character at byte %d (via: lbd sends it as it is)", fv[1], i)
-			}
-		}
-		if n := len(e.Path) + len(e.Host); n > maxViaLBDRequest {
-			return fieldErrorf(f+".path", "path and host of an HTTP check through lbd are %d bytes, at most %d (via: lbd: one segment)", n, maxViaLBDRequest)
-		}
-		return nil
+		return checkViaLBDRequest(f, e.Path, e.Host)
 	case HealthICMP:
 		return nil
 	}
 	return fieldErrorf(f+".via", "lbd sends TCP, HTTP, UDP and ICMP probes only (type is %s)", e.Type)
+}
+
+// checkViaLBDRequest checks a request lbd sends for an HTTP check (the
+// check's or an extra URL's, at f): one segment, path and host written
+// as they are.
+func checkViaLBDRequest(f, path, host string) error {
+	for _, fv := range [...][2]string{{"path", path}, {"host", host}} {
+		if i := strings.IndexFunc(fv[1], func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+			return fieldErrorf(f+"."+fv[0], "%q has a space or control character at byte %d (via: lbd sends it as it is)", fv[1], i)
+		}
+	}
+	if n := len(path) + len(host); n > maxViaLBDRequest {
+		return fieldErrorf(f+".path", "path and host of an HTTP check through lbd are %d bytes, at most %d (via: lbd: one segment)", n, maxViaLBDRequest)
+	}
+	return nil
 }
 
 // Values of HealthCheck.Type.

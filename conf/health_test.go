@@ -330,6 +330,12 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.file_weight: only a file check reads a file (type is exec)`},
 		{"file via lbd", func(c *conf.Config) { h(c).Type, h(c).File, h(c).Via = "file", "/run/rs1", "lbd" },
 			`services[0].health.via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is file)`},
+		{"extra_urls body via lbd", func(c *conf.Config) {
+			h(c).Type, h(c).Via, h(c).ExtraURLs = "http", "lbd", []conf.HealthURL{{Path: "/ready", ExpectBody: "ok"}}
+		}, `services[0].health.extra_urls[0].expect_body: an HTTP check through lbd reads the status line only (via: lbd)`},
+		{"extra_urls path via lbd", func(c *conf.Config) {
+			h(c).Type, h(c).Via, h(c).ExtraURLs = "http", "lbd", []conf.HealthURL{{Path: "/" + strings.Repeat("a", 900)}}
+		}, `services[0].health.extra_urls[0].path: path and host of an HTTP check through lbd are 901 bytes, at most 900 (via: lbd: one segment)`},
 		{"bfd_interval", func(c *conf.Config) { h(c).Type, h(c).BFDInterval = "bfd", 5*time.Millisecond },
 			`services[0].health.bfd_interval: 5ms is out of range 10ms..10s`},
 		{"bfd_multiplier", func(c *conf.Config) { h(c).Type, h(c).BFDMultiplier = "bfd", 256 },

@@ -305,8 +305,29 @@ func probeTimeout(t health.Target) string {
 // answer, after which the lcore that got it resets the connection. It
 // reads the status only (the configuration refuses expect_body and https
 // with via: lbd). A lost segment fails the probe: rise and fall absorb
-// that, as they absorb a lost SYN.
+// that, as they absorb a lost SYN. Each of extra_urls is one more
+// connection, after the last passed; a failure's reason then starts with
+// the path that failed, as the host's probes say it.
 func (c *Controller) ProbeHTTP(ctx context.Context, t health.Target) (bool, string) {
+	ok, reason := c.probeHTTPOne(ctx, t)
+	if len(t.Check.ExtraURLs) == 0 {
+		return ok, reason
+	}
+	if !ok {
+		return false, t.Check.Effective().Path + ": " + reason
+	}
+	for _, u := range t.Check.ExtraURLs {
+		ut := t
+		ut.Check = t.Check.URL(u)
+		if ok, reason := c.probeHTTPOne(ctx, ut); !ok {
+			return false, u.Path + ": " + reason
+		}
+	}
+	return true, ""
+}
+
+// probeHTTPOne requests the check's path through lbd.
+func (c *Controller) probeHTTPOne(ctx context.Context, t health.Target) (bool, string) {
 	k, w, done := c.probes.start(t, hdr.ProtoTCP, lcore.HTTPProbePortFirst, lcore.ProbePorts-lcore.TCPProbePorts)
 	defer done()
 	syn := func() bool { return c.dp.SendProbe(k.ip, k.ip6, k.dstPort, k.srcPort, w.seq) }

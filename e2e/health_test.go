@@ -406,6 +406,41 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 	e.stopLBD(t)
 }
 
+// TestHTTPHealthThroughLBDExtraURLs: an HTTP check through lbd with
+// extra_urls opens one connection for each path. rs1 answers 500 on
+// /ready only while a file exists: it goes down, the reason naming
+// /ready, and comes back when the page heals.
+func TestHTTPHealthThroughLBDExtraURLs(t *testing.T) {
+	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
+		c.Services[0].Health = "{type: http, via: lbd, path: /, extra_urls: [{path: /ready}], interval: 300ms, timeout: 250ms, rise: 1, fall: 2}"
+	}})
+	e.warmUp(t)
+	rs1 := e.nat.Servers[0]
+	addr := rs1.Addr.Addr().String()
+	failFile := filepath.Join(t.TempDir(), "sick")
+	killServe(t, rs1.NS)
+	var out harness.Buffer
+	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile, "-fail-path", "/ready"); err != nil {
+		t.Fatal(err)
+	}
+	waitProbed(t, e, "tcp", 80)
+	waitHealth(t, e, addr, "up")
+	if err := os.WriteFile(failFile, nil, 0o644); err != nil { // /ready answers 500, / still 200
+		t.Fatal(err)
+	}
+	if reason := waitHealth(t, e, addr, "down"); reason != "/ready: HTTP status 500, want 200-399 (through lbd)" {
+		t.Errorf("down reason %q, want /ready's status through lbd", reason)
+	}
+	if got := servedBy(t, e, "rs1's /ready sick", 10); got["rs2"] != 10 {
+		t.Fatalf("rs1's /ready sick: %v, want every request on rs2", got)
+	}
+	if err := os.Remove(failFile); err != nil {
+		t.Fatal(err)
+	}
+	waitHealth(t, e, addr, "up")
+	e.stopLBD(t)
+}
+
 // TestUDPHealthThroughLBD: with no management link, a UDP check with
 // via: lbd is a datagram lbd sends from its port's address: the server's
 // reply (naming the address it came from: lbd's port) passes it, the port

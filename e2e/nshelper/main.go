@@ -131,6 +131,7 @@ func serve(args []string) error {
 	listen := fs.String("listen", ":8080", "comma-separated listen addresses")
 	name := fs.String("name", "", "name put at the start of every answer")
 	failFile := fs.String("fail-file", "", "while this file exists, answer 500 (a sick application)")
+	failPath := fs.String("fail-path", "", "with -fail-file: answer 500 for this path only (one sick page)")
 	proxy := fs.Bool("proxy-protocol", false, "every connection starts with a PROXY v2 header: answer with its client address")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -142,7 +143,7 @@ func serve(args []string) error {
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Connection", "close")
 		w.Header().Set("Content-Type", "text/plain")
-		if *failFile != "" {
+		if *failFile != "" && (*failPath == "" || r.URL.Path == *failPath) {
 			if _, err := os.Stat(*failFile); err == nil {
 				w.WriteHeader(http.StatusInternalServerError)
 			}
