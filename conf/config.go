@@ -205,6 +205,7 @@ type Service struct {
 	PersistencePrefix int          `mapstructure:"persistence_prefix"`
 	SloppyTCP         bool         `mapstructure:"sloppy_tcp"`   // also create connections on TCP packets other than SYN (mid-flow pickup, IPVS's sloppy_tcp); default false; reload: yes
 	OnePacket         bool         `mapstructure:"one_packet"`   // udp: schedule every datagram on its own and keep no connection (IPVS's one-packet scheduling, ipvsadm --ops: DNS, syslog); dr and tun servers only; default false; reload: yes
+	QUIC              bool         `mapstructure:"quic"`         // udp: a new flow goes to the server its QUIC destination connection ID names (DPVS's encoding of the server's address, and port, after the ID's first octet), so that a QUIC connection follows its client to a new address or port; other flows are scheduled; not with persistence; default false; reload: yes
 	Helper            string       `mapstructure:"helper"`       // application helper: "" none, "ftp" (IPVS's ip_vs_ftp: PORT/EPRT and 227/229 translated, data connections expected; over IPv6 EPRT and 229; tcp, every server nat); default ""; reload: yes (connections opened before keep what they had)
 	Servers           []RealServer `mapstructure:"servers"`      // real servers; empty drops and counts new connections; default none; reload: yes
 	Health            HealthCheck  `mapstructure:"health"`       // health check of every server (see HealthCheck); default DefaultHealthCheck(), type none; reload: yes

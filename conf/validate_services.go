@@ -112,6 +112,12 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validateOnePacket(f); err != nil {
 			return err
 		}
+		if s.QUIC && s.Protocol != "udp" {
+			return fieldErrorf(f+".quic", "is for udp services only (QUIC runs over UDP)")
+		}
+		if s.QUIC && s.Persistence != 0 {
+			return fieldErrorf(f+".quic", "not with persistence: the connection ID chooses the server (as DPVS's)")
+		}
 		if s.ProxyProtocol && s.Protocol != "tcp" {
 			return fieldErrorf(f+".proxy_protocol", "is for tcp services only")
 		}

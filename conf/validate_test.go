@@ -102,6 +102,7 @@ func TestValidateValid(t *testing.T) {
 		}, schedulers},
 		{"netmask 0.0.0.0", func(c *conf.Config) { c.Services[0].Netmask = "0.0.0.0" }, schedulers},
 		{"port-zero service", portZero, schedulers},
+		{"quic on udp", func(c *conf.Config) { c.Services[0].Protocol, c.Services[0].QUIC = "udp", true }, schedulers},
 		{"one_packet udp to dr and tun servers", func(c *conf.Config) {
 			s := &c.Services[0]
 			s.Protocol, s.OnePacket = "udp", true
@@ -317,6 +318,11 @@ func TestValidate(t *testing.T) {
 			`services[0].port: 0 (every port of the VIP) needs persistence, as ipvsadm's port-zero services do`},
 		{"port-zero service with a server port", func(c *conf.Config) { portZero(c); c.Services[0].Servers[1].Port = 443 },
 			`services[0].servers[1].port: 443: the servers of a port-zero service take the client's port, so theirs is 0 (or left out)`},
+		{"quic on tcp", func(c *conf.Config) { c.Services[0].QUIC = true },
+			`services[0].quic: is for udp services only (QUIC runs over UDP)`},
+		{"quic with persistence", func(c *conf.Config) {
+			c.Services[0].Protocol, c.Services[0].QUIC, c.Services[0].Persistence = "udp", true, time.Minute
+		}, `services[0].quic: not with persistence: the connection ID chooses the server (as DPVS's)`},
 		{"one_packet on tcp", func(c *conf.Config) { c.Services[0].OnePacket = true },
 			`services[0].one_packet: is for udp services only (as ipvsadm --ops)`},
 		{"one_packet to a nat server", func(c *conf.Config) {

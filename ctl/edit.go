@@ -156,6 +156,9 @@ func setService(s *conf.Service, spec api.ServiceSpec) error {
 	if spec.OnePacket != nil {
 		s.OnePacket = *spec.OnePacket
 	}
+	if spec.QUIC != nil {
+		s.QUIC = *spec.QUIC
+	}
 	return nil
 }
 

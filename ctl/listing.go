@@ -114,7 +114,7 @@ func serviceSettings(s conf.Service) api.Service {
 	if len(s.SchedFlags) > 0 {
 		as.SchedFlags = append([]string(nil), s.SchedFlags...)
 	}
-	as.SynProxy, as.OnePacket = s.SynProxy, s.OnePacket
+	as.SynProxy, as.OnePacket, as.QUIC = s.SynProxy, s.OnePacket, s.QUIC
 	if len(s.LocalAddresses) > 0 {
 		as.LocalAddresses = append([]string(nil), s.LocalAddresses...)
 	}

@@ -12,14 +12,23 @@ import (
 // 30 and 31, on the service's port), forwarded by method.
 func withOnePacket(t *testing.T, r *rig, key ServiceKey, method fwd.Method) {
 	t.Helper()
-	old := r.w.snap
 	d := []sched.Dest{{ID: 30, Addr: rs1, Port: key.Port, Weight: 1, Fwd: method}, {ID: 31, Addr: rs2, Port: key.Port, Weight: 1, Fwd: method}}
 	if key.IsIPv6() {
 		d[0].Addr, d[0].Addr6, d[1].Addr, d[1].Addr6 = 0, rs61, 0, rs62
 	}
-	rr, _ := sched.New("rr", d, sched.Options{})
-	svcs := append(append([]Service(nil), old.Services...), Service{
-		Key: key, Scheduler: "rr", Dests: d, Scheds: []sched.Scheduler{rr}, OnePacket: true, PersistMask: ^uint32(0)})
+	r.addService(Service{Key: key, Dests: d, OnePacket: true})
+}
+
+// addService adds svc to r's snapshot, scheduled by rr over its Dests.
+func (r *rig) addService(svc Service) {
+	r.t.Helper()
+	old := r.w.snap
+	rr, err := sched.New("rr", svc.Dests, sched.Options{})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	svc.Scheduler, svc.Scheds, svc.PersistMask = "rr", []sched.Scheduler{rr}, ^uint32(0)
+	svcs := append(append([]Service(nil), old.Services...), svc)
 	snap := NewSnapshot(old.Gen+1, old.Ports, svcs, old.Neigh, old.Timeouts)
 	snap.Neigh6 = old.Neigh6
 	r.w.snap = snap

@@ -373,9 +373,14 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = k.src, k.sport, k.dst, k.dport
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
-	if svc.Persistence > 0 {
+	if svc.QUIC && d.frag != fragLater {
+		idx = quicDest(svc, d, false)
+	}
+	switch {
+	case idx >= 0:
+	case svc.Persistence > 0:
 		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, templatePort(svc, k.dport))
-	} else {
+	default:
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}
 	if idx < 0 {

@@ -195,7 +195,12 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 	w.flow.SrcIP, w.flow.SrcPort, w.flow.DstIP, w.flow.DstPort = conn.Fold6(src), k.sport, vip, k.dport
 	w.flow.Proto, w.flow.Now = k.proto, w.now
 	idx, tmpl := -1, uint32(0)
-	if svc.Persistence > 0 {
+	if svc.QUIC && d.frag != fragLater {
+		idx = quicDest(svc, d, true)
+	}
+	if idx >= 0 {
+		// The server the QUIC connection ID names.
+	} else if svc.Persistence > 0 {
 		// The template's key is the fold of the client's prefix: two
 		// prefixes that fold alike share a server, which persistence
 		// allows (the server is still one of the service's).

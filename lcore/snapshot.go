@@ -172,6 +172,9 @@ type Service struct {
 	// client's address and port) in the segments that complete their
 	// handshake with the server (toa.go).
 	TOA bool
+	// QUIC: a new flow goes to the server its QUIC destination
+	// connection ID names, if it names one of Dests (quic.go); UDP.
+	QUIC bool
 	// SynProxy: lbd answers the clients' SYNs with SYN cookies and opens
 	// the connection to the server only for an ACK that proves one
 	// (synproxy.go); NAT and FullNAT servers only.

@@ -123,6 +123,8 @@ Options:
   --ops, --no-ops              one-packet scheduling: every datagram of a udp service scheduled on
                                its own, no connection kept (dr and tun servers); ipvsadm's -o
                                with -A/-E when json or text does not follow
+  --quic, --no-quic            a udp service's new flows go to the server their QUIC connection ID
+                               names (DPVS's encoding), so QUIC connections survive a client's move
   --real-server  -r RIP[:port] real server (port: the service's by default; names as for -t)
   --gatewaying   -g            direct routing
   --ipip         -i            IP-in-IP tunnel

@@ -268,7 +268,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	forward := "nat"
 	var flags, servers []*Node
-	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops, hysteresis, alpha *Node
+	var sorry, sorryMethod, granularity, synProxy, proxyProtocol, ops, quic, hysteresis, alpha *Node
 	groups := map[string]*Node{} // DPVS's address groups named, by keyword
 	weight := 1
 	for _, s := range n.Block {
@@ -382,7 +382,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		case "expire_quiescent_conn":
 			c.warn(s, "lbd keeps the connections of a server whose weight is 0 until they end: dropped")
 		case "quic":
-			c.warn(s, "lbd does not follow QUIC connection IDs: dropped")
+			quic = s
 		default:
 			c.warn(s, "unknown keyword: dropped")
 		}
@@ -450,6 +450,18 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	if ops != nil {
 		c.onePacket(&svc, ops)
+	}
+	if quic != nil {
+		// DPVS's: a new flow goes to the server its QUIC connection ID
+		// names, in DPVS's encoding, which lbd reads as it is.
+		switch {
+		case svc.Protocol != "udp":
+			c.warn(quic, "QUIC runs over UDP: dropped on a %s service", svc.Protocol)
+		case svc.Persistence != 0:
+			c.warn(quic, "not with persistence_timeout (DPVS ignores it there too): dropped")
+		default:
+			svc.QUIC = true
+		}
 	}
 	if proxyProtocol != nil {
 		c.proxyProtocol(&svc, proxyProtocol)

@@ -1259,6 +1259,48 @@ bfd_instance rs1 {
               bfd_interval: 10ms
               bfd_multiplier: 5
 `},
+		{"quic", `virtual_server 192.0.2.10 443 {
+  protocol UDP
+  lb_algo rr
+  quic
+  real_server 198.51.100.11 443
+}
+virtual_server 192.0.2.10 443 {
+  quic
+  real_server 198.51.100.11 443
+}
+virtual_server 192.0.2.11 443 {
+  protocol UDP
+  persistence_timeout 60
+  quic
+  real_server 198.51.100.11 443
+}
+`, []string{
+			"keepalived.conf:8: quic: QUIC runs over UDP: dropped on a tcp service",
+			"keepalived.conf:14: quic: not with persistence_timeout (DPVS ignores it there too): dropped",
+		}, `services:
+  - protocol: udp
+    vip: 192.0.2.10
+    port: 443
+    servers:
+      - address: 198.51.100.11
+    quic: true
+  # virtual_server at keepalived.conf:7
+  - protocol: tcp
+    vip: 192.0.2.10
+    port: 443
+    scheduler: wlc
+    servers:
+      - address: 198.51.100.11
+  # virtual_server at keepalived.conf:11
+  - protocol: udp
+    vip: 192.0.2.11
+    port: 443
+    scheduler: wlc
+    persistence: 60s
+    servers:
+      - address: 198.51.100.11
+`},
 		{"unknown keywords", vs(`  lb_algo rr
   frobnicate 3
   real_server 198.51.100.11 80 {

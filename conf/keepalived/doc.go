@@ -39,7 +39,9 @@
 //     addresses in the VIP's family. syn_proxy is synproxy (tcp, nat and
 //     fullnat servers), proxy_protocol v2 proxy_protocol (to fullnat
 //     servers), TCP_CHECK's nb_sock_retry (LVS FullNAT's) retry, ops
-//     one_packet (udp, dr and tun servers). A virtual_server on port 0
+//     one_packet (udp, dr and tun servers), quic quic (udp, without
+//     persistence: DPVS's encoding of the server in QUIC connection IDs
+//     is lbd's). A virtual_server on port 0
 //     (or on an address alone) is a port-zero service when persistent;
 //     its servers' ports are dropped (the client's is kept). A tcp
 //     service with fullnat servers and no proxy_protocol gets toa, as
@@ -103,6 +105,6 @@
 // lbd has no use for: zone blocks (per-zone local addresses), tunnel_group,
 // vip_bind_dev, establish_timeout, bps, limit_proportion, hash_target,
 // nat_mask, SNAT's src-range, dst-range, iif and oif,
-// expire_quiescent_conn, quic, ipset entries; DPVS's dpdk_interface and
+// expire_quiescent_conn, ipset entries; DPVS's dpdk_interface and
 // the rest of its vrrp_instance are keepalived's, left alone.
 package keepalived

@@ -106,6 +106,9 @@ func (w *writer) service(s conf.Service) {
 	if s.OnePacket {
 		w.value("one_packet", "true")
 	}
+	if s.QUIC {
+		w.value("quic", "true")
+	}
 	if len(s.Blocklist) > 0 {
 		w.list("blocklist", s.Blocklist)
 	}

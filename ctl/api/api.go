@@ -144,6 +144,7 @@ type ServiceSpec struct {
 	SloppyTCP   *bool     `json:"sloppy_tcp,omitempty"`  // --sloppy-tcp / --no-sloppy-tcp; default off
 	SynProxy    *bool     `json:"synproxy,omitempty"`    // --synproxy, --no-synproxy; default off
 	OnePacket   *bool     `json:"one_packet,omitempty"`  // --ops (ipvsadm -o), --no-ops; default off
+	QUIC        *bool     `json:"quic,omitempty"`        // --quic, --no-quic (DPVS's ipvsadm --quic); default off
 }
 
 // ServerSpec names a real server of a service and, for add and edit, its
@@ -327,6 +328,7 @@ type Service struct {
 	SloppyTCP   bool     `json:"sloppy_tcp,omitempty"`  // any TCP packet opens a connection (--sloppy-tcp)
 	SynProxy    bool     `json:"synproxy,omitempty"`    // SYN cookies answer the clients' SYNs (--synproxy)
 	OnePacket   bool     `json:"one_packet,omitempty"`  // every datagram scheduled on its own (--ops)
+	QUIC        bool     `json:"quic,omitempty"`        // new flows go to the server their QUIC connection ID names (--quic)
 	// LocalAddresses are the FullNAT local addresses (local_addresses in
 	// the configuration, lbctl --add-laddr and --del-laddr).
 	LocalAddresses []string `json:"local_addresses,omitempty"`

@@ -176,6 +176,7 @@ func editedService(a, b Service) []Change {
 	field("-b", strings.Join(a.SchedFlags, ","), strings.Join(b.SchedFlags, ","))
 	field("--synproxy", strconv.FormatBool(a.SynProxy), strconv.FormatBool(b.SynProxy))
 	field("--ops", strconv.FormatBool(a.OnePacket), strconv.FormatBool(b.OnePacket))
+	field("--quic", strconv.FormatBool(a.QUIC), strconv.FormatBool(b.QUIC))
 	field("-z", strings.Join(a.LocalAddresses, ","), strings.Join(b.LocalAddresses, ","))
 	fs = append(fs, clientListFields(a, b)...)
 	if fs != nil {

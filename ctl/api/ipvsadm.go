@@ -64,6 +64,7 @@ var longOpts = map[string]optSpec{
 	"--gatewaying": {"-g", noValue}, "--ipip": {"-i", noValue}, "--masquerading": {"-m", noValue},
 	"--fullnat": {"--fullnat", noValue}, "--synproxy": {"--synproxy", noValue}, "--no-synproxy": {"--no-synproxy", noValue},
 	"--ops": {"--ops", noValue}, "--no-ops": {"--no-ops", noValue},
+	"--quic": {"--quic", noValue}, "--no-quic": {"--no-quic", noValue},
 	"--weight": {"-w", needValue}, "--u-threshold": {"-x", needValue}, "--l-threshold": {"-y", needValue},
 	"--numeric": {"-n", noValue}, "--connection": {"-c", noValue},
 	"--stats": {"--stats", noValue}, "--rate": {"--rate", noValue}, "--exact": {"--exact", noValue},
@@ -136,6 +137,8 @@ func init() {
 	allowedWith["--no-synproxy"] = allowedWith["-s"]
 	allowedWith["--ops"] = allowedWith["-s"]
 	allowedWith["--no-ops"] = allowedWith["-s"]
+	allowedWith["--quic"] = allowedWith["-s"]
+	allowedWith["--no-quic"] = allowedWith["-s"]
 }
 
 // commandName is the option a command is given with, for messages.
@@ -190,7 +193,7 @@ func ParseArgs(args []string) (Command, error) {
 	var svcFlag, svcVal, rsVal string
 	var fwd, weight, upper, lower, persist, netmask, flags, sched *string
 	var sloppy *bool
-	var synproxy, ops *bool
+	var synproxy, ops, quic *bool
 	var setVals []string
 	var daemon daemonArgs
 	conn := false
@@ -265,6 +268,9 @@ func ParseArgs(args []string) (Command, error) {
 			case "--ops", "--no-ops":
 				on := spec.name == "--ops"
 				ops = &on
+			case "--quic", "--no-quic":
+				on := spec.name == "--quic"
+				quic = &on
 			case "-r":
 				rsVal = v
 			case "-z":
@@ -489,6 +495,7 @@ func ParseArgs(args []string) (Command, error) {
 		s.SloppyTCP = sloppy
 		s.SynProxy = synproxy
 		s.OnePacket = ops
+		s.QUIC = quic
 		if flags != nil {
 			fl := []string{}
 			if *flags != "" {

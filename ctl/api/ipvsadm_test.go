@@ -233,6 +233,38 @@ func TestOnePacketRules(t *testing.T) {
 	}
 }
 
+// TestQUICRules: --quic (DPVS's ipvsadm) saves, restores and lists.
+func TestQUICRules(t *testing.T) {
+	file := `-A -u 192.0.2.100:443 -s rr --quic
+-a -u 192.0.2.100:443 -r 198.51.100.11:443 -m -w 1
+`
+	svcs := []api.Service{{Protocol: "UDP", VIP: "192.0.2.100", Port: 443, Scheduler: "rr", QUIC: true,
+		Servers: []api.RealServer{{Address: "198.51.100.11", Port: 443, Forward: "Masq", Weight: 1}}}}
+	var b bytes.Buffer
+	if err := api.WriteSave(&b, svcs); err != nil {
+		t.Fatal(err)
+	}
+	if b.String() != file {
+		t.Errorf("save:\n%s\nwant:\n%s", b.String(), file)
+	}
+	got, err := api.ParseRestore(b.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := got[0].Service; s.QUIC == nil || !*s.QUIC {
+		t.Errorf("restored %+v: --quic lost", got[0])
+	}
+	c, err := api.ParseArgs([]string{"-E", "-u", "192.0.2.100:443", "--no-quic"})
+	if err != nil || c.Service == nil || c.Service.QUIC == nil || *c.Service.QUIC {
+		t.Errorf("-E --no-quic: %+v, %v", c, err)
+	}
+	b.Reset()
+	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
+	if !strings.Contains(b.String(), "UDP  192.0.2.100:443 rr quic\n") {
+		t.Errorf("list:\n%s", b.String())
+	}
+}
+
 // TestLocalAddressRules: DPVS's local address verbs parse (long and
 // short), are allowed in a restore file, and refuse what they cannot use.
 func TestLocalAddressRules(t *testing.T) {

@@ -100,6 +100,9 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 			if s.OnePacket {
 				bw.WriteString(" ops")
 			}
+			if s.QUIC {
+				bw.WriteString(" quic")
+			}
 		}
 		bw.WriteString("\n")
 
@@ -176,6 +179,9 @@ func WriteSave(w io.Writer, services []Service) error {
 		}
 		if s.OnePacket {
 			bw.WriteString(" --ops")
+		}
+		if s.QUIC {
+			bw.WriteString(" --quic")
 		}
 		bw.WriteString("\n")
 		for _, l := range s.LocalAddresses {

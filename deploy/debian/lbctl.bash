@@ -30,7 +30,7 @@ _lbctl() {
 		--timeout --dry-run --diff --reply trace
 		--sched-flags --real-server --gatewaying --ipip --masquerading --weight --u-threshold --l-threshold
 		--numeric --connection --client --stats --rate --thresholds --persistent-conn --per-lcore --sort
-		--exact --output --socket --help --version reload upgrade --binary --fullnat --synproxy --no-synproxy --ops --no-ops
+		--exact --output --socket --help --version reload upgrade --binary --fullnat --synproxy --no-synproxy --ops --no-ops --quic --no-quic
 		--add-laddr --del-laddr --get-laddr --laddr -z --add-blklst --del-blklst --get-blklst --blklst-address -k
 		--add-whtlst --del-whtlst --get-whtlst --whtlst-address -2
 		--ha-state --ha-check --links --bgp drain undrain --daemon --start-daemon --stop-daemon" -- "$cur"))

@@ -112,6 +112,7 @@ type Service struct {
 	TOA            bool // toa: DPVS's TCP option address in the handshakes
 	SynProxy       bool // synproxy: true
 	OnePacket      bool // one_packet: every datagram scheduled on its own
+	QUIC           bool // quic: new flows go to the server their QUIC connection ID names
 	Servers        []Server
 }
 
@@ -250,6 +251,9 @@ func (c Config) YAML() string {
 		}
 		if s.SynProxy {
 			w("    synproxy: true")
+		}
+		if s.QUIC {
+			w("    quic: true")
 		}
 		if s.OnePacket {
 			w("    one_packet: true")

@@ -267,6 +267,13 @@ func UDPGetFromPort(ctx context.Context, t *topo.Topo, ns, nshelper, addr string
 	return udpGet(ctx, t, ns, nshelper, addr, n, timeout, "-port", strconv.Itoa(port))
 }
 
+// UDPGetQUIC is UDPGet with every query a QUIC 1-RTT packet whose
+// connection ID names server (DPVS's encoding), each from a new source
+// port, as a QUIC client that moved.
+func UDPGetQUIC(ctx context.Context, t *topo.Topo, ns, nshelper, addr, server string, n int, timeout time.Duration) ([]Result, error) {
+	return udpGet(ctx, t, ns, nshelper, addr, n, timeout, "-quic-server", server)
+}
+
 // udpGet runs nshelper udpget with more arguments.
 func udpGet(ctx context.Context, t *topo.Topo, ns, nshelper, addr string, n int, timeout time.Duration, more ...string) ([]Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(n)*timeout+30*time.Second)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // udpserve answers every datagram with "<name> <source ip:port as seen>",
@@ -148,6 +151,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 	bind := fs.String("bind", "", "local IPv4 address to send from (default: the route's)")
 	size := fs.Int("size", 0, "pad each query to this many bytes; the answer must be as long and padded alike")
 	port := fs.Int("port", 0, "source port of every query, as a resolver's one socket (0: a fresh one each)")
+	quicServer := fs.String("quic-server", "", "each query is a QUIC 1-RTT packet whose destination connection ID names this server's address (DPVS's encoding), as after a client's move to a new port")
 	if err := fs.Parse(args); err != nil {
 		return false, err
 	}
@@ -173,10 +177,25 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 		local = c.LocalAddr().(*net.UDPAddr).IP
 		c.Close()
 	}
+	var server net.IP
+	if *quicServer != "" {
+		if server = net.ParseIP(*quicServer); server == nil {
+			return false, fmt.Errorf("udpget: -quic-server %q is not an address", *quicServer)
+		}
+		if s4 := server.To4(); s4 != nil {
+			server = s4
+		}
+	}
 	enc := json.NewEncoder(out)
 	sum := Summary{Summary: true}
 	for i := 0; i < *n; i++ {
-		res := query(&net.UDPAddr{IP: local, Port: *port}, raddr, i, *size, *timeout)
+		var q []byte
+		if server != nil {
+			if q, err = quicPacket(server); err != nil {
+				return false, err
+			}
+		}
+		res := query(&net.UDPAddr{IP: local, Port: *port}, raddr, i, *size, q, *timeout)
 		if res.Err == "" {
 			sum.OK++
 		} else {
@@ -195,7 +214,7 @@ func udpget(args []string, out io.Writer) (failed bool, err error) {
 // query sends one datagram from a fresh unconnected socket bound to
 // local, so that an answer from any source is received and its source
 // recorded.
-func query(local *net.UDPAddr, raddr *net.UDPAddr, i, size int, timeout time.Duration) (res Result) {
+func query(local *net.UDPAddr, raddr *net.UDPAddr, i, size int, q []byte, timeout time.Duration) (res Result) {
 	res.I = i
 	start := time.Now()
 	defer func() { res.Millis = time.Since(start).Milliseconds() }()
@@ -214,7 +233,9 @@ func query(local *net.UDPAddr, raddr *net.UDPAddr, i, size int, timeout time.Dur
 		res.Err = err.Error()
 		return res
 	}
-	q := []byte(fmt.Sprintf("query %d\n", i))
+	if q == nil {
+		q = []byte(fmt.Sprintf("query %d\n", i))
+	}
 	if size > len(q) {
 		q = pad(q, size)
 	}
@@ -256,4 +277,20 @@ func firstLine(b []byte) []byte {
 		return b[:i+1]
 	}
 	return b
+}
+
+// quicPacket is a QUIC 1-RTT packet (short header) to a connection ID
+// that names server (its last 4 bytes, 8 of an IPv6 address) in DPVS's
+// encoding, the rest random, as a server set up for it issues them.
+func quicPacket(server net.IP) ([]byte, error) {
+	nonce := make([]byte, 20)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
+	n := min(len(server), 8)
+	b, ok := hdr.AppendQUICCID([]byte{0x40 | nonce[0]&0x3f}, 16, server, n, 0, nonce)
+	if !ok {
+		return nil, fmt.Errorf("udpget: no connection ID for %s", server)
+	}
+	return append(b, nonce[:8]...), nil // a packet number and some protected payload
 }

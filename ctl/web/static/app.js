@@ -138,6 +138,7 @@ function renderServices(data) {
     if (s.persistence) sched += " persistent " + s.persistence;
     if (s.synproxy) sched += " synproxy";
     if (s.one_packet) sched += " ops";
+    if (s.quic) sched += " quic";
     // The lists are counted here, their entries in the cell's title
     // (lbctl --get-blklst and --get-whtlst list them whole).
     const lists = [["blocklist", s.blocklist], ["allowlist", s.allowlist]].filter(([, l]) => l && l.length);
