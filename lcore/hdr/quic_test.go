@@ -69,3 +69,27 @@ func TestQUICServer(t *testing.T) {
 		t.Errorf("an 8-byte ID holding 4 address bytes and a port: want refused (DPVS wants 5 bytes more than them)")
 	}
 }
+
+// FuzzQUICServer: any datagram is read without a panic, and a server it
+// names is at most 8 bytes; an ID made by AppendQUICCID reads back.
+func FuzzQUICServer(f *testing.F) {
+	cid, _ := AppendQUICCID([]byte{0x40}, 10, []byte{192, 168, 111, 222}, 2, 8029, bytes.Repeat([]byte{1}, 20))
+	f.Add(cid)
+	f.Add([]byte{0xc0, 0, 0, 0, 1, 8, 0, 0x36, 0xfd, 0xe1, 0xf5, 0xd0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		addr, n, port, ok := QUICServer(b)
+		if ok && (n < 1 || n > 8) {
+			t.Fatalf("names %d address bytes", n)
+		}
+		if !ok || len(b) < 1 || b[0]&0x80 != 0 {
+			return
+		}
+		again, made := AppendQUICCID([]byte{b[0]}, max(QUICMinCID, n+7), addr[8-n:], n, port, bytes.Repeat([]byte{7}, 20))
+		if !made {
+			t.Fatalf("AppendQUICCID refuses % x (%d), %d", addr, n, port)
+		}
+		if a2, n2, p2, ok2 := QUICServer(again); !ok2 || a2 != addr || n2 != n || p2 != port {
+			t.Fatalf("% x: %v %d %d, then % x: %v %d %d", b, addr, n, port, again, a2, n2, p2)
+		}
+	})
+}
