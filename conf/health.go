@@ -56,7 +56,7 @@ type HealthCheck struct {
 	File           string        `mapstructure:"file"`             // file: the file each probe reads, an absolute path; it holds a number as text (decimal, or 0x hex, as keepalived's track_file), an absent or empty file reads 0; required for file; default ""; reload: yes
 	FileWeight     int           `mapstructure:"file_weight"`      // file: 0 = the server is down while the number is not 0 (a drain switch); else the number times file_weight is added to the server's weight (which stays in 0..65535) and the server stays up (keepalived's FILE_CHECK weight), -65535..65535; default 0; reload: yes
 	FileReverse    bool          `mapstructure:"file_reverse"`     // file: with file_weight 0 the server is down while the number is 0; else the product is subtracted (keepalived's weight ... reverse); default false; reload: yes
-	Also           []HealthCheck `mapstructure:"also"`             // more checks of the server that must pass too (keepalived's several checkers of a real server), each with its type, its type's settings and its own timeout, probed after this one in the same probe; interval, rise, fall and the server's settings (start_down, on_failure, slow_start, passive) are this check's; default none; reload: yes
+	Also           []HealthCheck `mapstructure:"also"`             // more checks of the server that must pass too (keepalived's several checkers of a real server), each with its type, its type's settings, its own timeout and its via (default this check's), probed after this one in the same probe; interval, rise, fall and the server's settings (start_down, on_failure, slow_start, passive) are this check's; default none; reload: yes
 	OnFailure      string        `mapstructure:"on_failure"`       // existing connections of a failed server: "keep" them or "expire" them (IPVS's expire_nodest_conn); default "keep"; reload: yes
 	SlowStart      time.Duration `mapstructure:"slow_start"`       // after recovery, ramp the weight linearly from 1 to the configured one over this time, 0 = off, 0..1h; default 0; reload: yes
 	Via            string        `mapstructure:"via"`              // where probes leave from: "host" (the host's own stack, a management interface) or "lbd" (tcp, http, udp and icmp: lbd sends a SYN from its port's address, IPv4 or IPv6, through the DPDK port and reads the answer; for http it then sends the request and reads the answer's status line, so no expect_body, and one more connection for each of extra_urls; for udp it sends the datagram and searches expect in the reply's first 64 bytes; for icmp an echo request), for servers reachable only through lbd; default "" (host); reload: yes
@@ -627,9 +627,6 @@ func checkAlso(f string, e HealthCheck) error {
 	if len(e.Also) == 0 {
 		return nil
 	}
-	if e.Via == HealthViaLBD {
-		return fieldErrorf(f+".also", "checks through lbd probe one check a server (via: lbd)")
-	}
 	d := DefaultHealthCheck()
 	for i, a := range e.Also {
 		g := fmt.Sprintf("%s.also[%d]", f, i)
@@ -638,14 +635,15 @@ func checkAlso(f string, e HealthCheck) error {
 			return fieldErrorf(g+".type", "an also check needs a type")
 		case len(a.Also) > 0:
 			return fieldErrorf(g+".also", "also checks do not nest: list them all in %s.also", f)
-		case a.Via == HealthViaLBD:
-			return fieldErrorf(g+".via", "an also check leaves from the host")
 		case a.Interval != 0 && a.Interval != d.Interval, a.Rise != 0 && a.Rise != d.Rise, a.Fall != 0 && a.Fall != d.Fall, a.RetryInterval != 0:
 			return fieldErrorf(g, "an also check is probed with %s: its interval, rise, fall and retry_interval are that check's", f)
 		case a.StartDown, a.Passive, a.WeightFromExit, a.SlowStart != 0, a.OnFailure != "" && a.OnFailure != d.OnFailure:
 			return fieldErrorf(g, "start_down, passive, weight_from_exit, slow_start and on_failure are the server's: set them in %s", f)
 		}
 		a.Interval = e.Interval
+		if a.Via == "" {
+			a.Via = e.Via // where the check's probes leave from, unless it says
+		}
 		if err := a.validate(g); err != nil {
 			return err
 		}

@@ -287,10 +287,14 @@ func TestHealthValidateInvalid(t *testing.T) {
 			h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "icmp", StartDown: true}}
 		},
 			`services[0].health.also[0]: start_down, passive, weight_from_exit, slow_start and on_failure are the server's: set them in services[0].health`},
-		{"also through lbd", func(c *conf.Config) {
-			h(c).Type, h(c).Via, h(c).Also = "tcp", "lbd", []conf.HealthCheck{{Type: "icmp"}}
+		{"also through lbd, as its check", func(c *conf.Config) {
+			h(c).Type, h(c).Via, h(c).Also = "tcp", "lbd", []conf.HealthCheck{{Type: "dns"}}
 		},
-			`services[0].health.also: checks through lbd probe one check a server (via: lbd)`},
+			`services[0].health.also[0].via: lbd sends TCP, HTTP, UDP and ICMP probes only (type is dns)`},
+		{"also through lbd, its own", func(c *conf.Config) {
+			h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "http", Via: "lbd", ExpectBody: "ok"}}
+		},
+			`services[0].health.also[0].expect_body: an HTTP check through lbd reads the status line only (via: lbd)`},
 		{"also's own settings", func(c *conf.Config) { h(c).Type, h(c).Also = "tcp", []conf.HealthCheck{{Type: "udp"}} },
 			`services[0].health.also[0].send: must not be empty for a udp check`},
 		{"also's timeouts", func(c *conf.Config) {

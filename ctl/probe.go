@@ -471,13 +471,12 @@ func (c *Controller) ProbeICMP(ctx context.Context, t health.Target) (bool, stri
 	return false, fmt.Sprintf("no echo reply within %v (through lbd)", t.Check.Effective().Timeout)
 }
 
-// checker probes through lbd the checks that ask for it, and from the
-// host's stack the others.
+// checker probes through lbd the checks that ask for it (a check or its
+// also checks), and from the host's stack the others.
 func (c *Controller) checker(ctx context.Context, t health.Target) health.Result {
-	if t.Check.Via == conf.HealthViaLBD {
+	return health.CheckVia(ctx, t, func(ctx context.Context, t health.Target) health.Result {
 		return health.Outcome(c.probeThroughLBD(ctx, t))
-	}
-	return health.Check(ctx, t)
+	})
 }
 
 // probeThroughLBD probes a check with via: lbd.

@@ -441,6 +441,32 @@ func TestHTTPHealthThroughLBDExtraURLs(t *testing.T) {
 	e.stopLBD(t)
 }
 
+// TestHealthAlsoThroughLBD: with no management link, a tcp check through
+// lbd whose also check (tcp on 8081) goes through lbd too, as its check
+// does: only rs1 listens on 8081, so rs2 goes down, the reason naming
+// the also check's refused connect through lbd, and every request goes
+// to rs1.
+func TestHealthAlsoThroughLBD(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": ":8080,:8081"},
+		configure: func(c *harness.Config) {
+			c.Services[0].Health = "{type: tcp, via: lbd, also: [{type: tcp, port: 8081, timeout: 150ms}], interval: 400ms, timeout: 150ms, rise: 1, fall: 2}"
+		},
+	})
+	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
+	e.warmUp(t)
+	if reason := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); reason != "also tcp: connect: connection refused (through lbd)" {
+		t.Errorf("rs2 down for %q, want its also check's refused connection through lbd", reason)
+	}
+	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
+		t.Errorf("rs1: %q (%s), want up", h, reason)
+	}
+	if got := servedBy(t, e, "rs2 down", 20); got["rs1"] != 20 {
+		t.Fatalf("rs2 down: %v, want every request on rs1", got)
+	}
+	e.stopLBD(t)
+}
+
 // TestUDPHealthThroughLBD: with no management link, a UDP check with
 // via: lbd is a datagram lbd sends from its port's address: the server's
 // reply (naming the address it came from: lbd's port) passes it, the port

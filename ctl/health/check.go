@@ -74,16 +74,33 @@ func Probe(ctx context.Context, t Target) (ok bool, reason string) {
 // check's also checks run after it, each within its own timeout, when it
 // passed; all must pass, and the reason of one that failed names it
 // ("also tcp: connect: connection refused").
-func Check(ctx context.Context, t Target) Result {
+func Check(ctx context.Context, t Target) Result { return CheckVia(ctx, t, nil) }
+
+// CheckVia is Check with viaLBD probing the checks (the check or its also
+// checks) that leave through lbd (via: lbd; an also check without a via
+// has its check's), each within its timeout; the others leave from the
+// host.
+func CheckVia(ctx context.Context, t Target, viaLBD func(ctx context.Context, t Target) Result) Result {
+	one := func(t Target) Result {
+		if t.Check.Via != conf.HealthViaLBD || viaLBD == nil {
+			return checkOne(ctx, t)
+		}
+		ctx, cancel := context.WithTimeout(ctx, t.Check.Effective().Timeout)
+		defer cancel()
+		return viaLBD(ctx, t)
+	}
 	also := t.Check.Also
-	res := checkOne(ctx, t)
+	res := one(t)
 	for _, a := range also {
 		if !res.OK {
 			break
 		}
 		at := t
 		at.Check = a
-		r := checkOne(ctx, at)
+		if a.Via == "" {
+			at.Check.Via = t.Check.Via
+		}
+		r := one(at)
 		if !r.OK {
 			return Outcome(false, truncate("also "+a.Effective().Type+": "+r.Reason))
 		}
