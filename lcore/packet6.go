@@ -198,15 +198,15 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 	if svc.QUIC && d.frag != fragLater {
 		idx = quicDest(svc, d, true)
 	}
-	if idx >= 0 {
-		// The server the QUIC connection ID names.
-	} else if svc.Persistence > 0 {
+	switch {
+	case idx >= 0: // the server the QUIC connection ID names
+	case svc.Persistence > 0:
 		// The template's key is the fold of the client's prefix: two
 		// prefixes that fold alike share a server, which persistence
 		// allows (the server is still one of the service's).
 		network := masked6(src, &svc.PersistMask6)
 		idx, tmpl = w.persistent(svc, k.proto, conn.Fold6(&network), vip, templatePort(svc, k.dport))
-	} else {
+	default:
 		idx = svc.Scheds[w.cfg.ID].Schedule(&w.flow, w.cnt)
 	}
 	if idx < 0 {
