@@ -227,6 +227,13 @@ func Run(ctx context.Context, cfg conf.Config, log *zap.Logger, opts RunOptions)
 	// Health checks: a failed server's weight drops to 0 in the next
 	// snapshot, and comes back (with slow start) when it passes again.
 	mon := health.New(log, ctl.HealthChanged, health.WithChecker(ctl.checker))
+	defer func() {
+		// A stop (not an upgrade, whose next lbd goes on checking) says
+		// AdminDown to the servers' BFD, which then count no failure.
+		if opts.Upgrading == nil || !opts.Upgrading() {
+			health.CloseBFD()
+		}
+	}()
 	defer mon.Close()
 	ctl.SetHealth(mon)
 	// Dynamic feedback: servers' reported load scales their weights.

@@ -31,7 +31,8 @@ protocol bfd {
 // rs1 yet, rs1 goes down once the session's start-up grace ends; bird
 // started brings the session up on both sides and rs1 back; bird killed
 // (no AdminDown: a dead server) takes rs1 out after the detection time,
-// and the requests go to rs2; bird started again brings rs1 back.
+// and the requests go to rs2; bird started again brings rs1 back; lbd
+// stopping says AdminDown, and bird's session goes down at once.
 func TestHealthBFD(t *testing.T) {
 	var rs1NS string
 	lbdAddr := strings.Split(mgmtAddr, "/")[0]
@@ -42,7 +43,7 @@ func TestHealthBFD(t *testing.T) {
 		},
 		configure: func(c *harness.Config) {
 			s := &c.Services[0]
-			s.Health = "{type: bfd, bfd_interval: 100ms, bfd_multiplier: 3, interval: 200ms, timeout: 100ms, rise: 1, fall: 1}"
+			s.Health = "{type: bfd, bfd_interval: 100ms, bfd_multiplier: 50, interval: 200ms, timeout: 100ms, rise: 1, fall: 1}"
 			s.Servers[1].Health = "{type: none}"
 		},
 	})
@@ -74,9 +75,21 @@ func TestHealthBFD(t *testing.T) {
 		t.Fatalf("rs1's bird dead: %v, want every request on rs2", got)
 	}
 
-	startBird(t, e.topo, rs1NS, t.TempDir(), serverBFDConfig(rs1, lbdAddr))
+	b = startBird(t, e.topo, rs1NS, t.TempDir(), serverBFDConfig(rs1, lbdAddr))
 	waitHealth(t, e, rs1, "up")
+
+	// lbd stopping says AdminDown: bird's session is down at once, not
+	// after the 5 s (50 x 100ms) bfd_multiplier asks it to wait.
 	e.stopLBD(t)
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, err := b.cmd("show", "bfd", "sessions")
+		if err == nil && strings.Contains(out, lbdAddr) && !strings.Contains(out, "Up") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("2 s after lbd stopped, bird's BFD sessions say (%v):\n%s", err, out)
+		}
+	}
 }
 
 // TestHealthBFD6: the bfd check over IPv6: an IPv6 service's rs1 checked

@@ -12,6 +12,10 @@ import (
 // check.
 var bfdSessions = sync.OnceValue(func() *bfd.Manager { return bfd.NewManager(bfd.Options{}) })
 
+// CloseBFD ends the process's BFD sessions, each with an AdminDown, when
+// lbd stops.
+func CloseBFD() { bfdSessions().Close() }
+
 // bfdWarmup is how long a new session that has not come up yet passes:
 // the handshake runs at a packet a second (RFC 5880), and a server is up
 // until it fails (keepalived's way), not down until its session is up.
