@@ -640,10 +640,7 @@ func checkAlso(f string, e HealthCheck) error {
 		case a.StartDown, a.Passive, a.WeightFromExit, a.SlowStart != 0, a.OnFailure != "" && a.OnFailure != d.OnFailure:
 			return fieldErrorf(g, "start_down, passive, weight_from_exit, slow_start and on_failure are the server's: set them in %s", f)
 		}
-		a.Interval = e.Interval
-		if a.Via == "" {
-			a.Via = e.Via // where the check's probes leave from, unless it says
-		}
+		a = e.AlsoAsProbed(a)
 		if err := a.validate(g); err != nil {
 			return err
 		}
@@ -652,6 +649,16 @@ func checkAlso(f string, e HealthCheck) error {
 		return fieldErrorf(f+".also", "the check's and its also checks' timeouts add up to %s, not less than %s.interval %s", t, f, e.Interval)
 	}
 	return nil
+}
+
+// AlsoAsProbed is one of h's also checks as a probe runs it: at h's
+// interval, and leaving the way h's probes do unless it names its via.
+func (h HealthCheck) AlsoAsProbed(a HealthCheck) HealthCheck {
+	a.Interval = h.Interval
+	if a.Via == "" {
+		a.Via = h.Via
+	}
+	return a
 }
 
 // ProbeTimeout bounds one probe of the check: its timeout and its also

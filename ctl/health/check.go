@@ -96,10 +96,7 @@ func CheckVia(ctx context.Context, t Target, viaLBD func(ctx context.Context, t 
 			break
 		}
 		at := t
-		at.Check = a
-		if a.Via == "" {
-			at.Check.Via = t.Check.Via
-		}
+		at.Check = t.Check.AlsoAsProbed(a)
 		r := one(at)
 		if !r.OK {
 			return Outcome(false, truncate("also "+a.Effective().Type+": "+r.Reason))

@@ -22,11 +22,10 @@ type Status struct {
 	State State
 	// Diag says why the session last went down (DiagNone before it was
 	// ever up).
-	Diag       Diag
-	EverUp     bool      // the session has been up since it started
-	Heard      bool      // a packet of the server's has arrived since the session started
-	Started    time.Time // when lbd started the session
-	LastChange time.Time
+	Diag    Diag
+	EverUp  bool      // the session has been up since it started
+	Heard   bool      // a packet of the server's has arrived since the session started
+	Started time.Time // when lbd started the session
 }
 
 // session is one BFD session's state machine (RFC 5880 6.8), run by its
@@ -135,7 +134,7 @@ func (s *session) setState(st State, d Diag) {
 		s.status.EverUp = true
 		s.polling = true // the intervals change: confirm them (RFC 5880 6.8.3)
 	}
-	s.status.State, s.status.Diag, s.status.LastChange = st, d, time.Now()
+	s.status.State, s.status.Diag = st, d
 }
 
 // receive applies one packet of the server's (RFC 5880 6.8.6) and says
