@@ -204,64 +204,55 @@ func TestFullNATAndSynProxyRules(t *testing.T) {
 	}
 }
 
-// TestOnePacketRules: --ops saves and lists as ipvsadm's, and the saved
-// table restores to the same requests.
-func TestOnePacketRules(t *testing.T) {
-	file := `-A -u 192.0.2.100:53 -s rr --ops
+// TestServiceFlagRules: --ops and --quic save and list as ipvsadm's
+// (DPVS's), and the saved table restores to the same requests.
+func TestServiceFlagRules(t *testing.T) {
+	tests := []struct {
+		flag, file, listed string
+		svc                api.Service
+		restored           func(s *api.ServiceSpec) *bool
+	}{
+		{"--ops", `-A -u 192.0.2.100:53 -s rr --ops
 -a -u 192.0.2.100:53 -r 198.51.100.11:53 -g -w 1
-`
-	svcs := []api.Service{{Protocol: "UDP", VIP: "192.0.2.100", Port: 53, Scheduler: "rr", OnePacket: true,
-		Servers: []api.RealServer{{Address: "198.51.100.11", Port: 53, Forward: "Route", Weight: 1}}}}
-	var b bytes.Buffer
-	if err := api.WriteSave(&b, svcs); err != nil {
-		t.Fatal(err)
-	}
-	if b.String() != file {
-		t.Errorf("save:\n%s\nwant:\n%s", b.String(), file)
-	}
-	got, err := api.ParseRestore(b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := got[0].Service; s.OnePacket == nil || !*s.OnePacket {
-		t.Errorf("restored %+v: --ops lost", got[0])
-	}
-	b.Reset()
-	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
-	if !strings.Contains(b.String(), "UDP  192.0.2.100:53 rr ops\n") {
-		t.Errorf("list:\n%s", b.String())
-	}
-}
-
-// TestQUICRules: --quic (DPVS's ipvsadm) saves, restores and lists.
-func TestQUICRules(t *testing.T) {
-	file := `-A -u 192.0.2.100:443 -s rr --quic
+`, "UDP  192.0.2.100:53 rr ops\n",
+			api.Service{Protocol: "UDP", VIP: "192.0.2.100", Port: 53, Scheduler: "rr", OnePacket: true,
+				Servers: []api.RealServer{{Address: "198.51.100.11", Port: 53, Forward: "Route", Weight: 1}}},
+			func(s *api.ServiceSpec) *bool { return s.OnePacket }},
+		{"--quic", `-A -u 192.0.2.100:443 -s rr --quic
 -a -u 192.0.2.100:443 -r 198.51.100.11:443 -m -w 1
-`
-	svcs := []api.Service{{Protocol: "UDP", VIP: "192.0.2.100", Port: 443, Scheduler: "rr", QUIC: true,
-		Servers: []api.RealServer{{Address: "198.51.100.11", Port: 443, Forward: "Masq", Weight: 1}}}}
-	var b bytes.Buffer
-	if err := api.WriteSave(&b, svcs); err != nil {
-		t.Fatal(err)
+`, "UDP  192.0.2.100:443 rr quic\n",
+			api.Service{Protocol: "UDP", VIP: "192.0.2.100", Port: 443, Scheduler: "rr", QUIC: true,
+				Servers: []api.RealServer{{Address: "198.51.100.11", Port: 443, Forward: "Masq", Weight: 1}}},
+			func(s *api.ServiceSpec) *bool { return s.QUIC }},
 	}
-	if b.String() != file {
-		t.Errorf("save:\n%s\nwant:\n%s", b.String(), file)
-	}
-	got, err := api.ParseRestore(b.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := got[0].Service; s.QUIC == nil || !*s.QUIC {
-		t.Errorf("restored %+v: --quic lost", got[0])
-	}
-	c, err := api.ParseArgs([]string{"-E", "-u", "192.0.2.100:443", "--no-quic"})
-	if err != nil || c.Service == nil || c.Service.QUIC == nil || *c.Service.QUIC {
-		t.Errorf("-E --no-quic: %+v, %v", c, err)
-	}
-	b.Reset()
-	api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
-	if !strings.Contains(b.String(), "UDP  192.0.2.100:443 rr quic\n") {
-		t.Errorf("list:\n%s", b.String())
+	for _, tt := range tests {
+		svcs := []api.Service{tt.svc}
+		var b bytes.Buffer
+		if err := api.WriteSave(&b, svcs); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != tt.file {
+			t.Errorf("%s save:\n%s\nwant:\n%s", tt.flag, b.String(), tt.file)
+		}
+		got, err := api.ParseRestore(b.String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if on := tt.restored(got[0].Service); on == nil || !*on {
+			t.Errorf("restored %+v: %s lost", got[0], tt.flag)
+		}
+		c, err := api.ParseArgs([]string{"-E", "-u", "192.0.2.100:443", "--no-" + tt.flag[2:]})
+		if err != nil || c.Service == nil {
+			t.Fatalf("-E --no-%s: %+v, %v", tt.flag[2:], c, err)
+		}
+		if off := tt.restored(c.Service); off == nil || *off {
+			t.Errorf("-E --no-%s: %+v", tt.flag[2:], c.Service)
+		}
+		b.Reset()
+		api.WriteList(&b, api.Response{Services: svcs}, api.ListFormat{})
+		if !strings.Contains(b.String(), tt.listed) {
+			t.Errorf("%s list:\n%s", tt.flag, b.String())
+		}
 	}
 }
 
