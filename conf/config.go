@@ -243,6 +243,16 @@ type Service struct {
 	// proxy_protocol; default false;
 	// reload: yes (connections opened before keep what they had)
 	TOA bool `mapstructure:"toa"`
+	// UOA puts DPVS's UDP option of address (option 31: the client's port
+	// and IPv4 address, or its IPv6 address for an IPv6 service's NAT64
+	// servers) in the first 3 datagrams of each connection to a fullnat
+	// server, for the uoa kernel module on the servers to report: "ipo" as
+	// an IPv4 option (servers without the module ignore it; IPv4
+	// services only), "opp" in DPVS's option protocol header (IP protocol
+	// 248: only servers with the module take those datagrams; DPVS's
+	// default); udp only; default "" (none);
+	// reload: yes (connections opened before keep what they had)
+	UOA string `mapstructure:"uoa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a
 	// connection to a real server only for an ACK that proves one (a
 	// spoofed SYN flood makes no entry and reaches no server); tcp only,

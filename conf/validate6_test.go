@@ -47,6 +47,11 @@ func TestIPv6ServiceValid(t *testing.T) {
 		t.Fatalf("toa refused for an IPv6 service: %v", err)
 	}
 	c.Services[2].TOA = false
+	c.Services[2].Protocol, c.Services[2].UOA = "udp", "opp" // the same
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatalf("uoa: opp refused for an IPv6 service: %v", err)
+	}
+	c.Services[2].Protocol, c.Services[2].UOA = "tcp", ""
 	c.Services[2].SynProxy, c.Services[2].Servers = true, c.Services[2].Servers[:1] // NAT66 only
 	if err := c.Validate(schedulers); err != nil {
 		t.Fatalf("the SYN proxy refused for an IPv6 service of nat servers: %v", err)
@@ -80,6 +85,9 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"sorry server on a port", "services[2].sorry_server", "ports[1]", func(c *conf.Config) { c.Services[2].SorryServer = "[fd00:1::1]:80" }},
 		{"IPv6 sorry server of an IPv4 service", "services[0].sorry_server", "not an IPv4 address:port", func(c *conf.Config) { c.Services[0].SorryServer = "[fd00:1::99]:80" }},
 		{"no IPv6 client port", "services[2].vip", "address6", func(c *conf.Config) { c.Ports[0].Address6 = "" }},
+		{"uoa ipo", "services[2].uoa", "ipo carries an IPv4 client only: an IPv6 service's NAT64 servers take uoa: opp", func(c *conf.Config) {
+			c.Services[2].Protocol, c.Services[2].UOA, c.Services[2].Persistence = "udp", "ipo", 0
+		}},
 	} {
 		c := validConfig6()
 		tc.edit(&c)

@@ -124,6 +124,9 @@ func (c *Config) validateServices(schedulers []string) error {
 		if err := s.validateTOA(f); err != nil {
 			return err
 		}
+		if err := s.validateUOA(f); err != nil {
+			return err
+		}
 		if s.SynProxy {
 			if s.Protocol != "tcp" {
 				return fieldErrorf(f+".synproxy", "is for tcp services only")
@@ -420,6 +423,25 @@ func isPrime(n int) bool {
 		}
 	}
 	return true
+}
+
+// validateUOA: the option protocol carries an IPv6 client's address, an
+// IPv4 option (DPVS's ipo) only an IPv4 one.
+func (s Service) validateUOA(f string) error {
+	switch s.UOA {
+	case "":
+		return nil
+	case "ipo", "opp":
+	default:
+		return fieldErrorf(f+".uoa", "%q is not one of ipo, opp (or empty: none)", s.UOA)
+	}
+	if s.Protocol != "udp" {
+		return fieldErrorf(f+".uoa", "is for udp services only (toa is tcp's)")
+	}
+	if vip, err := netip.ParseAddr(s.VIP); err == nil && vip.Is6() && s.UOA == "ipo" {
+		return fieldErrorf(f+".uoa", "ipo carries an IPv4 client only: an IPv6 service's NAT64 servers take uoa: opp")
+	}
+	return nil
 }
 
 // validateTOA: with the PROXY header too the server would be told the

@@ -103,6 +103,10 @@ func TestValidateValid(t *testing.T) {
 		{"netmask 0.0.0.0", func(c *conf.Config) { c.Services[0].Netmask = "0.0.0.0" }, schedulers},
 		{"port-zero service", portZero, schedulers},
 		{"quic on udp", func(c *conf.Config) { c.Services[0].Protocol, c.Services[0].QUIC = "udp", true }, schedulers},
+		{"uoa ipo and opp on udp", func(c *conf.Config) {
+			c.Services[0].Protocol, c.Services[0].UOA = "udp", "ipo"
+			c.Services[1].Protocol, c.Services[1].UOA = "udp", "opp"
+		}, schedulers},
 		{"one_packet udp to dr and tun servers", func(c *conf.Config) {
 			s := &c.Services[0]
 			s.Protocol, s.OnePacket = "udp", true
@@ -402,6 +406,10 @@ func TestValidate(t *testing.T) {
 			`services[0].allowlist: 65537 entries: at most 65536`},
 		{"proxy protocol on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].ProxyProtocol = true },
 			`services[0].proxy_protocol: is for tcp services only`},
+		{"uoa on tcp", func(c *conf.Config) { c.Services[0].UOA = "opp" },
+			`services[0].uoa: is for udp services only (toa is tcp's)`},
+		{"uoa mode unknown", func(c *conf.Config) { c.Services[0].Protocol, c.Services[0].UOA = "udp", "yes" },
+			`services[0].uoa: "yes" is not one of ipo, opp (or empty: none)`},
 		{"toa on udp", func(c *conf.Config) { c.Services[0].Protocol = "udp"; c.Services[0].TOA = true },
 			`services[0].toa: is for tcp services only`},
 		{"toa with the PROXY header", func(c *conf.Config) { c.Services[0].TOA, c.Services[0].ProxyProtocol = true, true },

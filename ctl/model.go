@@ -179,7 +179,7 @@ func (s *service) lcoreService(field string, workers int, prev *service) (lcore.
 		Helper: helperOf(s.conf.Helper),
 		// A shift by 32 gives 0 in Go: netmask 0.0.0.0 puts all clients in one network.
 		Persistence: int64(s.conf.Persistence), PersistMask: ^uint32(0) << (32 - s.conf.NetmaskBits()),
-		ProxyProtocol: s.conf.ProxyProtocol, SynProxy: s.conf.SynProxy, TOA: s.conf.TOA, QUIC: s.conf.QUIC,
+		ProxyProtocol: s.conf.ProxyProtocol, SynProxy: s.conf.SynProxy, TOA: s.conf.TOA, UOA: uoaMode(s.conf.UOA), QUIC: s.conf.QUIC,
 		Clients: lcore.NewClientACL(conf.ClientPrefixes(s.conf.Blocklist), conf.ClientPrefixes(s.conf.Allowlist)),
 	}
 	if s.key.IsIPv6() {
@@ -397,4 +397,15 @@ func helperOf(name string) uint8 {
 		return lcore.HelperFTP
 	}
 	return 0
+}
+
+// uoaMode is a service's uoa setting as the lcores take it.
+func uoaMode(s string) uint8 {
+	switch s {
+	case "ipo":
+		return lcore.UOAIPOption
+	case "opp":
+		return lcore.UOAOptionProtocol
+	}
+	return lcore.UOAOff
 }

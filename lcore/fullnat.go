@@ -70,6 +70,9 @@ func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) 
 			c.Flags |= flagTOA
 		}
 	}
+	if c.Proto == hdr.ProtoUDP {
+		startUOA(&x, svc.UOA)
+	}
 	id, err := w.table.InsertExt(c, &x)
 	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)
@@ -121,7 +124,9 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 	}
 	// Not for a fragment: the NIC would sum the piece it sees, and the
 	// checksum is the whole datagram's.
-	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m) && d.frag == fragNone
+	// Nor for a datagram that gets the UOA: its header moves.
+	withUOA := wantsUOA(d, c, x, dir)
+	offload := w.snap.Ports[e.to].CsumOffload && l4ChecksumGood(d.m) && d.frag == fragNone && !withUOA
 	ip := d.ip()
 	l4 := ip.Payload()
 	decTTL(ip)
@@ -149,6 +154,9 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		w.cnt.own[CsumOffloaded]++
 	} else {
 		d.m.SetOlFlags(0)
+	}
+	if withUOA {
+		w.uoa(d, c, x, e.to, nil)
 	}
 	return e
 }

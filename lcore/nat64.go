@@ -49,6 +49,9 @@ func (w *Worker) newNAT64(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) (
 	if c.Proto == hdr.ProtoTCP && svc.TOA {
 		c.Flags |= flagTOA
 	}
+	if c.Proto == hdr.ProtoUDP {
+		startUOA(&x, svc.UOA)
+	}
 	id, err := w.table.Insert6Ext(c, a, &x)
 	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)
@@ -131,6 +134,10 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 			w.toa(d, c, x, conn.Original, e.to, a)
 		}
 		adjustSeq(hdr.TCP(d.ip().Payload()), x, conn.Original, true)
+	}
+	if wantsUOA(d, c, x, conn.Original) {
+		d.l4 = l3 + hdr.IPv4MinLen
+		w.uoa(d, c, x, e.to, a) // the IPv6 client's
 	}
 	return e
 }

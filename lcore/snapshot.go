@@ -172,6 +172,10 @@ type Service struct {
 	// client's address and port) in the segments that complete their
 	// handshake with the server (toa.go).
 	TOA bool
+	// UOA: FullNAT UDP connections carry DPVS's UDP option of address
+	// (the client's address and port) in their first datagrams to the
+	// server, as an IPv4 option or in an option protocol header (uoa.go).
+	UOA uint8
 	// QUIC: a new flow goes to the server its QUIC destination
 	// connection ID names, if it names one of Dests (quic.go); UDP.
 	QUIC bool

@@ -40,6 +40,19 @@ const (
 	flagServerISN uint8 = 1 << 2 // Ext.ServerISN holds the server's ISN as the client numbers it (its SYN-ACK's, or the SYN proxy's cookie)
 )
 
+// putClientOption writes DPVS's option layout, TOA's and UOA's alike,
+// into opt (8 bytes, or 20 with a6): kind, length, the client's port and
+// address (a6's IPv6 client when a6 is not nil).
+func putClientOption(opt []byte, kind uint8, c *conn.Conn, a6 *conn.Addrs6) {
+	opt[0], opt[1] = kind, byte(len(opt))
+	binary.BigEndian.PutUint16(opt[2:], c.ClientPort)
+	if a6 != nil {
+		copy(opt[4:], a6.Client[:])
+	} else {
+		binary.BigEndian.PutUint32(opt[4:], c.ClientIP)
+	}
+}
+
 // toa notes the server's initial sequence number from its SYN-ACK
 // (Reply) and puts the option in a client segment (Original) that
 // acknowledges it; out is the port the segment leaves by. The segment is
@@ -77,13 +90,7 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, 
 		w.cnt.own[TOANoRoom]++
 		return
 	}
-	opt[0], opt[1] = toaKind, byte(n)
-	binary.BigEndian.PutUint16(opt[2:], c.ClientPort)
-	if a6 != nil {
-		copy(opt[4:], a6.Client[:])
-	} else {
-		binary.BigEndian.PutUint32(opt[4:], c.ClientIP)
-	}
+	putClientOption(opt, toaKind, c, a6)
 
 	ip = d.ip()
 	grownTCP(ip, opt)

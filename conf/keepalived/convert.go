@@ -469,6 +469,14 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	// DPVS puts its TCP option address in every FullNAT TCP handshake,
 	// for the toa module of servers that read it (ignored by others).
 	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT)
+	// And, by default (uoa_mode opp, uoa_max_trail 3 in dpvs.conf, which
+	// this file does not show), its UDP option of address in the first
+	// datagrams of every FullNAT UDP connection, which only servers with
+	// its uoa module take.
+	if svc.Protocol == "udp" && slices.ContainsFunc(svc.Servers, isFullNAT) {
+		svc.UOA = "opp"
+		c.warn(n, "uoa: opp as DPVS's default (servers need its uoa module): set uoa: ipo if dpvs.conf says uoa_mode ipo, remove it if uoa_max_trail 0")
+	}
 	for _, kw := range []string{"daddr_group_name", "waddr_group_name"} {
 		if s := groups[kw]; s != nil {
 			list := &svc.Blocklist

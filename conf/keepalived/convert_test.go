@@ -613,6 +613,29 @@ tunnel_group tunnel_a {
     servers:
       - address: 198.51.100.11
 `},
+		{"fullnat udp: DPVS's UDP option of address", `local_address_group one {
+  198.51.100.200 dpdk0
+}
+virtual_server 192.0.2.13 53 {
+  lb_algo rr
+  protocol UDP
+  lb_kind FNAT
+  laddr_group_name one
+  real_server 198.51.100.11 53
+}
+`, []string{
+			"keepalived.conf:4: virtual_server: uoa: opp as DPVS's default (servers need its uoa module): set uoa: ipo if dpvs.conf says uoa_mode ipo, remove it if uoa_max_trail 0",
+		}, `services:
+  # virtual_server at keepalived.conf:4
+  - protocol: udp
+    vip: 192.0.2.13
+    port: 53
+    servers:
+      - address: 198.51.100.11
+        forward: fullnat
+    local_addresses: [198.51.100.200]
+    uoa: opp
+`},
 		{"fullnat: local addresses, NAT64, the SYN proxy, lists", `local_address_group one {
   198.51.100.200 dpdk0
   2001:db8:1::200 dpdk0

@@ -100,6 +100,9 @@ func (w *writer) service(s conf.Service) {
 	if s.TOA {
 		w.value("toa", "true")
 	}
+	if s.UOA != "" {
+		w.value("uoa", s.UOA)
+	}
 	if s.SynProxy {
 		w.value("synproxy", "true")
 	}

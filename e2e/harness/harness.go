@@ -109,10 +109,11 @@ type Service struct {
 	// the PROXY v2 header in front of the client's bytes.
 	LocalAddresses []string
 	ProxyProtocol  bool
-	TOA            bool // toa: DPVS's TCP option address in the handshakes
-	SynProxy       bool // synproxy: true
-	OnePacket      bool // one_packet: every datagram scheduled on its own
-	QUIC           bool // quic: new flows go to the server their QUIC connection ID names
+	TOA            bool   // toa: DPVS's TCP option address in the handshakes
+	UOA            string // uoa: DPVS's UDP option of address (ipo, opp) in the first datagrams
+	SynProxy       bool   // synproxy: true
+	OnePacket      bool   // one_packet: every datagram scheduled on its own
+	QUIC           bool   // quic: new flows go to the server their QUIC connection ID names
 	Servers        []Server
 }
 
@@ -248,6 +249,9 @@ func (c Config) YAML() string {
 		}
 		if s.TOA {
 			w("    toa: true")
+		}
+		if s.UOA != "" {
+			w("    uoa: " + s.UOA)
 		}
 		if s.SynProxy {
 			w("    synproxy: true")

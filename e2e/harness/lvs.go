@@ -190,6 +190,14 @@ func StartTOAWatch(t *topo.Topo, h topo.Host, nshelper string, port int, timeout
 	return out, err
 }
 
+// StartUOAWatch starts "nshelper uoa" on h's interface for UDP port
+// port, and waits until it is ready: its output has a line per datagram
+// carrying DPVS's UDP option of address.
+func StartUOAWatch(t *topo.Topo, h topo.Host, nshelper string, port int, timeout time.Duration) (*Buffer, error) {
+	_, out, err := startReady(t, h.NS, 1, timeout, nshelper, "uoa", "-dev", h.If, "-port", strconv.Itoa(port))
+	return out, err
+}
+
 // StartDecap starts the IPIP decapsulator on h's interface with vip on a
 // TUN device, and waits until it is ready.
 func StartDecap(t *topo.Topo, h topo.Host, nshelper, vip string, timeout time.Duration) (*Decap, error) {

@@ -33,6 +33,10 @@
 //	    Prints the TCP option address (DPVS's TOA) of every TCP segment to
 //	    the port that arrives on -dev, as a real server's toa module reads
 //	    it: "toa CLIENT:PORT from SRC:SPORT flags F", after "ready".
+//	nshelper uoa -dev eth0 -port 5353
+//	    Prints the UDP option of address (DPVS's UOA) of every datagram to
+//	    the port that arrives on -dev, as an IPv4 option or in an option
+//	    protocol header: "uoa CLIENT:PORT from SRC:SPORT mode ipo|opp".
 package main
 
 import (
@@ -108,6 +112,8 @@ func main() {
 		err = decap(os.Args[2:])
 	case "toa":
 		err = toaWatch(os.Args[2:])
+	case "uoa":
+		err = uoaWatch(os.Args[2:])
 	default:
 		usage()
 	}
@@ -122,7 +128,8 @@ func usage() {
 		"  udpserve -listen :5353 -name NAME [-v] | udpget -addr IP:PORT -n N -timeout D [-bind IP] |\n"+
 		"  dnsserve -listen :53 [-addr IP] | smtpserve -listen :25 [-name N] [-code 220] |\n"+
 		"  decap -dev IF -tun NAME -vip IP | echo -listen :9000 -name NAME |\n"+
-		"  conns -addr IP:PORT -n N -parallel P -msgs K | toa -dev IF -port P")
+		"  conns -addr IP:PORT -n N -parallel P -msgs K | toa -dev IF -port P |\n"+
+		"  uoa -dev IF -port P")
 	os.Exit(2)
 }
 

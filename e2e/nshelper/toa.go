@@ -72,28 +72,38 @@ func toaLine(p []byte, port uint16) (string, bool) {
 		return "", false
 	}
 	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[12:16])), binary.BigEndian.Uint16(tcp[0:]))
-	for opts := tcp[20:off]; len(opts) > 0; {
+	client, ok := clientOption(tcp[20:off], 254)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("toa %s from %s flags %#02x", client, src, tcp[13]), true
+}
+
+// clientOption finds option kind in opts (TCP's and IPv4's share their
+// layout: 0 ends the list, 1 pads, others have a length) in DPVS's form:
+// length 8 with a port and an IPv4 address, or 20 with an IPv6 one.
+func clientOption(opts []byte, kind byte) (netip.AddrPort, bool) {
+	for len(opts) > 0 {
 		switch opts[0] {
 		case 0: // end of options
-			return "", false
+			return netip.AddrPort{}, false
 		case 1: // no-operation
 			opts = opts[1:]
 			continue
 		}
 		if len(opts) < 2 || opts[1] < 2 || int(opts[1]) > len(opts) {
-			return "", false
+			return netip.AddrPort{}, false
 		}
-		if opts[0] == 254 && (opts[1] == 8 || opts[1] == 20) {
+		if opts[0] == kind && (opts[1] == 8 || opts[1] == 20) {
 			var addr netip.Addr
 			if opts[1] == 8 {
 				addr = netip.AddrFrom4([4]byte(opts[4:8]))
 			} else { // an IPv6 client's (NAT64)
 				addr = netip.AddrFrom16([16]byte(opts[4:20]))
 			}
-			client := netip.AddrPortFrom(addr, binary.BigEndian.Uint16(opts[2:]))
-			return fmt.Sprintf("toa %s from %s flags %#02x", client, src, tcp[13]), true
+			return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(opts[2:])), true
 		}
 		opts = opts[opts[1]:]
 	}
-	return "", false
+	return netip.AddrPort{}, false
 }

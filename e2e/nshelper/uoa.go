@@ -1,0 +1,101 @@
+package main
+
+import (
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// uoaWatch prints the UDP option of address (DPVS's UOA: option 31,
+// length 8 with the client's port and IPv4 address, 20 with an IPv6 one)
+// of every datagram to -port that arrives on -dev, as the uoa kernel
+// module on a real server would read it: "uoa CLIENT from SRC:SPORT mode
+// ipo" for an IPv4 option, "mode opp" for DPVS's option protocol header
+// (IP protocol 248), after "ready". It only watches (copies of the
+// frames, from AF_PACKET sockets): the kernel takes the datagrams as
+// usual, and drops those of protocol 248, which it does not know.
+func uoaWatch(args []string) error {
+	fs := flag.NewFlagSet("uoa", flag.ContinueOnError)
+	dev := fs.String("dev", "", "interface the datagrams arrive on")
+	port := fs.Int("port", 0, "UDP destination port to watch")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ifi, err := net.InterfaceByName(*dev)
+	if err != nil {
+		return fmt.Errorf("uoa: %w", err)
+	}
+	lines := make(chan string)
+	errs := make(chan error, 2)
+	for _, proto := range []uint8{unix.IPPROTO_UDP, 248} {
+		fd, err := openPacket("uoa", ifi.Index, unix.ETH_P_IP, 9, proto) // IPv4's protocol byte
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				n, err := recvHost(fd, buf)
+				if err != nil {
+					errs <- fmt.Errorf("uoa: read %s: %w", *dev, err)
+					return
+				}
+				if line, ok := uoaLine(buf[:n], uint16(*port)); ok {
+					lines <- line
+				}
+			}
+		}()
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	fmt.Printf("ready %s %d\n", *dev, *port)
+	for {
+		select {
+		case <-sigs:
+			return nil
+		case err := <-errs:
+			return err
+		case line := <-lines:
+			fmt.Println(line)
+		}
+	}
+}
+
+// uoaLine describes the option of IPv4 packet p, a UDP datagram to port
+// (in an option protocol header or not); false when p is not one or
+// carries no option.
+func uoaLine(p []byte, port uint16) (string, bool) {
+	if len(p) < 20 || p[0]>>4 != 4 {
+		return "", false
+	}
+	ihl := int(p[0]&0x0f) * 4
+	if len(p) < ihl {
+		return "", false
+	}
+	opts, l4, mode := p[20:ihl], p[ihl:], "ipo"
+	if p[9] == 248 {
+		// Version, protocol 17, the header's length with its options.
+		if len(l4) < 4 || l4[1] != unix.IPPROTO_UDP || int(binary.BigEndian.Uint16(l4[2:])) > len(l4) {
+			return "", false
+		}
+		n := int(binary.BigEndian.Uint16(l4[2:]))
+		opts, l4, mode = l4[4:n], l4[n:], "opp"
+	}
+	if len(l4) < 8 || binary.BigEndian.Uint16(l4[2:]) != port {
+		return "", false
+	}
+	src := netip.AddrPortFrom(netip.AddrFrom4([4]byte(p[12:16])), binary.BigEndian.Uint16(l4[0:]))
+	client, ok := clientOption(opts, 31)
+	if !ok {
+		return "", false
+	}
+	return fmt.Sprintf("uoa %s from %s mode %s", client, src, mode), true
+}

@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// TestFullNATUOA: two FullNAT UDP services with DPVS's UDP option of
+// address, watched on the servers' interfaces as a server's uoa module
+// reads it (nshelper uoa, from AF_PACKET copies).
+//   - ipo (VIP:53): every query from a new client port opens a connection
+//     whose first datagram carries the client's address and port as an
+//     IPv4 option; the servers' kernels take it as usual, so every query
+//     is answered, the server seeing a local address.
+//   - opp (VIP:54): four queries from one client port. The first three
+//     carry it in DPVS's option protocol header (IP protocol 248), which
+//     a server without the uoa module drops; the fourth is a plain
+//     datagram and is answered.
+func TestFullNATUOA(t *testing.T) {
+	watch := map[string]*harness.Buffer{}
+	e := startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			noDefaultRoute(t, tp, nat.Servers)
+			_, _, nshelper := binaries(t)
+			for _, h := range nat.Servers {
+				out, err := harness.StartUOAWatch(tp, h, nshelper, 5353, 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				watch[h.Name] = out
+			}
+		},
+		configure: func(c *harness.Config) {
+			for i, mode := range []string{"ipo", "opp"} {
+				udp := harness.Service{Protocol: "udp", VIP: c.Services[0].VIP, Port: 53 + i, Scheduler: "rr", UOA: mode}
+				for _, s := range c.Services[0].Servers {
+					udp.Servers = append(udp.Servers, harness.Server{Address: s.Address, Port: 5353, Weight: 1})
+				}
+				toFullNAT(&udp, false)
+				udp.LocalAddresses = fullNATLocal[i : i+1] // a local address serves one service
+				c.Services = append(c.Services, udp)
+			}
+		},
+	})
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, ":5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	vip := e.nat.VIP.String()
+	// ipo. The first queries may be lost while lbd resolves the servers'
+	// MACs: ask until both answered.
+	seen := map[string]int{}
+	for deadline := time.Now().Add(15 * time.Second); seen["rs1"] == 0 || seen["rs2"] == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("ipo: answers %v, want both servers", seen)
+		}
+		res, err := harness.UDPGet(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":53", "", 6, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(200 * time.Millisecond) // the watchers' last lines
+		for _, r := range res {
+			if r.Err != "" {
+				continue
+			}
+			if host, _, _ := net.SplitHostPort(r.SeenClient()); host != fullNATLocal[0] {
+				t.Fatalf("ipo query %d: the server saw %s, want a local address", r.I, r.SeenClient())
+			}
+			if want := "uoa " + r.Local + " from " + r.SeenClient() + " mode ipo"; !strings.Contains(watch[r.Server()].String(), want) {
+				t.Fatalf("ipo query %d: %s saw no %q:\n%s", r.I, r.Server(), want, watch[r.Server()].String())
+			}
+			seen[r.Server()]++
+		}
+	}
+
+	// opp, from one client port: one connection.
+	res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":54", 41054, 4, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[:3] {
+		if r.Err == "" {
+			t.Fatalf("opp query %d answered (%q): the server took an option protocol datagram", r.I, r.Body)
+		}
+	}
+	last := res[3]
+	if last.Err != "" {
+		t.Fatalf("opp query 3: %s, want an answer (the connection's fourth datagram goes plain)", last.Err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	client := e.nat.Client.Addr.Addr().String() + ":41054"
+	if n := strings.Count(watch[last.Server()].String(), "uoa "+client+" from "+last.SeenClient()+" mode opp"); n != 3 {
+		t.Fatalf("%s saw %d option protocol datagrams from %s, want 3:\n%s", last.Server(), n, client, watch[last.Server()].String())
+	}
+	body := e.scrapeMetrics(t)
+	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_options"); n < float64(seen["rs1"]+seen["rs2"]+3) {
+		t.Errorf("dplb_lcore_events_total{counter=\"uoa_options\"} is %v, want one per ipo query answered and 3 (opp)", n)
+	}
+	e.stopLBD(t)
+}

@@ -1,0 +1,151 @@
+package lcore
+
+import (
+	"encoding/binary"
+
+	"github.com/dplb/dplb/lcore/conn"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// DPVS's UDP option of address (UOA, uoa: ipo or opp on a service): TOA's
+// counterpart for UDP. A FullNAT server sees the datagrams come from a
+// local address; DPVS tells it the client's in an option (code 31,
+// length 8: the client's port and IPv4 address; length 20 with an IPv6
+// client's, for NAT64) that its uoa kernel module on the server reads,
+// remembers by 4-tuple and hands to the program that asks (getsockopt).
+// As DPVS does, the option goes in the first datagrams of each connection
+// towards the server (uoaTrail), not in every one:
+//   - ipo: as an IPv4 option, after the fixed header (before any option
+//     the datagram has). A server without the module ignores it.
+//   - opp: in DPVS's "option protocol" header, between the IPv4 header
+//     and the UDP header (IP protocol 248; the header's version 1 for an
+//     IPv4 client, 2 for an IPv6 one; its protocol 17, its length 4 plus
+//     the option's), which switches that drop IPv4 options forward. Only
+//     a server with the module takes such a datagram.
+//
+// The Ethernet and IPv4 headers move into the mbuf's headroom; the IPv4
+// length and checksum are updated for the added bytes, never recomputed.
+// The UDP checksum stays as it was: its pseudo-header (addresses, 17 and
+// the UDP length) is unchanged, and the module gives the datagram back to
+// the server's UDP as protocol 17. A datagram that would no longer fit
+// the server port's MTU, or whose IPv4 options leave no room, goes
+// without it (uoa_no_room) and the next one tries again; DPVS sends a
+// datagram of its own with the option instead. Fragments never carry it:
+// an opp header would shift the later fragments' offsets.
+
+const (
+	uoaCode        = 31 // IPOPT_UOA: option 31, not copied into fragments
+	uoaLen         = 8  // the client's port and IPv4 address
+	uoaLen6        = 20 // the client's port and IPv6 address (a NAT64 connection's)
+	uoaOPPLen      = 4  // the option protocol's own header
+	ipProtoOPP     = 248
+	ipv4MaxOptions = 40
+	// uoaTrail is how many datagrams of a connection carry the option:
+	// DPVS's uoa_max_trail default.
+	uoaTrail = 3
+)
+
+// UOA modes of a Service.
+const (
+	UOAOff uint8 = iota
+	UOAIPOption
+	UOAOptionProtocol
+)
+
+// Bits of conn.Ext.Flags of a UDP connection: the SYN proxy's MSS index
+// and timestamp bits (synproxy.go, synopts.go), which only TCP
+// connections have and only their paths read.
+const (
+	extUOALeftShift        = extSynMSS // bits 3-4: datagrams still to carry the option
+	extUOALeft      uint16 = 3 << extUOALeftShift
+	extUOAOPP       uint16 = extSynTS // the option goes in an option protocol header
+)
+
+// startUOA marks a new UDP FullNAT or NAT64 connection of a service with
+// uoa for the option in its first datagrams.
+func startUOA(x *conn.Ext, mode uint8) {
+	switch mode {
+	case UOAIPOption:
+		x.Flags |= uoaTrail << extUOALeftShift
+	case UOAOptionProtocol:
+		x.Flags |= uoaTrail<<extUOALeftShift | extUOAOPP
+	}
+}
+
+// wantsUOA reports whether the datagram d, travelling dir on connection
+// c, is to carry the option: its checksums must then be updated here, not
+// left to the NIC.
+func wantsUOA(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir) bool {
+	return c.Proto == hdr.ProtoUDP && dir == conn.Original && x.Flags&extUOALeft != 0 && d.frag == fragNone
+}
+
+// uoa puts the option in IPv4 datagram d to the server (wantsUOA; its
+// addresses already the server's), leaving by port out. With a6 (a NAT64
+// connection's addresses) the option carries the IPv6 client.
+func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, out int, a6 *conn.Addrs6) {
+	n := uoaLen
+	if a6 != nil {
+		n = uoaLen6
+	}
+	opp := x.Flags&extUOAOPP != 0
+	add := n
+	ip := d.ip()
+	hlen := ip.HeaderLen()
+	if opp {
+		add += uoaOPPLen
+	} else if hlen-hdr.IPv4MinLen+n > ipv4MaxOptions {
+		w.cnt.own[UOANoRoom]++
+		return
+	}
+	if int(ip.TotalLength())+add > int(w.snap.Ports[out].MTU) {
+		w.cnt.own[UOANoRoom]++
+		return
+	}
+	// What moves: the Ethernet header and the IPv4 header up to where the
+	// new bytes go (after the fixed header for an option, after the
+	// whole header for the option protocol's).
+	at := l3 + hdr.IPv4MinLen
+	if opp {
+		at = l3 + hlen
+	}
+	if _, err := d.m.Prepend(add); err != nil {
+		w.cnt.own[UOANoRoom]++
+		return
+	}
+	data := d.m.Data()
+	copy(data, data[add:add+at])
+	b := data[at : at+add]
+	opt := b
+	if opp {
+		b[0] = 1 << 4 // version 1: an IPv4 client
+		if a6 != nil {
+			b[0] = 2 << 4
+		}
+		b[1] = hdr.ProtoUDP
+		binary.BigEndian.PutUint16(b[2:], uint16(add))
+		opt = b[uoaOPPLen:]
+	}
+	putClientOption(opt[:n], uoaCode, c, a6)
+
+	ip = d.ip()
+	oldLen := ip.TotalLength()
+	ip.SetTotalLength(oldLen + uint16(add))
+	cs := hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(add))
+	if opp {
+		// The TTL and protocol share a word.
+		old := uint16(ip.TTL())<<8 | hdr.ProtoUDP
+		ip.SetProtocol(ipProtoOPP)
+		cs = hdr.Update16(cs, old, uint16(ip.TTL())<<8|ipProtoOPP)
+	} else {
+		// The option joins the header: the version and length byte grows
+		// (its word with the TOS), and the checksum covers the option.
+		old := binary.BigEndian.Uint16(ip[0:])
+		ip.SetVersionIHL(hlen + n)
+		cs = hdr.Update16(cs, old, binary.BigEndian.Uint16(ip[0:]))
+		cs = hdr.UpdateBlock(cs, 0, hdr.Checksum(opt, 0))
+	}
+	ip.SetChecksum(cs)
+	d.l4 += uint16(add)
+	x.Flags -= 1 << extUOALeftShift
+	w.cnt.own[UOAOptions]++
+}

@@ -1,0 +1,176 @@
+package lcore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"strings"
+	"testing"
+
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// uoaSeen is what a server's uoa module would read from a datagram lbd
+// sent: the option (nil without one), and the UDP datagram after it,
+// whose checksum must hold with protocol 17 over the IPv4 addresses.
+func uoaSeen(t *testing.T, f []byte) (ip hdr.IPv4, opt []byte, udp hdr.UDP) {
+	t.Helper()
+	ip = hdr.IPv4(hdr.Ethernet(f).Payload())
+	if !ip.IsValid(len(ip)) || !ip.IsChecksumValid() {
+		t.Fatalf("bad IPv4 header in % x", f[:min(len(f), 80)])
+	}
+	l4 := ip.Payload()
+	switch ip.Protocol() {
+	case ipProtoOPP:
+		n := int(binary.BigEndian.Uint16(l4[2:]))
+		if l4[1] != hdr.ProtoUDP || n < uoaOPPLen+2 || n > len(l4) {
+			t.Fatalf("option protocol header % x", l4[:uoaOPPLen])
+		}
+		opt, l4 = l4[uoaOPPLen:n], l4[n:]
+	case hdr.ProtoUDP:
+		if o := ip[hdr.IPv4MinLen:ip.HeaderLen()]; len(o) > 0 {
+			opt = o
+		}
+	default:
+		t.Fatalf("protocol %d", ip.Protocol())
+	}
+	udp = hdr.UDP(l4)
+	if int(udp.Length()) != len(l4) {
+		t.Fatalf("UDP length %d in %d bytes", udp.Length(), len(l4))
+	}
+	if got, want := udp.Checksum(), hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoUDP, l4); got != want {
+		t.Fatalf("UDP checksum %#04x, full recomputation gives %#04x", got, want)
+	}
+	return ip, opt, udp
+}
+
+// TestFullNATUOA: with uoa, the first three datagrams of a FullNAT UDP
+// connection reach the server with DPVS's option 31 (the client's port
+// and address): as an IPv4 option (ipo) or in an option protocol header
+// (opp, version 1, protocol 17). Later ones go unchanged but for the
+// addresses, and so does the server's reply. A datagram with no room for
+// the option goes without it and is not counted among the three.
+func TestFullNATUOA(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mode uint8
+	}{{"ipo", UOAIPOption}, {"opp", UOAOptionProtocol}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, defaultNeigh())
+			withFullNATService(t, r, func(s *Service) { s.Key.Proto, s.UOA = hdr.ProtoUDP, tc.mode })
+			w := r.w
+			want := make([]byte, uoaLen)
+			want[0], want[1] = uoaCode, uoaLen
+			binary.BigEndian.PutUint16(want[2:], 40000)
+			binary.BigEndian.PutUint32(want[4:], clientIP)
+			full := strings.Repeat("x", 1500-20-8) // fills the MTU: no room
+			var lport uint16
+			for i, payload := range []string{"one", full, "two", "three", "four", full} {
+				r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, payload, true))
+				w.poll()
+				ip, opt, udp := uoaSeen(t, one(t, r, 1))
+				if i == 0 {
+					lport = udp.SrcPort()
+				}
+				if ip.Src() != lip1 || udp.SrcPort() != lport || ip.Dst() != rs1 || udp.DstPort() != 8081 || string(udp.Payload()) != payload {
+					t.Fatalf("datagram %d left as %x:%d -> %x:%d with %d bytes", i, ip.Src(), udp.SrcPort(), ip.Dst(), udp.DstPort(), len(udp.Payload()))
+				}
+				withOption := payload != full && i <= 3
+				switch {
+				case withOption && !bytes.Equal(opt, want):
+					t.Fatalf("datagram %d: option % x, want % x", i, opt, want)
+				case !withOption && opt != nil:
+					t.Fatalf("datagram %d: option % x where none belongs", i, opt)
+				case withOption && tc.mode == UOAOptionProtocol && ip.Payload()[0] != 1<<4:
+					t.Fatalf("datagram %d: option protocol version byte %#x, want 0x10 (an IPv4 client)", i, ip.Payload()[0])
+				}
+			}
+			if w.cnt.own[UOAOptions] != 3 || w.cnt.own[UOANoRoom] != 1 {
+				t.Fatalf("uoa_options %d, uoa_no_room %d; want 3, 1", w.cnt.own[UOAOptions], w.cnt.own[UOANoRoom])
+			}
+			r.inject(1, udpFrame(rs1MAC, lanMAC, rs1, 8081, lip1, lport, "answer", true))
+			w.poll()
+			if ip, u := checkUDP(t, one(t, r, 0)); ip.Dst() != clientIP || u.DstPort() != 40000 || ip.HeaderLen() != 20 {
+				t.Fatalf("reply left as -> %x:%d, header %d bytes", ip.Dst(), u.DstPort(), ip.HeaderLen())
+			}
+		})
+	}
+}
+
+// TestFullNATUOAOptionsFull: an ipo datagram whose IPv4 options leave no
+// room for 8 more bytes goes without the option.
+func TestFullNATUOAOptionsFull(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withFullNATService(t, r, func(s *Service) { s.Key.Proto, s.UOA = hdr.ProtoUDP, UOAIPOption })
+	f := udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, "query", true)
+	// 36 bytes of no-operation options (35 and an end of list).
+	opts := append(bytes.Repeat([]byte{1}, 35), 0)
+	g := append(append(append([]byte(nil), f[:34]...), opts...), f[34:]...)
+	ip := hdr.IPv4(g[14:])
+	ip.SetVersionIHL(20 + len(opts))
+	ip.SetTotalLength(ip.TotalLength() + uint16(len(opts)))
+	ip.SetChecksum(ip.CalculateChecksum())
+	r.inject(0, g)
+	r.w.poll()
+	if _, opt, _ := uoaSeen(t, one(t, r, 1)); !bytes.Equal(opt, opts) || r.w.cnt.own[UOANoRoom] != 1 {
+		t.Fatalf("options % x (uoa_no_room %d), want the datagram's own", opt, r.w.cnt.own[UOANoRoom])
+	}
+}
+
+// TestNAT64UOA: a NAT64 UDP connection's first datagrams carry the IPv6
+// client (option length 20) in an option protocol header of version 2.
+func TestNAT64UOA(t *testing.T) {
+	r := rigSvc6(t)
+	services := append([]Service(nil), r.w.snap.Services...)
+	for i := range services {
+		if services[i].Key.Port == 5300 && services[i].Key.Proto == hdr.ProtoUDP {
+			services[i].UOA = UOAOptionProtocol
+		}
+	}
+	old := r.w.snap
+	r.w.Commands().Push(Command{Kind: CmdSnapshot, Snap: NewSnapshot(old.Gen+1, old.Ports, services, old.Neigh, old.Timeouts)})
+	r.w.runCommands(0)
+	want := make([]byte, uoaLen6)
+	want[0], want[1] = uoaCode, uoaLen6
+	binary.BigEndian.PutUint16(want[2:], 40000)
+	copy(want[4:], clientAddr6[:])
+	for i := range 4 {
+		r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 40000, vip6, 5300, 0, "query"))
+		r.w.poll()
+		var sent [][]byte
+		for _, f := range r.sent(1) {
+			if hdr.Ethernet(f).EtherType() == hdr.EtherTypeIPv4 { // not the port's first neighbour advertisement
+				sent = append(sent, f)
+			}
+		}
+		if len(sent) != 1 {
+			t.Fatalf("datagram %d: %d IPv4 frames sent (drops %v)", i, len(sent), dropsOf(r.w))
+		}
+		ip, opt, udp := uoaSeen(t, sent[0])
+		if ip.Dst() != rs1 || udp.DstPort() != 53 || string(udp.Payload()) != "query" {
+			t.Fatalf("datagram %d left as -> %x:%d, %q", i, ip.Dst(), udp.DstPort(), udp.Payload())
+		}
+		if i < uoaTrail && (!bytes.Equal(opt, want) || ip.Payload()[0] != 2<<4) {
+			t.Fatalf("datagram %d: option % x (version byte %#x), want % x (0x20)", i, opt, ip.Payload()[0], want)
+		}
+		if i >= uoaTrail && opt != nil {
+			t.Fatalf("datagram %d: option % x after the first %d", i, opt, uoaTrail)
+		}
+	}
+}
+
+// TestFullNATUOANoAllocs guards the option's insertion against heap
+// allocations.
+func TestFullNATUOANoAllocs(t *testing.T) {
+	for _, mode := range []uint8{UOAIPOption, UOAOptionProtocol} {
+		r := newRig(t, defaultNeigh())
+		withFullNATService(t, r, func(s *Service) { s.Key.Proto, s.UOA = hdr.ProtoUDP, mode })
+		if a := r.allocsPerBurst(0, 1, func(i int) []byte {
+			return udpFrame(clientMAC, wanMAC, clientIP, uint16(20000+i), vipFN, 80, "query", true) // each a new connection
+		}); a != 0 {
+			t.Fatalf("mode %d: %v allocations per burst", mode, a)
+		}
+		if r.w.cnt.own[UOAOptions] == 0 {
+			t.Fatalf("mode %d: no option was inserted", mode)
+		}
+	}
+}
