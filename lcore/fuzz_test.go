@@ -44,6 +44,8 @@ func FuzzHandle(f *testing.F) {
 		tcpSeg(rs1MAC, lanMAC, rs1, 8080, lanAddr, HTTPProbePortFirst, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 1040, nil, "HTTP/1.1 200 OK\r\n\r\n"),
 		udpFrame(rs1MAC, lanMAC, rs1, 53, lanAddr, ProbePortFirst, "answer", true),
 		icmpErrorFrame(rs1MAC, lanMAC, rs1, lanAddr, hdr.ICMPDestUnreachable, 3, udpFrame(lanMAC, rs1MAC, lanAddr, ProbePortFirst, rs1, 53, "q", true)),
+		udpFrame(clientMAC, wanMAC, clientIP, 40004, vipFN, 53, "uoa", true),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5004, vip6, 5300, 0, "uoa"),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
@@ -51,6 +53,9 @@ func FuzzHandle(f *testing.F) {
 	}
 	r := newRig(f, defaultNeigh())
 	withFullNAT(f, r, true)
+	// A FullNAT UDP service whose first datagrams get the UOA as an IPv4
+	// option (the NAT64 one below gets it in an option protocol header).
+	withFullNATService(f, r, func(s *Service) { s.Key.Proto, s.Key.Port, s.UOA = hdr.ProtoUDP, 53, UOAIPOption })
 	withSynProxy(f, r, fwd.NAT)
 	// The IPv6 seeds reach neighbour discovery and echo. Set after the
 	// commands above ran: an unsolicited NA queued by them and never
@@ -66,6 +71,8 @@ func FuzzHandle(f *testing.F) {
 			s.Clients = NewClientACL(prefixes(f, "203.0.113.0/25"), nil)
 		case ServiceKey{VIP6: vip6DR, Port: 80, Proto: hdr.ProtoTCP}:
 			s.Clients = NewClientACL(prefixes(f, "2001:db8:1::7/128"), prefixes(f, "2001:db8:1::/120"))
+		case ServiceKey{VIP6: vip6, Port: 5300, Proto: hdr.ProtoUDP}:
+			s.UOA = UOAOptionProtocol
 		}
 	}
 	f.Fuzz(func(t *testing.T, frame []byte, fromServer bool) {
