@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,6 +52,9 @@ type HealthCheck struct {
 	HeloName       string        `mapstructure:"helo_name"`        // smtp: the name given in HELO; the check passes on a 220 greeting and a 250 answer to HELO, then says QUIT (keepalived's SMTP_CHECK); default "" (this host's name); reload: yes
 	BFDInterval    time.Duration `mapstructure:"bfd_interval"`     // bfd: lbd's desired transmit and required receive interval once the session is up (before, 1s as RFC 5880 wants), 10ms..10s; a session is down after bfd_multiplier intervals without a packet; default 300ms; reload: yes
 	BFDMultiplier  int           `mapstructure:"bfd_multiplier"`   // bfd: the detect multiplier lbd asks of the server, 1..255; default 3; reload: yes
+	BFDAuth        string        `mapstructure:"bfd_auth"`         // bfd: the session's authentication (RFC 5880), both ways: none, simple (a password), keyed-md5, meticulous-keyed-md5, keyed-sha1 or meticulous-keyed-sha1 (bird's authentication types); default none; reload: yes
+	BFDKeyID       int           `mapstructure:"bfd_key_id"`       // bfd: the key ID lbd's packets carry and the server's must, 0..255 (bird numbers its passwords from 1); default 1; reload: yes
+	BFDPassword    string        `mapstructure:"bfd_password"`     // bfd: the shared key of bfd_auth, 1..16 bytes (1..20 for the sha1 types); required with bfd_auth; default ""; reload: yes
 	Command        []string      `mapstructure:"command"`          // exec: argv, the first an absolute path; exit 0 = up; env DPLB_RS_ADDR, DPLB_RS_PORT, DPLB_VIP, DPLB_VPORT; default none; reload: yes
 	WeightFromExit bool          `mapstructure:"weight_from_exit"` // exec: an exit status of 2..255 is up too, and sets the server's weight to the status - 2 (0..253) until the next one; 0 keeps the weight last set; 1 and signals are down (keepalived's misc_dynamic); default false; reload: yes
 	File           string        `mapstructure:"file"`             // file: the file each probe reads, an absolute path; it holds a number as text (decimal, or 0x hex, as keepalived's track_file), an absent or empty file reads 0; required for file; default ""; reload: yes
@@ -233,6 +237,7 @@ func DefaultHealthCheck() HealthCheck {
 		DNSType:       "SOA",
 		BFDInterval:   300 * time.Millisecond,
 		BFDMultiplier: 3,
+		BFDKeyID:      1,
 	}
 }
 
@@ -246,7 +251,7 @@ func healthDefaults() map[string]any {
 		"method": d.Method, "path": d.Path, "expect_status": d.ExpectStatus,
 		"tls_skip_verify": d.TLSSkipVerify, "on_failure": d.OnFailure,
 		"dns_name": d.DNSName, "dns_type": d.DNSType,
-		"bfd_interval": d.BFDInterval, "bfd_multiplier": d.BFDMultiplier,
+		"bfd_interval": d.BFDInterval, "bfd_multiplier": d.BFDMultiplier, "bfd_key_id": d.BFDKeyID,
 	}
 }
 
@@ -533,8 +538,26 @@ func checkBFD(f string, e HealthCheck) error {
 	if e.Target == HealthTargetVIP {
 		return fieldErrorf(f+".target", "a BFD session is with the server's own address, not the VIP")
 	}
-	return nil
+	none := e.BFDAuth == "" || e.BFDAuth == "none"
+	maxKey := 16 // a simple password's and MD5's (RFC 5880 4.2, 4.3)
+	if strings.HasSuffix(e.BFDAuth, "sha1") {
+		maxKey = 20
+	}
+	switch {
+	case !none && !slices.Contains(BFDAuthTypes, e.BFDAuth):
+		return fieldErrorf(f+".bfd_auth", "%q is not one of %s", e.BFDAuth, strings.Join(BFDAuthTypes, ", "))
+	case none && e.BFDPassword != "":
+		return fieldErrorf(f+".bfd_password", "is set but bfd_auth is none (say which authentication it is for)")
+	case none:
+		return nil
+	case e.BFDPassword == "" || len(e.BFDPassword) > maxKey:
+		return fieldErrorf(f+".bfd_password", "must be 1..%d bytes for bfd_auth %s (it has %d)", maxKey, e.BFDAuth, len(e.BFDPassword))
+	}
+	return checkRange(f+".bfd_key_id", e.BFDKeyID, 0, 255)
 }
+
+// BFDAuthTypes are bfd_auth's values: RFC 5880's authentication types.
+var BFDAuthTypes = []string{"none", "simple", "keyed-md5", "meticulous-keyed-md5", "keyed-sha1", "meticulous-keyed-sha1"}
 
 // validateHealth checks a service's health check and sorry server.
 func (c *Config) validateHealth(f string, s Service, vip netip.Addr) error {

@@ -16,13 +16,14 @@ func TestDefaultHealthCheck(t *testing.T) {
 		Type: "none", Interval: 2 * time.Second, Timeout: time.Second, Rise: 2, Fall: 3,
 		Target: "server", Method: "GET", Path: "/", ExpectStatus: "200-399",
 		TLSSkipVerify: true, OnFailure: "keep", DNSName: ".", DNSType: "SOA",
-		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3,
+		BFDInterval: 300 * time.Millisecond, BFDMultiplier: 3, BFDKeyID: 1,
 	}
 	if got := conf.DefaultHealthCheck(); !reflect.DeepEqual(got, want) {
 		t.Errorf("DefaultHealthCheck() =\n%+v\nwant\n%+v", got, want)
 	}
 	// Zero values of a Go literal mean the defaults, but false stays false.
 	want.TLSSkipVerify = false
+	want.BFDKeyID = 0 // a key ID of its own
 	if got := (conf.HealthCheck{}).Effective(); !reflect.DeepEqual(got, want) {
 		t.Errorf("HealthCheck{}.Effective() =\n%+v\nwant\n%+v", got, want)
 	}
@@ -171,6 +172,10 @@ func TestHealthValidateValid(t *testing.T) {
 			c.Services[0].Health = conf.HealthCheck{Type: "icmp", OnFailure: "expire", SlowStart: time.Hour}
 		}},
 		{"sorry server", func(c *conf.Config) { c.Services[0].SorryServer = "198.51.100.99:8080" }},
+		{"bfd with a 20-byte sha1 key", func(c *conf.Config) {
+			c.Services[0].Health = conf.HealthCheck{Type: "bfd", BFDAuth: "meticulous-keyed-sha1", BFDKeyID: 255, BFDPassword: strings.Repeat("k", 20)}
+		}},
+		{"bfd auth none", func(c *conf.Config) { c.Services[0].Health = conf.HealthCheck{Type: "bfd", BFDAuth: "none"} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -344,6 +349,19 @@ func TestHealthValidateInvalid(t *testing.T) {
 			`services[0].health.bfd_interval: 5ms is out of range 10ms..10s`},
 		{"bfd_multiplier", func(c *conf.Config) { h(c).Type, h(c).BFDMultiplier = "bfd", 256 },
 			`services[0].health.bfd_multiplier: 256 is out of range 1..255`},
+		{"bfd_auth unknown", func(c *conf.Config) { h(c).Type, h(c).BFDAuth, h(c).BFDPassword = "bfd", "md5", "k" },
+			`services[0].health.bfd_auth: "md5" is not one of none, simple, keyed-md5, meticulous-keyed-md5, keyed-sha1, meticulous-keyed-sha1`},
+		{"bfd_auth without a password", func(c *conf.Config) { h(c).Type, h(c).BFDAuth = "bfd", "keyed-sha1" },
+			`services[0].health.bfd_password: must be 1..20 bytes for bfd_auth keyed-sha1 (it has 0)`},
+		{"bfd md5 key too long", func(c *conf.Config) {
+			h(c).Type, h(c).BFDAuth, h(c).BFDPassword = "bfd", "keyed-md5", strings.Repeat("k", 17)
+		}, `services[0].health.bfd_password: must be 1..16 bytes for bfd_auth keyed-md5 (it has 17)`},
+		{"bfd password without auth", func(c *conf.Config) { h(c).Type, h(c).BFDPassword = "bfd", "k" },
+			`services[0].health.bfd_password: is set but bfd_auth is none (say which authentication it is for)`},
+		{"bfd_key_id", func(c *conf.Config) {
+			h(c).Type, h(c).BFDAuth, h(c).BFDPassword, h(c).BFDKeyID = "bfd", "simple", "k", 256
+		},
+			`services[0].health.bfd_key_id: 256 is out of range 0..255`},
 		{"bfd to the vip", func(c *conf.Config) { h(c).Type, h(c).Target = "bfd", "vip" },
 			`services[0].health.target: a BFD session is with the server's own address, not the VIP`},
 		{"start_down unchecked", func(c *conf.Config) { h(c).Type, h(c).StartDown = "none", true },

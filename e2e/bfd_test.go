@@ -15,15 +15,21 @@ import (
 // management address, as an operator would run bird (or FRR's bfdd) on a
 // server that lbd checks by BFD.
 func serverBFDConfig(server, lbd string) string {
+	return serverBFDAuthConfig(server, lbd, "")
+}
+
+// serverBFDAuthConfig is serverBFDConfig with bird's interface options
+// auth (its authentication and password) added.
+func serverBFDAuthConfig(server, lbd, auth string) string {
 	// A router id is an IPv4 address, whatever the session's family.
 	return fmt.Sprintf(`log stderr all;
 router id 192.0.2.250;
 protocol device { scan time 1; }
 protocol bfd {
-	interface "*" { interval 100 ms; multiplier 3; };
+	interface "*" { interval 100 ms; multiplier 3; %s };
 	neighbor %s local %s;
 }
-`, lbd, server)
+`, auth, lbd, server)
 }
 
 // TestHealthBFD: a bfd check (keepalived's BFD_CHECK) of rs1, with bird's
@@ -34,19 +40,7 @@ protocol bfd {
 // and the requests go to rs2; bird started again brings rs1 back; lbd
 // stopping says AdminDown, and bird's session goes down at once.
 func TestHealthBFD(t *testing.T) {
-	var rs1NS string
-	lbdAddr := strings.Split(mgmtAddr, "/")[0]
-	e := startNATWith(t, natOptions{
-		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
-			addMgmtLink(t, tp, nat)
-			rs1NS = nat.Servers[0].NS
-		},
-		configure: func(c *harness.Config) {
-			s := &c.Services[0]
-			s.Health = "{type: bfd, bfd_interval: 100ms, bfd_multiplier: 50, interval: 200ms, timeout: 100ms, rise: 1, fall: 1}"
-			s.Servers[1].Health = "{type: none}"
-		},
-	})
+	e, rs1NS, lbdAddr := startBFD(t, "{type: bfd, bfd_interval: 100ms, bfd_multiplier: 50, interval: 200ms, timeout: 100ms, rise: 1, fall: 1}")
 	rs1 := e.cfg.Services[0].Servers[0].Address
 	if reason := waitHealth(t, e, rs1, "down"); reason != "bfd: no answer from the server" {
 		t.Errorf("rs1 without BFD: reason %q", reason)
@@ -92,6 +86,25 @@ func TestHealthBFD(t *testing.T) {
 	}
 }
 
+// startBFD runs lbd with a management link and the service's rs1
+// checked by health (rs2 unchecked), and returns rs1's namespace and
+// lbd's management address, the BFD session's far end for bird on rs1.
+func startBFD(t *testing.T, health string) (e *natEnv, rs1NS, lbdAddr string) {
+	t.Helper()
+	e = startNATWith(t, natOptions{
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			addMgmtLink(t, tp, nat)
+			rs1NS = nat.Servers[0].NS
+		},
+		configure: func(c *harness.Config) {
+			s := &c.Services[0]
+			s.Health = health
+			s.Servers[1].Health = "{type: none, start_down: false}"
+		},
+	})
+	return e, rs1NS, strings.Split(mgmtAddr, "/")[0]
+}
+
 // TestHealthBFD6: the bfd check over IPv6: an IPv6 service's rs1 checked
 // by BFD from the LB host's IPv6 management address, bird's BFD on rs1
 // answering. Its session comes up, and bird killed takes rs1 out after
@@ -128,6 +141,44 @@ func TestHealthBFD6(t *testing.T) {
 	waitHealth6(t, e, 80, v6Server(0), "down")
 	if rs := server6(t, e, 80, v6Server(0)); rs == nil || rs.HealthReason != "bfd: session Down: control detection time expired" {
 		t.Errorf("rs1 down: %+v, want the detection time's reason", rs)
+	}
+	e.stopLBD(t)
+}
+
+// TestHealthBFDAuth: a bfd check with meticulous keyed SHA1
+// authentication (bfd_auth) against bird's BFD on rs1. With another
+// password on bird's side rs1 stays down and the reason says the digests
+// differ; with the same one the session comes up on both sides.
+func TestHealthBFDAuth(t *testing.T) {
+	e, rs1NS, lbdAddr := startBFD(t, "{type: bfd, bfd_interval: 100ms, interval: 200ms, timeout: 100ms, rise: 1, fall: 1, start_down: true, "+
+		"bfd_auth: meticulous-keyed-sha1, bfd_key_id: 3, bfd_password: dplb-bfd}")
+	rs1 := e.cfg.Services[0].Servers[0].Address
+	bird := func(password string) string {
+		return fmt.Sprintf("authentication meticulous keyed sha1; password %q { id 3; };", password)
+	}
+	b := startBird(t, e.topo, rs1NS, t.TempDir(), serverBFDAuthConfig(rs1, lbdAddr, bird("not-dplb")))
+	const want = "bfd: the server's digest does not match bfd_password"
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		h, reason := serverHealth(t, e, rs1)
+		if h == "up" {
+			t.Fatalf("rs1 up with another password on bird's side")
+		}
+		if reason == want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("rs1 %s (%q), want down for %q", h, reason, want)
+		}
+	}
+	if err := b.proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	b.proc.Wait(5 * time.Second)
+	b = startBird(t, e.topo, rs1NS, t.TempDir(), serverBFDAuthConfig(rs1, lbdAddr, bird("dplb-bfd")))
+	waitHealth(t, e, rs1, "up")
+	out, err := b.cmd("show", "bfd", "sessions")
+	if err != nil || !strings.Contains(out, lbdAddr) || !strings.Contains(out, "Up") {
+		t.Fatalf("rs1 up, but bird's BFD sessions say (%v):\n%s", err, out)
 	}
 	e.stopLBD(t)
 }

@@ -32,7 +32,9 @@ func probeBFD(m *bfd.Manager, t Target) Result {
 	if a, err := netip.ParseAddr(c.Source); err == nil && a.Is4() == remote.Is4() {
 		source = a
 	}
-	st, err := m.Status(remote, source, bfd.Config{Interval: c.BFDInterval, Multiplier: c.BFDMultiplier}, 2*c.Interval+5*time.Second)
+	cfg := bfd.Config{Interval: c.BFDInterval, Multiplier: c.BFDMultiplier,
+		Auth: bfd.Auth{Type: bfd.AuthTypes[c.BFDAuth], KeyID: uint8(c.BFDKeyID), Key: c.BFDPassword}}
+	st, err := m.Status(remote, source, cfg, 2*c.Interval+5*time.Second)
 	switch {
 	case err != nil:
 		return Outcome(false, truncate(err.Error()))
@@ -40,6 +42,8 @@ func probeBFD(m *bfd.Manager, t Target) Result {
 		return Outcome(true, "")
 	case !st.EverUp && !c.StartDown && time.Since(st.Started) < bfdWarmup:
 		return Outcome(true, "")
+	case st.AuthError != "":
+		return Outcome(false, truncate("bfd: "+st.AuthError))
 	case !st.Heard:
 		return Outcome(false, "bfd: no answer from the server")
 	case st.Diag != bfd.DiagNone:

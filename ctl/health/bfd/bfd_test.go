@@ -41,7 +41,7 @@ func TestParseRefuses(t *testing.T) {
 		{"multipoint", edit(func(b []byte) []byte { b[1] |= 1; return b }), ErrMultipoint},
 		{"my disc 0", edit(func(b []byte) []byte { b[7] = 0; return b }), ErrMyDisc},
 		{"up with your disc 0", edit(func(b []byte) []byte { b[1] = byte(Up) << 6; return b }), ErrYourDisc},
-		{"auth", edit(func(b []byte) []byte { b[1] |= 0x04; return b }), ErrAuth},
+		{"auth without its section", edit(func(b []byte) []byte { b[1] |= 0x04; return b }), ErrLength},
 	}
 	for _, tt := range tests {
 		if _, err := Parse(tt.b); !errors.Is(err, tt.want) {
@@ -195,22 +195,7 @@ func TestSessionIgnoresRemoteHops(t *testing.T) {
 // session up; when one closes, it says AdminDown and the other goes down
 // at once; a new session comes up again.
 func TestTwoManagers(t *testing.T) {
-	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := probe.LocalAddr().(*net.UDPAddr).Port
-	probe.Close()
-	if c, err := net.ListenPacket("udp4", "127.0.0.2:"+strconv.Itoa(port)); err != nil {
-		t.Skipf("no 127.0.0.2:%d: %v", port, err)
-	} else {
-		c.Close()
-	}
-	a1, a2 := netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
-	ma := NewManager(Options{Listen4: a1, Port: port, NoIPv6: true})
-	mb := NewManager(Options{Listen4: a2, Port: port, NoIPv6: true})
-	t.Cleanup(ma.Close)
-	t.Cleanup(mb.Close)
+	ma, mb, a1, a2 := twoManagers(t)
 	cfg := Config{Interval: 30 * time.Millisecond, Multiplier: 3}
 	deadline := time.Now().Add(6 * time.Second)
 	for {
@@ -238,4 +223,27 @@ func TestTwoManagers(t *testing.T) {
 	}
 	mb.Status(a1, netip.Addr{}, cfg, time.Minute)
 	waitState(t, ma, a2, cfg, Up)
+}
+
+// twoManagers makes two Managers, at 127.0.0.1 (a1) and 127.0.0.2 (a2)
+// on one free port, each the other's server.
+func twoManagers(t *testing.T) (ma, mb *Manager, a1, a2 netip.Addr) {
+	t.Helper()
+	probe, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := probe.LocalAddr().(*net.UDPAddr).Port
+	probe.Close()
+	if c, err := net.ListenPacket("udp4", "127.0.0.2:"+strconv.Itoa(port)); err != nil {
+		t.Skipf("no 127.0.0.2:%d: %v", port, err)
+	} else {
+		c.Close()
+	}
+	a1, a2 = netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("127.0.0.2")
+	ma = NewManager(Options{Listen4: a1, Port: port, NoIPv6: true})
+	mb = NewManager(Options{Listen4: a2, Port: port, NoIPv6: true})
+	t.Cleanup(ma.Close)
+	t.Cleanup(mb.Close)
+	return ma, mb, a1, a2
 }

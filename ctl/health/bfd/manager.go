@@ -78,7 +78,7 @@ func (m *Manager) Status(remote, source netip.Addr, cfg Config, keepFor time.Dur
 		if remote.Is6() && m.socks.rx6 == nil {
 			return Status{}, errors.New("bfd: no IPv6 socket")
 		}
-		s = &session{m: m, remote: remote, source: source, myDisc: m.newDisc(), rx: make(chan Packet, 8),
+		s = &session{m: m, remote: remote, source: source, myDisc: m.newDisc(), rx: make(chan received, 8), xmitSeq: rand.Uint32(),
 			stop: make(chan struct{}), done: make(chan struct{}), cfg: cfg}
 		s.status = Status{State: Down, Started: time.Now()}
 		m.sessions[remote] = s
@@ -295,7 +295,7 @@ func (m *Manager) deliver(b []byte, from net.Addr) {
 		return
 	}
 	select {
-	case s.rx <- p:
+	case s.rx <- received{p, append([]byte(nil), b[:b[3]]...)}:
 	default: // the session is behind: a later packet says as much
 	}
 }

@@ -8,9 +8,10 @@
 // session up. Once up, lbd asks for the check's interval both ways (a
 // Poll Sequence confirms it) and declares the session down when the
 // server sends nothing for its detect multiplier times the interval
-// agreed, or says it is down. No authentication, no demand mode and no
-// echo function: what a real server's BFD daemon (bird, FRR, keepalived)
-// answers by default.
+// agreed, or says it is down. Authentication is optional (auth.go): a
+// simple password, or keyed (meticulous) MD5 or SHA1. No demand mode and
+// no echo function: a real server's BFD daemon (bird, FRR, keepalived)
+// answers without them by default.
 package bfd
 
 import (
@@ -77,7 +78,8 @@ func (d Diag) String() string {
 	return fmt.Sprintf("diagnostic %d", uint8(d))
 }
 
-// PacketLen is the length of a control packet without authentication.
+// PacketLen is the length of a control packet without authentication
+// (auth.go).
 const PacketLen = 24
 
 // Port is where BFD control packets go (RFC 5881 4), and the range of
@@ -131,7 +133,6 @@ var (
 	ErrMultipoint = errors.New("bfd: multipoint bit set")
 	ErrMyDisc     = errors.New("bfd: my discriminator 0")
 	ErrYourDisc   = errors.New("bfd: your discriminator 0 in a packet neither Down nor AdminDown")
-	ErrAuth       = errors.New("bfd: authentication, which lbd does not do")
 )
 
 // Parse reads a control packet and checks what RFC 5880 6.8.6 checks
@@ -171,8 +172,8 @@ func Parse(b []byte) (Packet, error) {
 		return Packet{}, ErrMyDisc
 	case p.YourDisc == 0 && p.State != Down && p.State != AdminDown:
 		return Packet{}, ErrYourDisc
-	case p.Auth:
-		return Packet{}, ErrAuth
+	case p.Auth && int(b[3]) < PacketLen+2:
+		return Packet{}, ErrLength // no room for the authentication section's type and length
 	}
 	return p, nil
 }

@@ -15,6 +15,7 @@ const slowTx = time.Second
 type Config struct {
 	Interval   time.Duration // desired transmit and required receive interval once up
 	Multiplier int           // detect multiplier, 1..255
+	Auth       Auth          // the packets' authentication both ways (auth.go)
 }
 
 // Status is a session's state as the health check reads it.
@@ -24,8 +25,18 @@ type Status struct {
 	// ever up).
 	Diag    Diag
 	EverUp  bool      // the session has been up since it started
-	Heard   bool      // a packet of the server's has arrived since the session started
+	Heard   bool      // a packet of the server's has been accepted since the session started
 	Started time.Time // when lbd started the session
+	// AuthError says why the server's last packet failed authentication,
+	// "" if it passed (or none came).
+	AuthError string
+}
+
+// received is a packet of the server's: its mandatory section parsed, and
+// the whole packet, which authentication reads.
+type received struct {
+	p Packet
+	b []byte
 }
 
 // session is one BFD session's state machine (RFC 5880 6.8), run by its
@@ -35,7 +46,7 @@ type session struct {
 	remote netip.Addr
 	source netip.Addr // "" = the kernel's choice
 	myDisc uint32
-	rx     chan Packet
+	rx     chan received
 	stop   chan struct{}
 	done   chan struct{}
 
@@ -53,6 +64,8 @@ type session struct {
 	remoteDetectMult uint8
 	lastRx           time.Time
 	polling          bool // a Poll Sequence under way: our packets set P until one with F comes
+	xmitSeq          uint32
+	rcvAuth          rcvAuth
 }
 
 // usec converts d to a wire interval.
@@ -94,9 +107,12 @@ func (s *session) run() {
 				s.send(false)
 				tx.Reset(s.txInterval())
 			}
-		case p := <-s.rx:
+		case r := <-s.rx:
+			if !s.authentic(r) {
+				continue
+			}
 			before := s.get().State
-			reply := s.receive(p)
+			reply := s.receive(r.p)
 			if d := s.detectTime(); d > 0 {
 				detect.Reset(d)
 			}
@@ -135,6 +151,18 @@ func (s *session) setState(st State, d Diag) {
 		s.polling = true // the intervals change: confirm them (RFC 5880 6.8.3)
 	}
 	s.status.State, s.status.Diag = st, d
+}
+
+// authentic checks a packet's authentication (none for a session
+// without), noting why it failed in the status.
+func (s *session) authentic(r received) bool {
+	cfg := s.config()
+	forget := 2 * time.Duration(max(r.p.DetectMult, 1)) * max(cfg.Interval, slowTx)
+	why := s.rcvAuth.verify(cfg.Auth, r.p, r.b, time.Now(), forget)
+	s.mu.Lock()
+	s.status.AuthError = why
+	s.mu.Unlock()
+	return why == ""
 }
 
 // receive applies one packet of the server's (RFC 5880 6.8.6) and says
@@ -212,6 +240,13 @@ func (s *session) send(final bool) {
 		DesiredMinTx:  usec(s.desiredTx(st.State, cfg)),
 		RequiredMinRx: usec(cfg.Interval),
 	}
-	var buf [PacketLen]byte
-	s.m.send(p.Append(buf[:0]), s.source, s.remote)
+	var buf [PacketLen + 8 + 20]byte
+	b := p.Append(buf[:0])
+	if a := cfg.Auth; a.Type != AuthNone {
+		b[1] |= 0x04 // A
+		b[3] = byte(PacketLen + a.sectionLen())
+		b = a.sign(b, s.xmitSeq)
+		s.xmitSeq++
+	}
+	s.m.send(b, s.source, s.remote)
 }
