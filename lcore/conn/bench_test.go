@@ -104,6 +104,26 @@ func BenchmarkLookupBurst(b *testing.B) {
 	}
 }
 
+// BenchmarkLookupFloor is BenchmarkLookupBurst's memory alone: per key,
+// one random index cell and one random live entry prefetched and read,
+// 32 keys at a time, no entry waiting for its cell
+// (conn.TouchSpreadBursts). A lookup reaches those two lines and cannot
+// be faster: what the machine's memory costs at each size, whatever the
+// table does.
+func BenchmarkLookupFloor(b *testing.B) {
+	for _, bc := range benchCaps {
+		b.Run(bc.name, func(b *testing.B) {
+			tb := benchTable(b, bc.cap, bc.live)
+			keys, seed := 0, uint64(1)
+			for b.Loop() {
+				n, sum := tb.TouchSpreadBursts(bc.live, 1, seed)
+				keys, seed = keys+n, seed+sum|1
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(keys), "ns/key")
+		})
+	}
+}
+
 func BenchmarkLookupMiss(b *testing.B) {
 	forEachCap(b, func(b *testing.B, tb *conn.Table, live int) {
 		b.ReportAllocs()

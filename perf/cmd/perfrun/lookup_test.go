@@ -13,9 +13,9 @@ func TestMeasureLookupScale(t *testing.T) {
 	if len(s.NsPerKey) != lookupTurns || s.Ratio <= 0 {
 		t.Fatalf("%+v", s)
 	}
-	for _, turn := range s.NsPerKey {
-		if turn[0] <= 0 || turn[1] <= 0 {
-			t.Fatalf("a turn timed nothing: %+v", s.NsPerKey)
+	for i, turn := range s.NsPerKey {
+		if f := s.FloorNsPerKey[i]; turn[0] <= 0 || turn[1] <= 0 || f[0] <= 0 || f[1] <= 0 {
+			t.Fatalf("a turn timed nothing: %+v, floor %+v", s.NsPerKey, s.FloorNsPerKey)
 		}
 	}
 }
@@ -28,6 +28,10 @@ func TestLookupRow(t *testing.T) {
 	r := lookupRow(s)
 	if r.Verdict != "met" || !strings.Contains(r.Measured, "median of 3 turns: 1.97x (58.0 / 30.0, 70.0 / 31.0, 57.0 / 29.0 ns per lookup among 10M / 1.02k") {
 		t.Errorf("measured: %+v", r)
+	}
+	s.FloorNsPerKey = [][2]float64{{4, 30}, {5, 29}, {4, 31}}
+	if r := lookupRow(s); !strings.HasSuffix(r.Measured, "; the memory alone, the two lines a lookup reaches per key (a lower bound): median 30.0 / 4.0 ns") {
+		t.Errorf("with the floor: %+v", r)
 	}
 	if s.Ratio = 2.1; lookupRow(s).Verdict != "not met" {
 		t.Error("2.1x met the 2x target")
