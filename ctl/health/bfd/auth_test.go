@@ -1,6 +1,8 @@
 package bfd
 
 import (
+	"bytes"
+	"encoding/binary"
 	"net/netip"
 	"strings"
 	"testing"
@@ -117,4 +119,37 @@ func TestTwoManagersAuthenticated(t *testing.T) {
 	if st := waitState(t, ma, a2, cfgA, Up); st.AuthError != "" {
 		t.Errorf("up with an authentication error left: %+v", st)
 	}
+}
+
+// FuzzVerify: whatever a server sends, Parse and every type's
+// authentication check return without panicking, and a packet that
+// passes a keyed check is one the key signed.
+func FuzzVerify(f *testing.F) {
+	for _, typ := range AuthTypes {
+		a := Auth{Type: typ, KeyID: 1, Key: "k"}
+		if typ == AuthNone {
+			f.Add(Packet{State: Down, DetectMult: 3, MyDisc: 9}.Append(nil))
+			continue
+		}
+		_, b := signed(a, 1)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := Parse(b)
+		if err != nil {
+			return
+		}
+		for _, typ := range AuthTypes {
+			var r rcvAuth
+			a := Auth{Type: typ, KeyID: 1, Key: "k"}
+			if r.verify(a, p, b, time.Now(), time.Minute) == "" && typ != AuthNone && typ != AuthSimple {
+				// Passed: signing the same header and sequence with the key gives these bytes.
+				n := int(b[3])
+				head := append([]byte(nil), b[:PacketLen]...)
+				if got := a.sign(head, binary.BigEndian.Uint32(b[PacketLen+4:])); !bytes.Equal(got, b[:n]) {
+					t.Fatalf("%s passed a packet the key did not sign: % x", typ, b[:n])
+				}
+			}
+		}
+	})
 }
