@@ -16,7 +16,9 @@ import (
 //   - ipo (VIP:53): every query from a new client port opens a connection
 //     whose first datagram carries the client's address and port as an
 //     IPv4 option; the servers' kernels take it as usual, so every query
-//     is answered, the server seeing a local address.
+//     is answered, the server seeing a local address. A query that fills
+//     the 1500-byte MTU has no room for it: it comes in an empty datagram
+//     of its own (UDP length 8) just ahead.
 //   - opp (VIP:54): four queries from one client port. The first three
 //     carry it in DPVS's option protocol header (IP protocol 248), which
 //     a server without the uoa module drops; the fourth is a plain
@@ -77,8 +79,25 @@ func TestFullNATUOA(t *testing.T) {
 		}
 	}
 
+	// A datagram with no room: the option comes alone, ahead of it.
+	res, err := harness.UDPGetSized(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":53", "", 1, 1472, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	alone := "uoa " + res[0].Local + " from " + fullNATLocal[0] // then :lport
+	found := false
+	for _, w := range watch {
+		for _, line := range strings.Split(w.String(), "\n") {
+			found = found || strings.HasPrefix(line, alone+":") && strings.HasSuffix(line, " mode ipo len 8")
+		}
+	}
+	if !found {
+		t.Fatalf("no empty datagram carrying %q ahead of a 1472-byte query:\nrs1:\n%s\nrs2:\n%s", alone, watch["rs1"], watch["rs2"])
+	}
+
 	// opp, from one client port: one connection.
-	res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":54", 41054, 4, time.Second)
+	res, err = harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":54", 41054, 4, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +118,9 @@ func TestFullNATUOA(t *testing.T) {
 	body := e.scrapeMetrics(t)
 	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_options"); n < float64(seen["rs1"]+seen["rs2"]+3) {
 		t.Errorf("dplb_lcore_events_total{counter=\"uoa_options\"} is %v, want one per ipo query answered and 3 (opp)", n)
+	}
+	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_alone"); n != 1 {
+		t.Errorf("dplb_lcore_events_total{counter=\"uoa_alone\"} is %v, want 1 (the 1472-byte query's)", n)
 	}
 	e.stopLBD(t)
 }

@@ -54,7 +54,7 @@ const (
 	TOAOptions        // TCP option addresses (DPVS's TOA) put in FullNAT handshakes' last segments
 	TOANoRoom         // such segments sent without one: no room in the TCP header or the MTU
 	UOAOptions        // UDP options of address (DPVS's UOA) put in FullNAT connections' first datagrams
-	UOANoRoom         // such datagrams sent without one: no room in the IPv4 options or the MTU
+	UOAAlone          // such options sent in an empty datagram of their own, ahead of a datagram with no room for one (the IPv4 options or the MTU)
 	SynCookiesSent    // SYN proxy: SYNs answered with a cookie SYN-ACK
 	SynCookiesValid   // SYN proxy: ACKs whose cookie proved good (connections opened)
 	SynProxyHeld      // SYN proxy: client segments with data held until the server's SYN-ACK
@@ -147,7 +147,7 @@ var statNames = [numStats]string{
 	SyncRecords: "sync_records", SyncRingFull: "sync_ring_full", GratuitousARPs: "gratuitous_arps",
 	Fragments: "fragments", FragmentsHeld: "fragments_held",
 	FTPRewritten: "ftp_rewritten", FTPExpected: "ftp_expected", FTPDataConns: "ftp_data_conns",
-	ProxyHeaders: "proxy_headers", TOAOptions: "toa_options", TOANoRoom: "toa_no_room", UOAOptions: "uoa_options", UOANoRoom: "uoa_no_room",
+	ProxyHeaders: "proxy_headers", TOAOptions: "toa_options", TOANoRoom: "toa_no_room", UOAOptions: "uoa_options", UOAAlone: "uoa_alone",
 	SynCookiesSent: "syn_cookies_sent", SynCookiesValid: "syn_cookies_valid", SynProxyHeld: "synproxy_held", SynProxyDeferred: "synproxy_deferred",
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",

@@ -156,7 +156,7 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		d.m.SetOlFlags(0)
 	}
 	if withUOA {
-		w.uoa(d, c, x, e.to, nil)
+		w.uoa(d, c, x, e, nil)
 	}
 	return e
 }

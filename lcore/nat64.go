@@ -137,7 +137,7 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 	}
 	if wantsUOA(d, c, x, conn.Original) {
 		d.l4 = l3 + hdr.IPv4MinLen
-		w.uoa(d, c, x, e.to, a) // the IPv6 client's
+		w.uoa(d, c, x, e, a) // the IPv6 client's
 	}
 	return e
 }

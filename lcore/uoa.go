@@ -28,10 +28,10 @@ import (
 // The UDP checksum stays as it was: its pseudo-header (addresses, 17 and
 // the UDP length) is unchanged, and the module gives the datagram back to
 // the server's UDP as protocol 17. A datagram that would no longer fit
-// the server port's MTU, or whose IPv4 options leave no room, goes
-// without it (uoa_no_room) and the next one tries again; DPVS sends a
-// datagram of its own with the option instead. Fragments never carry it:
-// an opp header would shift the later fragments' offsets.
+// the server port's MTU, or whose IPv4 options leave no room, goes as it
+// is, and the option goes just ahead of it in an empty datagram of the
+// connection's (DPVS's way: uoa_alone). Fragments never carry it: an opp
+// header would shift the later fragments' offsets.
 
 const (
 	uoaCode        = 31 // IPOPT_UOA: option 31, not copied into fragments
@@ -80,27 +80,42 @@ func wantsUOA(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir) bool {
 }
 
 // uoa puts the option in IPv4 datagram d to the server (wantsUOA; its
-// addresses already the server's), leaving by port out. With a6 (a NAT64
-// connection's addresses) the option carries the IPv6 client.
-func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, out int, a6 *conn.Addrs6) {
+// addresses already the server's), which leaves by e; with a6 (a NAT64
+// connection's addresses) the option carries the IPv6 client. A datagram
+// with no room for it goes as it is, an empty datagram of the
+// connection's carrying the option sent just ahead of it (uoaAlone).
+func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, e exit, a6 *conn.Addrs6) {
 	n := uoaLen
 	if a6 != nil {
 		n = uoaLen6
 	}
 	opp := x.Flags&extUOAOPP != 0
 	add := n
-	ip := d.ip()
-	hlen := ip.HeaderLen()
 	if opp {
 		add += uoaOPPLen
-	} else if hlen-hdr.IPv4MinLen+n > ipv4MaxOptions {
-		w.cnt.own[UOANoRoom]++
-		return
 	}
-	if int(ip.TotalLength())+add > int(w.snap.Ports[out].MTU) {
-		w.cnt.own[UOANoRoom]++
-		return
+	ip := d.ip()
+	room := (opp || ip.HeaderLen()-hdr.IPv4MinLen+n <= ipv4MaxOptions) && int(ip.TotalLength())+add <= int(w.snap.Ports[e.to].MTU)
+	switch {
+	case room && insertUOA(d, c, n, opp, a6):
+		w.cnt.own[UOAOptions]++
+	case w.uoaAlone(d, c, n, opp, e, a6):
+		w.cnt.own[UOAAlone]++
+	default:
+		return // no mbuf (counted): a later datagram tries again
 	}
+	x.Flags -= 1 << extUOALeftShift
+}
+
+// insertUOA puts the option (n bytes; in an option protocol header with
+// opp) into IPv4 datagram d, which has room for it, and updates its
+// header; false without the headroom.
+func insertUOA(d *desc, c *conn.Conn, n int, opp bool, a6 *conn.Addrs6) bool {
+	add := n
+	if opp {
+		add += uoaOPPLen
+	}
+	hlen := d.ip().HeaderLen()
 	// What moves: the Ethernet header and the IPv4 header up to where the
 	// new bytes go (after the fixed header for an option, after the
 	// whole header for the option protocol's).
@@ -109,8 +124,7 @@ func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, out int, a6 *conn.Addrs
 		at = l3 + hlen
 	}
 	if _, err := d.m.Prepend(add); err != nil {
-		w.cnt.own[UOANoRoom]++
-		return
+		return false
 	}
 	data := d.m.Data()
 	copy(data, data[add:add+at])
@@ -127,7 +141,7 @@ func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, out int, a6 *conn.Addrs
 	}
 	putClientOption(opt[:n], uoaCode, c, a6)
 
-	ip = d.ip()
+	ip := d.ip()
 	oldLen := ip.TotalLength()
 	ip.SetTotalLength(oldLen + uint16(add))
 	cs := hdr.Update16(ip.Checksum(), oldLen, oldLen+uint16(add))
@@ -146,6 +160,40 @@ func (w *Worker) uoa(d *desc, c *conn.Conn, x *conn.Ext, out int, a6 *conn.Addrs
 	}
 	ip.SetChecksum(cs)
 	d.l4 += uint16(add)
-	x.Flags -= 1 << extUOALeftShift
-	w.cnt.own[UOAOptions]++
+	return true
+}
+
+// uoaAlone sends the option in an empty UDP datagram of the connection's
+// (DPVS's way for a datagram with no room): the addresses, ports, TOS
+// and TTL of datagram d as it leaves by e, queued ahead of it. The
+// server's module learns the client from it; its program reads an empty
+// datagram, as under DPVS. It allocates an mbuf (a cgo call), which only
+// the first datagrams of a connection with no room for the option do;
+// false when the pool is empty.
+func (w *Worker) uoaAlone(d *desc, c *conn.Conn, n int, opp bool, e exit, a6 *conn.Addrs6) bool {
+	ip := d.ip()
+	udp := hdr.UDP(ip.Payload())
+	m, b := w.newFrame(hdr.EthernetLen + hdr.IPv4MinLen + hdr.UDPLen)
+	if m == nil {
+		return false
+	}
+	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv4)
+	hdr.IPv4(b[l3:]).Encode(&hdr.IPv4Fields{
+		TOS: ip.TOS(), TotalLength: hdr.IPv4MinLen + hdr.UDPLen, ID: w.ipID, Flags: hdr.IPv4FlagDontFragment,
+		TTL: ip.TTL(), Protocol: hdr.ProtoUDP, Src: ip.Src(), Dst: ip.Dst(),
+	})
+	w.ipID++
+	u := hdr.UDP(b[l3+hdr.IPv4MinLen:])
+	u.SetSrcPort(udp.SrcPort())
+	u.SetDstPort(udp.DstPort())
+	u.SetLength(hdr.UDPLen)
+	u.SetChecksum(hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoUDP, u))
+	alone := desc{m: m, l4: l3 + hdr.IPv4MinLen}
+	if !insertUOA(&alone, c, n, opp, a6) {
+		m.Free() // cannot happen: a new mbuf has its headroom
+		return false
+	}
+	m.SetOlFlags(0)
+	w.leave(m, d.in, e)
+	return true
 }

@@ -46,9 +46,10 @@ func uoaSeen(t *testing.T, f []byte) (ip hdr.IPv4, opt []byte, udp hdr.UDP) {
 // TestFullNATUOA: with uoa, the first three datagrams of a FullNAT UDP
 // connection reach the server with DPVS's option 31 (the client's port
 // and address): as an IPv4 option (ipo) or in an option protocol header
-// (opp, version 1, protocol 17). Later ones go unchanged but for the
-// addresses, and so does the server's reply. A datagram with no room for
-// the option goes without it and is not counted among the three.
+// (opp, version 1, protocol 17). A datagram with no room for it (here,
+// one that fills the MTU) goes as it is, an empty datagram of the
+// connection's with the option just ahead of it. Later datagrams go
+// unchanged but for the addresses, and so does the server's reply.
 func TestFullNATUOA(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -64,17 +65,15 @@ func TestFullNATUOA(t *testing.T) {
 			binary.BigEndian.PutUint32(want[4:], clientIP)
 			full := strings.Repeat("x", 1500-20-8) // fills the MTU: no room
 			var lport uint16
-			for i, payload := range []string{"one", full, "two", "three", "four", full} {
-				r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, payload, true))
-				w.poll()
-				ip, opt, udp := uoaSeen(t, one(t, r, 1))
-				if i == 0 {
+			check := func(i int, f []byte, payload string, withOption bool) {
+				t.Helper()
+				ip, opt, udp := uoaSeen(t, f)
+				if i == 0 && lport == 0 {
 					lport = udp.SrcPort()
 				}
 				if ip.Src() != lip1 || udp.SrcPort() != lport || ip.Dst() != rs1 || udp.DstPort() != 8081 || string(udp.Payload()) != payload {
 					t.Fatalf("datagram %d left as %x:%d -> %x:%d with %d bytes", i, ip.Src(), udp.SrcPort(), ip.Dst(), udp.DstPort(), len(udp.Payload()))
 				}
-				withOption := payload != full && i <= 3
 				switch {
 				case withOption && !bytes.Equal(opt, want):
 					t.Fatalf("datagram %d: option % x, want % x", i, opt, want)
@@ -84,8 +83,23 @@ func TestFullNATUOA(t *testing.T) {
 					t.Fatalf("datagram %d: option protocol version byte %#x, want 0x10 (an IPv4 client)", i, ip.Payload()[0])
 				}
 			}
-			if w.cnt.own[UOAOptions] != 3 || w.cnt.own[UOANoRoom] != 1 {
-				t.Fatalf("uoa_options %d, uoa_no_room %d; want 3, 1", w.cnt.own[UOAOptions], w.cnt.own[UOANoRoom])
+			for i, dg := range []struct {
+				payload       string
+				option, alone bool
+			}{{"one", true, false}, {full, false, true}, {"two", true, false}, {"three", false, false}, {full, false, false}} {
+				r.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, dg.payload, true))
+				w.poll()
+				out := r.sent(1)
+				if len(out) != 1+btoi(dg.alone) {
+					t.Fatalf("datagram %d: %d frames sent, want %d (drops %v)", i, len(out), 1+btoi(dg.alone), dropsOf(w))
+				}
+				if dg.alone {
+					check(i, out[0], "", true) // the option's own, ahead
+				}
+				check(i, out[len(out)-1], dg.payload, dg.option)
+			}
+			if w.cnt.own[UOAOptions] != 2 || w.cnt.own[UOAAlone] != 1 {
+				t.Fatalf("uoa_options %d, uoa_alone %d; want 2, 1", w.cnt.own[UOAOptions], w.cnt.own[UOAAlone])
 			}
 			r.inject(1, udpFrame(rs1MAC, lanMAC, rs1, 8081, lip1, lport, "answer", true))
 			w.poll()
@@ -97,7 +111,8 @@ func TestFullNATUOA(t *testing.T) {
 }
 
 // TestFullNATUOAOptionsFull: an ipo datagram whose IPv4 options leave no
-// room for 8 more bytes goes without the option.
+// room for 8 more bytes goes with its own options only, the option in an
+// empty datagram just ahead of it.
 func TestFullNATUOAOptionsFull(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	withFullNATService(t, r, func(s *Service) { s.Key.Proto, s.UOA = hdr.ProtoUDP, UOAIPOption })
@@ -111,8 +126,15 @@ func TestFullNATUOAOptionsFull(t *testing.T) {
 	ip.SetChecksum(ip.CalculateChecksum())
 	r.inject(0, g)
 	r.w.poll()
-	if _, opt, _ := uoaSeen(t, one(t, r, 1)); !bytes.Equal(opt, opts) || r.w.cnt.own[UOANoRoom] != 1 {
-		t.Fatalf("options % x (uoa_no_room %d), want the datagram's own", opt, r.w.cnt.own[UOANoRoom])
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("%d frames sent, want the option's own and the datagram", len(out))
+	}
+	if _, opt, udp := uoaSeen(t, out[0]); opt[0] != uoaCode || len(udp.Payload()) != 0 {
+		t.Fatalf("ahead: option % x with %d bytes of data, want the UOA in an empty datagram", opt, len(udp.Payload()))
+	}
+	if _, opt, udp := uoaSeen(t, out[1]); !bytes.Equal(opt, opts) || string(udp.Payload()) != "query" || r.w.cnt.own[UOAAlone] != 1 {
+		t.Fatalf("options % x, payload %q (uoa_alone %d), want the datagram's own", opt, udp.Payload(), r.w.cnt.own[UOAAlone])
 	}
 }
 
@@ -173,4 +195,11 @@ func TestFullNATUOANoAllocs(t *testing.T) {
 			t.Fatalf("mode %d: no option was inserted", mode)
 		}
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -36,7 +36,7 @@
 //	nshelper uoa -dev eth0 -port 5353
 //	    Prints the UDP option of address (DPVS's UOA) of every datagram to
 //	    the port that arrives on -dev, as an IPv4 option or in an option
-//	    protocol header: "uoa CLIENT:PORT from SRC:SPORT mode ipo|opp".
+//	    protocol header: "uoa CLIENT:PORT from SRC:SPORT mode ipo|opp len N".
 package main
 
 import (

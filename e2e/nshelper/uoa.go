@@ -17,8 +17,9 @@ import (
 // length 8 with the client's port and IPv4 address, 20 with an IPv6 one)
 // of every datagram to -port that arrives on -dev, as the uoa kernel
 // module on a real server would read it: "uoa CLIENT from SRC:SPORT mode
-// ipo" for an IPv4 option, "mode opp" for DPVS's option protocol header
-// (IP protocol 248), after "ready". It only watches (copies of the
+// ipo len N" for an IPv4 option, "mode opp" for DPVS's option protocol
+// header (IP protocol 248), N the UDP length (8: an empty datagram
+// carrying the option alone), after "ready". It only watches (copies of the
 // frames, from AF_PACKET sockets): the kernel takes the datagrams as
 // usual, and drops those of protocol 248, which it does not know.
 func uoaWatch(args []string) error {
@@ -97,5 +98,5 @@ func uoaLine(p []byte, port uint16) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return fmt.Sprintf("uoa %s from %s mode %s", client, src, mode), true
+	return fmt.Sprintf("uoa %s from %s mode %s len %d", client, src, mode, binary.BigEndian.Uint16(l4[4:])), true
 }
