@@ -203,3 +203,40 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestSyncedUOATrail: a FullNAT UDP connection's UOA count travels in
+// its sync record, so the backup that takes it over puts the option in
+// the datagrams the master had not yet sent it in, and in no more.
+func TestSyncedUOATrail(t *testing.T) {
+	uoa := func(s *Service) { s.Key.Proto, s.UOA = hdr.ProtoUDP, UOAOptionProtocol }
+	master := newRig(t, defaultNeigh())
+	withFullNATService(t, master, uoa)
+	withSync(master, SyncParams{On: true, Threshold: 2})
+	for range 2 {
+		master.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, "q", true))
+		master.w.poll()
+		master.drain(1)
+	}
+	recs := syncedRecords(master.w)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	left := int(recs[0].Ext.Flags&extUOALeft) >> extUOALeftShift
+	if left == 0 || recs[0].Ext.Flags&extUOAOPP == 0 {
+		t.Fatalf("record's flags %#x: no UOA left to send, or not opp", recs[0].Ext.Flags)
+	}
+
+	backup := newRig(t, defaultNeigh())
+	withFullNATService(t, backup, uoa)
+	if b := install(t, backup.w, recs[0]); b.Installed != 1 {
+		t.Fatalf("batch %+v", b)
+	}
+	for i := range left + 1 {
+		backup.inject(0, udpFrame(clientMAC, wanMAC, clientIP, 40000, vipFN, 80, "q", true))
+		backup.w.poll()
+		ip, opt, _ := uoaSeen(t, one(t, backup, 1))
+		if ip.Src() != recs[0].Ext.LIP || (opt != nil) != (i < left) {
+			t.Fatalf("datagram %d on the backup: from %x, option % x; want the option in the first %d", i, ip.Src(), opt, left)
+		}
+	}
+}
