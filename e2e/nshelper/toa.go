@@ -21,37 +21,58 @@ import (
 // after "ready". It only watches (a copy of each frame, from an AF_PACKET
 // socket): the kernel's TCP takes the segments as usual.
 func toaWatch(args []string) error {
-	fs := flag.NewFlagSet("toa", flag.ContinueOnError)
-	dev := fs.String("dev", "", "interface the segments arrive on")
-	port := fs.Int("port", 0, "TCP destination port to watch")
+	return watchOptions("toa", "TCP", args, []uint8{unix.IPPROTO_TCP}, toaLine)
+}
+
+// watchOptions is toa's and uoa's watcher: it reads copies of the IPv4
+// frames of the given protocols arriving on -dev (AF_PACKET sockets, one
+// a protocol) and prints what line makes of each one to -port, after
+// "ready DEV PORT", until SIGTERM or SIGINT. transport names the port's
+// protocol in the flag's help.
+func watchOptions(name, transport string, args []string, protos []uint8, line func(p []byte, port uint16) (string, bool)) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	dev := fs.String("dev", "", "interface the packets arrive on")
+	port := fs.Int("port", 0, transport+" destination port to watch")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ifi, err := net.InterfaceByName(*dev)
 	if err != nil {
-		return fmt.Errorf("toa: %w", err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	fd, err := openPacket("toa", ifi.Index, unix.ETH_P_IP, 9, unix.IPPROTO_TCP) // IPv4's protocol byte
-	if err != nil {
-		return err
+	lines := make(chan string)
+	errs := make(chan error, len(protos))
+	for _, proto := range protos {
+		fd, err := openPacket(name, ifi.Index, unix.ETH_P_IP, 9, proto) // IPv4's protocol byte
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		go func() {
+			buf := make([]byte, 65536)
+			for {
+				n, err := recvHost(fd, buf)
+				if err != nil {
+					errs <- fmt.Errorf("%s: read %s: %w", name, *dev, err)
+					return
+				}
+				if l, ok := line(buf[:n], uint16(*port)); ok {
+					lines <- l
+				}
+			}
+		}()
 	}
-	defer unix.Close(fd)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	fmt.Printf("ready %s %d\n", *dev, *port)
-	buf := make([]byte, 65536)
 	for {
 		select {
 		case <-sigs:
 			return nil
-		default:
-		}
-		n, err := recvHost(fd, buf)
-		if err != nil {
-			return fmt.Errorf("toa: read %s: %w", *dev, err)
-		}
-		if line, ok := toaLine(buf[:n], uint16(*port)); ok {
-			fmt.Println(line)
+		case err := <-errs:
+			return err
+		case l := <-lines:
+			fmt.Println(l)
 		}
 	}
 }

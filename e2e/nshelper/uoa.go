@@ -2,13 +2,8 @@ package main
 
 import (
 	"encoding/binary"
-	"flag"
 	"fmt"
-	"net"
 	"net/netip"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,51 +18,7 @@ import (
 // frames, from AF_PACKET sockets): the kernel takes the datagrams as
 // usual, and drops those of protocol 248, which it does not know.
 func uoaWatch(args []string) error {
-	fs := flag.NewFlagSet("uoa", flag.ContinueOnError)
-	dev := fs.String("dev", "", "interface the datagrams arrive on")
-	port := fs.Int("port", 0, "UDP destination port to watch")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ifi, err := net.InterfaceByName(*dev)
-	if err != nil {
-		return fmt.Errorf("uoa: %w", err)
-	}
-	lines := make(chan string)
-	errs := make(chan error, 2)
-	for _, proto := range []uint8{unix.IPPROTO_UDP, 248} {
-		fd, err := openPacket("uoa", ifi.Index, unix.ETH_P_IP, 9, proto) // IPv4's protocol byte
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		go func() {
-			buf := make([]byte, 65536)
-			for {
-				n, err := recvHost(fd, buf)
-				if err != nil {
-					errs <- fmt.Errorf("uoa: read %s: %w", *dev, err)
-					return
-				}
-				if line, ok := uoaLine(buf[:n], uint16(*port)); ok {
-					lines <- line
-				}
-			}
-		}()
-	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	fmt.Printf("ready %s %d\n", *dev, *port)
-	for {
-		select {
-		case <-sigs:
-			return nil
-		case err := <-errs:
-			return err
-		case line := <-lines:
-			fmt.Println(line)
-		}
-	}
+	return watchOptions("uoa", "UDP", args, []uint8{unix.IPPROTO_UDP, 248}, uoaLine)
 }
 
 // uoaLine describes the option of IPv4 packet p, a UDP datagram to port
