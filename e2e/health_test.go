@@ -360,12 +360,7 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 	e.warmUp(t)
 	rs1 := e.nat.Servers[0]
 	addr := rs1.Addr.Addr().String()
-	failFile := filepath.Join(t.TempDir(), "sick")
-	killServe(t, rs1.NS)
-	var out harness.Buffer
-	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile); err != nil {
-		t.Fatal(err)
-	}
+	failFile := serveFailing(t, e, rs1)
 	waitProbed(t, e, "tcp", 80)
 	waitHealth(t, e, addr, "up")
 	time.Sleep(time.Second) // a few probes: it stays up
@@ -406,6 +401,21 @@ func TestHTTPHealthThroughLBD(t *testing.T) {
 	e.stopLBD(t)
 }
 
+// serveFailing restarts h's web server on 8080 to answer 500 while the
+// file it returns exists (on the paths more names with -fail-path, or
+// all).
+func serveFailing(t *testing.T, e *natEnv, h topo.Host, more ...string) string {
+	t.Helper()
+	failFile := filepath.Join(t.TempDir(), "sick")
+	killServe(t, h.NS)
+	var out harness.Buffer
+	args := append([]string{e.nshelper, "serve", "-listen", ":8080", "-name", h.Name, "-fail-file", failFile}, more...)
+	if _, err := e.topo.Start(h.NS, &out, args...); err != nil {
+		t.Fatal(err)
+	}
+	return failFile
+}
+
 // TestHTTPHealthThroughLBDExtraURLs: an HTTP check through lbd with
 // extra_urls opens one connection for each path. rs1 answers 500 on
 // /ready only while a file exists: it goes down, the reason naming
@@ -417,12 +427,7 @@ func TestHTTPHealthThroughLBDExtraURLs(t *testing.T) {
 	e.warmUp(t)
 	rs1 := e.nat.Servers[0]
 	addr := rs1.Addr.Addr().String()
-	failFile := filepath.Join(t.TempDir(), "sick")
-	killServe(t, rs1.NS)
-	var out harness.Buffer
-	if _, err := e.topo.Start(rs1.NS, &out, e.nshelper, "serve", "-listen", ":8080", "-name", "rs1", "-fail-file", failFile, "-fail-path", "/ready"); err != nil {
-		t.Fatal(err)
-	}
+	failFile := serveFailing(t, e, rs1, "-fail-path", "/ready")
 	waitProbed(t, e, "tcp", 80)
 	waitHealth(t, e, addr, "up")
 	if err := os.WriteFile(failFile, nil, 0o644); err != nil { // /ready answers 500, / still 200
@@ -447,24 +452,41 @@ func TestHTTPHealthThroughLBDExtraURLs(t *testing.T) {
 // the also check's refused connect through lbd, and every request goes
 // to rs1.
 func TestHealthAlsoThroughLBD(t *testing.T) {
-	e := startNATWith(t, natOptions{
+	e := startHealthAlso(t, "via: lbd, ", nil)
+	checkAlsoDown(t, e, "also tcp: connect: connection refused (through lbd)")
+	e.stopLBD(t)
+}
+
+// startHealthAlso runs lbd with a tcp check of 8080 (with via, "via:
+// lbd, " or "") whose also check is tcp on 8081, where only rs1 listens;
+// setup runs before lbd.
+func startHealthAlso(t *testing.T, via string, setup func(*testing.T, *topo.Topo, *topo.NAT)) *natEnv {
+	t.Helper()
+	return startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": ":8080,:8081"},
+		setup:  setup,
 		configure: func(c *harness.Config) {
-			c.Services[0].Health = "{type: tcp, via: lbd, also: [{type: tcp, port: 8081, timeout: 150ms}], interval: 400ms, timeout: 150ms, rise: 1, fall: 2}"
+			c.Services[0].Health = "{type: tcp, " + via + "also: [{type: tcp, port: 8081, timeout: 150ms}], interval: 400ms, timeout: 150ms, rise: 1, fall: 2}"
 		},
 	})
+}
+
+// checkAlsoDown checks that startHealthAlso's rs2 goes down for reason,
+// its also check's, that rs1 stays up, and that every request goes to
+// rs1.
+func checkAlsoDown(t *testing.T, e *natEnv, reason string) {
+	t.Helper()
 	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
 	e.warmUp(t)
-	if reason := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); reason != "also tcp: connect: connection refused (through lbd)" {
-		t.Errorf("rs2 down for %q, want its also check's refused connection through lbd", reason)
+	if got := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); got != reason {
+		t.Errorf("rs2 down for %q, want %q (its also check's)", got, reason)
 	}
-	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
-		t.Errorf("rs1: %q (%s), want up", h, reason)
+	if h, why := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
+		t.Errorf("rs1: %q (%s), want up", h, why)
 	}
 	if got := servedBy(t, e, "rs2 down", 20); got["rs1"] != 20 {
 		t.Fatalf("rs2 down: %v, want every request on rs1", got)
 	}
-	e.stopLBD(t)
 }
 
 // TestUDPHealthThroughLBD: with no management link, a UDP check with
@@ -993,26 +1015,9 @@ func TestHealthHTTPExtraURLs(t *testing.T) {
 // check, and every request goes to rs1; rs2 listening on 8081 too comes
 // back up.
 func TestHealthAlso(t *testing.T) {
-	e := startNATWith(t, natOptions{
-		listen: map[string]string{"rs1": ":8080,:8081"},
-		setup:  addMgmtLink, // before lbd: its first probes must find the servers
-		configure: func(c *harness.Config) {
-			c.Services[0].Health = "{type: tcp, also: [{type: tcp, port: 8081, timeout: 150ms}], interval: 400ms, timeout: 150ms, rise: 1, fall: 2}"
-		},
-	})
-	rs1, rs2 := e.nat.Servers[0], e.nat.Servers[1]
-	e.warmUp(t)
-	if reason := waitHealth(t, e, rs2.Addr.Addr().String(), "down"); reason != "also tcp: connect: connection refused" {
-		t.Errorf("rs2 down for %q, want its also check's refused connection", reason)
-	}
-	if h, reason := serverHealth(t, e, rs1.Addr.Addr().String()); h != "up" {
-		t.Errorf("rs1: %q (%s), want up", h, reason)
-	}
-	for _, r := range e.get(t, e.url, 20, 5*time.Second) {
-		if r.Err != "" || r.Server() != "rs1" {
-			t.Fatalf("rs2 down, request %d: %q %s: want every request on rs1", r.I, r.Server(), r.Err)
-		}
-	}
+	e := startHealthAlso(t, "", addMgmtLink) // the link before lbd: its first probes must find the servers
+	checkAlsoDown(t, e, "also tcp: connect: connection refused")
+	rs2 := e.nat.Servers[1]
 	killServe(t, rs2.NS)
 	if err := harness.StartHTTP(e.topo, []topo.Host{rs2}, e.nshelper, ":8080,:8081", 10*time.Second); err != nil {
 		t.Fatal(err)
