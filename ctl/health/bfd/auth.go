@@ -34,7 +34,8 @@ const (
 	AuthMeticulousSHA1     AuthType = 5
 )
 
-// AuthTypes are the configuration's names of the types.
+// AuthTypes are the configuration's names of the types (conf's
+// BFDAuthTypes, which ctl/health's tests keep alike).
 var AuthTypes = map[string]AuthType{
 	"":                      AuthNone,
 	"none":                  AuthNone,
@@ -54,17 +55,9 @@ func (a AuthType) String() string {
 	return fmt.Sprintf("type %d", uint8(a))
 }
 
-// MaxKeyLen is the longest key type a allows: 16 bytes for a simple
-// password and MD5, 20 for SHA1 (RFC 5880 4.2-4.4).
-func (a AuthType) MaxKeyLen() int {
-	if a == AuthKeyedSHA1 || a == AuthMeticulousSHA1 {
-		return sha1.Size
-	}
-	return 16
-}
-
 // Auth is a session's authentication: its type, the key ID its packets
-// carry and expect, and the key (1..MaxKeyLen bytes).
+// carry and expect, and the key (1..16 bytes, 20 for SHA1: RFC 5880
+// 4.2-4.4, which the configuration checks).
 type Auth struct {
 	Type  AuthType
 	KeyID uint8

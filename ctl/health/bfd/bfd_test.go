@@ -109,6 +109,16 @@ func (p *peer) send(pk Packet) {
 	}
 }
 
+// peerSession is a peer sending at ttl and the Manager under test, the
+// peer its server at remote.
+func peerSession(t *testing.T, ttl int) (*peer, *Manager, netip.Addr) {
+	t.Helper()
+	pr, port := newPeer(t, ttl)
+	m := NewManager(Options{Listen4: netip.MustParseAddr("127.0.0.1"), Port: port, NoIPv6: true})
+	t.Cleanup(m.Close)
+	return pr, m, netip.MustParseAddr("127.0.0.2")
+}
+
 func waitState(t *testing.T, m *Manager, remote netip.Addr, cfg Config, want State) Status {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
@@ -132,10 +142,7 @@ func waitState(t *testing.T, m *Manager, remote netip.Addr, cfg Config, want Sta
 // asks once up, answers a Poll with a Final, and goes down when the
 // server falls silent for its detect time.
 func TestSessionHandshake(t *testing.T) {
-	pr, port := newPeer(t, 255)
-	m := NewManager(Options{Listen4: netip.MustParseAddr("127.0.0.1"), Port: port, NoIPv6: true})
-	t.Cleanup(m.Close)
-	remote := netip.MustParseAddr("127.0.0.2")
+	pr, m, remote := peerSession(t, 255)
 	cfg := Config{Interval: 50 * time.Millisecond, Multiplier: 3}
 	if st, err := m.Status(remote, netip.Addr{}, cfg, time.Minute); err != nil || st.State != Down || st.Heard {
 		t.Fatalf("a new session: %+v, %v; want Down, nothing heard", st, err)
@@ -177,10 +184,7 @@ func TestSessionHandshake(t *testing.T) {
 // TestSessionIgnoresRemoteHops: a packet whose TTL is not 255 came from
 // beyond the link (RFC 5881 5) and is dropped.
 func TestSessionIgnoresRemoteHops(t *testing.T) {
-	pr, port := newPeer(t, 64)
-	m := NewManager(Options{Listen4: netip.MustParseAddr("127.0.0.1"), Port: port, NoIPv6: true})
-	t.Cleanup(m.Close)
-	remote := netip.MustParseAddr("127.0.0.2")
+	pr, m, remote := peerSession(t, 64)
 	cfg := Config{Interval: 50 * time.Millisecond, Multiplier: 3}
 	m.Status(remote, netip.Addr{}, cfg, time.Minute)
 	first := pr.read()

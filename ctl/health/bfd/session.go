@@ -157,7 +157,7 @@ func (s *session) setState(st State, d Diag) {
 // without), noting why it failed in the status.
 func (s *session) authentic(r received) bool {
 	cfg := s.config()
-	forget := 2 * time.Duration(max(r.p.DetectMult, 1)) * max(cfg.Interval, slowTx)
+	forget := 2 * time.Duration(r.p.DetectMult) * max(cfg.Interval, slowTx) // Parse: DetectMult is 1 or more
 	why := s.rcvAuth.verify(cfg.Auth, r.p, r.b, time.Now(), forget)
 	s.mu.Lock()
 	s.status.AuthError = why
