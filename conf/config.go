@@ -149,6 +149,20 @@ type Port struct {
 	Role        string `mapstructure:"role"`        // "client" (faces clients, answers ARP for VIPs), "server" (faces real servers) or "both"; default "both"; reload: restart
 	MTU         int    `mapstructure:"mtu"`         // MTU to set, 68..9702, 0 = leave the device's; default 0; reload: restart
 	Promiscuous bool   `mapstructure:"promiscuous"` // put the port in promiscuous mode; default false; reload: restart
+	// KNI names a kernel interface for the port (DPVS's KNI): lbd makes
+	// a TAP interface of that name in its network namespace, persistent
+	// (it outlives lbd, so routes added on it stay; the next lbd takes
+	// it up again), with the port's MAC, MTU (at most 2034, what an mbuf holds)
+	// and addresses (address6 without duplicate address detection), up.
+	// What reaches the port for its own addresses and lbd does not take
+	// (TCP and UDP but its probes', echo replies and ICMP errors not of
+	// its probes or connections, the ARP replies and neighbour
+	// advertisements it learns from) goes to the kernel through it, and
+	// what the kernel sends on it leaves through the port: ssh, BGP, ping
+	// or the host's health checks over the dataplane port. A Linux
+	// interface name, 1..15 of A-Z a-z 0-9 _ . -, unique; default none;
+	// reload: restart
+	KNI string `mapstructure:"kni"`
 	// Floating are addresses that belong to whichever lbd of a pair is
 	// master (e.g. the gateway NAT real servers route through): IPv4 ones
 	// inside Address's prefix, answered in ARP and announced by

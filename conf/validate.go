@@ -41,6 +41,7 @@ const (
 var (
 	filePrefixRE = regexp.MustCompile(`^[A-Za-z0-9_-]+$`)
 	portNameRE   = regexp.MustCompile(`^[a-z0-9_-]{1,15}$`)
+	kniNameRE    = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 	vdevNameRE   = regexp.MustCompile(`^[A-Za-z0-9_]+$`)
 )
 

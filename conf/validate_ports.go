@@ -68,6 +68,9 @@ func (p Port) validate(f string) error {
 	if !portNameRE.MatchString(p.Name) {
 		return fieldErrorf(f+".name", "%q is not 1 to 15 characters of a-z 0-9 _ -", p.Name)
 	}
+	if p.KNI != "" && (!kniNameRE.MatchString(p.KNI) || p.KNI == "." || p.KNI == "..") {
+		return fieldErrorf(f+".kni", "%q is not an interface name: 1 to 15 characters of A-Z a-z 0-9 _ . -", p.KNI)
+	}
 	if p.Device == "" {
 		return fieldErrorf(f+".device", "must not be empty")
 	}
@@ -231,6 +234,7 @@ func (c *Config) validatePorts() error {
 		return fieldErrorf("ports", "at least one port is required")
 	}
 	names := map[string]int{}
+	knis := map[string]int{}
 	devices := map[string]int{}
 	gateway, gateway6 := -1, -1
 	clients := false
@@ -243,6 +247,12 @@ func (c *Config) validatePorts() error {
 			return fieldErrorf(f+".name", "%q is already used by ports[%d]", p.Name, j)
 		}
 		names[p.Name] = i
+		if p.KNI != "" {
+			if j, ok := knis[p.KNI]; ok {
+				return fieldErrorf(f+".kni", "%q is already ports[%d]'s kernel interface", p.KNI, j)
+			}
+			knis[p.KNI] = i
+		}
 		key := deviceKey(p)
 		if j, ok := devices[key]; ok {
 			return fieldErrorf(f+".device", "device %q is already used by ports[%d]", key, j)
@@ -274,6 +284,13 @@ func (c *Config) validatePorts() error {
 	}
 	if len(c.Services) > 0 && !clients {
 		return fieldErrorf("ports", "no port has role client or both, but services need one to receive client traffic")
+	}
+	for i, p := range c.Ports { // a kernel interface cannot be a port's own
+		for j, q := range c.Ports {
+			if p.KNI != "" && strings.Contains(","+q.Device+",", ",iface="+p.KNI+",") {
+				return fieldErrorf(fmt.Sprintf("ports[%d].kni", i), "%q is the interface ports[%d] (%s) runs on", p.KNI, j, q.Name)
+			}
+		}
 	}
 	return c.validateRoutes()
 }

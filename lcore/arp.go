@@ -39,7 +39,10 @@ func (w *Worker) handleARP(d *desc) exit {
 		w.event(Event{Kind: EvNeighbour, Port: d.in, IP: sip, MAC: smac})
 	}
 	if arp.Op() != hdr.ARPRequest {
-		return consume(ARPReceived) // a reply: learnt above, nothing to send
+		if tip == p.Addr { // a reply: learnt above; the kernel's, maybe
+			return w.consumeOrKernel(d.in, ARPReceived)
+		}
+		return consume(ARPReceived)
 	}
 	arp.SetReply(p.MAC, tip, smac, sip)
 	w.cnt.own[ARPReplies]++

@@ -66,6 +66,8 @@ const (
 	ICMPv6TooBig      // ICMPv6 Packet Too Big sent for packets too big for an IPv6 tunnel
 	ICMPv6HopLimit    // ICMPv6 Time Exceeded sent for packets whose hop limit ran out here
 	Steered           // server packets a steering entry handed to the lcore holding their connection (steerentry.go)
+	ToKernel          // packets handed to a port's kernel interface (kernel.go)
+	FromKernel        // frames a port's kernel interface sent out of the port
 	// Where the poll loop's time goes (loopstats.go): the longest loop
 	// iteration so far (a gauge), TSC cycles per stage of the bursts that
 	// carried packets, and iterations by duration (LoopIterations0 + i
@@ -132,6 +134,7 @@ const (
 	DropFragNoChecksum   // a fragment of a UDP datagram without a checksum from a NAT64 server: IPv6 requires one, over the whole datagram
 	DropClientBlocked    // a new connection from a client the service's blocklist names (clientacl.go)
 	DropClientNotAllowed // a new connection from a client the service's allowlist does not name
+	DropKernelFull       // for a port's kernel interface, whose ring was full
 
 	numStats
 )
@@ -152,7 +155,7 @@ var statNames = [numStats]string{
 	LoopMaxNanos: "loop_max_nanoseconds", StageRxCycles: "stage_rx_cycles", StageParseCycles: "stage_parse_cycles",
 	StageLookupCycles: "stage_lookup_cycles", StageProcessCycles: "stage_process_cycles", StageTxCycles: "stage_tx_cycles",
 	NDAdverts: "nd_adverts", NDReceived: "nd_received", ICMPv6EchoReplies: "icmpv6_echo_replies", NDSolicits: "nd_solicits",
-	ICMPv6TooBig: "icmpv6_too_big", ICMPv6HopLimit: "icmpv6_time_exceeded", Steered: "steered",
+	ICMPv6TooBig: "icmpv6_too_big", ICMPv6HopLimit: "icmpv6_time_exceeded", Steered: "steered", ToKernel: "to_kernel", FromKernel: "from_kernel",
 	DropBadEthernet: "bad_ethernet", DropMultiSegment: "multi_segment", DropNotIPv4: "not_ipv4",
 	DropBadARP: "bad_arp", DropARPNotOurs: "arp_not_ours", DropBadIPv4: "bad_ipv4",
 	DropBadIPChecksum: "bad_ip_checksum", DropFragment: "fragment", DropBadL4: "bad_l4",
@@ -168,7 +171,7 @@ var statNames = [numStats]string{
 	DropSynCookieInvalid: "syn_cookie_invalid", DropSynProxyPending: "synproxy_pending",
 	DropBadIPv6: "bad_ipv6", DropIPv6ExtHeader: "ipv6_ext_header", DropIPv6Unserved: "ipv6_unserved",
 	DropBadND: "bad_nd", DropNDNotOurs: "nd_not_ours", DropFragShifted: "fragment_shifted",
-	DropFragNoChecksum: "fragment_no_checksum", DropClientBlocked: "client_blocked", DropClientNotAllowed: "client_not_allowed",
+	DropFragNoChecksum: "fragment_no_checksum", DropClientBlocked: "client_blocked", DropClientNotAllowed: "client_not_allowed", DropKernelFull: "kernel_full",
 }
 
 func init() {

@@ -19,6 +19,7 @@ const (
 	exitHandOff                  // pass it to the worker that owns it
 	exitSteer                    // pass it to the worker that holds its connection, which a steering entry here named (steerentry.go)
 	exitConsume                  // free it, counted under what consumed it
+	exitKernel                   // pass it to the kernel interface of the port it came in on, counted under why (kernel.go)
 	exitKept                     // nothing left to do: the stage kept it (a held fragment, a segment held for a proxied connection) or sent it itself
 )
 
@@ -55,8 +56,15 @@ func (w *Worker) leave(m *mbuf.Mbuf, in int, e exit) {
 	case exitSteer:
 		m.SetPort(steerMark | uint16(in))
 		w.queueHandOff(m, e.to)
+	case exitKernel:
+		w.cnt.own[e.why]++
+		w.toKernel(m, in)
 	case exitKept:
 	default:
+		if e.why == DropToLocal && w.hasKernel(in) {
+			w.toKernel(m, in)
+			return
+		}
 		w.discard(m, e.why)
 	}
 }

@@ -36,6 +36,9 @@ func (w *Worker) icmpError(d *desc) exit {
 	k := d.flow.reverse()
 	id, dir, ok := w.table.Lookup(k.proto, k.src, k.sport, k.dst, k.dport)
 	if !ok {
+		if w.snap.isLocal(d.ip().Dst()) {
+			return drop(DropToLocal) // about the kernel's traffic, maybe
+		}
 		return drop(DropNoConn)
 	}
 	c := w.table.Get(id)

@@ -237,6 +237,9 @@ func (w *Worker) icmpError6(d *desc) exit {
 	}
 	id, dir, ok := w.table.Lookup6(k.proto, &qdst, k.dport, &qsrc, k.sport)
 	if !ok {
+		if w.snap.isLocal6(ip.Dst()) {
+			return drop(DropToLocal) // about the kernel's traffic, maybe
+		}
 		return drop(DropNoConn)
 	}
 	if ip.HopLimit() <= 1 {

@@ -25,6 +25,9 @@ func (w *Worker) handleND6(d *desc) exit {
 		if mac, ok := nd.LinkAddr(hdr.NDOptTargetLL); ok && w.learnable6(p, &target) {
 			w.event(Event{Kind: EvNeighbour6, Port: d.in, IP6: target, MAC: mac})
 		}
+		if d.eth().Dst() == p.MAC { // unicast to us: the kernel's answer, maybe
+			return w.consumeOrKernel(d.in, NDReceived)
+		}
 		return consume(NDReceived)
 	}
 	ours := !p.Addr6.IsUnspecified() && target == p.Addr6 ||

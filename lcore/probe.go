@@ -328,7 +328,8 @@ func (w *Worker) sendProbeEcho(ip uint32, ip6 hdr.Addr6, id, seq uint16) {
 
 // probeEchoReply reports an echo reply to one of our addresses whose
 // identifier is an ICMP probe's, if it came in on the port that leads to
-// its sender; any other echo reply is dropped as before (icmp_type).
+// its sender; another to one of our addresses is to_local (the kernel's,
+// through its interface), any other is dropped (icmp_type).
 func (w *Worker) probeEchoReply(d *desc) exit {
 	var ev Event
 	var from6 *hdr.Addr6
@@ -336,15 +337,21 @@ func (w *Worker) probeEchoReply(d *desc) exit {
 		ip := d.ip6()
 		src, dst := ip.Src(), ip.Dst()
 		icmp := hdr.ICMP(d.l4Bytes6())
-		if !w.snap.isLocal6(dst) || !isProbePort(icmp.ID()) {
+		if !w.snap.isLocal6(dst) {
 			return drop(DropICMPType)
+		}
+		if !isProbePort(icmp.ID()) {
+			return drop(DropToLocal) // the kernel's ping, maybe
 		}
 		ev, from6 = Event{IP6: src, SrcPort: icmp.ID(), Ack: uint32(icmp.Seq())}, &src
 	} else {
 		ip := d.ip()
 		icmp := hdr.ICMP(ip.Payload())
-		if !w.snap.isLocal(ip.Dst()) || !isProbePort(icmp.ID()) {
+		if !w.snap.isLocal(ip.Dst()) {
 			return drop(DropICMPType)
+		}
+		if !isProbePort(icmp.ID()) {
+			return drop(DropToLocal) // the kernel's ping, maybe
 		}
 		ev = Event{IP: ip.Src(), SrcPort: icmp.ID(), Ack: uint32(icmp.Seq())}
 	}

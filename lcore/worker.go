@@ -34,6 +34,9 @@ type PortQueue struct {
 	TxQueue uint16
 	NoQueue bool
 	TxVia   int
+	// Kernel: the port has a kernel interface (kernel.go), which gets
+	// what is addressed to the port and lbd does not take.
+	Kernel bool
 }
 
 // Config describes a worker.
@@ -59,6 +62,9 @@ type Config struct {
 	// Fragments bounds the fragment state (frag.go); zero fields take
 	// DefaultFragLimits.
 	Fragments FragLimits
+	// Kernel is the worker's rings to and from the ports' kernel
+	// interfaces (kernel.go); zero without any.
+	Kernel KernelIO
 	// HoldRX starts the worker with its RX held (see Worker.HoldRX): it
 	// runs its commands but receives nothing until released.
 	HoldRX bool
@@ -266,6 +272,9 @@ func NewWorker(cfg Config) (*Worker, error) {
 		{name: "commands", period: int64(commandPeriod), run: w.runCommands},
 		{name: "expire", period: int64(expirePeriod), run: w.runExpire},
 		{name: "publish", period: int64(publishPeriod), run: w.runPublish},
+	}
+	if cfg.Kernel.In != nil {
+		w.jobs = append(w.jobs, &job{name: "kernel", period: int64(kernelPeriod), run: w.runKernel})
 	}
 	return w, nil
 }

@@ -208,7 +208,7 @@ func TraceEndpoint(opt, s string) (netip.AddrPort, error) { return endpoint(opt,
 // dropWords explains the drop reasons a trace can give.
 var dropWords = map[string]string{
 	"no_service":         "the VIP has no service on this protocol and port",
-	"to_local":           "addressed to one of lbd's own port addresses",
+	"to_local":           "addressed to one of lbd's own port addresses: dropped, or given to the kernel on a port with a kernel interface (kni)",
 	"no_conn":            "no connection has this packet's addresses and it is not to a VIP (lbd is not a router)",
 	"no_dest":            "the scheduler finds no available server: every one quiescent (weight 0) or over its upper threshold",
 	"table_full":         "the owner's connection table is full (its flood defense may first evict an embryonic or idle entry)",
@@ -217,6 +217,7 @@ var dropWords = map[string]string{
 	"no_neighbour":       "the next hop's MAC is not known yet: lbd asks ARP for it and drops this packet",
 	"client_blocked":     "the service's blocklist names the client: no new connection (those it has go on)",
 	"client_not_allowed": "the service's allowlist does not name the client: no new connection (those it has go on)",
+	"kernel_full":        "for a port's kernel interface (kni), whose ring was full",
 }
 
 // DropWords explains a drop reason, "" for one a trace does not give.

@@ -34,6 +34,7 @@ type DPDK struct {
 	rings   []*ring.Ring // handoff rings between workers
 	cmdMu   sync.Mutex   // the command rings have one producer: whoever holds this
 	holdRX  bool         // the workers receive nothing (HoldRX)
+	kernel  *kernelPath  // the ports' kernel interfaces (kni.go); nil: none
 }
 
 type openPort struct {
@@ -101,6 +102,9 @@ func Open(cfg conf.Config, log *zap.Logger) (d *DPDK, err error) {
 			return nil, err
 		}
 		d.ports = append(d.ports, p)
+	}
+	if d.kernel, err = openKernelPath(cfg, d.ports, d.pool, int(nq), log); err != nil {
+		return nil, err
 	}
 	return d, nil
 }
@@ -214,6 +218,8 @@ func (d *DPDK) Close() (inUse int, err error) {
 	for _, w := range d.workers {
 		w.Stop()
 	}
+	d.kernel.close() // the packets on their way to or from the kernel go back to the pool
+	d.kernel = nil
 	// Packets still in flight between lcores go back to the pool.
 	objs := ring.NewObjs(256)
 	for _, r := range d.rings {

@@ -90,6 +90,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 			if uint16(i) >= p.queues {
 				pqs[j] = lcore.PortQueue{Port: p.id, NoQueue: true, TxVia: i % int(p.queues)}
 			}
+			pqs[j].Kernel = d.kernel.has(j)
 		}
 		w, err := lcore.NewWorker(lcore.Config{
 			ID: i, CPU: cpu, Ports: pqs, Pool: d.pool, Burst: dp.Burst,
@@ -100,6 +101,7 @@ func (d *DPDK) StartWorkers(snap *lcore.Snapshot) error {
 			},
 			Fragments: lcore.FragLimits{Datagrams: dp.Fragments.Datagrams, Held: dp.Fragments.Held, Timeout: dp.Fragments.Timeout},
 			Workers:   n, Handoff: handoffs[i], Templates: templates, Expects: expects, HoldRX: d.holdRX,
+			Kernel: d.kernel.io(i),
 		})
 		if err != nil {
 			return fmt.Errorf("dataplane.workers[%d]: %w", i, err)
