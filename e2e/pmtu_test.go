@@ -141,29 +141,7 @@ func (e *lbEnv) icmpCounters(t *testing.T) (delivered, fragNeeded float64) {
 // (fragmentation needed among them) the kernel of ns has received.
 func (e *lbEnv) unreachablesIn(t *testing.T, ns string) int {
 	t.Helper()
-	out, err := e.topo.Exec(ns, "cat", "/proc/net/snmp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, line := range strings.Split(out, "\n") {
-		fields := strings.Fields(line)
-		if len(fields) == 0 || fields[0] != "Icmp:" {
-			continue
-		}
-		if names == nil {
-			names = fields
-			continue
-		}
-		for i, f := range names {
-			if f == "InDestUnreachs" && i < len(fields) {
-				n, _ := strconv.Atoi(fields[i])
-				return n
-			}
-		}
-	}
-	t.Fatalf("no Icmp InDestUnreachs in %s's /proc/net/snmp", ns)
-	return 0
+	return int(procNetCounter(t, e.topo, ns, "snmp", "Icmp", "InDestUnreachs"))
 }
 
 // TestPMTUNATFourWorkers: 1 MiB downloads over VS/NAT through a router

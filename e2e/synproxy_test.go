@@ -23,14 +23,21 @@ import (
 // answered counts.
 func passiveOpens(t *testing.T, tp *topo.Topo, ns string) int {
 	t.Helper()
-	out, err := tp.Exec(ns, "cat", "/proc/net/snmp")
+	return int(procNetCounter(t, tp, ns, "snmp", "Tcp", "PassiveOpens"))
+}
+
+// procNetCounter reads one counter of ns's kernel from /proc/net/FILE
+// (snmp, netstat): the value under name in the section's second line.
+func procNetCounter(t *testing.T, tp *topo.Topo, ns, file, section, name string) uint64 {
+	t.Helper()
+	out, err := tp.Exec(ns, "cat", "/proc/net/"+file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var names []string
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Fields(line)
-		if len(f) == 0 || f[0] != "Tcp:" {
+		if len(f) == 0 || f[0] != section+":" {
 			continue
 		}
 		if names == nil {
@@ -38,13 +45,13 @@ func passiveOpens(t *testing.T, tp *topo.Topo, ns string) int {
 			continue
 		}
 		for i, n := range names {
-			if n == "PassiveOpens" && i < len(f) {
-				v, _ := strconv.Atoi(f[i])
+			if n == name && i < len(f) {
+				v, _ := strconv.ParseUint(f[i], 10, 64)
 				return v
 			}
 		}
 	}
-	t.Fatalf("no Tcp PassiveOpens in %s's /proc/net/snmp", ns)
+	t.Fatalf("no %s %s in %s's /proc/net/%s", section, name, ns, file)
 	return 0
 }
 

@@ -200,6 +200,9 @@ func (c Config) YAML() string {
 		if len(p.Floating) > 0 {
 			w("    floating: [%s]", strings.Join(p.Floating, ", "))
 		}
+		if p.KNI != "" {
+			w("    kni: %s", p.KNI)
+		}
 		if len(p.Routes) > 0 {
 			w("    routes:")
 			for _, r := range p.Routes {

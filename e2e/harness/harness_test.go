@@ -38,6 +38,25 @@ func TestConfigParses(t *testing.T) {
 	}
 }
 
+// TestConfigKNI: a port's kni is written as lbd reads it.
+func TestConfigKNI(t *testing.T) {
+	nat := &topo.NAT{WANIf: "dp-wan-abc123", LANIf: "dp-lan-abc123", WANAddr: topo.NATWANAddr, LANAddr: topo.NATLANAddr,
+		VIP: topo.NATVIP, Servers: []topo.Host{{Name: "rs1", Addr: mustPrefix("198.51.100.11/24")}}}
+	c := NATConfig(nat, "abc123", "/tmp/dplb-e2e-x")
+	c.Ports = []Port{
+		AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+		AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
+	}
+	c.Ports[1].KNI = "dp-kni-abc123"
+	got, err := conf.Parse([]byte(c.YAML()))
+	if err != nil {
+		t.Fatalf("conf.Parse refused:\n%s\n%v", c.YAML(), err)
+	}
+	if got.Ports[0].KNI != "" || got.Ports[1].KNI != "dp-kni-abc123" {
+		t.Errorf("ports' kni %q and %q, want none and dp-kni-abc123:\n%s", got.Ports[0].KNI, got.Ports[1].KNI, c.YAML())
+	}
+}
+
 func TestMempoolInUse(t *testing.T) {
 	for _, tc := range []struct {
 		log   string

@@ -32,6 +32,10 @@ type Port struct {
 	// Routes are static routes through next hops on the port's subnet:
 	// {"10.9.0.0/24", "198.51.100.12"}.
 	Routes [][2]string
+	// KNI is the kernel interface lbd makes for the port (its kni key):
+	// a TAP of that name in lbd's namespace with the port's MAC and
+	// addresses; "" for none.
+	KNI string
 }
 
 // AFPacketPort is a Port on the af_packet device number i over iface.
