@@ -48,6 +48,12 @@ func showLink(tp *topo.Topo, ns, ifc string) (ipLink, error) {
 	return links[0], nil
 }
 
+// The IPv6 addresses of lbd's server-facing port and of rs1 in TestKNI.
+const (
+	kniPort6 = "2001:db8:5::1"
+	kniRS6   = "2001:db8:5::11"
+)
+
 // kniPage serves the HTTP health checks' page from the test process, on
 // a socket in a real server's namespace: a fixed body (nshelper serve's
 // names the client's port), good or not, and who asked for it.
@@ -105,8 +111,8 @@ func md5Hex(s string) string {
 // interface), as a NIC bound to DPDK hides its frames from the kernel;
 // lbd's af_packet sockets get every frame all the same. With kni on
 // that port, lbd's kernel has the interface, up, with the port's MAC,
-// MTU and address, and the connected route through it; it pings a
-// server; it checks the servers with HTTP from the host's stack (via:
+// MTU and addresses, and the connected route through it; it pings a
+// server, over IPv4 and IPv6; it checks the servers with HTTP from the host's stack (via:
 // host), reading the whole body for its digest: a server serving the
 // right body comes up (start_down), one serving another is down for the
 // digest, and a server whose body changes goes down and comes back; it
@@ -138,6 +144,14 @@ func TestKNI(t *testing.T) {
 			if err := tp.Sysctl(nat.LBNS, "net.ipv4.conf."+nat.LANIf+".rp_filter", "1"); err != nil {
 				t.Fatal(err)
 			}
+			// rs1 has IPv6 on its link too (lbd's veth has none).
+			rs1 := nat.Servers[0]
+			if err := tp.Sysctl(rs1.NS, "net.ipv6.conf."+rs1.If+".disable_ipv6", "0"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tp.Exec(rs1.NS, "ip", "-6", "addr", "add", kniRS6+"/64", "dev", rs1.If, "nodad"); err != nil {
+				t.Fatal(err)
+			}
 			for _, h := range nat.Servers {
 				if out, err := tp.Exec(nat.LBNS, "ip", "route", "get", h.Addr.Addr().String()); err == nil {
 					t.Fatalf("before lbd, lbd's namespace has a route to %s: %s", h.Name, out)
@@ -153,6 +167,7 @@ func TestKNI(t *testing.T) {
 				harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server"),
 			}
 			c.Ports[1].KNI = kni
+			c.Ports[1].Address6 = kniPort6 + "/64"
 			c.Services[0].Health = fmt.Sprintf("{type: http, via: host, port: %d, path: /kni, expect_digest: %s, "+
 				"interval: 300ms, timeout: 250ms, rise: 1, fall: 2, start_down: true}", healthPort, digest)
 		},
@@ -188,14 +203,20 @@ func TestKNI(t *testing.T) {
 	if link.MTU != port.MTU {
 		t.Errorf("%s MTU %d, want the port's %d", kni, link.MTU, port.MTU)
 	}
-	var v4 []string
+	var v4, v6 []string
 	for _, a := range link.AddrInfo {
-		if a.Family == "inet" {
+		switch a.Family {
+		case "inet":
 			v4 = append(v4, fmt.Sprintf("%s/%d", a.Local, a.PrefixLen))
+		case "inet6":
+			v6 = append(v6, fmt.Sprintf("%s/%d", a.Local, a.PrefixLen))
 		}
 	}
 	if len(v4) != 1 || v4[0] != topo.NATLANAddr.String() {
 		t.Errorf("%s IPv4 addresses %v, want the port's %s", kni, v4, topo.NATLANAddr)
+	}
+	if !slices.Contains(v6, kniPort6+"/64") {
+		t.Errorf("%s IPv6 addresses %v, want the port's %s/64 among them", kni, v6, kniPort6)
 	}
 	if out, err := tp.Exec(lbns, "ip", "route", "get", rs1Addr); err != nil || !strings.Contains(out, " dev "+kni+" ") || !strings.Contains(out, " src "+portAddr+" ") {
 		t.Errorf("lbd's namespace's route to rs1: %q %v, want through %s from %s", out, err, kni, portAddr)
@@ -207,6 +228,11 @@ func TestKNI(t *testing.T) {
 	out, err := tp.Exec(lbns, "ping", "-c", "2", "-W", "2", "-i", "0.2", rs1Addr)
 	if err != nil || !strings.Contains(out, "2 received") || strings.Contains(out, "DUP!") {
 		t.Fatalf("ping rs1 from lbd's namespace: %v\n%s", err, out)
+	}
+	// IPv6 too: the kernel's solicitation goes out, rs1's advertisement
+	// comes back to it, and so does the echo reply.
+	if out, err := tp.Exec(lbns, "ping", "-6", "-c", "2", "-W", "2", "-i", "0.2", kniRS6); err != nil || !strings.Contains(out, "2 received") {
+		t.Fatalf("ping -6 rs1 from lbd's namespace: %v\n%s", err, out)
 	}
 	// The kernel resolved rs1 by ARP through the interface (lbd passed it
 	// the reply), and rs1 knows the port's address by the port's MAC.

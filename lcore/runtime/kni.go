@@ -342,17 +342,21 @@ func ifreqSet(s int, name string, req uint, set func(*unix.Ifreq) error) error {
 	return unix.IoctlIfreq(s, req, r)
 }
 
-// addAddr6 gives interface name the port's IPv6 address, without
-// duplicate address detection (lbd answers for the address on the wire;
-// the kernel's probe would only ask the network about lbd), unless it
-// has it already (a persistent interface, taken up again).
+// addAddr6 gives interface name the port's IPv6 address, with IPv6 on
+// and without duplicate address detection (lbd answers for the address
+// on the wire; the kernel's probe would only ask the network about lbd),
+// unless it has it already (a persistent interface, taken up again).
 func addAddr6(name, address6 string) error {
 	pfx, err := netip.ParsePrefix(address6)
 	if err != nil {
 		return fmt.Errorf("address6 %q: %w", address6, err)
 	}
-	if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/accept_dad", []byte("0"), 0o644); err != nil {
-		return fmt.Errorf("turning its duplicate address detection off: %w", err)
+	// IPv6 on (a host may turn it off for new interfaces), without
+	// duplicate address detection.
+	for _, set := range [][2]string{{"disable_ipv6", "0"}, {"accept_dad", "0"}} {
+		if err := os.WriteFile("/proc/sys/net/ipv6/conf/"+name+"/"+set[0], []byte(set[1]), 0o644); err != nil {
+			return fmt.Errorf("setting net.ipv6.conf.%s.%s to %s: %w", name, set[0], set[1], err)
+		}
 	}
 	s, err := unix.Socket(unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
