@@ -206,3 +206,26 @@ func TestCPUList(t *testing.T) {
 		t.Errorf("%v: want 5 CPUs", got)
 	}
 }
+
+// TestDoctorKNI: a port's kernel interface needs /dev/net/tun.
+func TestDoctorKNI(t *testing.T) {
+	cfg := conf.Default()
+	cfg.Ports = []conf.Port{{Name: "server", Device: "net_af_packet0,iface=veth0", Address: "198.51.100.1/24", KNI: "dpdk0.kni"}}
+	find := func(fs []Finding) []Finding {
+		var out []Finding
+		for _, f := range fs {
+			if f.Check == "kni server" {
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	f := find(Run(fakeHost(t, map[string]string{}, nil), cfg, nil))
+	if len(f) != 1 || f[0].Status != Fail || !strings.Contains(f[0].Message, "no /dev/net/tun") || !strings.Contains(f[0].Fix, "modprobe tun") {
+		t.Fatalf("without /dev/net/tun: %+v", f)
+	}
+	f = find(Run(fakeHost(t, map[string]string{"dev/net/tun": ""}, nil), cfg, nil))
+	if len(f) != 1 || f[0].Status != OK {
+		t.Fatalf("with /dev/net/tun: %+v", f)
+	}
+}

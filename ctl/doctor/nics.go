@@ -59,6 +59,25 @@ func (h Host) nics(cfg conf.Config) []Finding {
 	if anyPCI {
 		out = append(out, h.iommu())
 	}
+	return append(out, h.kernelInterfaces(cfg)...)
+}
+
+// kernelInterfaces: a port with a kernel interface (kni) needs the
+// kernel's TUN/TAP driver.
+func (h Host) kernelInterfaces(cfg conf.Config) []Finding {
+	var out []Finding
+	for _, p := range cfg.Ports {
+		if p.KNI == "" {
+			continue
+		}
+		check := "kni " + p.Name
+		if _, err := os.Stat(h.path("dev/net/tun")); err != nil {
+			out = append(out, Finding{check, Fail, fmt.Sprintf("kernel interface %s: no /dev/net/tun, so no TAP interface can be made", p.KNI),
+				"load the tun module (modprobe tun), or drop the port's kni"})
+			continue
+		}
+		out = append(out, Finding{check, OK, fmt.Sprintf("kernel interface %s: a TAP through /dev/net/tun", p.KNI), ""})
+	}
 	return out
 }
 
