@@ -237,10 +237,14 @@ type Service struct {
 	Feedback   Feedback `mapstructure:"feedback"` // dynamic weight feedback from the servers' load (see Feedback); default DefaultFeedback(), type none; reload: yes
 	// LocalAddresses are the service's FullNAT local addresses (DPVS's
 	// laddr): connections to its fullnat servers leave from one of them.
-	// Each is an IPv4 address inside a server-facing port's prefix, none
-	// a port's address, gateway, VIP, floating address or another
-	// service's local address; required when a server is fullnat; lbd
-	// answers ARP for them; default none; reload: yes
+	// Each is an IPv4 address inside a server-facing port's prefix, or,
+	// for an IPv6 service's IPv6 fullnat servers (FNAT66), an IPv6 one
+	// inside a server-facing port's address6 prefix; none a port's
+	// address, gateway, VIP, floating address or another service's local
+	// address; one of the server's family required when a server is
+	// fullnat (an IPv6 service's IPv4 servers are NAT64, from IPv4 ones);
+	// lbd answers ARP (neighbour solicitations) for them; default none;
+	// reload: yes
 	LocalAddresses []string `mapstructure:"local_addresses"`
 	// ProxyProtocol puts a PROXY protocol v2 header (the client's and the
 	// VIP's address and port, IPv6 ones for an IPv6 service's NAT64

@@ -76,7 +76,30 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"prefix too long", "services[2].persistence_prefix", "0..128", func(c *conf.Config) { c.Services[2].PersistencePrefix = 129 }},
 		{"prefix on IPv4", "services[0].persistence_prefix", "IPv6", func(c *conf.Config) { c.Services[0].PersistencePrefix = 24 }},
 		{"netmask on IPv6", "services[2].netmask", "persistence_prefix", func(c *conf.Config) { c.Services[2].Netmask = "255.255.255.0" }},
-		{"fullnat to IPv6", "services[2].servers[0].forward", "NAT64", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
+		{"fullnat to IPv6 without local addresses", "services[2].servers[0].forward", "local_addresses", func(c *conf.Config) { c.Services[2].Servers[0].Forward = "fullnat" }},
+		{"fullnat to IPv6 from IPv4 local addresses", "services[2].servers[0].forward", "fullnat to IPv6 server fd00:1::11 needs IPv6 local_addresses", func(c *conf.Config) {
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"198.51.100.200"}
+		}},
+		{"NAT64 from IPv6 local addresses", "services[2].servers[0].forward", "fullnat to IPv4 server 198.51.100.11 needs IPv4 local_addresses", func(c *conf.Config) {
+			c.Services[2].Servers[0] = conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"}
+			c.Services[2].LocalAddresses = []string{"fd00:1::200"}
+		}},
+		{"IPv6 local address of an IPv4 service", "services[0].local_addresses[0]", "an IPv4 service's servers are IPv4", func(c *conf.Config) {
+			c.Services[0].LocalAddresses = []string{"fd00:1::200"}
+		}},
+		{"IPv6 local address off the server side", "services[2].local_addresses[0]", "not on any server-facing port's subnet (fd00:1::/64)", func(c *conf.Config) {
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:2::200"}
+		}},
+		{"IPv6 local address is a port's", "services[2].local_addresses[0]", "ports[1].address6", func(c *conf.Config) {
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:1::1"}
+		}},
+		{"FNAT66 with the SYN proxy", "services[2].servers[0].forward", "not with the service's synproxy", func(c *conf.Config) {
+			c.Services[2].Servers = c.Services[2].Servers[:1]
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses, c.Services[2].SynProxy = "fullnat", []string{"fd00:1::200"}, true
+		}},
+		{"FNAT66 with toa", "services[2].servers[0].forward", "not with the service's toa", func(c *conf.Config) {
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses, c.Services[2].TOA = "fullnat", []string{"fd00:1::200"}, true
+		}},
 		{"synproxy with a dr server", "services[2].servers[1].forward", "dr with synproxy", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
 		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},
@@ -208,5 +231,20 @@ func TestRoutesValid(t *testing.T) {
 	want := "services[0].servers[0].address: 10.9.0.2 is not on any server-facing port's subnet (198.51.100.0/24)"
 	if err := c.Validate(schedulers); err == nil || err.Error() != want {
 		t.Fatalf("a dr server behind a route: %v, want %q", err, want)
+	}
+}
+
+// TestFullNAT66Valid: an IPv6 service's fullnat servers may be IPv6
+// (FNAT66, from its IPv6 local addresses) beside IPv4 ones (NAT64, from
+// its IPv4 local addresses).
+func TestFullNAT66Valid(t *testing.T) {
+	c := validConfig6()
+	s := &c.Services[2]
+	s.LocalAddresses = []string{"fd00:1::200", "198.51.100.200"}
+	s.Servers[0].Forward = "fullnat"
+	s.Servers = append(s.Servers, conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"})
+	s.ProxyProtocol = true
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -237,8 +237,6 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 			return fieldErrorf(g+".address", "%s is IPv6 and the service's VIP %s IPv4: lbd does not translate IPv4 clients to IPv6 servers", a, vip)
 		case a.Is4() && vip.Is6() && r.Forward != "fullnat":
 			return fieldErrorf(g+".address", "%s is IPv4 and the service's VIP %s IPv6: that is NAT64, which needs forward: fullnat (and IPv4 local_addresses), not %s", a, vip, r.Forward)
-		case a.Is6() && r.Forward == "fullnat":
-			return fieldErrorf(g+".forward", "fullnat to an IPv6 server is not supported (fullnat of an IPv6 service is NAT64, to IPv4 servers)")
 		}
 		if a == vip {
 			return fieldErrorf(g+".address", "%s is the service's VIP", a)
@@ -251,6 +249,15 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 		case "fullnat":
 			if len(s.LocalAddresses) == 0 {
 				return fieldErrorf(g+".forward", "fullnat needs the service's local_addresses")
+			}
+			if !s.hasLocalAddress(a.Is6()) {
+				family := map[bool]string{false: "IPv4", true: "IPv6"}[a.Is6()]
+				return fieldErrorf(g+".forward", "fullnat to %s server %s needs %s local_addresses", family, a, family)
+			}
+			if a.Is6() {
+				if err := s.validateFullNAT66(g); err != nil {
+					return err
+				}
 			}
 		default:
 			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun, fullnat", r.Forward)
@@ -291,6 +298,31 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 	return nil
 }
 
+// hasLocalAddress reports whether the service lists a local address of
+// the family (IPv6 when six).
+func (s Service) hasLocalAddress(six bool) bool {
+	for _, l := range s.LocalAddresses {
+		if a, err := netip.ParseAddr(l); err == nil && (a.Is6() && !a.Is4In6()) == six {
+			return true
+		}
+	}
+	return false
+}
+
+// validateFullNAT66 refuses what FullNAT to IPv6 servers does not do
+// (yet): the TCP option and UDP option of address, and the SYN proxy.
+func (s Service) validateFullNAT66(g string) error {
+	switch {
+	case s.TOA:
+		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's toa (proxy_protocol tells such servers the client's address)")
+	case s.UOA != "":
+		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's uoa")
+	case s.SynProxy:
+		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's synproxy")
+	}
+	return nil
+}
+
 // validateLocalAddresses checks the services' FullNAT local addresses,
 // once the ports and services are known valid: each inside a
 // server-facing port's prefix, a host address that no port, gateway, VIP,
@@ -303,8 +335,14 @@ func (c *Config) validateLocalAddresses() error {
 		if gw, ok := p.GatewayAddr(); ok {
 			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
 		}
+		if p6, ok := p.Prefix6(); ok {
+			seen[p6.Addr()] = fmt.Sprintf("ports[%d].address6", i)
+		}
+		if gw, err := netip.ParseAddr(p.Gateway6); err == nil {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway6", i)
+		}
 		for j, f := range p.Floating {
-			if a, err := netip.ParseAddr(f); err == nil && a.Is4() {
+			if a, err := netip.ParseAddr(f); err == nil {
 				seen[a] = fmt.Sprintf("ports[%d].floating[%d]", i, j)
 			}
 		}
@@ -317,11 +355,15 @@ func (c *Config) validateLocalAddresses() error {
 		}
 	}
 	for i, s := range c.Services {
+		vip, _ := netip.ParseAddr(s.VIP) // checked already
 		for j, l := range s.LocalAddresses {
 			f := fmt.Sprintf("services[%d].local_addresses[%d]", i, j)
-			a, err := parseHost(f, l)
+			a, err := parseHost46(f, l)
 			if err != nil {
 				return err
+			}
+			if a.Is6() && !vip.Is6() {
+				return fieldErrorf(f, "%s is IPv6 and the service's VIP %s IPv4: an IPv4 service's servers are IPv4, reached from IPv4 local addresses", a, vip)
 			}
 			var subnets []string
 			inside := false
@@ -330,11 +372,21 @@ func (c *Config) validateLocalAddresses() error {
 					continue
 				}
 				pfx := p.Prefix()
+				if a.Is6() {
+					p6, ok := p.Prefix6()
+					if !ok {
+						continue
+					}
+					pfx = p6
+				}
 				subnets = append(subnets, pfx.Masked().String())
 				if pfx.Contains(a) {
 					inside = true
-					if pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
+					if a.Is4() && pfx.Bits() <= 30 && (a == pfx.Masked().Addr() || a == lastAddr(pfx)) {
 						return fieldErrorf(f, "%s is the network or broadcast address of %s", a, pfx.Masked())
+					}
+					if a.Is6() && a == pfx.Masked().Addr() {
+						return fieldErrorf(f, "%s is the subnet-router anycast address of %s", a, pfx.Masked())
 					}
 				}
 			}

@@ -58,7 +58,10 @@ func (c *Controller) connections(req api.Request) (api.Response, error) {
 		if ci.IPv6 && ci.Template && ci.Client6.IsUnspecified() {
 			c.Client = netip.AddrPortFrom(netip.IPv6Unspecified(), 0).String() // a fold: the network is not known
 		}
-		if ci.LIP != 0 {
+		switch {
+		case !ci.LIP6.IsUnspecified(): // FNAT66
+			c.Local = netip.AddrPortFrom(ci.LIP6.Netip(), ci.LPort).String()
+		case ci.LIP != 0:
 			c.Local = netip.AddrPortFrom(addrOf(ci.LIP), ci.LPort).String()
 		}
 		resp.Conns = append(resp.Conns, c)

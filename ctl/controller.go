@@ -53,7 +53,7 @@ type Controller struct {
 	ha       haState   // master or backup, sync rules, install counts (see ha.go)
 	// lipDrain are removed FullNAT local addresses connections may still
 	// use (laddr.go).
-	lipDrain map[uint32]lipDrain
+	lipDrain map[netip.Addr]lipDrain
 	// lipTaken are dead peers' local addresses this director took over,
 	// each with the peer's sync address (takeover.go).
 	lipTaken map[uint32]netip.Addr
@@ -93,7 +93,7 @@ type update struct {
 	ids      destIDs
 	ramping  bool // some server is in its slow start
 	snap     *lcore.Snapshot
-	lipDrain map[uint32]lipDrain
+	lipDrain map[netip.Addr]lipDrain
 }
 
 // validate checks services and timeouts whole, against the running
@@ -165,6 +165,7 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 	u.snap.Neigh6 = c.neigh6.macs()
 	u.lipDrain = c.nextLIPDrain(svcs)
 	u.snap.KeepLIPs(drainingLIPs(u.lipDrain))
+	u.snap.KeepLIPs6(drainingLIPs6(u.lipDrain))
 	u.snap.KeepLIPs(c.takenOverLIPs())
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)

@@ -124,7 +124,7 @@ func (f *fakeDataplane) DumpConns(filter lcore.ConnFilter, max int) ([]lcore.Con
 	var out []lcore.ConnInfo
 	for _, c := range f.conns {
 		if (filter.VIP == 0 || c.VIP == filter.VIP) && (filter.Client == 0 || c.ClientIP == filter.Client) &&
-			(filter.LIP == 0 || c.LIP == filter.LIP) && len(out) < max {
+			(filter.LIP == 0 || c.LIP == filter.LIP) && (filter.LIP6.IsUnspecified() || c.LIP6 == filter.LIP6) && len(out) < max {
 			out = append(out, c)
 		}
 	}

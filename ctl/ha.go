@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -113,12 +112,17 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 		// worker's here (the peer's worker count or steering key
 		// differ): that worker gets its steering entry, which holds the
 		// port and hands the server's packets to w.
-		if r.HasExt && r.Fwd == fwd.FullNAT && r.RIP != 0 {
-			if o := lcore.Owner(r.Ext.LIP, r.Ext.LPort, n); o != w {
-				s := r
-				s.Steer, s.SteerTo = true, w
-				per[o] = append(per[o], s)
-			}
+		o := w
+		switch {
+		case r.HasExt && r.Fwd == fwd.FullNAT && r.RIP != 0:
+			o = lcore.Owner(r.Ext.LIP, r.Ext.LPort, n)
+		case r.HasExt && r.Fwd == fwd.FullNAT && r.IPv6 && !r.Six.LIP.IsUnspecified(): // FNAT66
+			o = lcore.Owner6(&r.Six.LIP, r.Ext.LPort, n)
+		}
+		if o != w {
+			s := r
+			s.Steer, s.SteerTo = true, w
+			per[o] = append(per[o], s)
 		}
 	}
 	deadline := time.Now().Add(wait)
@@ -267,7 +271,7 @@ func (c *Controller) announceTargets() []announceTarget {
 				}
 			}
 		}
-		for _, l := range append(slices.Sorted(maps.Keys(c.lipDrain)), c.takenOverLIPs()...) {
+		for _, l := range append(drainingLIPs(c.lipDrain), c.takenOverLIPs()...) {
 			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
 				out = append(out, announceTarget{i, l})
 			}

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -377,7 +378,7 @@ func TestAnnounceDrainingLocalAddresses(t *testing.T) {
 	c, _ := newHAController(t, "backup", 2)
 	const lip = 0xC6336433  // 198.51.100.51, on the servers' segment
 	const away = 0x0A090909 // 10.9.9.9, on no port's subnet
-	c.lipDrain = map[uint32]lipDrain{lip: {}, away: {}}
+	c.lipDrain = map[netip.Addr]lipDrain{addrOf(lip): {}, addrOf(away): {}}
 	n := 0
 	for _, tg := range c.announceTargets() {
 		switch tg.ip {

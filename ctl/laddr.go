@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/dplb/dplb/conf"
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // FullNAT local addresses by lbctl (DPVS's --add-laddr, --del-laddr,
@@ -37,9 +39,10 @@ type lipDrain struct {
 // prefixes refusals.
 func editLocalAddress(svcs []conf.Service, at int, req api.Request, name string) ([]conf.Service, error) {
 	a, err := netip.ParseAddr(req.LocalAddress)
-	if err != nil || !a.Is4() {
-		return nil, fmt.Errorf("%s: -z %q is not an IPv4 address", name, req.LocalAddress)
+	if err != nil || a.Zone() != "" {
+		return nil, fmt.Errorf("%s: -z %q is not an IPv4 or IPv6 address", name, req.LocalAddress)
 	}
+	a = a.Unmap()
 	s := &svcs[at]
 	i := slices.IndexFunc(s.LocalAddresses, func(l string) bool { return addrString(l) == a.String() })
 	if req.Op == api.OpAddLaddr {
@@ -58,16 +61,16 @@ func editLocalAddress(svcs []conf.Service, at int, req api.Request, name string)
 
 // nextLIPDrain is the draining set once svcs replace the running
 // services: the local addresses they drop join it, those they list leave it.
-func (c *Controller) nextLIPDrain(svcs []conf.Service) map[uint32]lipDrain {
-	listed := map[uint32]bool{}
+func (c *Controller) nextLIPDrain(svcs []conf.Service) map[netip.Addr]lipDrain {
+	listed := map[netip.Addr]bool{}
 	for _, s := range svcs {
 		for _, l := range s.LocalAddresses {
 			if a, err := netip.ParseAddr(l); err == nil {
-				listed[ipv4(a)] = true
+				listed[a.Unmap()] = true
 			}
 		}
 	}
-	next := map[uint32]lipDrain{}
+	next := map[netip.Addr]lipDrain{}
 	for a, d := range c.lipDrain {
 		if !listed[a] {
 			next[a] = d
@@ -77,19 +80,33 @@ func (c *Controller) nextLIPDrain(svcs []conf.Service) map[uint32]lipDrain {
 		s := &c.services[i].conf
 		for _, l := range s.LocalAddresses {
 			a, err := netip.ParseAddr(l)
-			if err == nil && !listed[ipv4(a)] {
-				next[ipv4(a)] = lipDrain{svc: c.services[i].key, proto: strings.ToUpper(s.Protocol), vip: s.VIP}
+			if err == nil && !listed[a.Unmap()] {
+				next[a.Unmap()] = lipDrain{svc: c.services[i].key, proto: strings.ToUpper(s.Protocol), vip: s.VIP}
 			}
 		}
 	}
 	return next
 }
 
-// drainingLIPs are the keys of a draining set.
-func drainingLIPs(m map[uint32]lipDrain) []uint32 {
+// drainingLIPs are the IPv4 keys of a draining set, sorted.
+func drainingLIPs(m map[netip.Addr]lipDrain) []uint32 {
 	out := make([]uint32, 0, len(m))
 	for a := range m {
-		out = append(out, a)
+		if a.Is4() {
+			out = append(out, ipv4(a))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// drainingLIPs6 are the IPv6 keys of a draining set (FNAT66's).
+func drainingLIPs6(m map[netip.Addr]lipDrain) []hdr.Addr6 {
+	var out []hdr.Addr6
+	for a := range m {
+		if a.Is6() {
+			out = append(out, hdr.Addr6From(a))
+		}
 	}
 	return out
 }
@@ -114,11 +131,15 @@ func (c *Controller) drainLoop(ctx context.Context) {
 // the drain of those no connection uses: lbd stops answering ARP for them.
 func (c *Controller) endDrains() {
 	c.mu.Lock()
-	lips := drainingLIPs(c.lipDrain)
+	lips := slices.Collect(maps.Keys(c.lipDrain))
 	c.mu.Unlock()
-	var done []uint32
+	var done []netip.Addr
 	for _, a := range lips {
-		conns, truncated, err := c.dp.DumpConns(lcore.ConnFilter{LIP: a}, 1)
+		f := lcore.ConnFilter{LIP: ipv4(a)}
+		if a.Is6() {
+			f = lcore.ConnFilter{LIP6: hdr.Addr6From(a)}
+		}
+		conns, truncated, err := c.dp.DumpConns(f, 1)
 		if err == nil && len(conns) == 0 && !truncated {
 			done = append(done, a)
 		}
@@ -130,7 +151,7 @@ func (c *Controller) endDrains() {
 	defer c.mu.Unlock()
 	for _, a := range done {
 		delete(c.lipDrain, a)
-		c.log.Info("local address drained: no connection uses it any more", zap.Stringer("address", addrOf(a)))
+		c.log.Info("local address drained: no connection uses it any more", zap.Stringer("address", a))
 	}
 	c.republish()
 }
@@ -165,7 +186,7 @@ func (c *Controller) localAddresses(spec *api.ServiceSpec) (api.Response, error)
 	for a, d := range c.lipDrain {
 		if only == nil || d.svc == *only {
 			resp.LocalAddresses = append(resp.LocalAddresses, api.LocalAddress{Protocol: d.proto, VIP: d.vip,
-				Port: d.svc.Port, Address: addrOf(a).String(), Draining: true})
+				Port: d.svc.Port, Address: a.String(), Draining: true})
 		}
 	}
 	c.mu.Unlock()

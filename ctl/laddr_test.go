@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // laddrs lists --get-laddr's answer as "VIP:port LIP[ draining]".
@@ -127,6 +129,59 @@ func TestLocalAddressVerbs(t *testing.T) {
 	f.conns = nil
 	c.endDrains()
 	if got := laddrs(t, o, "-G"); !slices.Equal(got, []string{"203.0.113.100:80 198.51.100.51"}) {
+		t.Fatalf("drain did not end: %v", got)
+	}
+}
+
+// TestLocalAddressVerbs6: an IPv6 service's IPv6 local addresses (its
+// FNAT66 servers') go through the same verbs and validation, and a
+// removed one drains, answered for in neighbour discovery, until no
+// connection uses it.
+func TestLocalAddressVerbs6(t *testing.T) {
+	o, c, f := newTestOps6(t)
+	for _, l := range []string{
+		"-A -t [2001:db8::10]:80 -s rr",
+		"--add-laddr -t [2001:db8::10]:80 -z fd00:1::50",
+		"--add-laddr -t [2001:db8::10]:80 -z fd00:1::51",
+		"-a -t [2001:db8::10]:80 -r [fd00:1::13]:8080 --fullnat",
+	} {
+		if resp := do(o, rule(t, l)); resp.Error != "" {
+			t.Fatalf("%s: %s", l, resp.Error)
+		}
+	}
+	lip50, lip51 := hdr.Addr6From(netip.MustParseAddr("fd00:1::50")), hdr.Addr6From(netip.MustParseAddr("fd00:1::51"))
+	six := func() lcore.Service {
+		for _, s := range c.Snapshot().Services {
+			if s.Key.IsIPv6() {
+				return s
+			}
+		}
+		t.Fatal("no IPv6 service")
+		return lcore.Service{}
+	}
+	if got := six().LocalAddrs6; !slices.Equal(got, []hdr.Addr6{lip50, lip51}) || len(six().LocalAddrs) != 0 {
+		t.Fatalf("snapshot local addresses %v %v", got, six().LocalAddrs)
+	}
+	if resp := do(o, rule(t, "--add-laddr -t [2001:db8::10]:80 -z fd00:2::5")); !strings.Contains(resp.Error, "not on any server-facing port's subnet (fd00:1::/64)") {
+		t.Fatalf("an IPv6 local address off the server side: %q", resp.Error)
+	}
+	f.conns = []lcore.ConnInfo{{Proto: 6, IPv6: true, VPort: 80, ClientPort: 4000, RPort: 8080, LIP6: lip50, LPort: 2000}}
+	if resp := do(o, rule(t, "-Q -t [2001:db8::10]:80 -z fd00:1::50")); resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	if got := laddrs(t, o, "-G"); !slices.Equal(got, []string{"2001:db8::10:80 fd00:1::50 draining", "2001:db8::10:80 fd00:1::51"}) {
+		t.Fatalf("get-laddr while draining %v", got)
+	}
+	if got := six().LocalAddrs6; !slices.Equal(got, []hdr.Addr6{lip51}) || !c.Snapshot().IsLIP6(lip50) {
+		t.Fatalf("while draining: service's %v, answered for %v", got, c.Snapshot().IsLIP6(lip50))
+	}
+	c.endDrains()
+	if !c.Snapshot().IsLIP6(lip50) {
+		t.Fatal("drain ended with a connection left")
+	}
+	f.conns = nil
+	c.endDrains()
+	if got := laddrs(t, o, "-G"); !slices.Equal(got, []string{"2001:db8::10:80 fd00:1::51"}) || c.Snapshot().IsLIP6(lip50) {
 		t.Fatalf("drain did not end: %v", got)
 	}
 }

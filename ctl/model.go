@@ -187,7 +187,11 @@ func (s *service) lcoreService(field string, workers int, prev *service) (lcore.
 		ls.PersistMask, ls.PersistMask6 = ^uint32(0), lcore.Mask6(s.conf.PersistPrefixBits())
 	}
 	for _, l := range s.conf.LocalAddresses {
-		ls.LocalAddrs = append(ls.LocalAddrs, ipv4(netip.MustParseAddr(l)))
+		if a := netip.MustParseAddr(l); a.Is4() {
+			ls.LocalAddrs = append(ls.LocalAddrs, ipv4(a))
+		} else {
+			ls.LocalAddrs6 = append(ls.LocalAddrs6, hdr.Addr6From(a))
+		}
 	}
 	for i := range s.servers {
 		ls.Dests = append(ls.Dests, s.servers[i].dest())

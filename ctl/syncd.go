@@ -60,7 +60,8 @@ func syncable(ci *lcore.ConnInfo) (lcore.SyncConn, bool) {
 	case ci.IPv6 && ci.Template:
 		return lcore.SyncConn{}, false
 	case ci.IPv6:
-		if ci.Fwd == fwd.FullNAT && (!ci.HasExt || ci.RIP == 0) || ci.Fwd != fwd.FullNAT && ci.RIP6.IsUnspecified() {
+		fnat66 := ci.Fwd == fwd.FullNAT && !ci.LIP6.IsUnspecified()
+		if ci.Fwd == fwd.FullNAT && (!ci.HasExt || ci.RIP == 0 && !fnat66) || (ci.Fwd != fwd.FullNAT || fnat66) && ci.RIP6.IsUnspecified() {
 			return lcore.SyncConn{}, false
 		}
 	case ci.RIP == 0 || ci.VIP == 0 || (!ci.Template && ci.ClientIP == 0):

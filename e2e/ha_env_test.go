@@ -36,6 +36,11 @@ const (
 	// haLocal64 is the NAT64 service's IPv4 local address on the servers'
 	// segment: like haLocal, the master's alone.
 	haLocal64 = "198.51.100.64"
+	// haFNAT66Port is the VS/NAT pair's FNAT66 service on haVIP6 (with
+	// IPv6): the IPv6 echo servers by fullnat, from haLocal66 on the
+	// servers' IPv6 segment (the master's alone).
+	haFNAT66Port = 9066
+	haLocal66    = "fd00:2::66"
 )
 
 // haNode is one director.
@@ -240,7 +245,9 @@ func (e *haEnv) config(n *haNode) harness.Config {
 			// with the proxy's deltas (as the IPv4 FullNAT service's).
 			echo6, nat64 := e.echo6("nat"), e.nat64()
 			echo6.SynProxy, nat64.SynProxy = true, true
-			services = append(services, echo6, nat64)
+			fnat66 := e.echo6("fullnat")
+			fnat66.Port, fnat66.LocalAddresses = haFNAT66Port, []string{haLocal66}
+			services = append(services, echo6, nat64, fnat66)
 		}
 		switch {
 		case e.ftp != nil && e.six:

@@ -74,11 +74,20 @@ func TestFailoverDR6(t *testing.T) { testFailover6(t, true) }
 // holds them from IPv6 sync records with their IPv4 server and local
 // endpoint, the local address answers ARP on the master alone and the new
 // master's gratuitous ARP moves it in the servers' caches, and they go on
-// as the others do.
+// as the others do. And haFNAT66Streams go by FullNAT to the servers'
+// IPv6 addresses from an IPv6 local address (FNAT66): the backup holds
+// them from their own sync records (local address and port; on node b's
+// two workers, a steering entry where the port is the other worker's),
+// the new master's unsolicited NA moves the local address in the servers'
+// neighbour caches, and they go on too.
 func TestFailoverNAT6(t *testing.T) { testFailover6(t, false) }
 
-// haNAT64Streams is TestFailoverNAT6's count of NAT64 echo streams.
-const haNAT64Streams = 50
+// haNAT64Streams and haFNAT66Streams are TestFailoverNAT6's counts of
+// NAT64 and FNAT66 echo streams.
+const (
+	haNAT64Streams  = 50
+	haFNAT66Streams = 30
+)
 
 func testFailover6(t *testing.T, dr bool) {
 	e := newHAEnvWorkers(t, dr, true, false, false, true)
@@ -92,7 +101,9 @@ func testFailover6(t *testing.T, dr bool) {
 		net.JoinHostPort(haVIP6, strconv.Itoa(haEchoPort)), haStreams6, haChunk, haInterval, haStreamDead)}}
 	if !dr {
 		fleets = append(fleets, fleet{"NAT64 streams", haNAT64Streams, startEchoFleet(e.ctx, e.ha.Client.NS,
-			net.JoinHostPort(haVIP6, strconv.Itoa(haNAT64Port)), haNAT64Streams, haChunk, haInterval, haStreamDead)})
+			net.JoinHostPort(haVIP6, strconv.Itoa(haNAT64Port)), haNAT64Streams, haChunk, haInterval, haStreamDead)},
+			fleet{"FNAT66 streams", haFNAT66Streams, startEchoFleet(e.ctx, e.ha.Client.NS,
+				net.JoinHostPort(haVIP6, strconv.Itoa(haFNAT66Port)), haFNAT66Streams, haChunk, haInterval, haStreamDead)})
 	}
 	live := 0
 	for _, f := range fleets {

@@ -29,9 +29,10 @@ type ConnInfo struct {
 	LIP   uint32
 	LPort uint16
 	// IPv6: an IPv6 connection, whose addresses are Client6, VIP6 and
-	// RIP6 (ClientIP, VIP and RIP are then folds, meaningless outside).
-	IPv6                bool
-	Client6, VIP6, RIP6 hdr.Addr6
+	// RIP6 (ClientIP, VIP and RIP are then folds, meaningless outside),
+	// and LIP6 for FNAT66 (LIP then 0).
+	IPv6                      bool
+	Client6, VIP6, RIP6, LIP6 hdr.Addr6
 	// HasExt: a FullNAT or sequence-adjusted connection's extension, Ext,
 	// which sync and the handover carry.
 	HasExt bool
@@ -59,7 +60,7 @@ func (c *ConnInfo) SyncConn() SyncConn {
 		r.FTPData, r.ServicePort = c.FTPData, c.ServicePort
 	}
 	if c.IPv6 {
-		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6})
+		syncConn6(&r, &conn.Addrs6{Client: c.Client6, VIP: c.VIP6, RIP: c.RIP6, LIP: c.LIP6})
 	}
 	return r
 }
@@ -75,8 +76,9 @@ type ConnFilter struct {
 	VIP6    hdr.Addr6
 	Client6 hdr.Addr6
 	// LIP: only FullNAT (and NAT64) connections from this local address
-	// (and no templates).
-	LIP uint32
+	// (and no templates); LIP6 only FNAT66 ones from this IPv6 one.
+	LIP  uint32
+	LIP6 hdr.Addr6
 }
 
 // matches6 is matches for an IPv6 connection.
@@ -107,7 +109,7 @@ func (r *DumpRequest) Done() bool { return r.done.Load() }
 const dumpSlots = 4096
 
 func (r *ConnFilter) matches(proto uint8, vip uint32, vport uint16, client uint32) bool {
-	return r.VIP6.IsUnspecified() && r.Client6.IsUnspecified() && (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == vip) &&
+	return r.VIP6.IsUnspecified() && r.Client6.IsUnspecified() && r.LIP6.IsUnspecified() && (r.Proto == 0 || r.Proto == proto) && (r.VIP == 0 || r.VIP == vip) &&
 		(r.VPort == 0 || r.VPort == vport) && (r.Client == 0 || r.Client == client)
 }
 
@@ -138,17 +140,24 @@ func (w *Worker) runDump() {
 			return // not a connection (steerentry.go)
 		}
 		if a := w.table.Addrs6(id); a != nil {
-			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) && r.matchesLIP(w.table.Ext(id), c) {
+			lipOK := r.LIP == 0 && r.LIP6.IsUnspecified() ||
+				r.LIP6.IsUnspecified() && !isFNAT66(a) && r.matchesLIP(w.table.Ext(id), c) ||
+				!r.LIP6.IsUnspecified() && r.LIP6 == a.LIP
+			if r.matches6(c.Proto, &a.VIP, c.VPort, &a.Client) && lipOK {
 				ci := ConnInfo{
 					Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true,
 					Client6: a.Client, ClientPort: c.ClientPort, VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort,
 					Expires: c.Expires - w.now, SeqAdjusted: c.Flags&flagSeqAdj != 0,
 				}
 				// NAT64's extension (an IPv4 server, a local endpoint),
-				// or a SYN proxy's NAT66 deltas.
+				// FNAT66's (an IPv6 local address), or a SYN proxy's
+				// NAT66 deltas.
 				if x := w.table.Ext(id); x != nil {
 					ci.HasExt, ci.Ext = true, *x
-					if c.Fwd == fwd.FullNAT {
+					switch {
+					case isFNAT66(a):
+						ci.LIP6, ci.LPort, ci.Ext.LIP = a.LIP, x.LPort, 0
+					case c.Fwd == fwd.FullNAT:
 						ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
 					}
 				}

@@ -110,6 +110,9 @@ func (w *Worker) forwardLater6(d *desc, k flowKey) exit {
 		return drop(DropNoConn)
 	}
 	c := w.table.Get(id)
+	if c.Flags&flagSteer != 0 {
+		return w.steer(d, c) // an FNAT66 server's fragment, for the worker holding its connection
+	}
 	if w.snap.DestExpired(c.Dest) {
 		return drop(DropDestDown) // the first fragment ended the connection
 	}
@@ -126,7 +129,10 @@ func (w *Worker) forwardLater6(d *desc, k flowKey) exit {
 	}
 	a := w.table.Addrs6(id)
 	switch c.Fwd {
-	case fwd.FullNAT: // NAT64 (nat64.go)
+	case fwd.FullNAT: // FNAT66 (fullnat6.go) or NAT64 (nat64.go)
+		if isFNAT66(a) {
+			return w.forwardFullNAT66(d, c, id, dir)
+		}
 		if dir != conn.Original {
 			return drop(DropNoConn)
 		}
@@ -139,11 +145,7 @@ func (w *Worker) forwardLater6(d *desc, k flowKey) exit {
 		d.m.SetOlFlags(0)
 		return w.route6(&a.RIP)
 	}
-	towards := &a.RIP
-	if dir == conn.Reply {
-		towards = &a.Client
-	}
-	x := w.route6(towards)
+	x := w.routeTowards6(a, dir)
 	if x.kind != exitTransmit {
 		return x
 	}

@@ -34,6 +34,7 @@ func (w *Worker) learnLIPs(s *Snapshot) {
 	if len(s.lips) > 0 || s.hasSynProxy {
 		w.table.EnableExt()
 	}
+	w.learnLIPs6(s)
 }
 
 // Bits of conn.Ext.Flags.
@@ -41,23 +42,31 @@ const (
 	extProxy uint16 = 1 << 0 // a PROXY v2 header goes before the client's first byte
 )
 
+// pickLocalPort takes a free port of one of lips (a service's local
+// addresses, IPv4 or IPv6) from this worker's pools, starting where the
+// last connection's search left off; ok false when every one's ports are
+// taken.
+func pickLocalPort[A comparable](pools map[A]*lportPool, lips []A, next *int) (lip A, port uint16, ok bool) {
+	n := len(lips)
+	for i := 0; i < n && !ok; i++ {
+		a := lips[(*next+i)%n]
+		if p := pools[a]; p != nil {
+			if port, ok = p.get(); ok {
+				lip = a
+			}
+		}
+	}
+	*next++
+	return lip, port, ok
+}
+
 // newFullNAT enters a scheduled FullNAT connection with a local address
 // and port of this worker; DropNoLocalPort when every LIP's ports are
 // taken.
 func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) {
 	x := conn.Ext{}
-	n := len(svc.LocalAddrs)
-	found := false
-	for i := 0; i < n && !found; i++ {
-		lip := svc.LocalAddrs[(w.lipNext+i)%n]
-		if p := w.lpools[lip]; p != nil {
-			if x.LPort, found = p.get(); found {
-				x.LIP = lip
-			}
-		}
-	}
-	w.lipNext++
-	if !found {
+	var found bool
+	if x.LIP, x.LPort, found = pickLocalPort(w.lpools, svc.LocalAddrs, &w.lipNext); !found {
 		return 0, DropNoLocalPort
 	}
 	if c.Proto == hdr.ProtoTCP {
@@ -80,12 +89,19 @@ func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) 
 	return id, insertDrop(err)
 }
 
-// releaseLocalPort gives a FullNAT connection's port back (expiry).
+// releaseLocalPort gives a FullNAT connection's port back (expiry): an
+// FNAT66 one's to its IPv6 local address's pool.
 func (w *Worker) releaseLocalPort(id uint32) {
-	if x := w.table.Ext(id); x != nil {
-		if p := w.lpools[x.LIP]; p != nil {
-			p.put(x.LPort)
-		}
+	x := w.table.Ext(id)
+	if x == nil {
+		return
+	}
+	p := w.lpools[x.LIP]
+	if a := w.table.Addrs6(id); isFNAT66(a) {
+		p = w.lpools6[a.LIP]
+	}
+	if p != nil {
+		p.put(x.LPort)
 	}
 }
 
@@ -199,6 +215,16 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext, a6 *conn.
 	if h == nil {
 		return DropNoHeadroom
 	}
+	putProxyV2Header(h, c, a6)
+	grownTCP(d.ip(), h)
+	w.cnt.own[ProxyHeaders]++
+	return 0
+}
+
+// putProxyV2Header writes the PROXY v2 header of connection c into h:
+// the client's and the VIP's endpoints, IPv6 ones from a6 when it is not
+// nil (proxyV2Len6 bytes, else proxyV2Len).
+func putProxyV2Header(h []byte, c *conn.Conn, a6 *conn.Addrs6) {
 	copy(h, proxyV2Sig[:])
 	h[12] = 0x21 // version 2, PROXY
 	if a6 == nil {
@@ -216,10 +242,6 @@ func (w *Worker) insertProxyHeader(d *desc, c *conn.Conn, x *conn.Ext, a6 *conn.
 		binary.BigEndian.PutUint16(h[48:], c.ClientPort)
 		binary.BigEndian.PutUint16(h[50:], c.VPort)
 	}
-
-	grownTCP(d.ip(), h)
-	w.cnt.own[ProxyHeaders]++
-	return 0
 }
 
 // openAfterTCPHeader makes room for n bytes right after the TCP header of

@@ -242,17 +242,24 @@ func (w *Worker) icmpError6(d *desc) exit {
 		}
 		return drop(DropNoConn)
 	}
+	c := w.table.Get(id)
+	if c.Flags&flagSteer != 0 {
+		return w.steer(d, c) // about a packet lbd sent an FNAT66 server, for the worker holding its connection
+	}
 	if ip.HopLimit() <= 1 {
 		return drop(DropTTLExpired)
 	}
-	c := w.table.Get(id)
 	a := w.table.Addrs6(id)
 	if c.Fwd != fwd.FullNAT {
 		w.cnt.own[ICMPErrors]++
 	}
 	switch c.Fwd {
 	case fwd.NAT:
-	case fwd.FullNAT: // NAT64: about a packet lbd sent the client (its original key)
+	case fwd.FullNAT:
+		if isFNAT66(a) {
+			return w.icmpErrorFNAT66(d, c, id, dir, q)
+		}
+		// NAT64: about a packet lbd sent the client (its original key)
 		return w.icmpError46(d, c, id, q)
 	case fwd.TUN:
 		return w.encapsulate6(d, &a.RIP)

@@ -1,5 +1,7 @@
 package lcore
 
+import "github.com/dplb/dplb/lcore/hdr"
+
 // Local ports a worker hands out: the unprivileged range.
 const (
 	lportMin = 1024
@@ -13,6 +15,7 @@ const (
 // (reserve) may still sit in the ring, and get skips it there.
 type lportPool struct {
 	lip        uint32
+	lip6       *hdr.Addr6 // an IPv6 local address's pool (FNAT66): lip is 0
 	worker, n  int
 	ports      []uint16
 	head, free int
@@ -23,9 +26,27 @@ type lportPool struct {
 // newLportPool makes the pool of the ports of lip that worker owns among
 // n workers (control work: about 64k hashes).
 func newLportPool(lip uint32, worker, n int) *lportPool {
-	p := &lportPool{lip: lip, worker: worker, n: n}
+	return fillLportPool(&lportPool{lip: lip, worker: worker, n: n})
+}
+
+// newLportPool6 is newLportPool for an IPv6 local address.
+func newLportPool6(lip hdr.Addr6, worker, n int) *lportPool {
+	return fillLportPool(&lportPool{lip6: &lip, worker: worker, n: n})
+}
+
+// owns reports whether the pool's worker owns port: the replies to the
+// local address and port steer to it (owner.go, owner6.go).
+func (p *lportPool) owns(port uint16) bool {
+	if p.lip6 != nil {
+		return Owner6(p.lip6, port, p.n) == p.worker
+	}
+	return Owner(p.lip, port, p.n) == p.worker
+}
+
+// fillLportPool queues the ports p's worker owns.
+func fillLportPool(p *lportPool) *lportPool {
 	for port := lportMin; port <= lportMax; port++ {
-		if Owner(lip, uint16(port), n) == worker {
+		if p.owns(uint16(port)) {
 			p.ports = append(p.ports, uint16(port))
 			setBit(&p.queued, uint16(port), true)
 		}
@@ -88,7 +109,7 @@ func (p *lportPool) put(port uint16) {
 // entry's: steerentry.go). It reports false when the port is not this
 // worker's or a connection here holds it already.
 func (p *lportPool) reserve(port uint16) bool {
-	if port < lportMin || Owner(p.lip, port, p.n) != p.worker || bit(&p.used, port) {
+	if port < lportMin || !p.owns(port) || bit(&p.used, port) {
 		return false
 	}
 	setBit(&p.used, port, true)

@@ -27,18 +27,8 @@ import (
 // port of this worker.
 func (w *Worker) newNAT64(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) (uint32, Stat) {
 	x := conn.Ext{}
-	n := len(svc.LocalAddrs)
-	found := false
-	for i := 0; i < n && !found; i++ {
-		lip := svc.LocalAddrs[(w.lipNext+i)%n]
-		if p := w.lpools[lip]; p != nil {
-			if x.LPort, found = p.get(); found {
-				x.LIP = lip
-			}
-		}
-	}
-	w.lipNext++
-	if !found {
+	var found bool
+	if x.LIP, x.LPort, found = pickLocalPort(w.lpools, svc.LocalAddrs, &w.lipNext); !found {
 		return 0, DropNoLocalPort
 	}
 	if c.Proto == hdr.ProtoTCP && svc.ProxyProtocol {

@@ -3,8 +3,9 @@ package lcore
 import "github.com/dplb/dplb/lcore/hdr"
 
 // Neighbour discovery (RFC 4861) and ICMPv6 echo: NS for the ports' own
-// IPv6 addresses and, on client-facing ports of a master, for the IPv6
-// VIPs are answered in place; the link-layer addresses that NS and NA
+// IPv6 addresses and, on a master, for the IPv6 VIPs on client-facing
+// ports, the floating addresses and the IPv6 FullNAT local addresses
+// on their ports' links are answered in place; the link-layer addresses that NS and NA
 // carry are reported to the control plane (EvNeighbour6), which owns the
 // neighbour table and asks worker 0 to solicit the real servers and
 // gateways it lacks (CmdSolicit), as ARP does for IPv4.
@@ -31,7 +32,8 @@ func (w *Worker) handleND6(d *desc) exit {
 		return consume(NDReceived)
 	}
 	ours := !p.Addr6.IsUnspecified() && target == p.Addr6 ||
-		!w.snap.Backup && (p.FacesClients && w.snap.IsVIP6(target) || p.isFloating6(target))
+		!w.snap.Backup && (p.FacesClients && w.snap.IsVIP6(target) || p.isFloating6(target) ||
+			w.snap.IsLIP6(target) && p.onLink6(&target))
 	if !ours {
 		return drop(DropNDNotOurs)
 	}
@@ -60,7 +62,7 @@ func (w *Worker) handleND6(d *desc) exit {
 // learnable6 reports whether a neighbour's address may enter the table:
 // on the port's link and none of ours.
 func (w *Worker) learnable6(p *PortInfo, a *hdr.Addr6) bool {
-	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a) && !p.isFloating6(*a)
+	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a) && !p.isFloating6(*a) && !w.snap.IsLIP6(*a)
 }
 
 // isFloating6 reports whether a is one of the port's IPv6 floating
@@ -160,6 +162,11 @@ func (w *Worker) announce6Port(i int) {
 	}
 	for _, f := range p.Floating6 {
 		w.sendUnsolicitedNA(i, f)
+	}
+	for lip := range w.snap.six.lips { // FNAT66's, on this port's link
+		if p.onLink6(&lip) {
+			w.sendUnsolicitedNA(i, lip)
+		}
 	}
 	if !p.FacesClients {
 		return

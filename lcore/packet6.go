@@ -11,7 +11,8 @@ import (
 // prefix length instead of a netmask). The entries' address fields hold
 // folds of the IPv6 addresses (conn/six.go), which the schedulers and the
 // persistence templates see in place of IPv4 addresses. FullNAT servers
-// of an IPv6 service are IPv4 ones: NAT64 (nat64.go); the FTP helper
+// of an IPv6 service are IPv6 ones (FNAT66, fullnat6.go) or IPv4 ones
+// (NAT64, nat64.go); the FTP helper
 // reads EPRT and 229 (ftp6.go); the SYN proxy answers for NAT66 and
 // NAT64 servers (synproxy6.go).
 
@@ -24,6 +25,11 @@ func (w *Worker) forward6(d *desc) exit {
 		return w.answerSYN6(d, &src, &dst, hdr.TCP(d.l4Bytes6()), si)
 	}
 	id, dir, ok := w.table.Lookup6(k.proto, &src, k.sport, &dst, k.dport)
+	if ok && w.steers > 0 {
+		if c := w.table.Get(id); c.Flags&flagSteer != 0 {
+			return w.steer(d, c) // an FNAT66 server's packet, for the worker holding its connection
+		}
+	}
 	if ok && k.proto == hdr.ProtoTCP && dir == conn.Original {
 		// A reused port of a finished connection opens a new one
 		// (forward), through the SYN proxy by the ACK of its cookie.
@@ -130,6 +136,9 @@ func (w *Worker) forward6(d *desc) exit {
 		}
 		return e
 	case fwd.FullNAT:
+		if isFNAT66(w.table.Addrs6(id)) {
+			return w.forwardFullNAT66(d, c, id, dir)
+		}
 		if dir != conn.Original {
 			return drop(DropNoConn) // a NAT64 connection's replies are IPv4
 		}
@@ -227,10 +236,13 @@ func (w *Worker) newConn6Checked(d *desc, si int32, src, dst *hdr.Addr6, needSYN
 	a := conn.Addrs6{Client: *src, VIP: *dst, RIP: rs.Addr6}
 	var id uint32
 	var why Stat
-	if rs.Fwd == fwd.FullNAT { // an IPv4 server: NAT64 (nat64.go)
+	switch {
+	case rs.Fwd == fwd.FullNAT && !rs.Addr6.IsUnspecified(): // FNAT66 (fullnat6.go)
+		id, why = w.newFNAT66(d, &c, svc, &a)
+	case rs.Fwd == fwd.FullNAT: // an IPv4 server: NAT64 (nat64.go)
 		c.RIP = rs.Addr
 		id, why = w.newNAT64(d, &c, svc, &a)
-	} else {
+	default:
 		// A proxied NAT66 connection's sequence numbers move: it has an
 		// extension, with NAT66's keys (synproxy6.go).
 		var err error
@@ -271,11 +283,7 @@ func (w *Worker) insert6(c *conn.Conn, a *conn.Addrs6) (uint32, error) {
 // RIP:rport -> client into VIP:vport -> client (NAT66), the transport
 // checksum updated incrementally for the address and port.
 func (w *Worker) forwardNAT6(d *desc, c *conn.Conn, a *conn.Addrs6, dir conn.Dir) exit {
-	towards := &a.RIP
-	if dir == conn.Reply {
-		towards = &a.Client
-	}
-	e := w.route6(towards)
+	e := w.routeTowards6(a, dir)
 	if e.kind != exitTransmit {
 		return e
 	}
@@ -289,6 +297,15 @@ func (w *Worker) forwardNAT6(d *desc, c *conn.Conn, a *conn.Addrs6, dir conn.Dir
 	}
 	d.m.SetOlFlags(0)
 	return e
+}
+
+// routeTowards6 routes a packet of IPv6 connection a in direction dir:
+// to its real server, or back to its client.
+func (w *Worker) routeTowards6(a *conn.Addrs6, dir conn.Dir) exit {
+	if dir == conn.Reply {
+		return w.route6(&a.Client)
+	}
+	return w.route6(&a.RIP)
 }
 
 // route6 is route for an IPv6 destination: the neighbour table, then the

@@ -102,7 +102,7 @@ func (w *Worker) releaseTemplate(tmpl uint32) {
 // per-server gauges and the templates' counts right.
 func (w *Worker) expireEntry(id uint32, c *conn.Conn) {
 	if c.Flags&flagSteer != 0 {
-		w.endSteer(c)
+		w.endSteer(id, c)
 		return
 	}
 	if c.Flags&flagFTP != 0 {

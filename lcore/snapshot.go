@@ -165,6 +165,9 @@ type Service struct {
 	// LocalAddrs are the service's FullNAT local addresses (LIPs): a
 	// FullNAT server's connections leave from one of them.
 	LocalAddrs []uint32
+	// LocalAddrs6 are an IPv6 service's IPv6 ones, for its IPv6 FullNAT
+	// servers (FNAT66, fullnat6.go).
+	LocalAddrs6 []hdr.Addr6
 	// ProxyProtocol: FullNAT TCP connections carry a PROXY protocol v2
 	// header with the client's address at the start of their stream.
 	ProxyProtocol bool
@@ -232,6 +235,9 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 			s.six.add(svc.Key, int32(i))
 			for _, a := range svc.LocalAddrs { // NAT64's
 				s.lips[a] = true
+			}
+			for _, a := range svc.LocalAddrs6 { // FNAT66's
+				s.six.lips[a] = true
 			}
 			continue
 		}
@@ -344,6 +350,17 @@ func (s *Snapshot) IsVIP(addr uint32) bool { return s.vips[addr] }
 func (s *Snapshot) KeepLIPs(addrs []uint32) {
 	for _, a := range addrs {
 		s.lips[a] = true
+	}
+}
+
+// KeepLIPs6 is KeepLIPs for IPv6 local addresses (FNAT66's): lbd goes on
+// answering neighbour solicitations for them.
+func (s *Snapshot) KeepLIPs6(addrs []hdr.Addr6) {
+	for _, a := range addrs {
+		if s.six.lips == nil {
+			s.six.lips = map[hdr.Addr6]bool{}
+		}
+		s.six.lips[a] = true
 	}
 }
 

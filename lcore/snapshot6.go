@@ -12,9 +12,10 @@ import (
 type snapshot6 struct {
 	services    map[ServiceKey]int32
 	vips        map[hdr.Addr6]bool
-	anyPort     bool         // some service has port 0 (every port of its VIP)
-	gatewayPort int          // port whose Gateway6 reaches everything off-link, or -1
-	routes      []portRoute6 // the ports' static IPv6 routes, longest prefix first
+	anyPort     bool               // some service has port 0 (every port of its VIP)
+	gatewayPort int                // port whose Gateway6 reaches everything off-link, or -1
+	routes      []portRoute6       // the ports' static IPv6 routes, longest prefix first
+	lips        map[hdr.Addr6]bool // every service's LocalAddrs6 (FNAT66)
 }
 
 // portRoute6 is a StaticRoute6 with its port.
@@ -46,6 +47,7 @@ func (s *snapshot6) add(k ServiceKey, i int32) {
 	if s.services == nil {
 		s.services = map[ServiceKey]int32{}
 		s.vips = map[hdr.Addr6]bool{}
+		s.lips = map[hdr.Addr6]bool{}
 	}
 	s.services[k] = i
 	s.anyPort = s.anyPort || k.Port == 0
@@ -67,6 +69,10 @@ func (s *Snapshot) service6(vip *hdr.Addr6, port uint16, proto uint8) (int32, bo
 
 // IsVIP6 reports whether a is the address of some IPv6 virtual service.
 func (s *Snapshot) IsVIP6(a hdr.Addr6) bool { return s.six.vips[a] }
+
+// IsLIP6 reports whether a is an IPv6 FullNAT local address lbd answers
+// neighbour solicitations for.
+func (s *Snapshot) IsLIP6(a hdr.Addr6) bool { return s.six.lips[a] }
 
 // onLink6 reports whether a is in the port's IPv6 subnet.
 func (p *PortInfo) onLink6(a *hdr.Addr6) bool {

@@ -97,10 +97,55 @@ func (w *Worker) steer(d *desc, c *conn.Conn) exit {
 	return steerTo(int(c.RIP))
 }
 
-// endSteer is a steering entry's end: its port goes back to the pool.
-func (w *Worker) endSteer(c *conn.Conn) {
-	if p := w.lpools[c.VIP]; p != nil {
+// endSteer is a steering entry's end: its port goes back to the pool
+// (an IPv6 entry's to its IPv6 local address's).
+func (w *Worker) endSteer(id uint32, c *conn.Conn) {
+	p := w.lpools[c.VIP]
+	if a := w.table.Addrs6(id); a != nil {
+		p = w.lpools6[a.VIP]
+	}
+	if p != nil {
 		p.put(c.VPort)
 	}
 	w.steers--
+}
+
+// installSteer6 is installSteer for an FNAT66 record: the IPv6 entry
+// RIP:rport -> LIP:lport (its addresses beside it, its worker in RIP).
+func (w *Worker) installSteer6(b *SyncBatch, r *SyncConn) {
+	if !r.HasExt || r.Fwd != fwd.FullNAT || r.Six.LIP.IsUnspecified() || r.Six.RIP.IsUnspecified() ||
+		r.SteerTo < 0 || r.SteerTo >= w.nworkers || r.SteerTo == w.cfg.ID {
+		b.Invalid++
+		return
+	}
+	lport := r.Ext.LPort
+	p := w.lpools6[r.Six.LIP]
+	if p == nil {
+		return // a peer director's address (insertReserved6)
+	}
+	if id, _, found := w.table.Lookup6(r.Proto, &r.Six.RIP, r.RPort, &r.Six.LIP, lport); found {
+		c := w.table.Get(id)
+		if c.Flags&flagSteer == 0 || c.RIP != uint32(r.SteerTo) {
+			b.Conflict++
+			return
+		}
+		c.State = r.State
+		w.table.Touch(c, conn.Reply, w.now, &w.snap.Timeouts)
+		return
+	}
+	if !p.reserve(lport) {
+		b.LocalPort++
+		return
+	}
+	// A zero RIP in the addresses: the entry's RIP keeps the worker.
+	c := conn.Conn{ClientPort: r.RPort, VPort: lport, RIP: uint32(r.SteerTo),
+		Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
+	id, err := w.table.Insert6(&c, &conn.Addrs6{Client: r.Six.RIP, VIP: r.Six.LIP})
+	if err != nil {
+		p.put(lport)
+		syncedInserted(b, err)
+		return
+	}
+	w.table.Touch(w.table.Get(id), conn.Reply, w.now, &w.snap.Timeouts)
+	w.steers++
 }

@@ -33,6 +33,8 @@ func (w *Worker) installSynced(b *SyncBatch) {
 		switch {
 		case !validSyncState(r):
 			b.Invalid++
+		case r.Steer && r.IPv6 && !r.Six.LIP.IsUnspecified(): // FNAT66's (NAT64's reply key is IPv4's)
+			w.installSteer6(b, r)
 		case r.Steer:
 			w.installSteer(b, r)
 		case (r.FTP || r.FTPData) && (r.Template || r.HasExt || r.Fwd != fwd.NAT || r.Proto != hdr.ProtoTCP) ||
@@ -240,7 +242,7 @@ func syncedEntry(r *SyncConn, d *sched.Dest, si int32) conn.Conn {
 // when the router moves the flow here; there is no port to hold.
 func (w *Worker) insertReserved(b *SyncBatch, r *SyncConn, insert func() (uint32, error)) (uint32, error) {
 	p := w.lpools[r.Ext.LIP]
-	if p == nil || Owner(p.lip, r.Ext.LPort, p.n) != p.worker {
+	if p == nil || !p.owns(r.Ext.LPort) {
 		return insert()
 	}
 	if !p.reserve(r.Ext.LPort) {

@@ -122,13 +122,18 @@ func (w *Worker) syncShifted(c *conn.Conn, id uint32) {
 }
 
 // syncConn6 makes r, filled from an IPv6 entry, an IPv6 record: the
-// addresses instead of their folds, and a NAT64 connection's IPv4 server.
+// addresses instead of their folds, a NAT64 connection's IPv4 server, an
+// FNAT66 one's IPv6 server and local address (its extension's LIP, a
+// fold, left 0).
 func syncConn6(r *SyncConn, a *conn.Addrs6) {
 	r.IPv6, r.Six = true, *a
 	r.ClientIP, r.VIP = 0, 0
-	if r.Fwd == fwd.FullNAT {
+	switch {
+	case r.Fwd == fwd.FullNAT && !a.LIP.IsUnspecified():
+		r.RIP, r.Ext.LIP = 0, 0
+	case r.Fwd == fwd.FullNAT:
 		r.Six.RIP = hdr.Addr6{}
-	} else {
+	default:
 		r.RIP = 0
 	}
 }

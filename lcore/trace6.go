@@ -38,8 +38,10 @@ func (w *Worker) trace6(r *TraceRequest) {
 		}
 		a := w.table.Addrs6(id)
 		switch {
-		case c.Fwd == fwd.FullNAT && dir == conn.Reply: // NAT64: the server's reply, translated to the client
+		case c.Fwd == fwd.FullNAT && dir == conn.Reply: // NAT64, FNAT66: the server's reply, translated to the client
 			w.traceRoute6(res, &a.Client)
+		case isFNAT66(a): // the client's packet goes to an IPv6 server
+			w.traceRoute6(res, &a.RIP)
 		case c.Fwd == fwd.FullNAT: // NAT64: the client's packet goes to an IPv4 server
 			w.traceRoute(res, c.RIP)
 		case c.Fwd == fwd.NAT && dir == conn.Reply:
@@ -71,8 +73,8 @@ func (w *Worker) trace6(r *TraceRequest) {
 		res.Drop = DropNoDest
 	case res.TableLen >= res.TableCap:
 		res.Drop = DropTableFull
-	case res.Pick >= 0 && res.Dests[res.Pick].Fwd == fwd.FullNAT:
-		w.traceRoute(res, res.Dests[res.Pick].Addr)
+	case res.Pick >= 0 && res.Dests[res.Pick].Fwd == fwd.FullNAT && res.Dests[res.Pick].Addr6.IsUnspecified():
+		w.traceRoute(res, res.Dests[res.Pick].Addr) // NAT64
 	case res.Pick >= 0:
 		w.traceRoute6(res, &res.Dests[res.Pick].Addr6)
 	}
@@ -83,7 +85,11 @@ func (w *Worker) connInfo6(id uint32) ConnInfo {
 	c, a := w.table.Get(id), w.table.Addrs6(id)
 	ci := ConnInfo{Proto: c.Proto, State: c.State, Fwd: c.Fwd, IPv6: true, Client6: a.Client, ClientPort: c.ClientPort,
 		VIP6: a.VIP, VPort: c.VPort, RIP6: a.RIP, RPort: c.RPort, Expires: c.Expires - w.now}
-	if x := w.table.Ext(id); x != nil && c.Fwd == fwd.FullNAT {
+	switch x := w.table.Ext(id); {
+	case x == nil || c.Fwd != fwd.FullNAT:
+	case isFNAT66(a):
+		ci.LIP6, ci.LPort = a.LIP, x.LPort
+	default:
 		ci.RIP, ci.LIP, ci.LPort = c.RIP, x.LIP, x.LPort
 	}
 	return ci

@@ -139,26 +139,27 @@ type Worker struct {
 	hin       *mbuf.Array // packets taken from the peers' rings
 
 	nworkers   int
-	tmpl       *TemplateTable         // shared by all workers (templates.go)
-	tmplOff    int64                  // w.now + tmplOff is the template table's clock
-	tmplBudget int                    // template slots worker 0 sweeps per expire run
-	vips       map[uint32]struct{}    // every VIP of every snapshot so far (steering)
-	vips6      map[hdr.Addr6]struct{} // every IPv6 VIP so far (steering), nil before the first
-	neigh6     neighCache6            // on-link IPv6 clients learnt from their first packet (neighcache.go)
-	dump       *DumpRequest           // a connection listing in progress
-	neigh      neighCache             // clients learnt from their first packet (see neighcache.go)
-	ipID       uint16                 // the next outer IP ID of VS/TUN packets
-	pmtu       pathMTUs               // path MTUs to real servers learnt from ICMP (tunerr.go)
-	frags      *fragTable             // datagrams whose fragments pass here (frag.go)
-	ftp        *ftpTable              // FTP control connections' state (ftp.go), made with the first FTP service
-	expects    *ExpectTable           // expected data connections, shared (expect.go)
-	fragDesc   desc                   // scratch for a held fragment sent on
-	lpools     map[uint32]*lportPool  // this worker's free FullNAT local ports, by LIP (fullnat.go)
-	steers     int                    // steering entries in the table (steerentry.go), not connections
-	lipNext    int                    // where the next FullNAT connection starts looking among a service's LIPs
-	held       [heldSlots]heldSeg     // client segments waiting for a proxied connection's server (synproxy.go)
-	heldDesc   desc                   // a held segment, parsed again when its server answers
-	synSpare   [synSpares]*mbuf.Mbuf  // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
+	tmpl       *TemplateTable           // shared by all workers (templates.go)
+	tmplOff    int64                    // w.now + tmplOff is the template table's clock
+	tmplBudget int                      // template slots worker 0 sweeps per expire run
+	vips       map[uint32]struct{}      // every VIP of every snapshot so far (steering)
+	vips6      map[hdr.Addr6]struct{}   // every IPv6 VIP so far (steering), nil before the first
+	neigh6     neighCache6              // on-link IPv6 clients learnt from their first packet (neighcache.go)
+	dump       *DumpRequest             // a connection listing in progress
+	neigh      neighCache               // clients learnt from their first packet (see neighcache.go)
+	ipID       uint16                   // the next outer IP ID of VS/TUN packets
+	pmtu       pathMTUs                 // path MTUs to real servers learnt from ICMP (tunerr.go)
+	frags      *fragTable               // datagrams whose fragments pass here (frag.go)
+	ftp        *ftpTable                // FTP control connections' state (ftp.go), made with the first FTP service
+	expects    *ExpectTable             // expected data connections, shared (expect.go)
+	fragDesc   desc                     // scratch for a held fragment sent on
+	lpools     map[uint32]*lportPool    // this worker's free FullNAT local ports, by LIP (fullnat.go)
+	lpools6    map[hdr.Addr6]*lportPool // by IPv6 LIP (fullnat6.go); nil before the first
+	steers     int                      // steering entries in the table (steerentry.go), not connections
+	lipNext    int                      // where the next FullNAT connection starts looking among a service's LIPs
+	held       [heldSlots]heldSeg       // client segments waiting for a proxied connection's server (synproxy.go)
+	heldDesc   desc                     // a held segment, parsed again when its server answers
+	synSpare   [synSpares]*mbuf.Mbuf    // spare mbufs for a SYN when the cookie's ACK carries data (synhold.go)
 	nspare     int
 	synDesc    desc        // the SYN built in a spare
 	ttlBucket  tokenBucket // limits the ICMP time exceeded it sends (wire.go)

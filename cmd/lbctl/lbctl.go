@@ -130,7 +130,8 @@ Options:
   --ipip         -i            IP-in-IP tunnel
   --masquerading -m            NAT (the default)
   --fullnat                    FullNAT: from the service's local addresses (lbd.yaml, --add-laddr)
-  --laddr        -z LIP        with --add-laddr, --del-laddr: the local address
+  --laddr        -z LIP        with --add-laddr, --del-laddr: the local address (an IPv6 one
+                               for an IPv6 service's IPv6 fullnat servers)
   --blklst-address -k ENTRY    with --add-blklst, --del-blklst: a client address or prefix in
                                the VIP's family (192.0.2.7, 198.51.100.0/24, 2001:db8:1::/64)
   --whtlst-address -2 ENTRY    with --add-whtlst, --del-whtlst: the same

@@ -468,12 +468,18 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	// DPVS puts its TCP option address in every FullNAT TCP handshake,
 	// for the toa module of servers that read it (ignored by others).
-	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT)
+	// lbd's FullNAT to IPv6 servers (FNAT66) sends neither that nor
+	// the UDP one: proxy_protocol names the client to them.
+	fnat66 := slices.ContainsFunc(svc.Servers, isFullNAT66)
+	if fnat66 && !svc.ProxyProtocol {
+		c.warn(n, "DPVS's TCP and UDP options of address to IPv6 fullnat servers: lbd sends neither (set proxy_protocol if the servers read it)")
+	}
+	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT) && !fnat66
 	// And, by default (uoa_mode opp, uoa_max_trail 3 in dpvs.conf, which
 	// this file does not show), its UDP option of address in the first
 	// datagrams of every FullNAT UDP connection, which only servers with
 	// its uoa module take.
-	if svc.Protocol == "udp" && slices.ContainsFunc(svc.Servers, isFullNAT) {
+	if svc.Protocol == "udp" && slices.ContainsFunc(svc.Servers, isFullNAT) && !fnat66 {
 		svc.UOA = "opp"
 		c.warn(n, "uoa: opp as DPVS's default (servers need its uoa module): set uoa: ipo if dpvs.conf says uoa_mode ipo, remove it if uoa_max_trail 0")
 	}
@@ -508,6 +514,13 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 
 func isFullNAT(r conf.RealServer) bool { return r.Forward == "fullnat" }
 
+// isFullNAT66 reports whether r is a fullnat server with an IPv6
+// address (FNAT66).
+func isFullNAT66(r conf.RealServer) bool {
+	a, err := netip.ParseAddr(r.Address)
+	return isFullNAT(r) && err == nil && a.Is6()
+}
+
 // synProxy reads syn_proxy: lbd's synproxy, which answers SYNs for tcp
 // services whose servers reply through it.
 func (c *converter) synProxy(svc *conf.Service, s *Node) {
@@ -518,6 +531,10 @@ func (c *converter) synProxy(svc *conf.Service, s *Node) {
 	for _, r := range svc.Servers {
 		if r.Forward == "dr" || r.Forward == "tun" {
 			c.warn(s, "lbd's synproxy is for nat and fullnat servers (a %s server's replies bypass it): dropped", r.Forward)
+			return
+		}
+		if isFullNAT66(r) {
+			c.warn(s, "lbd's synproxy is not for fullnat to IPv6 servers: dropped")
 			return
 		}
 	}
@@ -597,14 +614,25 @@ func (c *converter) localAddresses() {
 		if k > 1 {
 			c.warn(g.n, "%d services use it, and a local address of lbd's serves one service (pools never overlap): its %d address(es) split among them", k, len(addrs))
 		}
-		n := len(addrs)
-		for j, i := range users[name] {
-			// Rounded up: with fewer addresses than services, the first
-			// services get one each.
-			for _, a := range addrs[(j*n+k-1)/k : ((j+1)*n+k-1)/k] {
-				c.pending[i].svc.LocalAddresses = append(c.pending[i].svc.LocalAddresses, a.String())
+		// IPv4 addresses go to every user (an IPv6 service's for its
+		// NAT64 servers), IPv6 ones to the IPv6 services (FNAT66).
+		var v4, v6 []netip.Addr
+		for _, a := range addrs {
+			if a.Is4() {
+				v4 = append(v4, a)
+			} else {
+				v6 = append(v6, a)
 			}
 		}
+		six := slices.DeleteFunc(slices.Clone(users[name]), func(i int) bool { return !c.pending[i].svc.VIPAddr().Is6() })
+		if len(v6) > 0 && len(six) == 0 {
+			c.warn(g.n, "no IPv6 service uses it: its %d IPv6 address(es) dropped", len(v6))
+		}
+		c.splitLocalAddresses(v4, users[name])
+		c.splitLocalAddresses(v6, six)
+	}
+	for i := range c.pending {
+		c.dropFullNATWithoutLocal(&c.pending[i])
 	}
 	for _, p := range c.pending {
 		if len(p.svc.LocalAddresses) == 0 && slices.ContainsFunc(p.svc.Servers, isFullNAT) {
@@ -621,6 +649,39 @@ func (c *converter) localAddresses() {
 		c.res.Services = append(c.res.Services, p.svc)
 		c.res.Origins = append(c.res.Origins, p.origin)
 	}
+}
+
+// splitLocalAddresses gives services (pending indices) equal shares of
+// addrs, in order; rounded up: with fewer addresses than services, the
+// first services get one each.
+func (c *converter) splitLocalAddresses(addrs []netip.Addr, services []int) {
+	n, k := len(addrs), len(services)
+	for j, i := range services {
+		for _, a := range addrs[(j*n+k-1)/k : ((j+1)*n+k-1)/k] {
+			c.pending[i].svc.LocalAddresses = append(c.pending[i].svc.LocalAddresses, a.String())
+		}
+	}
+}
+
+// dropFullNATWithoutLocal drops the fullnat servers of a service that
+// has local addresses, but none of the server's family (lbd refuses
+// them); one without any is skipped whole by the caller.
+func (c *converter) dropFullNATWithoutLocal(p *pending) {
+	if len(p.svc.LocalAddresses) == 0 {
+		return
+	}
+	has := map[bool]bool{}
+	for _, l := range p.svc.LocalAddresses {
+		has[netip.MustParseAddr(l).Is6()] = true
+	}
+	p.svc.Servers = slices.DeleteFunc(p.svc.Servers, func(r conf.RealServer) bool {
+		a, err := netip.ParseAddr(r.Address)
+		if err != nil || !isFullNAT(r) || has[a.Is6()] {
+			return false
+		}
+		c.warn(p.n, "%s: fullnat server %s needs a local address of its family, and the service's local_address_group gave it none: skipped", p.svc.VIP, a)
+		return true
+	})
 }
 
 // method reads lb_kind or lvs_method: the forward of its servers.
@@ -865,9 +926,6 @@ func (c *converter) realServer(n *Node, vip netip.Addr, vport int, forward strin
 		// NAT64, from IPv4 local addresses.
 	case addr.Is4() != vip.Is4():
 		c.warn(n, "%s is not in the family of the VIP %s: skipped", addr, vip)
-		return conf.RealServer{}, nil, false
-	case addr.Is6() && rs.Forward == "fullnat":
-		c.warn(n, "lbd's fullnat reaches IPv4 servers only (an IPv6 service's by NAT64): skipped")
 		return conf.RealServer{}, nil, false
 	}
 	if rs.Forward == "dr" || rs.Forward == "tun" {

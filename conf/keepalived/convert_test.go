@@ -636,8 +636,10 @@ virtual_server 192.0.2.13 53 {
     local_addresses: [198.51.100.200]
     uoa: opp
 `},
-		{"fullnat: local addresses, NAT64, the SYN proxy, lists", `local_address_group one {
+		{"fullnat: local addresses, NAT64, FNAT66, the SYN proxy, lists", `local_address_group one {
   198.51.100.200 dpdk0
+}
+local_address_group six {
   2001:db8:1::200 dpdk0
 }
 allow_address_group ok {
@@ -683,21 +685,22 @@ virtual_server 192.0.2.14 80 {
 virtual_server 2001:db8::10 80 {
   lb_algo rr
   lb_kind FNAT
+  laddr_group_name six
+  syn_proxy
   real_server 2001:db8:1::11 80
 }
 `, []string{
 			"keepalived.conf:1: local_address_group: 2 services use it, and a local address of lbd's serves one service (pools never overlap): its 1 address(es) split among them",
-			"keepalived.conf:3: 2001:db8:1::200: lbd's local addresses are IPv4 (its fullnat reaches IPv4 servers, an IPv6 service's by NAT64): dropped",
-			"keepalived.conf:8: ipset:friends: lbd reads no ipsets: dropped",
-			"keepalived.conf:14: waddr_group_name: lbd's lists hold addresses in the VIP's family (192.0.2.10): 1 of allow_address_group ok's dropped",
-			"keepalived.conf:19: virtual_server: tcp 192.0.2.11:80: no address of local_address_group one is left for it (lbd needs local_addresses for fullnat servers): skipped",
-			"keepalived.conf:25: virtual_server: tcp 192.0.2.12:80: lbd needs local_addresses for fullnat servers (laddr_group_name): skipped",
-			"keepalived.conf:35: syn_proxy: lbd's synproxy is for tcp services: dropped",
-			"keepalived.conf:40: syn_proxy: lbd's synproxy is for nat and fullnat servers (a tun server's replies bypass it): dropped",
-			"keepalived.conf:45: virtual_server: no real_server left: skipped",
-			"keepalived.conf:48: real_server: lbd's fullnat reaches IPv4 servers only (an IPv6 service's by NAT64): skipped",
+			"keepalived.conf:10: ipset:friends: lbd reads no ipsets: dropped",
+			"keepalived.conf:16: waddr_group_name: lbd's lists hold addresses in the VIP's family (192.0.2.10): 1 of allow_address_group ok's dropped",
+			"keepalived.conf:21: virtual_server: tcp 192.0.2.11:80: no address of local_address_group one is left for it (lbd needs local_addresses for fullnat servers): skipped",
+			"keepalived.conf:27: virtual_server: tcp 192.0.2.12:80: lbd needs local_addresses for fullnat servers (laddr_group_name): skipped",
+			"keepalived.conf:37: syn_proxy: lbd's synproxy is for tcp services: dropped",
+			"keepalived.conf:42: syn_proxy: lbd's synproxy is for nat and fullnat servers (a tun server's replies bypass it): dropped",
+			"keepalived.conf:47: virtual_server: DPVS's TCP and UDP options of address to IPv6 fullnat servers: lbd sends neither (set proxy_protocol if the servers read it)",
+			"keepalived.conf:51: syn_proxy: lbd's synproxy is not for fullnat to IPv6 servers: dropped",
 		}, `services:
-  # virtual_server at keepalived.conf:10
+  # virtual_server at keepalived.conf:12
   - protocol: tcp
     vip: 192.0.2.10
     port: 80
@@ -709,20 +712,28 @@ virtual_server 2001:db8::10 80 {
     proxy_protocol: true
     synproxy: true
     allowlist: [192.0.2.0, 192.0.2.1, 192.0.2.2, 192.0.2.3]
-  # virtual_server at keepalived.conf:30
+  # virtual_server at keepalived.conf:32
   - protocol: udp
     vip: 192.0.2.13
     port: 53
     servers:
       - address: 198.51.100.11
         forward: dr
-  # virtual_server at keepalived.conf:38
+  # virtual_server at keepalived.conf:40
   - protocol: tcp
     vip: 192.0.2.14
     port: 80
     servers:
       - address: 198.51.100.11
         forward: tun
+  # virtual_server at keepalived.conf:47
+  - protocol: tcp
+    vip: 2001:db8::10
+    port: 80
+    servers:
+      - address: 2001:db8:1::11
+        forward: fullnat
+    local_addresses: ['2001:db8:1::200']
 `},
 		{"digest", vs(`  real_server 198.51.100.11 80 {
     HTTP_GET {

@@ -149,10 +149,6 @@ func (c *converter) addrGroup(n *Node) *addrGroup {
 		if !ok {
 			continue
 		}
-		if n.Keyword() == "local_address_group" && addrs[0].Is6() {
-			c.warn(e, "lbd's local addresses are IPv4 (its fullnat reaches IPv4 servers, an IPv6 service's by NAT64): dropped")
-			continue
-		}
 		for _, a := range addrs {
 			if !slices.Contains(g.addrs, a) {
 				g.addrs = append(g.addrs, a)

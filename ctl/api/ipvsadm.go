@@ -275,10 +275,10 @@ func ParseArgs(args []string) (Command, error) {
 				rsVal = v
 			case "-z":
 				a, err := netip.ParseAddr(v)
-				if err != nil || !a.Is4() {
-					return fmt.Errorf("-z %q: not an IPv4 address", v)
+				if err != nil || a.Zone() != "" {
+					return fmt.Errorf("-z %q: not an IPv4 or IPv6 address", v)
 				}
-				c.LocalAddress = a.String()
+				c.LocalAddress = a.Unmap().String()
 			case "-k", "-2":
 				// lbd reads the entry (conf.ParseClientPrefix), and names
 				// what else is wrong with it.

@@ -276,11 +276,11 @@ func TestLocalAddressRules(t *testing.T) {
 		}
 	}
 	for line, want := range map[string]string{
-		"--add-laddr -t 192.0.2.100:443":                "--add-laddr needs a local address: -z LIP",
-		"--del-laddr -z 198.51.100.50":                  "needs a service",
-		"--add-laddr -t 192.0.2.100:443 -z 2001:db8::1": "not an IPv4 address",
-		"-a -t 192.0.2.100:443 -r 10.0.0.1 -z 10.0.0.2": "option -z is not allowed with -a",
-		"--get-laddr -z 198.51.100.50":                  "option -z is not allowed with --get-laddr",
+		"--add-laddr -t 192.0.2.100:443":                 "--add-laddr needs a local address: -z LIP",
+		"--del-laddr -z 198.51.100.50":                   "needs a service",
+		"--add-laddr -t 192.0.2.100:443 -z fe80::1%eth0": "not an IPv4 or IPv6 address",
+		"-a -t 192.0.2.100:443 -r 10.0.0.1 -z 10.0.0.2":  "option -z is not allowed with -a",
+		"--get-laddr -z 198.51.100.50":                   "option -z is not allowed with --get-laddr",
 	} {
 		if _, err := api.ParseArgs(strings.Fields(line)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want an error saying %q", line, err, want)

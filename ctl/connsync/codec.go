@@ -118,7 +118,10 @@ const (
 	HelloAddrLen = 4
 	// PeerRecordLen is a peers message's record (kind 8).
 	PeerRecordLen = 16 + 8 + 4 + 4 + 4
-	MACLen        = sha256.Size
+	// FullNAT6RecordLen is an FNAT66 record's length (kind 9), the
+	// longest.
+	FullNAT6RecordLen = Record6Len + 16
+	MACLen            = sha256.Size
 
 	// MinMessageLen is a message without records.
 	MinMessageLen = HeaderLen + MACLen
@@ -167,8 +170,9 @@ const (
 	KindFTP         Kind = 6 // FTP control connection records with the helper's sequence adjustments
 	KindHello       Kind = 7 // a master's heartbeat: its own FullNAT local addresses
 	KindPeers       Kind = 8 // the peers a master's backup heard, with a bulk dump
+	KindFullNAT6    Kind = 9 // FullNAT connection records to IPv6 servers (FNAT66)
 
-	lastKind = KindPeers
+	lastKind = KindFullNAT6
 )
 
 // What a hello's ref says of its sender.
@@ -201,6 +205,8 @@ func (k Kind) String() string {
 		return "hello"
 	case KindPeers:
 		return "peers"
+	case KindFullNAT6:
+		return "fullnat6-records"
 	}
 	return "unknown"
 }
@@ -259,6 +265,8 @@ func recordLen(k Kind) int {
 		return HelloAddrLen
 	case KindPeers:
 		return PeerRecordLen
+	case KindFullNAT6:
+		return FullNAT6RecordLen
 	}
 	return RecordLen
 }
@@ -266,6 +274,8 @@ func recordLen(k Kind) int {
 // RecordKind is the kind of message that carries r.
 func RecordKind(r *lcore.SyncConn) Kind {
 	switch {
+	case r.IPv6 && !r.Six.LIP.IsUnspecified():
+		return KindFullNAT6
 	case r.IPv6:
 		return KindRecords6
 	case r.FTP || r.FTPData:
@@ -278,7 +288,7 @@ func RecordKind(r *lcore.SyncConn) Kind {
 
 // hasRecords reports whether messages of kind k carry records.
 func hasRecords(k Kind) bool {
-	return k == KindRecords || k == KindExtRecords || k == KindRecords6 || k == KindFTP
+	return k == KindRecords || k == KindExtRecords || k == KindRecords6 || k == KindFTP || k == KindFullNAT6
 }
 
 // Append appends the message h with recs, MAC included, to dst.
@@ -289,6 +299,8 @@ func (c *Codec) Append(dst []byte, h Header, recs []lcore.SyncConn) []byte {
 		switch h.Kind {
 		case KindRecords6:
 			dst = appendRecord6(dst, &recs[i])
+		case KindFullNAT6:
+			dst = appendFullNAT6(dst, &recs[i])
 		case KindFTP:
 			dst = appendFTP(appendRecord(dst, &recs[i]), &recs[i])
 		case KindExtRecords:
@@ -420,6 +432,8 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 		switch h.Kind {
 		case KindRecords6:
 			r, ok = decodeRecord6(body[off : off+rlen])
+		case KindFullNAT6:
+			r, ok = decodeFullNAT6(body[off : off+rlen])
 		case KindFTP:
 			r, ok = decodeFTPRecord(body[off : off+rlen])
 		case KindExtRecords:
@@ -686,4 +700,38 @@ func decodeRecord6(b []byte) (lcore.SyncConn, bool) {
 	r.HasExt, r.Ext = true, decodeExt(x)
 	return r, ok && r.Fwd == fwd.NAT && r.Proto == hdr.ProtoTCP && ftp == 0 &&
 		r.Ext.LIP == 0 && r.Ext.LPort == 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0
+}
+
+// appendFullNAT6 appends an FNAT66 connection in the kind 9 layout: the
+// kind 5 record (the IPv6 server in its RIP, the extension's local
+// address 0), then the IPv6 local address.
+func appendFullNAT6(dst []byte, r *lcore.SyncConn) []byte {
+	dst = appendRecord6(dst, r)
+	return append(dst, r.Six.LIP[:]...)
+}
+
+// decodeFullNAT6 reads an FNAT66 record and reports whether it is a
+// possible connection: a kind 5 record of a fullnat TCP or UDP connection
+// to an IPv6 server with its local port (neither FTP nor NAT64's IPv4
+// server nor local address), and a unicast local address.
+func decodeFullNAT6(b []byte) (lcore.SyncConn, bool) {
+	r := lcore.SyncConn{IPv6: true}
+	copy(r.Six.Client[:], b[0:16])
+	copy(r.Six.VIP[:], b[16:32])
+	copy(r.Six.RIP[:], b[32:48])
+	copy(r.Six.LIP[:], b[Record6Len:FullNAT6RecordLen])
+	r.RIP = binary.BigEndian.Uint32(b[48:])
+	r.ClientPort = binary.BigEndian.Uint16(b[52:])
+	r.VPort = binary.BigEndian.Uint16(b[54:])
+	r.RPort = binary.BigEndian.Uint16(b[56:])
+	r.Proto, r.State, r.Fwd = b[58], conn.State(b[59]), fwd.Method(b[60])
+	r.HasExt, r.Ext = true, decodeExt(b[64:Record6Len])
+	for _, a := range []*hdr.Addr6{&r.Six.Client, &r.Six.VIP, &r.Six.RIP, &r.Six.LIP} {
+		if a.IsUnspecified() || a.IsMulticast() {
+			return r, false
+		}
+	}
+	return r, (r.Proto == hdr.ProtoTCP || r.Proto == hdr.ProtoUDP) && r.State < conn.NumStates && r.Fwd == fwd.FullNAT &&
+		r.RIP == 0 && b[61] == 0 && binary.BigEndian.Uint16(b[62:]) == 0 && r.ClientPort != 0 &&
+		r.Ext.LIP == 0 && r.Ext.LPort != 0 && r.Ext.Flags&^lcore.ExtFlagsMask == 0
 }

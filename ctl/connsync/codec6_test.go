@@ -116,3 +116,61 @@ func TestRecords6Refused(t *testing.T) {
 		t.Errorf("kind %d: %v, want kind", lastKind+1, r)
 	}
 }
+
+// sampleFullNAT6: FNAT66 connections, TCP with a PROXY header's delta and
+// UDP.
+func sampleFullNAT6() []lcore.SyncConn {
+	six := conn.Addrs6{Client: addr6("2001:db8:1::7"), VIP: addr6("2001:db8:1::100"), RIP: addr6("fd00:1::11"), LIP: addr6("fd00:1::200")}
+	return []lcore.SyncConn{
+		{ClientPort: 40000, VPort: 80, RPort: 8080, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT,
+			HasExt: true, Ext: conn.Ext{LPort: 2049, Flags: 1, ClientISN: 7, SeqIn: 52}, IPv6: true, Six: six},
+		{ClientPort: 5353, VPort: 53, RPort: 53, Proto: hdr.ProtoUDP, State: conn.StateUDP, Fwd: fwd.FullNAT,
+			HasExt: true, Ext: conn.Ext{LPort: 3000}, IPv6: true, Six: six},
+	}
+}
+
+// TestFullNAT6Records: kind 9 carries FNAT66 connections, kind 5's record
+// and the IPv6 local address; an impossible one drops its message.
+func TestFullNAT6Records(t *testing.T) {
+	c := mustCodec(t, testKey)
+	recs := sampleFullNAT6()
+	h := Header{Kind: KindFullNAT6, SyncID: 3, Boot: 5, Seq: 8}
+	msg := c.Append(nil, h, recs)
+	if len(msg) != MinMessageLen+len(recs)*FullNAT6RecordLen || FullNAT6RecordLen != 112 {
+		t.Fatalf("length %d, record %d", len(msg), FullNAT6RecordLen)
+	}
+	checkDecodesTo(t, c, msg, h, recs)
+	for i := range recs {
+		if k := RecordKind(&recs[i]); k != KindFullNAT6 {
+			t.Errorf("record %d travels in kind %v", i, k)
+		}
+		if one, ok := DecodeFullNAT6Record(AppendFullNAT6Record(nil, recs[i])); !ok || one != recs[i] {
+			t.Errorf("AppendFullNAT6Record/DecodeFullNAT6Record %d: %+v %t", i, one, ok)
+		}
+	}
+	if _, ok := DecodeFullNAT6Record(AppendFullNAT6Record(nil, recs[0])[:FullNAT6RecordLen-1]); ok {
+		t.Error("a short record decoded")
+	}
+	bad := func(f func(b []byte)) []byte {
+		m := c.Append(nil, Header{Kind: KindFullNAT6, Boot: 1, Seq: 1}, sampleFullNAT6())
+		f(m[HeaderLen:])
+		return resign(c, m)
+	}
+	for name, m := range map[string][]byte{
+		"no local address":     bad(func(b []byte) { clear(b[Record6Len:FullNAT6RecordLen]) }),
+		"multicast local":      bad(func(b []byte) { b[Record6Len] = 0xff }),
+		"no server":            bad(func(b []byte) { clear(b[32:48]) }),
+		"an IPv4 server too":   bad(func(b []byte) { b[48] = 10 }),
+		"a folded local":       bad(func(b []byte) { b[64] = 1 }),
+		"local port 0":         bad(func(b []byte) { clear(b[68:70]) }),
+		"not fullnat":          bad(func(b []byte) { b[60] = byte(fwd.NAT) }),
+		"FTP":                  bad(func(b []byte) { b[61] = ftp6Control }),
+		"proto":                bad(func(b []byte) { b[58] = 1 }),
+		"second record's port": bad(func(b []byte) { clear(b[FullNAT6RecordLen+68 : FullNAT6RecordLen+70]) }),
+	} {
+		if _, out, r := c.Decode(m, nil); r != ReasonRecord || len(out) != 0 {
+			t.Errorf("%s: %v, %d records; want dropped for its record", name, r, len(out))
+		}
+	}
+	checkPlainLength(t, c, KindFullNAT6)
+}

@@ -102,7 +102,7 @@ func TestDecodeDrops(t *testing.T) {
 		{"version", edit(func(m []byte) []byte { m[offVersion] = 2; return m }, true), ReasonVersion},
 		{"count beyond length", edit(func(m []byte) []byte { m[offCount+1]++; return m }, true), ReasonLength},
 		{"truncated record", edit(func(m []byte) []byte { return append(m[:len(m)-MACLen-1], make([]byte, MACLen)...) }, true), ReasonLength},
-		{"kind", edit(func(m []byte) []byte { m[offKind] = 9; return m }, true), ReasonKind},
+		{"kind", edit(func(m []byte) []byte { m[offKind] = byte(lastKind) + 1; return m }, true), ReasonKind},
 		{"records on a bulk request", edit(func(m []byte) []byte { m[offKind] = byte(KindBulkRequest); return m }, true), ReasonMalformed},
 		{"reserved", edit(func(m []byte) []byte { m[offRsv3] = 1; return m }, true), ReasonMalformed},
 		{"flipped body bit", edit(func(m []byte) []byte { m[HeaderLen+3] ^= 1; return m }, false), ReasonMAC},

@@ -337,7 +337,7 @@ func (d *Daemon) open(t Transport) error {
 	for k := range fit {
 		fit[k] = KindFit(Kind(k), payload)
 	}
-	if fit[KindRecords6] == 0 { // the longest record
+	if fit[KindFullNAT6] == 0 { // the longest record
 		conn.Close()
 		return fmt.Errorf("mcast interface %s: its MTU is too small for a sync record", t.Interface)
 	}

@@ -63,7 +63,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 		return
 	}
 	switch h.Kind {
-	case KindRecords, KindExtRecords, KindRecords6, KindFTP:
+	case KindRecords, KindExtRecords, KindRecords6, KindFTP, KindFullNAT6:
 		if d.enqueue(r, inbound{from: p, kind: KindRecords, recs: slices.Clone(recs)}) {
 			p.received.Add(1)
 			p.records.Add(uint64(len(recs)))
@@ -324,7 +324,7 @@ func groupByKind(recs []lcore.SyncConn) {
 		recs[n] = recs[i]
 		n++
 	}
-	for _, k := range []Kind{KindExtRecords, KindRecords6, KindFTP} {
+	for _, k := range []Kind{KindExtRecords, KindRecords6, KindFTP, KindFullNAT6} {
 		for i := range rest {
 			if RecordKind(&rest[i]) == k {
 				recs[n] = rest[i]

@@ -59,3 +59,17 @@ func DecodeFTPRecord(b []byte) (lcore.SyncConn, bool) {
 	}
 	return decodeFTPRecord(b[:FTPRecordLen])
 }
+
+// AppendFullNAT6Record appends r, an FNAT66 connection, in its record
+// layout (FullNAT6RecordLen bytes).
+func AppendFullNAT6Record(dst []byte, r lcore.SyncConn) []byte { return appendFullNAT6(dst, &r) }
+
+// DecodeFullNAT6Record reads one FNAT66 record (the first
+// FullNAT6RecordLen bytes of b) and reports whether it is a possible
+// connection.
+func DecodeFullNAT6Record(b []byte) (lcore.SyncConn, bool) {
+	if len(b) < FullNAT6RecordLen {
+		return lcore.SyncConn{}, false
+	}
+	return decodeFullNAT6(b[:FullNAT6RecordLen])
+}

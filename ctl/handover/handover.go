@@ -67,7 +67,7 @@ const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
 	// the versions before it (from 1) and refuses any other.
-	Version = 6
+	Version = 7
 
 	RecordLen     = connsync.RecordLen
 	ExtRecordLen  = connsync.ExtRecordLen
@@ -78,6 +78,8 @@ const (
 	Counters6Len  = 124
 	Neighbour6Len = 24
 	FTPRecordLen  = connsync.FTPRecordLen
+	// FullNAT6RecordLen is an FNAT66 connection's record (version 7).
+	FullNAT6RecordLen = connsync.FullNAT6RecordLen
 
 	fixedLen = 8 + 2 + 2 + 8 + 4 + 2 + 4 + 4 + 4
 	sumLen   = sha256.Size
@@ -199,7 +201,7 @@ func Encode(b []byte, s State) []byte {
 	var key [keyLen]byte
 	copy(key[:], s.SteeringKey)
 	b = append(b, key[:]...)
-	var kinds [4]int // plain, extended, IPv6, FTP records
+	var kinds [5]int // plain, extended, IPv6, FTP, FNAT66 records
 	for i := range s.Records {
 		kinds[recordKind(&s.Records[i])]++
 	}
@@ -220,6 +222,7 @@ func Encode(b []byte, s State) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(s.Services)))
 	peersAt := len(b)
 	b = binary.BigEndian.AppendUint32(b, 0) // the peers' length, once written
+	b = binary.BigEndian.AppendUint32(b, uint32(kinds[4]))
 	for k, appendRec := range []func([]byte, lcore.SyncConn) []byte{connsync.AppendRecord, connsync.AppendExtRecord} {
 		for i := range s.Records {
 			if recordKind(&s.Records[i]) == k {
@@ -276,6 +279,11 @@ func Encode(b []byte, s State) []byte {
 	n := len(b)
 	b = appendPeers(b, s.Peers, s.Written)
 	binary.BigEndian.PutUint32(b[peersAt:], uint32(len(b)-n))
+	for i := range s.Records {
+		if recordKind(&s.Records[i]) == 4 {
+			b = connsync.AppendFullNAT6Record(b, s.Records[i])
+		}
+	}
 	sum := sha256.Sum256(b[start:])
 	return append(b, sum[:]...)
 }
@@ -341,11 +349,12 @@ func Decode(b []byte) (State, error) {
 	}
 	// records, extended records, counters, neighbours; from version 3
 	// IPv6 records, counters and neighbours; from version 4 FTP records;
-	// from version 5 the services
-	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np uint32
+	// from version 5 the services; from 6 the peers; from 7 FNAT66 records
+	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np, n66 uint32
 	counts := [][]*uint32{1: {&nr, &nc, &nn}, 2: {&nr, &nx, &nc, &nn}, 3: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6},
 		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}, 5: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns},
-		6: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np}}[version]
+		6: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np},
+		7: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np, &n66}}[version]
 	if version >= 2 {
 		if len(p) < keyLen {
 			return s, errors.New("truncated header")
@@ -363,12 +372,13 @@ func Decode(b []byte) (State, error) {
 	}
 	p = p[4*len(counts):]
 	if want := uint64(nr)*RecordLen + uint64(nx)*ExtRecordLen + uint64(nc)*CountersLen + uint64(nn)*NeighbourLen +
-		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen + uint64(ns) + uint64(np); want != uint64(len(p)) {
+		uint64(n6)*Record6Len + uint64(nc6)*Counters6Len + uint64(nn6)*Neighbour6Len + uint64(nf)*FTPRecordLen + uint64(ns) + uint64(np) +
+		uint64(n66)*FullNAT6RecordLen; want != uint64(len(p)) {
 		return s, fmt.Errorf("%d records, %d extended records, %d counters, %d neighbours, %d IPv6 records, %d IPv6 counters, "+
-			"%d IPv6 neighbours, %d FTP records, %d bytes of services and %d of peers need %d bytes, the handover has %d",
-			nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np, want, len(p))
+			"%d IPv6 neighbours, %d FTP records, %d bytes of services, %d of peers and %d FNAT66 records need %d bytes, the handover has %d",
+			nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np, n66, want, len(p))
 	}
-	s.Records = make([]lcore.SyncConn, 0, uint64(nr)+uint64(nx)+uint64(n6)+uint64(nf))
+	s.Records = make([]lcore.SyncConn, 0, uint64(nr)+uint64(nx)+uint64(n6)+uint64(nf)+uint64(n66))
 	var err error
 	if p, err = s.decodeRecords(p, nr, RecordLen, connsync.DecodeRecord); err != nil {
 		return State{}, err
@@ -423,7 +433,11 @@ func Decode(b []byte) (State, error) {
 	if ns > 0 {
 		s.Services = append([]byte(nil), p[:ns]...)
 	}
-	if s.Peers, err = decodePeers(p[ns:], s.Written); err != nil {
+	p = p[ns:]
+	if s.Peers, err = decodePeers(p[:np], s.Written); err != nil {
+		return State{}, err
+	}
+	if _, err = s.decodeRecords(p[np:], n66, FullNAT6RecordLen, connsync.DecodeFullNAT6Record); err != nil {
 		return State{}, err
 	}
 	return s, nil
@@ -495,6 +509,8 @@ func (s *State) decodeRecords(p []byte, n uint32, rlen int, decode func([]byte) 
 // extended, 2 IPv6, 3 FTP.
 func recordKind(r *lcore.SyncConn) int {
 	switch {
+	case r.IPv6 && !r.Six.LIP.IsUnspecified():
+		return 4
 	case r.IPv6:
 		return 2
 	case r.FTP || r.FTPData:

@@ -187,10 +187,24 @@ func encodeV3(b []byte) []byte {
 	return append(v3, sum[:]...)
 }
 
-// encodeV5 turns a version 6 encoding without peers into the version 5
-// encoding of the same state (no peers length), as an lbd before version
-// 6 wrote it.
+// encodeV6 turns a version 7 encoding without FNAT66 records into the
+// version 6 encoding of the same state (no FNAT66 count), as an lbd
+// before version 7 wrote it.
+func encodeV6(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	v6 := append([]byte(nil), b[:p+40]...) // up to the ten counts of version 6
+	binary.BigEndian.PutUint16(v6[8:], 6)
+	v6 = append(v6, b[p+44:]...) // the records and the rest
+	sum := sha256.Sum256(v6)
+	return append(v6, sum[:]...)
+}
+
+// encodeV5 turns a version 7 encoding without peers or FNAT66 records
+// into the version 5 encoding of the same state (no peers length), as an
+// lbd before version 6 wrote it.
 func encodeV5(b []byte) []byte {
+	b = encodeV6(b)
 	b = b[:len(b)-sumLen]
 	p := countsOffset(b)
 	v5 := append([]byte(nil), b[:p+36]...) // up to the nine counts of version 5
@@ -363,7 +377,7 @@ func TestRoundTripFTP(t *testing.T) {
 	}
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
 	sum = sha256.Sum256(short)
-	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "of peers need") {
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "FNAT66 records need") {
 		t.Errorf("a handover short of a byte: %v", err)
 	}
 }
@@ -485,7 +499,33 @@ func TestRoundTripServices(t *testing.T) {
 	checkDecodes(t, b, Version, want)
 	short := append([]byte(nil), b[:len(b)-sumLen-1]...)
 	sum := sha256.Sum256(short)
-	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "of peers need") {
+	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "FNAT66 records need") {
 		t.Errorf("services short of a byte: %v", err)
+	}
+}
+
+// TestDecodeVersion6: a handover from an lbd that wrote version 6 (no
+// FNAT66 records) is read.
+func TestDecodeVersion6(t *testing.T) {
+	want := samplePeers()
+	checkDecodes(t, encodeV6(Encode(nil, want)), 6, want)
+}
+
+// TestRoundTripFullNAT6: version 7 carries FNAT66 connections after the
+// peers, their local addresses with them; an impossible one is refused.
+func TestRoundTripFullNAT6(t *testing.T) {
+	want := samplePeers()
+	six := conn.Addrs6{Client: hdr.Addr6From(netip.MustParseAddr("2001:db8:1::7")), VIP: hdr.Addr6From(netip.MustParseAddr("2001:db8:1::100")),
+		RIP: hdr.Addr6From(netip.MustParseAddr("fd00:1::11")), LIP: hdr.Addr6From(netip.MustParseAddr("fd00:1::200"))}
+	want.Records = append(want.Records,
+		lcore.SyncConn{ClientPort: 40000, VPort: 80, RPort: 8080, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT,
+			HasExt: true, Ext: conn.Ext{LPort: 2049, Flags: 1, ClientISN: 7, SeqIn: 52}, IPv6: true, Six: six})
+	b := Encode(nil, want)
+	checkDecodes(t, b, Version, want)
+	bad := append([]byte(nil), b[:len(b)-sumLen]...)
+	clear(bad[len(bad)-16:]) // its local address
+	sum := sha256.Sum256(bad)
+	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "record") {
+		t.Errorf("an FNAT66 record without its local address: %v", err)
 	}
 }

@@ -43,7 +43,7 @@ func memAvailable() int {
 // BenchmarkLookup6 is BenchmarkLookupHit for IPv6 connections (NAT66):
 // one lookup at a time, alternating directions, each waiting for the
 // previous, at the same sizes. A hit reads the index cell, the entry and
-// the entry's 48-byte address array slot (six.go). A size whose table
+// the entry's 64-byte address array slot (six.go). A size whose table
 // would take more than half the available memory is skipped.
 func BenchmarkLookup6(b *testing.B) {
 	per, err := conn.BytesPerConn(1<<10, true, false)

@@ -39,9 +39,12 @@ var ErrNoSix = errors.New("conn: table has no IPv6 address array")
 // indexedExt marks an entry with an extension; indexedLocal one whose
 // Reply key is then RIP:RPort -> LIP:LPort (IPv4), FullNAT's and NAT64's.
 // A NAT66 entry's extension (Insert6Seq) keeps NAT66's Reply key.
+// indexedLocal6 marks, beside indexedLocal, an IPv6 entry whose Reply
+// key is IPv6's RIP:RPort -> LIP:LPort (FNAT66), never an IPv4 lookup's.
 const (
-	indexedExt   uint8 = 1 << 2
-	indexedLocal uint8 = 1 << 4
+	indexedExt    uint8 = 1 << 2
+	indexedLocal  uint8 = 1 << 4
+	indexedLocal6 uint8 = 1 << 5
 )
 
 // EnableExt allocates the extension array (once; later calls do nothing).

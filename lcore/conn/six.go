@@ -11,19 +11,21 @@ import (
 // entries: the entry's ClientIP, VIP and RIP hold 32-bit folds of the
 // IPv6 addresses (Fold6), which the index hashes and filters on as for
 // IPv4, and the full addresses sit in a side array indexed like the
-// entries (48 bytes an entry, allocated by EnableSix only on lcores whose
+// entries (64 bytes an entry, allocated by EnableSix only on lcores whose
 // snapshots have IPv6 services). A lookup confirms a folded match against
 // the side array, and only for entries marked indexedSix; an IPv4 lookup
 // skips them. State machine, timeouts, expiry and the flood defense are
 // the IPv4 ones, unchanged.
 
-// Addrs6 are an IPv6 connection's addresses.
+// Addrs6 are an IPv6 connection's addresses: LIP is the local address
+// of a FullNAT connection to an IPv6 server (FNAT66), else zero.
 type Addrs6 struct {
-	Client, VIP, RIP hdr.Addr6
+	Client, VIP, RIP, LIP hdr.Addr6
 }
 
-// Addrs6Size is what an IPv6 connection costs beyond its 64-byte entry.
-const Addrs6Size = 48
+// Addrs6Size is what an IPv6 connection costs beyond its 64-byte entry:
+// one cache line, aligned as the entries are.
+const Addrs6Size = 64
 
 // indexedSix marks an entry whose addresses are folds of Addrs6.
 const indexedSix uint8 = 1 << 3
@@ -91,11 +93,22 @@ func (t *Table) find6(h uint32, proto uint8, src *hdr.Addr6, s uint32, srcPort u
 		}
 		id, dir := sl.id(), sl.dir()
 		e := &t.entries[id]
-		if e.indexed&indexedSix == 0 || dir == Reply && e.indexed&indexedLocal != 0 ||
-			!e.matches(dir, proto, s, srcPort, d, dstPort) {
-			continue // IPv4, or a NAT64 entry's IPv4 reply key
+		if e.indexed&indexedSix == 0 {
+			continue // IPv4
 		}
 		a := &t.six[id]
+		if dir == Reply && e.indexed&indexedLocal != 0 {
+			// FNAT66's RIP:RPort -> LIP:LPort (the folds in the entry
+			// and its extension); a NAT64 entry's reply key is IPv4's.
+			if e.indexed&indexedLocal6 != 0 && t.ext[id].matchesReply(e, proto, s, srcPort, d, dstPort) &&
+				*src == a.RIP && *dst == a.LIP {
+				return id, dir, true
+			}
+			continue
+		}
+		if !e.matches(dir, proto, s, srcPort, d, dstPort) {
+			continue
+		}
 		if dir == Original && *src == a.Client && *dst == a.VIP ||
 			dir == Reply && *src == a.RIP && *dst == a.Client {
 			return id, dir, true
@@ -107,7 +120,7 @@ func (t *Table) find6(h uint32, proto uint8, src *hdr.Addr6, s uint32, srcPort u
 // set to the folds of a's, and a is kept beside the entry. Errors as
 // Insert's, and ErrNoSix.
 func (t *Table) Insert6(c *Conn, a *Addrs6) (uint32, error) {
-	return t.insert6(c, a, nil, false)
+	return t.insert6(c, a, nil, insertPlain6)
 }
 
 // Insert6Ext enters a NAT64 connection: an IPv6 client and VIP (their
@@ -119,7 +132,19 @@ func (t *Table) Insert6Ext(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	if x == nil {
 		return 0, ErrNilConn
 	}
-	return t.insert6(c, a, x, true)
+	return t.insert6(c, a, x, insertNAT64)
+}
+
+// Insert6Full enters a FullNAT connection to an IPv6 server (FNAT66):
+// an IPv6 client, VIP, real server and local address (their folds in c
+// and x.LIP, a beside the entry), whose replies are the IPv6 lookup of
+// RIP:RPort -> LIP:LPort. Errors as Insert6Ext's.
+func (t *Table) Insert6Full(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
+	if x == nil {
+		return 0, ErrNilConn
+	}
+	x.LIP = Fold6(&a.LIP)
+	return t.insert6(c, a, x, insertFull6)
 }
 
 // Insert6Seq is Insert6 for a NAT66 connection with an extension x (a
@@ -129,13 +154,22 @@ func (t *Table) Insert6Seq(c *Conn, a *Addrs6, x *Ext) (uint32, error) {
 	if x == nil {
 		return 0, ErrNilConn
 	}
-	return t.insert6(c, a, x, false)
+	return t.insert6(c, a, x, insertPlain6)
 }
 
+// How insert6 keys an IPv6 connection's replies.
+type insert6Kind uint8
+
+const (
+	insertPlain6 insert6Kind = iota // RIP:RPort -> client (NAT66), or none (DR, TUN)
+	insertNAT64                     // IPv4's RIP:RPort -> LIP:LPort
+	insertFull6                     // IPv6's RIP:RPort -> LIP:LPort (FNAT66)
+)
+
 // insert6 enters an IPv6 connection, c's addresses set to the folds of
-// a's (but an IPv4 server's, when local); with an extension x, its Reply
-// key is IPv4's RIP:RPort -> LIP:LPort when local (NAT64), else IPv6's.
-func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) {
+// a's (but an IPv4 server's for NAT64); with an extension x, its Reply
+// key is as kind says.
+func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, kind insert6Kind) (uint32, error) {
 	switch {
 	case c == nil || a == nil:
 		return 0, ErrNilConn
@@ -145,8 +179,8 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) 
 		return 0, ErrNoExt
 	}
 	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
-	if !local {
-		c.RIP = Fold6(&a.RIP)
+	if kind != insertNAT64 && !a.RIP.IsUnspecified() {
+		c.RIP = Fold6(&a.RIP) // (a one-way entry without a server keeps its RIP: a steering entry's worker)
 	}
 	if len(t.free) == 0 {
 		return 0, ErrFull
@@ -155,14 +189,19 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) 
 	if _, _, ok := t.find6(hOrig, c.Proto, &a.Client, c.ClientIP, c.ClientPort, &a.VIP, c.VIP, c.VPort); ok {
 		return 0, ErrExists
 	}
-	local = local && x != nil
+	local := kind != insertPlain6 && x != nil
 	twoWay := c.Flags&FlagOneWay == 0 || local
 	var hReply uint32
 	switch {
-	case local:
+	case local && kind == insertNAT64:
 		// The reply key is IPv4's: RIP:RPort -> LIP:LPort.
 		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort)
 		if _, _, ok := t.find(hReply, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort); ok {
+			return 0, ErrExists
+		}
+	case local:
+		hReply = hashKey(&t.seed, c.Proto, c.RIP, c.RPort, x.LIP, x.LPort)
+		if _, _, ok := t.find6(hReply, c.Proto, &a.RIP, c.RIP, c.RPort, &a.LIP, x.LIP, x.LPort); ok {
 			return 0, ErrExists
 		}
 	case twoWay:
@@ -188,6 +227,9 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, local bool) (uint32, error) 
 		e.indexed |= indexedExt
 		if local {
 			e.indexed |= indexedLocal
+		}
+		if local && kind == insertFull6 {
+			e.indexed |= indexedLocal6
 		}
 	}
 	t.place(hOrig, makeRef(id, Original))

@@ -135,6 +135,50 @@ func TestInsert6Ext(t *testing.T) {
 	}
 }
 
+// TestInsert6Full: an FNAT66 entry is found by the client's packet and by
+// the server's reply to the local address, both IPv6, by their full
+// addresses: never by an IPv4 lookup of the folds, nor by the reply to
+// the client (NAT66's key), nor by a local address that folds alike.
+func TestInsert6Full(t *testing.T) {
+	tb, _ := NewWithSeed(64, 1)
+	tb.EnableSix()
+	tb.EnableExt()
+	a := &Addrs6{Client: a6("2001:db8::1"), VIP: a6("2001:db8::10"), RIP: a6("2001:db8:1::11"), LIP: a6("2001:db8:1::100")}
+	x := &Ext{LPort: 2000}
+	c := &Conn{Proto: 6, ClientPort: 1000, VPort: 80, RPort: 8080, Fwd: 3}
+	id, err := tb.Insert6Full(c, a, x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.Client, 1000, &a.VIP, 80); !ok || got != id || d != Original {
+		t.Fatalf("client side: %d %v %v", got, d, ok)
+	}
+	if got, d, ok := tb.Lookup6(6, &a.RIP, 8080, &a.LIP, 2000); !ok || got != id || d != Reply {
+		t.Fatalf("server side: %d %v %v", got, d, ok)
+	}
+	if tb.Ext(id).LIP != Fold6(&a.LIP) || *tb.Addrs6(id) != *a {
+		t.Fatalf("extension %+v, addresses %+v", tb.Ext(id), tb.Addrs6(id))
+	}
+	e := tb.Get(id)
+	twin := foldTwin(a.LIP)
+	for _, miss := range []func() bool{
+		func() bool { _, _, ok := tb.Lookup(6, e.RIP, 8080, tb.Ext(id).LIP, 2000); return ok },
+		func() bool { _, _, ok := tb.Lookup6(6, &a.RIP, 8080, &a.Client, 1000); return ok },
+		func() bool { _, _, ok := tb.Lookup6(6, &a.RIP, 8080, &twin, 2000); return ok },
+	} {
+		if miss() {
+			t.Fatal("found by a key that is not the entry's")
+		}
+	}
+	if _, err := tb.Insert6Full(&Conn{Proto: 6, ClientPort: 1001, VPort: 80, RPort: 8080}, a, &Ext{LPort: 2000}); !errors.Is(err, ErrExists) {
+		t.Fatalf("same local port: %v", err)
+	}
+	tb.Delete(id)
+	if _, _, ok := tb.Lookup6(6, &a.RIP, 8080, &a.LIP, 2000); ok {
+		t.Fatal("deleted entry found")
+	}
+}
+
 // TestInsert6Seq: a NAT66 connection with an extension keeps NAT66's
 // keys (its Reply key the server -> client one, IPv6), never an IPv4
 // lookup's, and its extension is its own until deleted.
@@ -176,19 +220,19 @@ func TestInsert6Seq(t *testing.T) {
 
 // TestBytesPerConn: an IPv4 connection costs its 64-byte entry, four
 // 8-byte index cells, a 4-byte free-list slot and a 4-byte expiry bound
-// (104 bytes); an IPv6 one the 48-byte address array besides (152); the
+// (104 bytes); an IPv6 one the 64-byte address array besides (168); the
 // FullNAT extension 32.
 func TestBytesPerConn(t *testing.T) {
 	for _, tc := range []struct {
 		six, ext bool
 		want     float64
-	}{{false, false, 104}, {true, false, 152}, {false, true, 136}, {true, true, 184}} {
+	}{{false, false, 104}, {true, false, 168}, {false, true, 136}, {true, true, 200}} {
 		got, err := BytesPerConn(1<<16, tc.six, tc.ext)
 		if err != nil || got != tc.want {
 			t.Errorf("six %v ext %v: %v bytes per connection (%v), want %v", tc.six, tc.ext, got, err, tc.want)
 		}
 	}
-	if Addrs6Size != 48 {
+	if Addrs6Size != 64 {
 		t.Errorf("Addrs6Size %d", Addrs6Size)
 	}
 }

@@ -143,7 +143,7 @@ func (t *Table) find(h uint32, proto uint8, srcIP uint32, srcPort uint16, dstIP 
 		id, d := s.id(), s.dir()
 		e := &t.entries[id]
 		if d == Reply && e.indexed&indexedLocal != 0 {
-			if t.ext[id].matchesReply(e, proto, srcIP, srcPort, dstIP, dstPort) {
+			if e.indexed&indexedLocal6 == 0 && t.ext[id].matchesReply(e, proto, srcIP, srcPort, dstIP, dstPort) {
 				return id, d, true
 			}
 			continue

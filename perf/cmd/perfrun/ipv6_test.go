@@ -65,7 +65,7 @@ func TestIPv6Section(t *testing.T) {
 		t.Fatal("a section without IPv6 cases")
 	}
 	s := ipv6Beside(cases)
-	if s == nil || s.BytesPerConn4 != 104 || s.BytesPerConn6 != 152 || s.EntryBytes != 64 || s.Addrs6Bytes != 48 || len(s.Rows) != 3 {
+	if s == nil || s.BytesPerConn4 != 104 || s.BytesPerConn6 != 168 || s.EntryBytes != 64 || s.Addrs6Bytes != 64 || len(s.Rows) != 3 {
 		t.Fatalf("%+v", s)
 	}
 	want := []IPv6Row{{V4: "nat", V6: "nat6", V4PPS: 4e6, V6PPS: 3e6, Ratio: 0.75, V4CPP: 101, V6CPP: 101},
@@ -79,7 +79,7 @@ func TestIPv6Section(t *testing.T) {
 	var b bytes.Buffer
 	ipv6Section(&b, s)
 	for _, w := range []string{"## IPv6 beside IPv4", "| nat | nat6 | 4.00 | 3.00 | 0.75 | 101 / 101 |", "| dr | dr6 | 8.00 | 6.00 | 0.75 |",
-		"IPv4 **104 bytes**", "IPv6 **152 bytes**", "48-byte slot"} {
+		"IPv4 **104 bytes**", "IPv6 **168 bytes**", "64-byte slot"} {
 		if !strings.Contains(b.String(), w) {
 			t.Fatalf("no %q in\n%s", w, b.String())
 		}

@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
+	"github.com/dplb/dplb/e2e/topo"
+)
+
+// lip66Addr and lip66UDP are FNAT66's local addresses (the TCP and UDP
+// services'), on the servers' IPv6 subnet.
+const (
+	lip66Addr = "fd00:1::200"
+	lip66UDP  = "fd00:1::201"
+)
+
+// withIPv6FullNAT is withIPv6 with no route from the servers to the
+// client's network: only FullNAT's local address, on their link, brings
+// their answers back through lbd.
+func withIPv6FullNAT(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+	withIPv6(t, tp, nat)
+	for _, h := range nat.Servers {
+		v6Setup{t, tp}.do(h.NS, "ip", "-6", "route", "del", "default")
+	}
+}
+
+// fullNAT66Only replaces the services with [v6VIP]:8066 over TCP and
+// [v6VIP]:53 over UDP to the servers' IPv6 addresses (ports 8080 and
+// 5353) by fullnat from lip66Addr and lip66UDP, as edit leaves the TCP
+// one.
+func fullNAT66Only(c *harness.Config, edit func(*harness.Service)) {
+	c.WANAddr6, c.LANAddr6 = v6WAN+"/64", v6LAN+"/64"
+	tcp := harness.Service{VIP: v6VIP, Port: 8066, Scheduler: "rr", LocalAddresses: []string{lip66Addr}}
+	udp := harness.Service{Protocol: "udp", VIP: v6VIP, Port: 53, Scheduler: "rr", LocalAddresses: []string{lip66UDP}}
+	for i := range 2 {
+		tcp.Servers = append(tcp.Servers, harness.Server{Address: v6Server(i), Port: 8080, Weight: 1, Forward: "fullnat"})
+		udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 5353, Weight: 1, Forward: "fullnat"})
+	}
+	edit(&tcp)
+	c.Services = []harness.Service{tcp, udp}
+}
+
+// TestFullNAT66 runs an IPv6 service to IPv6 servers by FullNAT (DPVS's
+// FNAT66) on two workers: the servers have no route to the client, see
+// every connection and datagram come from the local address (lbd answers
+// their solicitations for it), and their answers reach the client from
+// the VIP; both servers take connections; lbctl lists the connections
+// with their local endpoint.
+func TestFullNAT66(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
+		setup:  withIPv6FullNAT,
+		configure: func(c *harness.Config) {
+			c.Workers = []int{0, 1}
+			fullNAT66Only(c, func(*harness.Service) {})
+		},
+	})
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://[" + v6VIP + "]:8066/"
+	e.warmUpURL(t, url)
+	perServer := map[string]int{}
+	for _, r := range e.get(t, url, 30, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		seen, err := netip.ParseAddrPort(r.SeenClient())
+		if err != nil || seen.Addr().String() != lip66Addr {
+			t.Errorf("request %d: the server saw %q, want the local address %s", r.I, r.SeenClient(), lip66Addr)
+		}
+		if remote, err := netip.ParseAddrPort(r.Remote); err != nil || remote.Addr().String() != v6VIP || remote.Port() != 8066 {
+			t.Errorf("request %d: answered from %s, want [%s]:8066", r.I, r.Remote, v6VIP)
+		}
+		perServer[r.Server()]++
+	}
+	if perServer["rs1"] == 0 || perServer["rs2"] == 0 {
+		t.Errorf("TCP spread %v, want both servers", perServer)
+	}
+	res, err := harness.UDPGet(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, "["+v6VIP+"]:53", "", 20, 3*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	udp := map[string]int{}
+	for _, r := range res {
+		if r.Err != "" {
+			t.Fatalf("UDP query %d: %s", r.I, r.Err)
+		}
+		if ap, err := netip.ParseAddrPort(r.Remote); err != nil || ap.Addr().String() != v6VIP || ap.Port() != 53 {
+			t.Errorf("UDP answer %d from %s, want [%s]:53", r.I, r.Remote, v6VIP)
+		}
+		udp[r.Server()]++
+	}
+	if udp["rs1"] == 0 || udp["rs2"] == 0 {
+		t.Errorf("UDP spread %v, want both servers", udp)
+	}
+	// lbctl -c names each connection's local endpoint; no lcore ran out
+	// of local ports.
+	conns, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if err != nil || !strings.Contains(conns, " from ["+lip66Addr+"]:") {
+		t.Errorf("lbctl -c lists no connection from %s: %v\n%s", lip66Addr, err, conns)
+	}
+	resp, err := harness.LBCtlJSON(e.ctx, e.lbctl, e.cfg.Socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range resp.Lcores {
+		if n := l.DropsByReason["no_local_port"]; n != 0 {
+			t.Errorf("lcore %d: %d no_local_port drops", l.ID, n)
+		}
+	}
+	e.stopLBD(t)
+}
+
+// TestFullNAT66ProxyV2: FNAT66 servers that read PROXY v2 report the
+// client's own IPv6 address and port, though every connection comes to
+// them from the local address.
+func TestFullNAT66ProxyV2(t *testing.T) {
+	e := startNATWith(t, natOptions{
+		listen:    map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
+		serveArgs: []string{"-proxy-protocol"},
+		setup:     withIPv6FullNAT,
+		configure: func(c *harness.Config) { fullNAT66Only(c, func(s *harness.Service) { s.ProxyProtocol = true }) },
+	})
+	url := "http://[" + v6VIP + "]:8066/"
+	e.warmUpURL(t, url)
+	for _, r := range e.get(t, url, 10, 5*time.Second) {
+		if r.Err != "" || r.Status != 200 {
+			t.Fatalf("request %d: status %d %s", r.I, r.Status, r.Err)
+		}
+		seen, err := netip.ParseAddrPort(r.SeenClient())
+		local, lerr := netip.ParseAddrPort(r.Local)
+		if err != nil || lerr != nil || seen.Addr().String() != v6Client || seen.Port() != local.Port() {
+			t.Fatalf("request %d: the server saw %q, the client was %s", r.I, r.SeenClient(), r.Local)
+		}
+	}
+	e.stopLBD(t)
+}
