@@ -247,14 +247,14 @@ type Service struct {
 	// reload: yes
 	LocalAddresses []string `mapstructure:"local_addresses"`
 	// ProxyProtocol puts a PROXY protocol v2 header (the client's and the
-	// VIP's address and port, IPv6 ones for an IPv6 service's NAT64
-	// servers) before the first byte the client sends on each connection
+	// VIP's address and port, IPv6 ones for an IPv6 service's NAT64 and
+	// FNAT66 servers) before the first byte the client sends on each connection
 	// to a fullnat server, and adjusts sequence numbers
 	// for it; tcp only; the servers must expect it; default false; reload: yes
 	ProxyProtocol bool `mapstructure:"proxy_protocol"`
 	// TOA puts DPVS's TCP option address (option 254: the client's port
 	// and IPv4 address, or its IPv6 address for an IPv6 service's NAT64
-	// servers) in the segments that complete each connection's handshake
+	// and FNAT66 servers) in the segments that complete each connection's handshake
 	// with a fullnat server, for the toa kernel module on the servers to
 	// report as the peer's address (with synproxy, in the ACK lbd
 	// completes the servers' handshakes with); tcp, not with
@@ -268,8 +268,8 @@ type Service struct {
 	// an IPv4 option (servers without the module ignore it; IPv4
 	// services only), "opp" in DPVS's option protocol header (IP protocol
 	// 248: only servers with the module take those datagrams; DPVS's
-	// default); udp only; default "" (none);
-	// reload: yes (connections opened before keep what they had)
+	// default); udp only, not for IPv6 fullnat servers (FNAT66); default
+	// "" (none); reload: yes (connections opened before keep what they had)
 	UOA string `mapstructure:"uoa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a
 	// connection to a real server only for an ACK that proves one (a

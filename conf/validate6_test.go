@@ -93,12 +93,9 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"IPv6 local address is a port's", "services[2].local_addresses[0]", "ports[1].address6", func(c *conf.Config) {
 			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:1::1"}
 		}},
-		{"FNAT66 with the SYN proxy", "services[2].servers[0].forward", "not with the service's synproxy", func(c *conf.Config) {
-			c.Services[2].Servers = c.Services[2].Servers[:1]
-			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses, c.Services[2].SynProxy = "fullnat", []string{"fd00:1::200"}, true
-		}},
-		{"FNAT66 with toa", "services[2].servers[0].forward", "not with the service's toa", func(c *conf.Config) {
-			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses, c.Services[2].TOA = "fullnat", []string{"fd00:1::200"}, true
+		{"FNAT66 with uoa", "services[2].servers[0].forward", "not with the service's uoa", func(c *conf.Config) {
+			c.Services[2].Protocol, c.Services[2].Persistence, c.Services[2].UOA = "udp", 0, "opp"
+			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:1::200"}
 		}},
 		{"synproxy with a dr server", "services[2].servers[1].forward", "dr with synproxy", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
@@ -244,6 +241,12 @@ func TestFullNAT66Valid(t *testing.T) {
 	s.Servers[0].Forward = "fullnat"
 	s.Servers = append(s.Servers, conf.RealServer{Address: "198.51.100.11", Port: 80, Weight: 1, Forward: "fullnat"})
 	s.ProxyProtocol = true
+	if err := c.Validate(schedulers); err != nil {
+		t.Fatal(err)
+	}
+	s.ProxyProtocol, s.TOA = false, true // DPVS's TCP option address, 20 bytes for an IPv6 client
+	s.Servers = s.Servers[:1]            // the SYN proxy wants no dr server
+	s.SynProxy = true
 	if err := c.Validate(schedulers); err != nil {
 		t.Fatal(err)
 	}

@@ -310,15 +310,10 @@ func (s Service) hasLocalAddress(six bool) bool {
 }
 
 // validateFullNAT66 refuses what FullNAT to IPv6 servers does not do
-// (yet): the TCP option and UDP option of address, and the SYN proxy.
+// (yet): the UDP option of address.
 func (s Service) validateFullNAT66(g string) error {
-	switch {
-	case s.TOA:
-		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's toa (proxy_protocol tells such servers the client's address)")
-	case s.UOA != "":
+	if s.UOA != "" {
 		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's uoa")
-	case s.SynProxy:
-		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's synproxy")
 	}
 	return nil
 }

@@ -50,6 +50,7 @@ func fullNAT66Only(c *harness.Config, edit func(*harness.Service)) {
 // the VIP; both servers take connections; lbctl lists the connections
 // with their local endpoint.
 func TestFullNAT66(t *testing.T) {
+	waitBound(t)
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
 		setup:  withIPv6FullNAT,
@@ -115,15 +116,19 @@ func TestFullNAT66(t *testing.T) {
 	e.stopLBD(t)
 }
 
-// TestFullNAT66ProxyV2: FNAT66 servers that read PROXY v2 report the
-// client's own IPv6 address and port, though every connection comes to
-// them from the local address.
+// TestFullNAT66ProxyV2: behind the SYN proxy, FNAT66 servers that read
+// PROXY v2 report the client's own IPv6 address and port, though every
+// connection comes to them from the local address (the proxy opens it
+// over IPv6 from the local endpoint once the client proved its cookie).
 func TestFullNAT66ProxyV2(t *testing.T) {
+	waitBound(t)
 	e := startNATWith(t, natOptions{
 		listen:    map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
 		serveArgs: []string{"-proxy-protocol"},
 		setup:     withIPv6FullNAT,
-		configure: func(c *harness.Config) { fullNAT66Only(c, func(s *harness.Service) { s.ProxyProtocol = true }) },
+		configure: func(c *harness.Config) {
+			fullNAT66Only(c, func(s *harness.Service) { s.ProxyProtocol, s.SynProxy = true, true })
+		},
 	})
 	url := "http://[" + v6VIP + "]:8066/"
 	e.warmUpURL(t, url)
@@ -137,5 +142,29 @@ func TestFullNAT66ProxyV2(t *testing.T) {
 			t.Fatalf("request %d: the server saw %q, the client was %s", r.I, r.SeenClient(), r.Local)
 		}
 	}
+	if valid := counterSum(e.scrapeMetrics(t), "syn_cookies_valid"); valid < 10 {
+		t.Errorf("%v connections opened by a proven cookie, want the 10 requests' at least", valid)
+	}
+	e.stopLBD(t)
+}
+
+// TestFullNAT66TOA: FNAT66 servers with toa see each connection come from
+// the local address, and the segment completing its handshake carries
+// DPVS's 20-byte TCP option address naming the IPv6 client's address and
+// port (watched on the servers' interfaces, over IPv6).
+func TestFullNAT66TOA(t *testing.T) {
+	waitBound(t)
+	var watch map[string]*harness.Buffer
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6FullNAT(t, tp, nat)
+			watch = watchTOA(t, tp, nat.Servers)
+		},
+		configure: func(c *harness.Config) { fullNAT66Only(c, func(s *harness.Service) { s.TOA = true }) },
+	})
+	url := "http://[" + v6VIP + "]:8066/"
+	e.warmUpURL(t, url)
+	checkTOA(t, e.get(t, url, 10, 5*time.Second), watch)
 	e.stopLBD(t)
 }

@@ -136,7 +136,7 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 		}
 	}
 	if c.Flags&flagTOA != 0 {
-		w.toa(d, c, x, dir, e.to, nil)
+		w.toa(d, c, x, dir, e.to, nil, false)
 	}
 	// Not for a fragment: the NIC would sum the piece it sees, and the
 	// checksum is the whole datagram's.
@@ -245,10 +245,11 @@ func putProxyV2Header(h []byte, c *conn.Conn, a6 *conn.Addrs6) {
 }
 
 // openAfterTCPHeader makes room for n bytes right after the TCP header of
-// d's IPv4 segment, the Ethernet, IPv4 and TCP headers moving n bytes
-// into the headroom, and returns them; nil without the headroom.
+// d's segment (at d.l4, IPv4 or IPv6), the Ethernet, IP and TCP headers
+// moving n bytes into the headroom, and returns them; nil without the
+// headroom.
 func (d *desc) openAfterTCPHeader(n int) []byte {
-	hlen := int(d.l4) + hdr.TCP(d.ip().Payload()).DataOffset()
+	hlen := int(d.l4) + hdr.TCP(d.m.Data()[d.l4:]).DataOffset()
 	if _, err := d.m.Prepend(n); err != nil {
 		return nil
 	}

@@ -18,7 +18,8 @@ import (
 // never recomputed; a later fragment has its addresses rewritten only
 // (its first fragment's checksum covers the datagram). With
 // proxy_protocol the client's first bytes get a PROXY v2 header naming
-// its IPv6 endpoints.
+// its IPv6 endpoints; with toa the handshake's last segment gets DPVS's
+// 20-byte TCP option address naming them (toa.go).
 
 // learnLIPs6 makes the pools of a snapshot's new IPv6 local addresses
 // (control work; never removed, as IPv4's).
@@ -50,6 +51,9 @@ func (w *Worker) newFNAT66(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) 
 		if svc.ProxyProtocol {
 			x.Flags |= extProxy
 			x.SeqIn = proxyV2Len6
+		}
+		if svc.TOA {
+			c.Flags |= flagTOA
 		}
 	}
 	id, err := w.table.Insert6Full(c, a, &x)
@@ -91,8 +95,11 @@ func (w *Worker) forwardFullNAT66(d *desc, c *conn.Conn, id uint32, dir conn.Dir
 		if why := w.insertProxyHeader6(d, c, x, a); why != 0 {
 			return drop(why)
 		}
-		ip = d.ip6()
 	}
+	if c.Flags&flagTOA != 0 {
+		w.toa(d, c, x, dir, e.to, a, true)
+	}
+	ip = d.ip6() // the headers may have moved into the headroom
 	l4 := d.l4Bytes6()
 	hdr.RewriteSrc6(ip, l4, c.Proto, *src, sport)
 	hdr.RewriteDst6(ip, l4, c.Proto, *dst, dport)
@@ -121,26 +128,27 @@ func (w *Worker) insertProxyHeader6(d *desc, c *conn.Conn, x *conn.Ext, a *conn.
 	if d.frag != fragNone {
 		return DropFragShifted // the later fragments' offsets cannot move by 52 (frag.go)
 	}
-	n := proxyV2Len6
-	hlen := int(d.l4) + tcp.DataOffset()
-	if _, err := d.m.Prepend(n); err != nil {
+	l4Old := uint16(len(tcp))
+	h := d.openAfterTCPHeader(proxyV2Len6)
+	if h == nil {
 		return DropNoHeadroom
 	}
-	data := d.m.Data()
-	copy(data, data[n:n+hlen])
-	h := data[hlen : hlen+n]
 	putProxyV2Header(h, c, a)
-	l4Old := uint16(len(tcp)) // the segment's length before
-	ip := d.ip6()
-	ip.SetPayloadLength(ip.PayloadLength() + uint16(n))
-	// The added bytes sit at an even offset and shift the rest by an
-	// even count: the sum grows by theirs and by the pseudo-header's
-	// length (below 65536: its high half stays 0).
-	tcp = hdr.TCP(d.l4Bytes6())
-	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(h, 0))
-	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+uint16(n)))
+	grownTCP6(d, h, l4Old)
 	w.cnt.own[ProxyHeaders]++
 	return 0
+}
+
+// grownTCP6 is grownTCP for an IPv6 segment of l4Old bytes before: the
+// payload length and the TCP checksum (there is no header checksum). The
+// pseudo-header's length stays below 65536: its high half stays 0.
+func grownTCP6(d *desc, added []byte, l4Old uint16) {
+	n := uint16(len(added))
+	ip := d.ip6()
+	ip.SetPayloadLength(ip.PayloadLength() + n)
+	tcp := hdr.TCP(d.l4Bytes6())
+	cs := hdr.UpdateBlock(tcp.Checksum(), 0, hdr.Checksum(added, 0))
+	tcp.SetChecksum(hdr.Update16(cs, l4Old, l4Old+n))
 }
 
 // icmpErrorFNAT66 translates an ICMPv6 error about an FNAT66 connection's

@@ -21,8 +21,8 @@ var (
 )
 
 // rigFNAT66 is rigSvc6 with FNAT66 services from lip6: TCP vip6:9000 to
-// rs61:8080, the same with proxy_protocol on vip6:9001, UDP vip6:9053 to
-// rs61:53.
+// rs61:8080, the same with proxy_protocol on vip6:9001 and with toa on
+// vip6:9002, UDP vip6:9053 to rs61:53.
 func rigFNAT66(t testing.TB) *rig {
 	r := rigSvc6(t)
 	w := r.w
@@ -33,9 +33,11 @@ func rigFNAT66(t testing.TB) *rig {
 	}
 	proxied := svc(ServiceKey{VIP6: vip6, Port: 9001, Proto: hdr.ProtoTCP}, sched.Dest{ID: 21, Addr6: rs61, Port: 8080, Weight: 1, Fwd: fwd.FullNAT})
 	proxied.ProxyProtocol = true
+	toa := svc(ServiceKey{VIP6: vip6, Port: 9002, Proto: hdr.ProtoTCP}, sched.Dest{ID: 23, Addr6: rs61, Port: 8080, Weight: 1, Fwd: fwd.FullNAT})
+	toa.TOA = true
 	services := append(append([]Service(nil), w.snap.Services...),
 		svc(ServiceKey{VIP6: vip6, Port: 9000, Proto: hdr.ProtoTCP}, sched.Dest{ID: 20, Addr6: rs61, Port: 8080, Weight: 1, Fwd: fwd.FullNAT}),
-		proxied,
+		proxied, toa,
 		svc(ServiceKey{VIP6: vip6, Port: 9053, Proto: hdr.ProtoUDP}, sched.Dest{ID: 22, Addr6: rs61, Port: 53, Weight: 1, Fwd: fwd.FullNAT}),
 	)
 	snap := NewSnapshot(w.snap.Gen+1, w.snap.Ports, services, w.snap.Neigh, conn.DefaultTimeouts())
@@ -387,5 +389,97 @@ func TestSteeringEntry6(t *testing.T) {
 	}
 	if r.w[b].steers != 0 || r.w[b].table.Len() != 0 || bit(&pool.used, rec.Ext.LPort) {
 		t.Fatalf("after expiry: %d steering entries, %d entries, port held %v", r.w[b].steers, r.w[b].table.Len(), bit(&pool.used, rec.Ext.LPort))
+	}
+}
+
+// TestFullNAT66TOA: with toa, the client's segment that acknowledges the
+// server's SYN-ACK reaches the server with DPVS's 20-byte TCP option
+// address naming the IPv6 client's port and address, the data offset,
+// payload length and checksum grown for it; the others go without.
+func TestFullNAT66TOA(t *testing.T) {
+	r := rigFNAT66(t)
+	w := r.w
+	_, tcp := fnat66SYN(t, r, 40000, 9002, 5000)
+	if len(tcp.Options()) != 0 {
+		t.Fatalf("the SYN carries options %x", tcp.Options())
+	}
+	lport := tcp.SrcPort()
+	r.inject(1, tcpSeg6(rs1MAC, lanMAC, rs61, 8080, lip6, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, 9000, 5001, ""))
+	w.poll()
+	one(t, r, 0)
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 9002, hdr.TCPFlagACK, 5001, 9001, ""))
+	r.inject(0, tcpSeg6(clientMAC, wanMAC, clientAddr6, 40000, vip6, 9002, hdr.TCPFlagACK|hdr.TCPFlagPSH, 5001, 9002, "late"))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("sent %d, want 2 (drops %v)", len(out), dropsOf(w))
+	}
+	_, ip, l4 := check6(t, out[0])
+	tcp = hdr.TCP(l4)
+	want := make([]byte, toaLen6)
+	putClientOption(want, toaKind, &conn.Conn{ClientPort: 40000}, &conn.Addrs6{Client: clientAddr6})
+	if !bytes.Equal(tcp.Options(), want) || tcp.DataOffset() != hdr.TCPMinLen+toaLen6 || int(ip.PayloadLength()) != hdr.TCPMinLen+toaLen6 ||
+		ip.Src() != lip6 || tcp.SrcPort() != lport {
+		t.Fatalf("the handshake's ACK: options %x, data offset %d, payload %d", tcp.Options(), tcp.DataOffset(), ip.PayloadLength())
+	}
+	if _, _, l4 = check6(t, out[1]); len(hdr.TCP(l4).Options()) != 0 || string(hdr.TCP(l4).Payload()) != "late" {
+		t.Fatalf("a later segment: options %x", hdr.TCP(l4).Options())
+	}
+	if w.cnt.own[TOAOptions] != 1 {
+		t.Fatalf("toa_options %d", w.cnt.own[TOAOptions])
+	}
+}
+
+// TestSynProxyFullNAT66: behind the SYN proxy, a client proving its cookie
+// gets an FNAT66 connection whose server the proxy opens from the local
+// endpoint over IPv6; the server's SYN-ACK is answered with lbd's ACK,
+// which carries the TCP option address (toa), and data moves between
+// the two numberings both ways.
+func TestSynProxyFullNAT66(t *testing.T) {
+	r := rigSvc6(t)
+	d := sched.Dest{ID: 24, Addr6: rs61, Port: 8443, Weight: 1, Fwd: fwd.FullNAT}
+	s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
+	svc := Service{Key: ServiceKey{VIP6: vip6, Port: 8443, Proto: hdr.ProtoTCP}, Scheduler: "rr", Dests: []sched.Dest{d},
+		Scheds: []sched.Scheduler{s}, SynProxy: true, TOA: true, PersistMask: ^uint32(0), LocalAddrs6: []hdr.Addr6{lip6}}
+	old := r.w.snap
+	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svc), old.Neigh, old.Timeouts)
+	snap.Neigh6 = old.Neigh6
+	r.w.snap = snap
+	r.w.learnVIPs(snap)
+	w := r.w
+	const isn, rsISN = 1000, 777000
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40010, vip6, 8443, hdr.TCPFlagSYN, isn, 0, synOpts, ""))
+	w.poll()
+	_, _, tcp := checkTCP6(t, one(t, r, 0))
+	cookie := tcp.Seq()
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40010, vip6, 8443, hdr.TCPFlagACK, isn+1, cookie+1, nil, ""))
+	w.poll()
+	_, ip, tcp := checkTCP6(t, one(t, r, 1))
+	lport := tcp.SrcPort()
+	if tcp.Flags() != hdr.TCPFlagSYN || tcp.Seq() != isn || ip.Src() != lip6 || ip.Dst() != rs61 || tcp.DstPort() != 8443 || !w.lpools6[lip6].owns(lport) {
+		t.Fatalf("SYN to the server: flags %#x seq %d %s:%d -> %s:%d", tcp.Flags(), tcp.Seq(), ip.Src(), lport, ip.Dst(), tcp.DstPort())
+	}
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, lip6, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, rsISN, isn+1, synOpts, ""))
+	w.poll()
+	_, ip, tcp = checkTCP6(t, one(t, r, 1))
+	want := make([]byte, toaLen6)
+	putClientOption(want, toaKind, &conn.Conn{ClientPort: 40010}, &conn.Addrs6{Client: clientAddr6})
+	if tcp.Flags() != hdr.TCPFlagACK || tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || ip.Src() != lip6 || tcp.SrcPort() != lport ||
+		!bytes.Contains(tcp.Options(), want) {
+		t.Fatalf("ACK to the server: flags %#x seq %d ack %d from %s:%d options %x", tcp.Flags(), tcp.Seq(), tcp.Ack(), ip.Src(), tcp.SrcPort(), tcp.Options())
+	}
+	if len(r.sent(0)) != 0 {
+		t.Fatal("the server's SYN-ACK reached the client")
+	}
+	r.inject(0, tcpOpts6(clientMAC, wanMAC, clientAddr6, 40010, vip6, 8443, hdr.TCPFlagACK|hdr.TCPFlagPSH, isn+1, cookie+1, nil, "GET"))
+	w.poll()
+	if _, ip, tcp = checkTCP6(t, one(t, r, 1)); tcp.Seq() != isn+1 || tcp.Ack() != rsISN+1 || string(tcp.Payload()) != "GET" || ip.Src() != lip6 {
+		t.Fatalf("client data: seq %d ack %d %q from %s", tcp.Seq(), tcp.Ack(), tcp.Payload(), ip.Src())
+	}
+	r.inject(1, tcpOpts6(rs1MAC, lanMAC, rs61, 8443, lip6, lport, hdr.TCPFlagACK|hdr.TCPFlagPSH, rsISN+1, isn+4, nil, "OK"))
+	w.poll()
+	_, ip, tcp = checkTCP6(t, one(t, r, 0))
+	if ip.Src() != vip6 || ip.Dst() != clientAddr6 || tcp.SrcPort() != 8443 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+4 || string(tcp.Payload()) != "OK" {
+		t.Fatalf("server data: %s:%d -> %s seq %d (cookie %d) ack %d", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.Seq(), cookie, tcp.Ack())
 	}
 }

@@ -121,7 +121,7 @@ func (w *Worker) nat64Out(d *desc, c *conn.Conn, id uint32) exit {
 			}
 		}
 		if c.Flags&flagTOA != 0 {
-			w.toa(d, c, x, conn.Original, e.to, a)
+			w.toa(d, c, x, conn.Original, e.to, a, false)
 		}
 		adjustSeq(hdr.TCP(d.ip().Payload()), x, conn.Original, true)
 	}
@@ -173,7 +173,7 @@ func (w *Worker) nat64In(d *desc, c *conn.Conn, id uint32) exit {
 		return w.fragNeeded(d, uint16(mtu-(hdr.IPv6Len-hdr.IPv4MinLen)-fragHdrLen))
 	}
 	if c.Flags&flagTOA != 0 {
-		w.toa(d, c, x, conn.Reply, e.to, a) // the server's ISN, from its SYN-ACK
+		w.toa(d, c, x, conn.Reply, e.to, a, false) // the server's ISN, from its SYN-ACK
 	}
 	if d.frag != fragLater {
 		off := l4ChecksumOffset(c.Proto)

@@ -340,13 +340,15 @@ func (w *Worker) sendSYN(d *desc, c *conn.Conn, id uint32, x *conn.Ext, window u
 
 // toServer sends a handshake segment f (options o) of proxied connection
 // id to its real server: from the client (NAT) or the local address
-// (FullNAT, NAT64), over IPv6 for a NAT66 connection.
+// (FullNAT, NAT64, FNAT66), over IPv6 for NAT66 and FNAT66 connections.
 func (w *Worker) toServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, f *hdr.TCPFields, o *handshakeOpts) exit {
-	if c.IsIPv6() && c.Fwd == fwd.NAT {
-		a := w.table.Addrs6(id)
-		f.SrcPort = c.ClientPort
+	if a := w.table.Addrs6(id); a != nil && (c.Fwd == fwd.NAT || isFNAT66(a)) {
+		src := &a.LIP // FNAT66's: from its local endpoint (f.SrcPort)
+		if c.Fwd == fwd.NAT {
+			src, f.SrcPort = &a.Client, c.ClientPort
+		}
 		e := w.route6(&a.RIP)
-		if e.kind == exitTransmit && !d.rewriteTCP6(&a.Client, &a.RIP, f, o) {
+		if e.kind == exitTransmit && !d.rewriteTCP6(src, &a.RIP, f, o) {
 			return drop(DropNoHeadroom)
 		}
 		return e
@@ -428,7 +430,7 @@ func (w *Worker) ackServer(d *desc, c *conn.Conn, id uint32, x *conn.Ext, ack, s
 	}
 	if c.Flags&flagTOA != 0 { // it completes the server's handshake (toa.go)
 		o.toa, o.toaPort, o.toaAddr = true, c.ClientPort, c.ClientIP
-		if a := w.table.Addrs6(id); a != nil { // NAT64: its client is IPv6
+		if a := w.table.Addrs6(id); a != nil { // NAT64, FNAT66: its client is IPv6
 			o.toa6, o.toaAddr6 = true, a.Client
 		}
 	}

@@ -13,8 +13,9 @@ import (
 // IPv6 addresses (conn.Table.Insert6Seq), moved by adjustSeq after the
 // NAT66 rewrite; a NAT64 one in its own extension, the proxy's handshake
 // with its server in IPv4 (toServer) and its deltas moved once a segment
-// is translated (nat64.go). A bare SYN is answered before any lookup, as
-// for IPv4.
+// is translated (nat64.go); an FNAT66 one in its own extension too, its
+// handshake with its server in IPv6 from its local endpoint (toServer).
+// A bare SYN is answered before any lookup, as for IPv4.
 
 // answersWithCookie6 reports whether the bare SYN d (src -> dst) is
 // answered with a cookie before any lookup (answersWithCookie), and for

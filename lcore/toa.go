@@ -10,7 +10,7 @@ import (
 // DPVS's TCP option address (TOA, toa: true on a service). A FullNAT
 // server sees the connection come from a local address; DPVS tells it
 // the client's in a TCP option (kind 254, length 8: the client's port and
-// IPv4 address; length 20 with an IPv6 client's, for NAT64) that its toa
+// IPv4 address; length 20 with an IPv6 client's, for NAT64 and FNAT66) that its toa
 // kernel module on the server reads from the segment completing the
 // handshake, and reports as the socket's peer. As DPVS does, every client
 // segment that acknowledges exactly the server's SYN-ACK gets the option:
@@ -40,6 +40,17 @@ const (
 	flagServerISN uint8 = 1 << 2 // Ext.ServerISN holds the server's ISN as the client numbers it (its SYN-ACK's, or the SYN proxy's cookie)
 )
 
+// tcpOf views d's TCP segment, IPv6 when six, else IPv4, and its IP
+// packet's length.
+func (d *desc) tcpOf(six bool) (hdr.TCP, int) {
+	if six {
+		tcp := hdr.TCP(d.l4Bytes6())
+		return tcp, int(d.l4) - l3 + len(tcp)
+	}
+	ip := d.ip()
+	return hdr.TCP(ip.Payload()), int(ip.TotalLength())
+}
+
 // putClientOption writes DPVS's option layout, TOA's and UOA's alike,
 // into opt (8 bytes, or 20 with a6): kind, length, the client's port and
 // address (a6's IPv6 client when a6 is not nil).
@@ -57,13 +68,13 @@ func putClientOption(opt []byte, kind uint8, c *conn.Conn, a6 *conn.Addrs6) {
 // (Reply) and puts the option in a client segment (Original) that
 // acknowledges it; out is the port the segment leaves by. The segment is
 // IPv4 (a NAT64 connection's once translated: a6 holds its addresses,
-// and the option its IPv6 client).
-func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, a6 *conn.Addrs6) {
+// and the option its IPv6 client), or IPv6 when six (FNAT66's: a6 holds
+// its addresses).
+func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, a6 *conn.Addrs6, six bool) {
 	if c.Proto != hdr.ProtoTCP || d.frag != fragNone {
 		return
 	}
-	ip := d.ip()
-	tcp := hdr.TCP(ip.Payload())
+	tcp, ipLen := d.tcpOf(six)
 	flags := tcp.Flags()
 	if dir == conn.Reply {
 		// A SYN proxy's connection knows it from the start: its cookie.
@@ -81,22 +92,25 @@ func (w *Worker) toa(d *desc, c *conn.Conn, x *conn.Ext, dir conn.Dir, out int, 
 		n = toaLen6
 	}
 	off := tcp.DataOffset()
-	if off+n > hdr.TCPMaxLen || int(ip.TotalLength())+n > int(w.snap.Ports[out].MTU) {
+	if off+n > hdr.TCPMaxLen || ipLen+n > int(w.snap.Ports[out].MTU) {
 		w.cnt.own[TOANoRoom]++
 		return
 	}
+	l4Old := uint16(len(tcp))
 	opt := d.openAfterTCPHeader(n)
 	if opt == nil {
 		w.cnt.own[TOANoRoom]++
 		return
 	}
 	putClientOption(opt, toaKind, c, a6)
-
-	ip = d.ip()
-	grownTCP(ip, opt)
+	if six {
+		grownTCP6(d, opt, l4Old)
+	} else {
+		grownTCP(d.ip(), opt)
+	}
 	// The option is part of the header now: its data offset grows (the
 	// byte's low bits, reserved and AE, kept).
-	tcp = hdr.TCP(ip.Payload())
+	tcp, _ = d.tcpOf(six)
 	oldWord := binary.BigEndian.Uint16(tcp[12:])
 	tcp[12] = byte((off+n)/4)<<4 | tcp[12]&0x0f
 	tcp.SetChecksum(hdr.Update16(tcp.Checksum(), oldWord, binary.BigEndian.Uint16(tcp[12:])))

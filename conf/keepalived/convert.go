@@ -468,13 +468,13 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	}
 	// DPVS puts its TCP option address in every FullNAT TCP handshake,
 	// for the toa module of servers that read it (ignored by others).
-	// lbd's FullNAT to IPv6 servers (FNAT66) sends neither that nor
-	// the UDP one: proxy_protocol names the client to them.
+	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT)
+	// lbd's FullNAT to IPv6 servers (FNAT66) sends no UDP option of
+	// address.
 	fnat66 := slices.ContainsFunc(svc.Servers, isFullNAT66)
-	if fnat66 && !svc.ProxyProtocol {
-		c.warn(n, "DPVS's TCP and UDP options of address to IPv6 fullnat servers: lbd sends neither (set proxy_protocol if the servers read it)")
+	if fnat66 && svc.Protocol == "udp" {
+		c.warn(n, "DPVS's UDP option of address to IPv6 fullnat servers: lbd sends none")
 	}
-	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT) && !fnat66
 	// And, by default (uoa_mode opp, uoa_max_trail 3 in dpvs.conf, which
 	// this file does not show), its UDP option of address in the first
 	// datagrams of every FullNAT UDP connection, which only servers with
@@ -531,10 +531,6 @@ func (c *converter) synProxy(svc *conf.Service, s *Node) {
 	for _, r := range svc.Servers {
 		if r.Forward == "dr" || r.Forward == "tun" {
 			c.warn(s, "lbd's synproxy is for nat and fullnat servers (a %s server's replies bypass it): dropped", r.Forward)
-			return
-		}
-		if isFullNAT66(r) {
-			c.warn(s, "lbd's synproxy is not for fullnat to IPv6 servers: dropped")
 			return
 		}
 	}

@@ -697,8 +697,6 @@ virtual_server 2001:db8::10 80 {
 			"keepalived.conf:27: virtual_server: tcp 192.0.2.12:80: lbd needs local_addresses for fullnat servers (laddr_group_name): skipped",
 			"keepalived.conf:37: syn_proxy: lbd's synproxy is for tcp services: dropped",
 			"keepalived.conf:42: syn_proxy: lbd's synproxy is for nat and fullnat servers (a tun server's replies bypass it): dropped",
-			"keepalived.conf:47: virtual_server: DPVS's TCP and UDP options of address to IPv6 fullnat servers: lbd sends neither (set proxy_protocol if the servers read it)",
-			"keepalived.conf:51: syn_proxy: lbd's synproxy is not for fullnat to IPv6 servers: dropped",
 		}, `services:
   # virtual_server at keepalived.conf:12
   - protocol: tcp
@@ -734,6 +732,8 @@ virtual_server 2001:db8::10 80 {
       - address: 2001:db8:1::11
         forward: fullnat
     local_addresses: ['2001:db8:1::200']
+    toa: true
+    synproxy: true
 `},
 		{"digest", vs(`  real_server 198.51.100.11 80 {
     HTTP_GET {
