@@ -123,6 +123,7 @@ func md5Hex(s string) string {
 // takes it up again, a route the operator added on it included, and a
 // stopped lbd leaves it there without carrier (the servers unreachable).
 func TestKNI(t *testing.T) {
+	waitBound(t)
 	const (
 		healthPort = 8090
 		sshPort    = 2222
