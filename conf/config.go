@@ -268,8 +268,9 @@ type Service struct {
 	// an IPv4 option (servers without the module ignore it; IPv4
 	// services only), "opp" in DPVS's option protocol header (IP protocol
 	// 248: only servers with the module take those datagrams; DPVS's
-	// default); udp only, not for IPv6 fullnat servers (FNAT66); default
-	// "" (none); reload: yes (connections opened before keep what they had)
+	// default; an IPv6 service's NAT64 and FNAT66 servers take opp only);
+	// udp only; default "" (none); reload: yes (connections opened before
+	// keep what they had)
 	UOA string `mapstructure:"uoa"`
 	// SynProxy answers clients' SYNs with SYN cookies and opens a
 	// connection to a real server only for an ACK that proves one (a

@@ -93,10 +93,6 @@ func TestIPv6ServiceRefused(t *testing.T) {
 		{"IPv6 local address is a port's", "services[2].local_addresses[0]", "ports[1].address6", func(c *conf.Config) {
 			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:1::1"}
 		}},
-		{"FNAT66 with uoa", "services[2].servers[0].forward", "not with the service's uoa", func(c *conf.Config) {
-			c.Services[2].Protocol, c.Services[2].Persistence, c.Services[2].UOA = "udp", 0, "opp"
-			c.Services[2].Servers[0].Forward, c.Services[2].LocalAddresses = "fullnat", []string{"fd00:1::200"}
-		}},
 		{"synproxy with a dr server", "services[2].servers[1].forward", "dr with synproxy", func(c *conf.Config) { c.Services[2].SynProxy = true }},
 		{"ftp to a dr server", "services[2].servers[1].forward", "nat only", func(c *conf.Config) { c.Services[2].Helper = "ftp" }},
 		{"IPv4 sorry server", "services[2].sorry_server", "IPv6 [address]:port", func(c *conf.Config) { c.Services[2].SorryServer = "198.51.100.99:80" }},

@@ -254,11 +254,6 @@ func (c *Config) validateServers(f string, s Service, vip netip.Addr) error {
 				family := map[bool]string{false: "IPv4", true: "IPv6"}[a.Is6()]
 				return fieldErrorf(g+".forward", "fullnat to %s server %s needs %s local_addresses", family, a, family)
 			}
-			if a.Is6() {
-				if err := s.validateFullNAT66(g); err != nil {
-					return err
-				}
-			}
 		default:
 			return fieldErrorf(g+".forward", "%q is not one of nat, dr, tun, fullnat", r.Forward)
 		}
@@ -307,15 +302,6 @@ func (s Service) hasLocalAddress(six bool) bool {
 		}
 	}
 	return false
-}
-
-// validateFullNAT66 refuses what FullNAT to IPv6 servers does not do
-// (yet): the UDP option of address.
-func (s Service) validateFullNAT66(g string) error {
-	if s.UOA != "" {
-		return fieldErrorf(g+".forward", "fullnat to an IPv6 server: not with the service's uoa")
-	}
-	return nil
 }
 
 // validateLocalAddresses checks the services' FullNAT local addresses,

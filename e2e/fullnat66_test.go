@@ -168,3 +168,69 @@ func TestFullNAT66TOA(t *testing.T) {
 	checkTOA(t, e.get(t, url, 10, 5*time.Second), watch)
 	e.stopLBD(t)
 }
+
+// TestFullNAT66UOA: an FNAT66 UDP service with uoa (opp): the first three
+// datagrams of a connection reach its server with DPVS's option protocol
+// header after the IPv6 header, naming the IPv6 client's address and
+// port (watched on the servers' interfaces), and go unanswered by a
+// server without the uoa module, whose kernel does not know protocol
+// 248; the fourth is a plain datagram and is answered.
+func TestFullNAT66UOA(t *testing.T) {
+	waitBound(t)
+	watch := map[string]*harness.Buffer{}
+	e := startNATWith(t, natOptions{
+		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
+		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
+			withIPv6FullNAT(t, tp, nat)
+			_, _, nshelper := binaries(t)
+			for _, h := range nat.Servers {
+				out, err := harness.StartUOAWatch(tp, h, nshelper, 5353, 10*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				watch[h.Name] = out
+			}
+		},
+		configure: func(c *harness.Config) {
+			fullNAT66Only(c, func(*harness.Service) {})
+			c.Services[1].UOA = "opp"
+		},
+	})
+	if _, err := harness.StartUDP(e.topo, e.nat.Servers, e.nshelper, "[::]:5353", false, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	addr := "[" + v6VIP + "]:53"
+	// Each new client port's fourth datagram is the first answered: ask
+	// from new ports until one is (lbd may still resolve the servers).
+	for port, deadline := 41000, time.Now().Add(15*time.Second); ; port++ {
+		res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, addr, port, 4, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res[3].Err == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no fourth datagram answered: %s", res[3].Err)
+		}
+	}
+	res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, addr, 41054, 4, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res[:3] {
+		if r.Err == "" {
+			t.Fatalf("query %d answered (%q): the server took an option protocol datagram", r.I, r.Body)
+		}
+	}
+	last := res[3]
+	if last.Err != "" {
+		t.Fatalf("query 3: %s, want an answer (the connection's fourth datagram goes plain)", last.Err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	client := "[" + v6Client + "]:41054"
+	if n := strings.Count(watch[last.Server()].String(), "uoa "+client+" from "+last.SeenClient()+" mode opp"); n != 3 {
+		t.Fatalf("%s saw %d option protocol datagrams from %s, want 3:\n%s", last.Server(), n, client, watch[last.Server()].String())
+	}
+	e.stopLBD(t)
+}

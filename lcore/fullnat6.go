@@ -19,7 +19,8 @@ import (
 // (its first fragment's checksum covers the datagram). With
 // proxy_protocol the client's first bytes get a PROXY v2 header naming
 // its IPv6 endpoints; with toa the handshake's last segment gets DPVS's
-// 20-byte TCP option address naming them (toa.go).
+// 20-byte TCP option address naming them (toa.go); with uoa (opp) the
+// first datagrams get DPVS's option protocol header (uoa.go).
 
 // learnLIPs6 makes the pools of a snapshot's new IPv6 local addresses
 // (control work; never removed, as IPv4's).
@@ -55,6 +56,9 @@ func (w *Worker) newFNAT66(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) 
 		if svc.TOA {
 			c.Flags |= flagTOA
 		}
+	}
+	if c.Proto == hdr.ProtoUDP {
+		startUOA(&x, svc.UOA)
 	}
 	id, err := w.table.Insert6Full(c, a, &x)
 	if err != nil {
@@ -103,6 +107,9 @@ func (w *Worker) forwardFullNAT66(d *desc, c *conn.Conn, id uint32, dir conn.Dir
 	l4 := d.l4Bytes6()
 	hdr.RewriteSrc6(ip, l4, c.Proto, *src, sport)
 	hdr.RewriteDst6(ip, l4, c.Proto, *dst, dport)
+	if wantsUOA(d, c, x, dir) {
+		w.uoa6(d, c, x, e, a)
+	}
 	if c.Proto == hdr.ProtoTCP {
 		tcp := hdr.TCP(l4)
 		adjustSeq(tcp, x, dir, true)

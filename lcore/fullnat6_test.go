@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -22,9 +23,17 @@ var (
 
 // rigFNAT66 is rigSvc6 with FNAT66 services from lip6: TCP vip6:9000 to
 // rs61:8080, the same with proxy_protocol on vip6:9001 and with toa on
-// vip6:9002, UDP vip6:9053 to rs61:53.
+// vip6:9002, UDP vip6:9053 to rs61:53, the same with uoa (opp) on
+// vip6:9054.
 func rigFNAT66(t testing.TB) *rig {
 	r := rigSvc6(t)
+	withFNAT66Services(r)
+	return r
+}
+
+// withFNAT66Services adds rigFNAT66's services to a rig with IPv6
+// (withIPv6Services).
+func withFNAT66Services(r *rig) {
 	w := r.w
 	svc := func(key ServiceKey, d sched.Dest) Service {
 		s, _ := sched.New("rr", []sched.Dest{d}, sched.Options{})
@@ -35,16 +44,17 @@ func rigFNAT66(t testing.TB) *rig {
 	proxied.ProxyProtocol = true
 	toa := svc(ServiceKey{VIP6: vip6, Port: 9002, Proto: hdr.ProtoTCP}, sched.Dest{ID: 23, Addr6: rs61, Port: 8080, Weight: 1, Fwd: fwd.FullNAT})
 	toa.TOA = true
+	uoa := svc(ServiceKey{VIP6: vip6, Port: 9054, Proto: hdr.ProtoUDP}, sched.Dest{ID: 25, Addr6: rs61, Port: 53, Weight: 1, Fwd: fwd.FullNAT})
+	uoa.UOA = UOAOptionProtocol
 	services := append(append([]Service(nil), w.snap.Services...),
 		svc(ServiceKey{VIP6: vip6, Port: 9000, Proto: hdr.ProtoTCP}, sched.Dest{ID: 20, Addr6: rs61, Port: 8080, Weight: 1, Fwd: fwd.FullNAT}),
-		proxied, toa,
+		proxied, toa, uoa,
 		svc(ServiceKey{VIP6: vip6, Port: 9053, Proto: hdr.ProtoUDP}, sched.Dest{ID: 22, Addr6: rs61, Port: 53, Weight: 1, Fwd: fwd.FullNAT}),
 	)
 	snap := NewSnapshot(w.snap.Gen+1, w.snap.Ports, services, w.snap.Neigh, conn.DefaultTimeouts())
 	snap.Neigh6 = w.snap.Neigh6
 	w.snap = snap
 	w.learnVIPs(snap)
-	return r
 }
 
 // fnat66SYN opens an FNAT66 connection from clientAddr6:cport to
@@ -481,5 +491,67 @@ func TestSynProxyFullNAT66(t *testing.T) {
 	_, ip, tcp = checkTCP6(t, one(t, r, 0))
 	if ip.Src() != vip6 || ip.Dst() != clientAddr6 || tcp.SrcPort() != 8443 || tcp.Seq() != cookie+1 || tcp.Ack() != isn+4 || string(tcp.Payload()) != "OK" {
 		t.Fatalf("server data: %s:%d -> %s seq %d (cookie %d) ack %d", ip.Src(), tcp.SrcPort(), ip.Dst(), tcp.Seq(), cookie, tcp.Ack())
+	}
+}
+
+// TestFullNAT66UOA: with uoa, the first three datagrams of a connection
+// reach the server with DPVS's option protocol header (version 2, UDP,
+// 24 bytes) carrying the IPv6 client's port and address right after the
+// IPv6 header, its next header 248 and payload length grown, the UDP
+// checksum still right for UDP; the fourth goes plain. A datagram that
+// fills the MTU goes as it is, the option ahead of it in an empty
+// datagram of its own.
+func TestFullNAT66UOA(t *testing.T) {
+	r := rigFNAT66(t)
+	w := r.w
+	want := make([]byte, uoaLen6)
+	putClientOption(want, uoaCode, &conn.Conn{ClientPort: 5353}, &conn.Addrs6{Client: clientAddr6})
+	// checkOPP parses a datagram that carries the header, and returns
+	// its UDP part.
+	checkOPP := func(f []byte) []byte {
+		t.Helper()
+		ip := hdr.IPv6(hdr.Ethernet(f).Payload())
+		opp := ip[hdr.IPv6Len:]
+		if ip.NextHeader() != ipProtoOPP || opp[0] != 2<<4 || opp[1] != hdr.ProtoUDP || binary.BigEndian.Uint16(opp[2:]) != uoaOPPLen+uoaLen6 ||
+			!bytes.Equal(opp[uoaOPPLen:uoaOPPLen+uoaLen6], want) || ip.Src() != lip6 || ip.Dst() != rs61 {
+			t.Fatalf("no option protocol header: next header %d, %x", ip.NextHeader(), opp[:min(len(opp), 24)])
+		}
+		udp := ip.Payload()[uoaOPPLen+uoaLen6:]
+		if got := binary.BigEndian.Uint16(udp[6:]); got != hdr.TransportChecksum6(ip.Src(), ip.Dst(), hdr.ProtoUDP, udp) {
+			t.Fatalf("UDP checksum %#04x, recomputed %#04x", got, hdr.TransportChecksum6(ip.Src(), ip.Dst(), hdr.ProtoUDP, udp))
+		}
+		return udp
+	}
+	for i := range 4 {
+		r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5353, vip6, 9054, 0, "query"))
+		w.poll()
+		f := one(t, r, 1)
+		if i == 3 {
+			if _, ip, l4 := check6(t, f); ip.NextHeader() != hdr.ProtoUDP || string(l4[8:]) != "query" {
+				t.Fatalf("the fourth datagram: next header %d", ip.NextHeader())
+			}
+			continue
+		}
+		if udp := checkOPP(f); string(udp[8:]) != "query" || binary.BigEndian.Uint16(udp[2:]) != 53 {
+			t.Fatalf("datagram %d: %x", i, udp)
+		}
+	}
+	// A new connection whose first datagram fills the MTU.
+	big := strings.Repeat("x", int(w.snap.Ports[1].MTU)-hdr.IPv6Len-hdr.UDPLen)
+	putClientOption(want, uoaCode, &conn.Conn{ClientPort: 5354}, &conn.Addrs6{Client: clientAddr6})
+	r.inject(0, l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5354, vip6, 9054, 0, big))
+	w.poll()
+	out := r.sent(1)
+	if len(out) != 2 {
+		t.Fatalf("sent %d, want the option alone and the datagram (drops %v)", len(out), dropsOf(w))
+	}
+	if udp := checkOPP(out[0]); len(udp) != hdr.UDPLen {
+		t.Fatalf("the option's datagram carries %d bytes", len(udp)-hdr.UDPLen)
+	}
+	if _, ip, l4 := check6(t, out[1]); ip.NextHeader() != hdr.ProtoUDP || len(l4) != hdr.UDPLen+len(big) {
+		t.Fatalf("the full datagram: next header %d, %d bytes", ip.NextHeader(), len(l4))
+	}
+	if w.cnt.own[UOAOptions] != 3 || w.cnt.own[UOAAlone] != 1 {
+		t.Fatalf("uoa_options %d, uoa_alone %d", w.cnt.own[UOAOptions], w.cnt.own[UOAAlone])
 	}
 }

@@ -46,6 +46,11 @@ func FuzzHandle(f *testing.F) {
 		icmpErrorFrame(rs1MAC, lanMAC, rs1, lanAddr, hdr.ICMPDestUnreachable, 3, udpFrame(lanMAC, rs1MAC, lanAddr, ProbePortFirst, rs1, 53, "q", true)),
 		udpFrame(clientMAC, wanMAC, clientIP, 40004, vipFN, 53, "uoa", true),
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5004, vip6, 5300, 0, "uoa"),
+		tcpSeg6(clientMAC, wanMAC, clientAddr6, 40005, vip6, 9001, hdr.TCPFlagSYN, 1, 0, ""),
+		tcpSeg6(clientMAC, wanMAC, clientAddr6, 40005, vip6, 9001, hdr.TCPFlagACK|hdr.TCPFlagPSH, 2, 1, "fnat66"),
+		tcpSeg6(rs1MAC, lanMAC, rs61, 8080, lip6, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, 1, 2, ""),
+		tcpSeg6(clientMAC, wanMAC, clientAddr6, 40006, vip6, 9002, hdr.TCPFlagACK, 2, 2, ""),
+		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5005, vip6, 9054, 0, "uoa6"),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
@@ -62,6 +67,7 @@ func FuzzHandle(f *testing.F) {
 	// polled out would stay in the TX batch.
 	r.w.snap.Ports[0].Addr6 = wanAddr6
 	withIPv6Services(r) // NAT66, DR, TUN and NAT64 for the IPv6 seeds
+	withFNAT66Services(r)
 	// Client lists: the DR services' clients are checked (and the
 	// client of the seeds blocked), in place: the snapshot's services are
 	// read at each new connection.

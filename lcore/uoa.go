@@ -11,7 +11,7 @@ import (
 // counterpart for UDP. A FullNAT server sees the datagrams come from a
 // local address; DPVS tells it the client's in an option (code 31,
 // length 8: the client's port and IPv4 address; length 20 with an IPv6
-// client's, for NAT64) that its uoa kernel module on the server reads,
+// client's, for NAT64 and FNAT66) that its uoa kernel module on the server reads,
 // remembers by 4-tuple and hands to the program that asks (getsockopt).
 // As DPVS does, the option goes in the first datagrams of each connection
 // towards the server (uoaTrail), not in every one:
@@ -190,6 +190,82 @@ func (w *Worker) uoaAlone(d *desc, c *conn.Conn, n int, opp bool, e exit, a6 *co
 	u.SetChecksum(hdr.TransportChecksum(ip.Src(), ip.Dst(), hdr.ProtoUDP, u))
 	alone := desc{m: m, l4: l3 + hdr.IPv4MinLen}
 	if !insertUOA(&alone, c, n, opp, a6) {
+		m.Free() // cannot happen: a new mbuf has its headroom
+		return false
+	}
+	m.SetOlFlags(0)
+	w.leave(m, d.in, e)
+	return true
+}
+
+// uoa6 is uoa for an FNAT66 connection's IPv6 datagram d (its addresses
+// already the server's): the option, the IPv6 client's, goes in an option
+// protocol header (version 2) right after the IPv6 header, whose next
+// header becomes 248 and payload length grows; the UDP checksum's
+// pseudo-header (the addresses, 17, the UDP length) is unchanged. IPv6
+// has no IPv4 option: opp only (the configuration refuses ipo). A
+// datagram with extension headers, or no room in the MTU, goes as it is,
+// the option ahead of it in an empty datagram of its own.
+func (w *Worker) uoa6(d *desc, c *conn.Conn, x *conn.Ext, e exit, a *conn.Addrs6) {
+	add := uoaOPPLen + uoaLen6
+	udp := d.l4Bytes6()
+	room := int(d.l4) == l3+hdr.IPv6Len && hdr.IPv6Len+len(udp)+add <= int(w.snap.Ports[e.to].MTU)
+	switch {
+	case room && insertUOA6(d, c, a):
+		w.cnt.own[UOAOptions]++
+	case w.uoaAlone6(d, c, e, a):
+		w.cnt.own[UOAAlone]++
+	default:
+		return // no mbuf (counted): a later datagram tries again
+	}
+	x.Flags -= 1 << extUOALeftShift
+}
+
+// insertUOA6 puts the option protocol header with the option into IPv6
+// datagram d (no extension headers), after its fixed header; false
+// without the headroom.
+func insertUOA6(d *desc, c *conn.Conn, a *conn.Addrs6) bool {
+	add := uoaOPPLen + uoaLen6
+	at := l3 + hdr.IPv6Len
+	if _, err := d.m.Prepend(add); err != nil {
+		return false
+	}
+	data := d.m.Data()
+	copy(data, data[add:add+at])
+	b := data[at : at+add]
+	b[0], b[1] = 2<<4, hdr.ProtoUDP // version 2: an IPv6 client
+	binary.BigEndian.PutUint16(b[2:], uint16(add))
+	putClientOption(b[uoaOPPLen:], uoaCode, c, a)
+	ip := d.ip6()
+	ip.SetNextHeader(ipProtoOPP)
+	ip.SetPayloadLength(ip.PayloadLength() + uint16(add))
+	d.l4 += uint16(add)
+	return true
+}
+
+// uoaAlone6 is uoaAlone for IPv6: an empty UDP datagram of the
+// connection's, from and to datagram d's addresses and ports, with its
+// traffic class and hop limit, carrying the option, queued ahead of d.
+func (w *Worker) uoaAlone6(d *desc, c *conn.Conn, e exit, a *conn.Addrs6) bool {
+	ip := d.ip6()
+	udp := hdr.UDP(d.l4Bytes6())
+	m, b := w.newFrame(hdr.EthernetLen + hdr.IPv6Len + hdr.UDPLen)
+	if m == nil {
+		return false
+	}
+	hdr.Ethernet(b).SetEtherType(hdr.EtherTypeIPv6)
+	out := hdr.IPv6(b[l3:])
+	src, dst := ip.Src(), ip.Dst()
+	out.Encode(hdr.UDPLen, hdr.ProtoUDP, ip.HopLimit(), src, dst)
+	tc := ip.TrafficClass()
+	out[0], out[1] = 6<<4|tc>>4, tc<<4
+	u := hdr.UDP(b[l3+hdr.IPv6Len:])
+	u.SetSrcPort(udp.SrcPort())
+	u.SetDstPort(udp.DstPort())
+	u.SetLength(hdr.UDPLen)
+	u.SetChecksum(hdr.TransportChecksum6(src, dst, hdr.ProtoUDP, u))
+	alone := desc{m: m, l4: l3 + hdr.IPv6Len}
+	if !insertUOA6(&alone, c, a) {
 		m.Free() // cannot happen: a new mbuf has its headroom
 		return false
 	}

@@ -469,17 +469,11 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 	// DPVS puts its TCP option address in every FullNAT TCP handshake,
 	// for the toa module of servers that read it (ignored by others).
 	svc.TOA = svc.Protocol == "tcp" && !svc.ProxyProtocol && slices.ContainsFunc(svc.Servers, isFullNAT)
-	// lbd's FullNAT to IPv6 servers (FNAT66) sends no UDP option of
-	// address.
-	fnat66 := slices.ContainsFunc(svc.Servers, isFullNAT66)
-	if fnat66 && svc.Protocol == "udp" {
-		c.warn(n, "DPVS's UDP option of address to IPv6 fullnat servers: lbd sends none")
-	}
 	// And, by default (uoa_mode opp, uoa_max_trail 3 in dpvs.conf, which
 	// this file does not show), its UDP option of address in the first
 	// datagrams of every FullNAT UDP connection, which only servers with
 	// its uoa module take.
-	if svc.Protocol == "udp" && slices.ContainsFunc(svc.Servers, isFullNAT) && !fnat66 {
+	if svc.Protocol == "udp" && slices.ContainsFunc(svc.Servers, isFullNAT) {
 		svc.UOA = "opp"
 		c.warn(n, "uoa: opp as DPVS's default (servers need its uoa module): set uoa: ipo if dpvs.conf says uoa_mode ipo, remove it if uoa_max_trail 0")
 	}
@@ -513,13 +507,6 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 }
 
 func isFullNAT(r conf.RealServer) bool { return r.Forward == "fullnat" }
-
-// isFullNAT66 reports whether r is a fullnat server with an IPv6
-// address (FNAT66).
-func isFullNAT66(r conf.RealServer) bool {
-	a, err := netip.ParseAddr(r.Address)
-	return isFullNAT(r) && err == nil && a.Is6()
-}
 
 // synProxy reads syn_proxy: lbd's synproxy, which answers SYNs for tcp
 // services whose servers reply through it.
