@@ -25,12 +25,18 @@ type collector struct {
 	lcoreCounter, lcoreDrops, lcoreConns, jobRuns, jobSeconds  *prometheus.Desc
 	jobSlow                                                    *prometheus.Desc
 	lcoreConnCap, lcoreRing, lcoreDefense                      *prometheus.Desc
-	mempoolInUse                                               *prometheus.Desc
+	mempoolInUse, kniLost                                      *prometheus.Desc
 	svcConns, svcPackets, svcBytes, svcQuorum                  *prometheus.Desc
 	rsConns, rsPackets, rsBytes, rsActive, rsInactive          *prometheus.Desc
 	svcRate, rsRate                                            *prometheus.Desc
 	probeRejected                                              *prometheus.Desc
 	vipDraining                                                *prometheus.Desc
+}
+
+// kernelLosses is the runtime's count of packets lost on the ports'
+// kernel interfaces (lcore/runtime's kni.go); on is false without any.
+type kernelLosses interface {
+	KernelLost() (lost uint64, on bool)
 }
 
 func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collector {
@@ -44,6 +50,7 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 		portErrors:   d("dplb_port_errors_total", "Erroneous packets received (rx) or failed transmissions (tx).", []string{"port", "dir"}, nil),
 		portMissed:   d("dplb_port_rx_missed_total", "Packets the device dropped because its RX queues were full.", []string{"port"}, nil),
 		portNoMbuf:   d("dplb_port_rx_nombuf_total", "RX mbuf allocation failures.", []string{"port"}, nil),
+		kniLost:      d("dplb_kni_lost_total", "Packets lost between the lcores and the ports' kernel interfaces (kni): a failed write or read, no mbuf, a full ring to worker 0. Only with a kni port.", nil, nil),
 		lcoreCounter: d("dplb_lcore_events_total", "Per-lcore counters (rx_packets, tx_packets, new_conns, arp_replies, ...).", []string{"lcore", "counter"}, nil),
 		lcoreDrops:   d("dplb_lcore_drops_total", "Packets an lcore dropped, by reason.", []string{"lcore", "reason"}, nil),
 		lcoreConns:   d("dplb_lcore_connections", "Entries in an lcore's connection table.", []string{"lcore"}, nil),
@@ -123,6 +130,11 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	gauge(c.mempoolInUse, float64(c.dp.MempoolInUse()))
+	if k, ok := c.dp.(kernelLosses); ok {
+		if lost, on := k.KernelLost(); on {
+			counter(c.kniLost, lost)
+		}
+	}
 	counter(c.probeRejected, c.ctl.probes.rejected.Load())
 	v := c.ctl.view(nil) // raw counters: Prometheus counters never go back
 	if c.rates != nil {

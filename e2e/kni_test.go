@@ -394,6 +394,9 @@ func TestKNI(t *testing.T) {
 	}
 	full := lcoreSum(body, "dplb_lcore_drops_total", "reason", "kernel_full")
 	t.Logf("to_kernel %v, from_kernel %v, kernel_full drops %v", toKernel, fromKernel, full)
+	if lost, ok := metric(body, "dplb_kni_lost_total", nil); !ok || lost != 0 {
+		t.Errorf("dplb_kni_lost_total %v (listed %v), want 0", lost, ok)
+	}
 	// The copies of those packets that reached the kernel's stack
 	// straight from the port's veth were refused there.
 	if n := rpFiltered(t, tp, lbns); n == 0 {

@@ -380,3 +380,12 @@ func addAddr6(name, address6 string) error {
 	}
 	return nil
 }
+
+// KernelLost is how many packets the kernel interfaces lost (lose), and
+// whether any port has one.
+func (d *DPDK) KernelLost() (lost uint64, on bool) {
+	if d.kernel == nil {
+		return 0, false
+	}
+	return d.kernel.lost.Load(), true
+}

@@ -219,7 +219,6 @@ func (d *DPDK) Close() (inUse int, err error) {
 		w.Stop()
 	}
 	d.kernel.close() // the packets on their way to or from the kernel go back to the pool
-	d.kernel = nil
 	// Packets still in flight between lcores go back to the pool.
 	objs := ring.NewObjs(256)
 	for _, r := range d.rings {
