@@ -67,9 +67,9 @@ func (w *Worker) newFNAT66(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) 
 	return id, insertDrop(err)
 }
 
-// isFNAT66 reports whether IPv6 entry id (addresses a) is an FNAT66
-// connection: a local address beside it (NAT64's is IPv4, in the
-// extension).
+// isFNAT66 reports whether an IPv6 entry's addresses a are an FNAT66
+// connection's: a local address among them (NAT64's is IPv4, in the
+// extension; a plain IPv6 entry has none).
 func isFNAT66(a *conn.Addrs6) bool { return a != nil && !a.LIP.IsUnspecified() }
 
 // forwardFullNAT66 rewrites both ends of an FNAT66 packet: client ->

@@ -57,10 +57,9 @@ type kernelPath struct {
 	in   *lcore.KernelRing   // the kernel's frames, for worker 0
 	inMu sync.Mutex          // the readers share in's producer side
 
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	written atomic.Uint64
-	lost    atomic.Uint64 // packets or frames dropped here (a write or read failed, no mbuf, a full ring)
+	stop chan struct{}
+	wg   sync.WaitGroup
+	lost atomic.Uint64 // packets or frames dropped here (a write or read failed, no mbuf, a full ring)
 }
 
 // openKernelPath makes the kernel interfaces of the ports that ask for
@@ -117,10 +116,12 @@ func (k *kernelPath) io(i int) lcore.KernelIO {
 func (k *kernelPath) has(i int) bool { return k != nil && k.taps[i] != nil }
 
 // pump writes the workers' packets into their ports' interfaces until
-// stop, then frees what is left.
+// stop (close frees what is left).
 func (k *kernelPath) pump() {
 	defer k.wg.Done()
 	idle := kernelIdleMin
+	wake := time.NewTimer(idle)
+	defer wake.Stop()
 	for {
 		moved := 0
 		for _, r := range k.out {
@@ -137,10 +138,11 @@ func (k *kernelPath) pump() {
 			idle = kernelIdleMin
 			continue
 		}
+		wake.Reset(idle)
 		select {
 		case <-k.stop:
 			return
-		case <-time.After(idle):
+		case <-wake.C:
 		}
 		idle = min(2*idle, kernelIdleMax)
 	}
@@ -156,9 +158,7 @@ func (k *kernelPath) write(m *mbuf.Mbuf) {
 	}
 	if _, err := k.taps[p].Write(m.Data()); err != nil {
 		k.lose("writing to the kernel interface", err)
-		return
 	}
-	k.written.Add(1)
 }
 
 // read queues the frames the kernel writes on port's interface for
