@@ -69,24 +69,33 @@ func (w *Worker) newFullNAT(c *conn.Conn, svc *Service, d *desc) (uint32, Stat) 
 	if x.LIP, x.LPort, found = pickLocalPort(w.lpools, svc.LocalAddrs, &w.lipNext); !found {
 		return 0, DropNoLocalPort
 	}
-	if c.Proto == hdr.ProtoTCP {
-		x.ClientISN = hdr.TCP(d.l4Bytes()).Seq()
-		if svc.ProxyProtocol {
-			x.Flags |= extProxy
-			x.SeqIn = proxyV2Len
-		}
-		if svc.TOA {
-			c.Flags |= flagTOA
-		}
-	}
-	if c.Proto == hdr.ProtoUDP {
-		startUOA(&x, svc.UOA)
-	}
+	startFullNAT(&x, c, svc, d.l4Bytes(), proxyV2Len)
 	id, err := w.table.InsertExt(c, &x)
 	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)
 	}
 	return id, insertDrop(err)
+}
+
+// startFullNAT sets what a new FullNAT, NAT64 or FNAT66 connection c of
+// service svc starts with, from its first segment seg: for TCP, the
+// client's ISN, the PROXY v2 header's proxyLen bytes (the client's
+// stream moves by them) and the TCP option address; for UDP, the UDP
+// option of address's first datagrams.
+func startFullNAT(x *conn.Ext, c *conn.Conn, svc *Service, seg []byte, proxyLen uint32) {
+	switch c.Proto {
+	case hdr.ProtoTCP:
+		x.ClientISN = hdr.TCP(seg).Seq()
+		if svc.ProxyProtocol {
+			x.Flags |= extProxy
+			x.SeqIn = proxyLen
+		}
+		if svc.TOA {
+			c.Flags |= flagTOA
+		}
+	case hdr.ProtoUDP:
+		startUOA(x, svc.UOA)
+	}
 }
 
 // releaseLocalPort gives a FullNAT connection's port back (expiry): an

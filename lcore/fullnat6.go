@@ -47,19 +47,7 @@ func (w *Worker) newFNAT66(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) 
 	if a.LIP, x.LPort, found = pickLocalPort(w.lpools6, svc.LocalAddrs6, &w.lipNext); !found {
 		return 0, DropNoLocalPort
 	}
-	if c.Proto == hdr.ProtoTCP {
-		x.ClientISN = hdr.TCP(d.l4Bytes6()).Seq()
-		if svc.ProxyProtocol {
-			x.Flags |= extProxy
-			x.SeqIn = proxyV2Len6
-		}
-		if svc.TOA {
-			c.Flags |= flagTOA
-		}
-	}
-	if c.Proto == hdr.ProtoUDP {
-		startUOA(&x, svc.UOA)
-	}
+	startFullNAT(&x, c, svc, d.l4Bytes6(), proxyV2Len6)
 	id, err := w.table.Insert6Full(c, a, &x)
 	if err != nil {
 		w.lpools6[a.LIP].put(x.LPort)

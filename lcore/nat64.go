@@ -31,17 +31,7 @@ func (w *Worker) newNAT64(d *desc, c *conn.Conn, svc *Service, a *conn.Addrs6) (
 	if x.LIP, x.LPort, found = pickLocalPort(w.lpools, svc.LocalAddrs, &w.lipNext); !found {
 		return 0, DropNoLocalPort
 	}
-	if c.Proto == hdr.ProtoTCP && svc.ProxyProtocol {
-		x.ClientISN = hdr.TCP(d.l4Bytes6()).Seq()
-		x.Flags |= extProxy
-		x.SeqIn = proxyV2Len6
-	}
-	if c.Proto == hdr.ProtoTCP && svc.TOA {
-		c.Flags |= flagTOA
-	}
-	if c.Proto == hdr.ProtoUDP {
-		startUOA(&x, svc.UOA)
-	}
+	startFullNAT(&x, c, svc, d.l4Bytes6(), proxyV2Len6)
 	id, err := w.table.Insert6Ext(c, a, &x)
 	if err != nil {
 		w.lpools[x.LIP].put(x.LPort)

@@ -72,14 +72,22 @@ func (w *Worker) installSteer(b *SyncBatch, r *SyncConn) {
 	}
 	c := conn.Conn{ClientIP: rip, ClientPort: r.RPort, VIP: lip, VPort: lport, RIP: uint32(r.SteerTo),
 		Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
-	id, err := w.table.Insert(&c)
-	if err != nil {
-		p.put(lport)
-		syncedInserted(b, err)
-		return
+	w.steerInserted(b, p, lport)(w.table.Insert(&c))
+}
+
+// steerInserted returns what follows a steering entry's insert: the
+// entry's timeout started and counted, or the port back in p and the
+// refusal counted.
+func (w *Worker) steerInserted(b *SyncBatch, p *lportPool, lport uint16) func(uint32, error) {
+	return func(id uint32, err error) {
+		if err != nil {
+			p.put(lport)
+			syncedInserted(b, err)
+			return
+		}
+		w.table.Touch(w.table.Get(id), conn.Reply, w.now, &w.snap.Timeouts)
+		w.steers++
 	}
-	w.table.Touch(w.table.Get(id), conn.Reply, w.now, &w.snap.Timeouts)
-	w.steers++
 }
 
 // steer hands a packet of steering entry c's connection to the worker
@@ -140,12 +148,5 @@ func (w *Worker) installSteer6(b *SyncBatch, r *SyncConn) {
 	// A zero RIP in the addresses: the entry's RIP keeps the worker.
 	c := conn.Conn{ClientPort: r.RPort, VPort: lport, RIP: uint32(r.SteerTo),
 		Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
-	id, err := w.table.Insert6(&c, &conn.Addrs6{Client: r.Six.RIP, VIP: r.Six.LIP})
-	if err != nil {
-		p.put(lport)
-		syncedInserted(b, err)
-		return
-	}
-	w.table.Touch(w.table.Get(id), conn.Reply, w.now, &w.snap.Timeouts)
-	w.steers++
+	w.steerInserted(b, p, lport)(w.table.Insert6(&c, &conn.Addrs6{Client: r.Six.RIP, VIP: r.Six.LIP}))
 }

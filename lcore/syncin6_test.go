@@ -61,7 +61,7 @@ func TestSyncOut6(t *testing.T) {
 	one(t, r, 1)
 	got = syncedRecords(w)
 	want := SyncConn{RIP: rs1, ClientPort: 40001, VPort: 8080, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished,
-		Fwd: fwd.FullNAT, HasExt: true, Ext: conn.Ext{LIP: lip64, LPort: lport},
+		Fwd: fwd.FullNAT, HasExt: true, Ext: conn.Ext{LIP: lip64, LPort: lport, ClientISN: 1000}, // l4Frame6's seq
 		IPv6: true, Six: conn.Addrs6{Client: clientAddr6, VIP: vip6}}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("NAT64 records %+v\nwant %+v", got, want)
