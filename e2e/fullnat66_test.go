@@ -177,19 +177,12 @@ func TestFullNAT66TOA(t *testing.T) {
 // 248; the fourth is a plain datagram and is answered.
 func TestFullNAT66UOA(t *testing.T) {
 	waitBound(t)
-	watch := map[string]*harness.Buffer{}
+	var watch map[string]*harness.Buffer
 	e := startNATWith(t, natOptions{
 		listen: map[string]string{"rs1": "[::]:8080", "rs2": "[::]:8080"},
 		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 			withIPv6FullNAT(t, tp, nat)
-			_, _, nshelper := binaries(t)
-			for _, h := range nat.Servers {
-				out, err := harness.StartUOAWatch(tp, h, nshelper, 5353, 10*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				watch[h.Name] = out
-			}
+			watch = watchUOA(t, tp, nat.Servers)
 		},
 		configure: func(c *harness.Config) {
 			fullNAT66Only(c, func(*harness.Service) {})
@@ -214,23 +207,6 @@ func TestFullNAT66UOA(t *testing.T) {
 			t.Fatalf("no fourth datagram answered: %s", res[3].Err)
 		}
 	}
-	res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, addr, 41054, 4, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res[:3] {
-		if r.Err == "" {
-			t.Fatalf("query %d answered (%q): the server took an option protocol datagram", r.I, r.Body)
-		}
-	}
-	last := res[3]
-	if last.Err != "" {
-		t.Fatalf("query 3: %s, want an answer (the connection's fourth datagram goes plain)", last.Err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	client := "[" + v6Client + "]:41054"
-	if n := strings.Count(watch[last.Server()].String(), "uoa "+client+" from "+last.SeenClient()+" mode opp"); n != 3 {
-		t.Fatalf("%s saw %d option protocol datagrams from %s, want 3:\n%s", last.Server(), n, client, watch[last.Server()].String())
-	}
+	checkOPPConnection(t, e, watch, addr, v6Client)
 	e.stopLBD(t)
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -24,18 +25,11 @@ import (
 //     a server without the uoa module drops; the fourth is a plain
 //     datagram and is answered.
 func TestFullNATUOA(t *testing.T) {
-	watch := map[string]*harness.Buffer{}
+	var watch map[string]*harness.Buffer
 	e := startNATWith(t, natOptions{
 		setup: func(t *testing.T, tp *topo.Topo, nat *topo.NAT) {
 			noDefaultRoute(t, tp, nat.Servers)
-			_, _, nshelper := binaries(t)
-			for _, h := range nat.Servers {
-				out, err := harness.StartUOAWatch(tp, h, nshelper, 5353, 10*time.Second)
-				if err != nil {
-					t.Fatal(err)
-				}
-				watch[h.Name] = out
-			}
+			watch = watchUOA(t, tp, nat.Servers)
 		},
 		configure: func(c *harness.Config) {
 			for i, mode := range []string{"ipo", "opp"} {
@@ -97,7 +91,40 @@ func TestFullNATUOA(t *testing.T) {
 	}
 
 	// opp, from one client port: one connection.
-	res, err = harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, vip+":54", 41054, 4, time.Second)
+	checkOPPConnection(t, e, watch, vip+":54", e.nat.Client.Addr.Addr().String())
+	body := e.scrapeMetrics(t)
+	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_options"); n < float64(seen["rs1"]+seen["rs2"]+3) {
+		t.Errorf("dplb_lcore_events_total{counter=\"uoa_options\"} is %v, want one per ipo query answered and 3 (opp)", n)
+	}
+	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_alone"); n != 1 {
+		t.Errorf("dplb_lcore_events_total{counter=\"uoa_alone\"} is %v, want 1 (the 1472-byte query's)", n)
+	}
+	e.stopLBD(t)
+}
+
+// watchUOA starts nshelper's uoa watcher for port 5353 on each server.
+func watchUOA(t *testing.T, tp *topo.Topo, servers []topo.Host) map[string]*harness.Buffer {
+	t.Helper()
+	_, _, nshelper := binaries(t)
+	watch := map[string]*harness.Buffer{}
+	for _, h := range servers {
+		out, err := harness.StartUOAWatch(tp, h, nshelper, 5353, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		watch[h.Name] = out
+	}
+	return watch
+}
+
+// checkOPPConnection sends four queries from the client's port 41054 to
+// addr, a uoa: opp service: the first three carry the option in DPVS's
+// option protocol header (the server's watcher sees each, naming the
+// client, client's address) and go unanswered by a server without the
+// uoa module; the fourth goes plain and is answered.
+func checkOPPConnection(t *testing.T, e *natEnv, watch map[string]*harness.Buffer, addr, client string) {
+	t.Helper()
+	res, err := harness.UDPGetFromPort(e.ctx, e.topo, e.nat.Client.NS, e.nshelper, addr, 41054, 4, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,16 +138,8 @@ func TestFullNATUOA(t *testing.T) {
 		t.Fatalf("opp query 3: %s, want an answer (the connection's fourth datagram goes plain)", last.Err)
 	}
 	time.Sleep(200 * time.Millisecond)
-	client := e.nat.Client.Addr.Addr().String() + ":41054"
-	if n := strings.Count(watch[last.Server()].String(), "uoa "+client+" from "+last.SeenClient()+" mode opp"); n != 3 {
-		t.Fatalf("%s saw %d option protocol datagrams from %s, want 3:\n%s", last.Server(), n, client, watch[last.Server()].String())
+	from := netip.AddrPortFrom(netip.MustParseAddr(client), 41054).String()
+	if n := strings.Count(watch[last.Server()].String(), "uoa "+from+" from "+last.SeenClient()+" mode opp"); n != 3 {
+		t.Fatalf("%s saw %d option protocol datagrams from %s, want 3:\n%s", last.Server(), n, from, watch[last.Server()].String())
 	}
-	body := e.scrapeMetrics(t)
-	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_options"); n < float64(seen["rs1"]+seen["rs2"]+3) {
-		t.Errorf("dplb_lcore_events_total{counter=\"uoa_options\"} is %v, want one per ipo query answered and 3 (opp)", n)
-	}
-	if n := lcoreSum(body, "dplb_lcore_events_total", "counter", "uoa_alone"); n != 1 {
-		t.Errorf("dplb_lcore_events_total{counter=\"uoa_alone\"} is %v, want 1 (the 1472-byte query's)", n)
-	}
-	e.stopLBD(t)
 }
