@@ -145,8 +145,12 @@ func (w *Worker) installSteer6(b *SyncBatch, r *SyncConn) {
 		b.LocalPort++
 		return
 	}
-	// A zero RIP in the addresses: the entry's RIP keeps the worker.
-	c := conn.Conn{ClientPort: r.RPort, VPort: lport, RIP: uint32(r.SteerTo),
-		Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
-	w.steerInserted(b, p, lport)(w.table.Insert6(&c, &conn.Addrs6{Client: r.Six.RIP, VIP: r.Six.LIP}))
+	c := conn.Conn{ClientPort: r.RPort, VPort: lport, Proto: r.Proto, State: r.State, Flags: conn.FlagOneWay | flagSteer}
+	id, err := w.table.Insert6(&c, &conn.Addrs6{Client: r.Six.RIP, VIP: r.Six.LIP})
+	if err == nil {
+		// Its worker, in the RIP a one-way entry's key leaves out (Insert6
+		// folded the addresses' zero server into it).
+		w.table.Get(id).RIP = uint32(r.SteerTo)
+	}
+	w.steerInserted(b, p, lport)(id, err)
 }

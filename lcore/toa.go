@@ -30,7 +30,7 @@ import (
 const (
 	toaKind = 254
 	toaLen  = 8  // the client's port and IPv4 address
-	toaLen6 = 20 // the client's port and IPv6 address (a NAT64 connection's)
+	toaLen6 = 20 // the client's port and IPv6 address (a NAT64 or FNAT66 connection's)
 )
 
 // Bits of conn.Conn.Flags. The extension's flags are the SYN proxy's and

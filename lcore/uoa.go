@@ -36,7 +36,7 @@ import (
 const (
 	uoaCode        = 31 // IPOPT_UOA: option 31, not copied into fragments
 	uoaLen         = 8  // the client's port and IPv4 address
-	uoaLen6        = 20 // the client's port and IPv6 address (a NAT64 connection's)
+	uoaLen6        = 20 // the client's port and IPv6 address (a NAT64 or FNAT66 connection's)
 	uoaOPPLen      = 4  // the option protocol's own header
 	ipProtoOPP     = 248
 	ipv4MaxOptions = 40

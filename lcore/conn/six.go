@@ -179,8 +179,8 @@ func (t *Table) insert6(c *Conn, a *Addrs6, x *Ext, kind insert6Kind) (uint32, e
 		return 0, ErrNoExt
 	}
 	c.ClientIP, c.VIP = Fold6(&a.Client), Fold6(&a.VIP)
-	if kind != insertNAT64 && !a.RIP.IsUnspecified() {
-		c.RIP = Fold6(&a.RIP) // (a one-way entry without a server keeps its RIP: a steering entry's worker)
+	if kind != insertNAT64 {
+		c.RIP = Fold6(&a.RIP)
 	}
 	if len(t.free) == 0 {
 		return 0, ErrFull
