@@ -56,7 +56,7 @@ type Controller struct {
 	lipDrain map[netip.Addr]lipDrain
 	// lipTaken are dead peers' local addresses this director took over,
 	// each with the peer's sync address (takeover.go).
-	lipTaken map[uint32]netip.Addr
+	lipTaken map[netip.Addr]netip.Addr
 	// adoptHeld are the ids of servers adopted from a peer's records
 	// (adopt.go), kept from reclaim until their connections are counted.
 	adoptHeld map[uint32]time.Time
@@ -166,7 +166,8 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 	u.lipDrain = c.nextLIPDrain(svcs)
 	u.snap.KeepLIPs(drainingLIPs(u.lipDrain))
 	u.snap.KeepLIPs6(drainingLIPs6(u.lipDrain))
-	u.snap.KeepLIPs(c.takenOverLIPs())
+	u.snap.KeepLIPs(lipsOf4(c.lipTaken))
+	u.snap.KeepLIPs6(lipsOf6(c.lipTaken))
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup
 	u.snap.Counted = append(u.snap.Counted, u.ids.drainingIDs()...)
 	u.snap.ResetDests = u.ids.resets()

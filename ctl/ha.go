@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // High availability, the controller's side (docs/design.md, "High
@@ -233,10 +235,20 @@ func (c *Controller) publishHA(p lcore.SyncParams, backup bool) error {
 	return nil
 }
 
-// announceTarget is one gratuitous ARP: an address on a port.
+// announceTarget is one gratuitous ARP, or unsolicited NA when ip6 is
+// set: an address on a port.
 type announceTarget struct {
 	port int
 	ip   uint32
+	ip6  hdr.Addr6
+}
+
+// addr is the address t announces.
+func (t announceTarget) addr() netip.Addr {
+	if !t.ip6.IsUnspecified() {
+		return t.ip6.Netip()
+	}
+	return addrOf(t.ip)
 }
 
 // announceTargets are every VIP on each port facing clients, each
@@ -255,25 +267,25 @@ func (c *Controller) announceTargets() []announceTarget {
 	for i, p := range c.snap.Ports {
 		if p.FacesClients {
 			for _, v := range vips {
-				out = append(out, announceTarget{i, v})
+				out = append(out, announceTarget{port: i, ip: v})
 			}
 		}
 		for _, f := range p.Floating {
-			out = append(out, announceTarget{i, f})
+			out = append(out, announceTarget{port: i, ip: f})
 		}
 		// FullNAT local addresses move with the master like the VIPs:
 		// the servers' replies must reach it. So do removed ones whose
 		// connections still drain (lbd answers ARP for them).
 		for _, s := range c.snap.Services {
 			for _, l := range s.LocalAddrs {
-				if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
-					out = append(out, announceTarget{i, l})
+				if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{port: i, ip: l}) {
+					out = append(out, announceTarget{port: i, ip: l})
 				}
 			}
 		}
 		for _, l := range append(drainingLIPs(c.lipDrain), c.takenOverLIPs()...) {
-			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{i, l}) {
-				out = append(out, announceTarget{i, l})
+			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{port: i, ip: l}) {
+				out = append(out, announceTarget{port: i, ip: l})
 			}
 		}
 	}
@@ -284,7 +296,7 @@ func (c *Controller) announceTargets() []announceTarget {
 func (c *Controller) announce(targets []announceTarget) {
 	deadline := time.Now().Add(100 * time.Millisecond)
 	for _, t := range targets {
-		if !c.command(0, lcore.Command{Kind: lcore.CmdAnnounce, Port: t.port, IP: t.ip}, deadline) {
+		if !c.command(0, lcore.Command{Kind: lcore.CmdAnnounce, Port: t.port, IP: t.ip, IP6: t.ip6}, deadline) {
 			c.ha.announceLost.Add(1)
 		}
 	}

@@ -227,7 +227,7 @@ func announced(f *fakeDataplane) []announceTarget {
 			if s.worker != 0 {
 				panic("an announcement not sent by worker 0")
 			}
-			out = append(out, announceTarget{s.cmd.Port, s.cmd.IP})
+			out = append(out, announceTarget{port: s.cmd.Port, ip: s.cmd.IP})
 		}
 	}
 	return out
@@ -250,7 +250,7 @@ func TestSetHAState(t *testing.T) {
 	if s := f.published[len(f.published)-1]; s.Backup || c.HAState() != "master" {
 		t.Fatal("master not published")
 	}
-	round := []announceTarget{{0, 0xCB007164}, {1, 0xC63364FD}} // the VIP once for both services; the floating gateway
+	round := []announceTarget{{port: 0, ip: 0xCB007164}, {port: 1, ip: 0xC63364FD}} // the VIP once for both services; the floating gateway
 	deadline := time.Now().Add(10 * time.Second)
 	for len(announced(f)) < announceRounds*len(round) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)

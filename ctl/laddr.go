@@ -89,7 +89,14 @@ func (c *Controller) nextLIPDrain(svcs []conf.Service) map[netip.Addr]lipDrain {
 }
 
 // drainingLIPs are the IPv4 keys of a draining set, sorted.
-func drainingLIPs(m map[netip.Addr]lipDrain) []uint32 {
+func drainingLIPs(m map[netip.Addr]lipDrain) []uint32 { return lipsOf4(m) }
+
+// drainingLIPs6 are the IPv6 keys of a draining set (FNAT66's).
+func drainingLIPs6(m map[netip.Addr]lipDrain) []hdr.Addr6 { return lipsOf6(m) }
+
+// lipsOf4 are the IPv4 keys of a set of local addresses (draining, taken
+// over), sorted.
+func lipsOf4[V any](m map[netip.Addr]V) []uint32 {
 	out := make([]uint32, 0, len(m))
 	for a := range m {
 		if a.Is4() {
@@ -100,8 +107,8 @@ func drainingLIPs(m map[netip.Addr]lipDrain) []uint32 {
 	return out
 }
 
-// drainingLIPs6 are the IPv6 keys of a draining set (FNAT66's).
-func drainingLIPs6(m map[netip.Addr]lipDrain) []hdr.Addr6 {
+// lipsOf6 are the IPv6 keys of a set of local addresses, FNAT66's.
+func lipsOf6[V any](m map[netip.Addr]V) []hdr.Addr6 {
 	var out []hdr.Addr6
 	for a := range m {
 		if a.Is6() {

@@ -173,9 +173,9 @@ func (c *Controller) syncPeers(hellos []connsync.PeerHello, now time.Time, deadA
 			p.State = "dead"
 		}
 		for _, a := range h.LIPs {
-			p.LocalAddresses = append(p.LocalAddresses, addrOf(a).String())
+			p.LocalAddresses = append(p.LocalAddresses, a.String())
 			if c.lipTaken[a] == h.Peer {
-				p.TakenOver = append(p.TakenOver, addrOf(a).String())
+				p.TakenOver = append(p.TakenOver, a.String())
 			}
 		}
 		out = append(out, p)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // Taking over a dead peer's FullNAT local addresses (scale-out).
@@ -80,30 +81,34 @@ func seedPeers(d interface {
 	return d.SeedHellos(hs), dead
 }
 
-// LocalAddrs are this director's own FullNAT local addresses: every
-// service's and the draining ones, not those taken over from a peer.
-func (c *Controller) LocalAddrs() []uint32 {
+// LocalAddrs are this director's own FullNAT local addresses, IPv4 and
+// IPv6: every service's and the draining ones, not those taken over
+// from a peer.
+func (c *Controller) LocalAddrs() []netip.Addr {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ownLIPs()
 }
 
-// ownLIPs is LocalAddrs; the caller holds mu.
-func (c *Controller) ownLIPs() []uint32 {
-	var out []uint32
+// ownLIPs is LocalAddrs, sorted; the caller holds mu.
+func (c *Controller) ownLIPs() []netip.Addr {
+	var out []netip.Addr
 	for _, s := range c.snap.Services {
-		out = append(out, s.LocalAddrs...)
+		for _, a := range s.LocalAddrs {
+			out = append(out, addrOf(a))
+		}
+		for _, a := range s.LocalAddrs6 {
+			out = append(out, a.Netip())
+		}
 	}
-	out = append(out, drainingLIPs(c.lipDrain)...)
-	slices.Sort(out)
+	out = append(out, slices.Collect(maps.Keys(c.lipDrain))...)
+	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
 }
 
-// takenOverLIPs are the addresses taken over from dead peers; the caller
-// holds mu.
-func (c *Controller) takenOverLIPs() []uint32 {
-	return slices.Sorted(maps.Keys(c.lipTaken))
-}
+// takenOverLIPs are the IPv4 addresses taken over from dead peers; the
+// caller holds mu.
+func (c *Controller) takenOverLIPs() []uint32 { return lipsOf4(c.lipTaken) }
 
 // takeoverLoop takes over and gives back peers' local addresses as their
 // hellos come and stop, until ctx ends. deadAfter 0: never.
@@ -132,9 +137,9 @@ func (c *Controller) takeoverLoop(ctx context.Context, d peerHellos, deadAfter t
 // of a dead peer that this director or a live peer lists stays theirs;
 // the others go to the live director that takes over (this one, or a
 // live peer whose hellos say it does) with the highest takeoverRank.
-func lipsToTake(self uint64, own []uint32, hellos []connsync.PeerHello, now time.Time, deadAfter time.Duration) map[uint32]netip.Addr {
+func lipsToTake(self uint64, own []netip.Addr, hellos []connsync.PeerHello, now time.Time, deadAfter time.Duration) map[netip.Addr]netip.Addr {
 	live := []uint64{self}
-	claimed := map[uint32]bool{}
+	claimed := map[netip.Addr]bool{}
 	for _, a := range own {
 		claimed[a] = true
 	}
@@ -151,7 +156,7 @@ func lipsToTake(self uint64, own []uint32, hellos []connsync.PeerHello, now time
 			claimed[a] = true
 		}
 	}
-	out := map[uint32]netip.Addr{}
+	out := map[netip.Addr]netip.Addr{}
 	for _, h := range dead {
 		for _, a := range h.LIPs {
 			if claimed[a] {
@@ -170,15 +175,14 @@ func lipsToTake(self uint64, own []uint32, hellos []connsync.PeerHello, now time
 
 // takeoverRank is director boot's rank for local address lip, the same
 // on every director (rendezvous hashing: a director that leaves moves
-// only the addresses it held): FNV-1a of both, then SplitMix64's
-// finalizer, as FNV's last bytes barely stir the high bits and boot ids
-// differ most in their last ones.
-func takeoverRank(lip uint32, boot uint64) uint64 {
-	var b [12]byte
-	binary.BigEndian.PutUint32(b[:], lip)
-	binary.BigEndian.PutUint64(b[4:], boot)
+// only the addresses it held): FNV-1a of both (the address's 4 or 16
+// bytes, then the boot id's 8), then SplitMix64's finalizer, as FNV's
+// last bytes barely stir the high bits and boot ids differ most in their
+// last ones.
+func takeoverRank(lip netip.Addr, boot uint64) uint64 {
 	h := fnv.New64a()
-	h.Write(b[:])
+	h.Write(lip.AsSlice())
+	h.Write(binary.BigEndian.AppendUint64(nil, boot))
 	z := h.Sum64()
 	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
 	z = (z ^ z>>27) * 0x94d049bb133111eb
@@ -186,10 +190,11 @@ func takeoverRank(lip uint32, boot uint64) uint64 {
 }
 
 // setTakenOver makes want the addresses taken over: a new snapshot
-// (the workers answer ARP for them and keep their ports from new
-// connections), gratuitous ARP for the new ones, and the steering
-// entries their connections need here (steerentry.go).
-func (c *Controller) setTakenOver(want map[uint32]netip.Addr) {
+// (the workers answer ARP and neighbour solicitations for them and keep
+// their ports from new connections), gratuitous ARP or unsolicited NAs
+// for the new ones, and the steering entries their connections need
+// here.
+func (c *Controller) setTakenOver(want map[netip.Addr]netip.Addr) {
 	c.mu.Lock()
 	if maps.Equal(want, c.lipTaken) {
 		c.mu.Unlock()
@@ -207,24 +212,31 @@ func (c *Controller) setTakenOver(want map[uint32]netip.Addr) {
 		c.log.Error("local addresses not taken over nor given back: the snapshot was not published", zap.Error(err))
 		return
 	}
-	var added []uint32
+	var added []netip.Addr
 	for a, peer := range want {
 		if _, had := prev[a]; !had {
 			added = append(added, a)
-			c.log.Warn("sync peer dead: its local address taken over", zap.Stringer("peer", peer), zap.Stringer("address", addrOf(a)))
+			c.log.Warn("sync peer dead: its local address taken over", zap.Stringer("peer", peer), zap.Stringer("address", a))
 		}
 	}
 	for a, peer := range prev {
 		if _, keep := want[a]; !keep {
-			c.log.Info("local address given back: its director says hello again, or another took it", zap.Stringer("peer", peer), zap.Stringer("address", addrOf(a)))
+			c.log.Info("local address given back: its director says hello again, or another took it", zap.Stringer("peer", peer), zap.Stringer("address", a))
 		}
 	}
-	slices.Sort(added)
+	slices.SortFunc(added, netip.Addr.Compare)
 	c.ha.takeovers.Add(uint64(len(added)))
 	var targets []announceTarget
 	for _, t := range c.announceTargets() {
-		if slices.Contains(added, t.ip) {
+		if slices.Contains(added, t.addr()) {
 			targets = append(targets, t)
+		}
+	}
+	for _, a := range added { // IPv6 ones: an unsolicited NA on the port whose subnet holds it
+		for i := range c.snap.Ports {
+			if a6 := hdr.Addr6From(a); a.Is6() && c.snap.Ports[i].OnLink6(&a6) {
+				targets = append(targets, announceTarget{port: i, ip6: a6})
+			}
 		}
 	}
 	backup := c.ha.backup
@@ -235,9 +247,13 @@ func (c *Controller) setTakenOver(want map[uint32]netip.Addr) {
 	// Connections of another director whose local port another worker
 	// owns here get their steering entry now that the port has a pool.
 	for _, a := range added {
-		conns, _, err := c.dp.DumpConns(lcore.ConnFilter{LIP: a}, c.dumpLimit())
+		f := lcore.ConnFilter{LIP6: hdr.Addr6From(a)}
+		if a.Is4() {
+			f = lcore.ConnFilter{LIP: ipv4(a)}
+		}
+		conns, _, err := c.dp.DumpConns(f, c.dumpLimit())
 		if err != nil {
-			c.log.Warn("taken-over local address: its connections not listed", zap.Stringer("address", addrOf(a)), zap.Error(err))
+			c.log.Warn("taken-over local address: its connections not listed", zap.Stringer("address", a), zap.Error(err))
 			continue
 		}
 		var recs []lcore.SyncConn
@@ -266,7 +282,7 @@ func (c *Controller) AnnounceLocalAddrs() {
 	own := c.ownLIPs()
 	var targets []announceTarget
 	for _, t := range c.announceTargets() {
-		if slices.Contains(own, t.ip) {
+		if slices.Contains(own, t.addr()) {
 			targets = append(targets, t)
 		}
 	}

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"fmt"
 	"maps"
 	"net/netip"
 	"slices"
@@ -25,13 +26,13 @@ import (
 func TestLIPsToTake(t *testing.T) {
 	now := time.Now()
 	pa, pb, pc := netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("10.0.0.2"), netip.MustParseAddr("10.0.0.3")
-	var lipsB []uint32
-	for i := range 8 {
-		lipsB = append(lipsB, 0xc6336450+uint32(i))
+	var lipsB []netip.Addr // four IPv4, four IPv6 (FNAT66's)
+	for i := range 4 {
+		lipsB = append(lipsB, addrOf(0xc6336450+uint32(i)), netip.MustParseAddr(fmt.Sprintf("fd00:2::50:%d", i)))
 	}
-	lipsB = append(lipsB, 0xc6336460) // also c's own
-	ownA, ownC := []uint32{0xc6336440}, []uint32{0xc6336441, 0xc6336460}
-	hello := func(p netip.Addr, boot uint64, ago time.Duration, lips []uint32) connsync.PeerHello {
+	lipsB = append(lipsB, addrOf(0xc6336460)) // also c's own
+	ownA, ownC := []netip.Addr{addrOf(0xc6336440)}, []netip.Addr{addrOf(0xc6336441), addrOf(0xc6336460)}
+	hello := func(p netip.Addr, boot uint64, ago time.Duration, lips []netip.Addr) connsync.PeerHello {
 		return connsync.PeerHello{Peer: p, Hello: connsync.Hello{Boot: boot, At: now.Add(-ago), TakesOver: true, LIPs: lips}}
 	}
 	const after = 3 * time.Second
@@ -42,13 +43,13 @@ func TestLIPsToTake(t *testing.T) {
 		_, a := byA[l]
 		_, c := byC[l]
 		if a == c {
-			t.Errorf("%s: taken over by a %v, by c %v: want exactly one", addrOf(l), a, c)
+			t.Errorf("%s: taken over by a %v, by c %v: want exactly one", l, a, c)
 		}
 	}
 	if len(byA) == 0 || len(byC) == 0 {
 		t.Errorf("a takes %d of 8, c %d: the addresses do not spread", len(byA), len(byC))
 	}
-	if _, ok := byA[0xc6336460]; ok {
+	if _, ok := byA[addrOf(0xc6336460)]; ok {
 		t.Errorf("a takes over an address c lists as its own")
 	}
 	for _, p := range byA {
@@ -85,20 +86,16 @@ func TestLIPsToTake(t *testing.T) {
 // back, the snapshot drops it.
 func TestTakeOver(t *testing.T) {
 	_, c, f := newTestOps(t)
-	lip := ipv4(netip.MustParseAddr("198.51.100.70"))
+	lipAddr := netip.MustParseAddr("198.51.100.70")
+	lip := ipv4(lipAddr)
 	peer := netip.MustParseAddr("10.0.0.2")
-	var installed []lcore.SyncConn
-	f.install = func(w int, b *lcore.SyncBatch) {
-		installed = append(installed, b.Records...)
-		b.Installed = uint32(len(b.Records))
-		b.MarkDone()
-	}
+	installed := keepInstalls(f)
 	// A connection the peer made from lip, synced here.
 	f.conns = []lcore.ConnInfo{{Proto: hdr.ProtoTCP, VIP: 0xCB007164, VPort: 80, ClientIP: 0xCB007107, ClientPort: 4000,
 		RIP: 0xC633640D, RPort: 80, LIP: lip, LPort: 2000, Fwd: fwd.FullNAT, State: conn.StateEstablished, HasExt: true,
 		Ext: conn.Ext{LIP: lip, LPort: 2000}}}
 	gen := c.Snapshot().Gen
-	c.setTakenOver(map[uint32]netip.Addr{lip: peer})
+	c.setTakenOver(map[netip.Addr]netip.Addr{lipAddr: peer})
 	s := c.Snapshot()
 	if !s.IsLIP(lip) || s.Gen == gen {
 		t.Fatalf("taken over: the snapshot (gen %d -> %d) answers for it: %v", gen, s.Gen, s.IsLIP(lip))
@@ -108,11 +105,11 @@ func TestTakeOver(t *testing.T) {
 			t.Errorf("service %v gives new connections the taken-over address", svc.Key)
 		}
 	}
-	if own := c.LocalAddrs(); slices.Contains(own, lip) {
+	if own := c.LocalAddrs(); slices.Contains(own, lipAddr) {
 		t.Errorf("LocalAddrs (the hellos') lists the taken-over address: %x", own)
 	}
-	if len(installed) == 0 || installed[0].Ext.LIP != lip {
-		t.Errorf("the connection's record was not installed again (for its steering entry): %+v", installed)
+	if len(*installed) == 0 || (*installed)[0].Ext.LIP != lip {
+		t.Errorf("the connection's record was not installed again (for its steering entry): %+v", *installed)
 	}
 	deadline := time.Now().Add(time.Second)
 	for !slices.ContainsFunc(f.sent(), func(sc sentCommand) bool { return sc.cmd.Kind == lcore.CmdAnnounce && sc.cmd.IP == lip }) {
@@ -121,7 +118,7 @@ func TestTakeOver(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	peers := c.syncPeers([]connsync.PeerHello{{Peer: peer, Hello: connsync.Hello{Boot: 2, At: time.Now().Add(-5 * time.Second), LIPs: []uint32{lip}}}},
+	peers := c.syncPeers([]connsync.PeerHello{{Peer: peer, Hello: connsync.Hello{Boot: 2, At: time.Now().Add(-5 * time.Second), LIPs: []netip.Addr{lipAddr}}}},
 		time.Now(), 3*time.Second)
 	var b strings.Builder
 	api.WriteDaemons(&b, api.Response{SyncPeers: peers})
@@ -135,11 +132,11 @@ func TestTakeOver(t *testing.T) {
 		t.Errorf("metrics %v, want %v", got, want)
 	}
 
-	c.setTakenOver(map[uint32]netip.Addr{})
+	c.setTakenOver(map[netip.Addr]netip.Addr{})
 	if c.Snapshot().IsLIP(lip) || len(c.lipTaken) != 0 {
 		t.Errorf("given back: the snapshot still answers for it")
 	}
-	if !maps.Equal(c.lipTaken, map[uint32]netip.Addr{}) {
+	if !maps.Equal(c.lipTaken, map[netip.Addr]netip.Addr{}) {
 		t.Errorf("given back: %v", c.lipTaken)
 	}
 }
@@ -159,9 +156,9 @@ func TestSeedPeers(t *testing.T) {
 	written := time.Unix(1700000000, 0)
 	now := written.Add(5 * time.Second) // the restart took 5 s, beyond the patience
 	peers := []connsync.PeerHello{
-		{Peer: netip.MustParseAddr("192.0.2.2"), Hello: connsync.Hello{Boot: 2, At: written.Add(-time.Second), TakesOver: true, LIPs: []uint32{0x0a000002}}},
-		{Peer: netip.MustParseAddr("192.0.2.3"), Hello: connsync.Hello{Boot: 3, At: written.Add(-time.Minute), LIPs: []uint32{0x0a000003}}},
-		{Peer: netip.MustParseAddr("192.0.2.4"), Hello: connsync.Hello{Boot: 4, At: written, Leaving: true, LIPs: []uint32{0x0a000004}}},
+		{Peer: netip.MustParseAddr("192.0.2.2"), Hello: connsync.Hello{Boot: 2, At: written.Add(-time.Second), TakesOver: true, LIPs: []netip.Addr{addrOf(0x0a000002)}}},
+		{Peer: netip.MustParseAddr("192.0.2.3"), Hello: connsync.Hello{Boot: 3, At: written.Add(-time.Minute), LIPs: []netip.Addr{addrOf(0x0a000003)}}},
+		{Peer: netip.MustParseAddr("192.0.2.4"), Hello: connsync.Hello{Boot: 4, At: written, Leaving: true, LIPs: []netip.Addr{addrOf(0x0a000004)}}},
 	}
 	var rec seedRecorder
 	n, dead := seedPeers(&rec, peers, written, now, 3*time.Second)
@@ -177,14 +174,84 @@ func TestSeedPeers(t *testing.T) {
 	// This director alone takes over: the live peer (a candidate too)
 	// may win one of the dead ones' addresses, never its own.
 	taken := lipsToTake(1, nil, rec.got, now.Add(takeoverCheck), 3*time.Second)
-	if _, ok := taken[0x0a000002]; ok {
+	if _, ok := taken[addrOf(0x0a000002)]; ok {
 		t.Errorf("the live peer's address is taken over: %v", taken)
 	}
 	solo := lipsToTake(1, nil, rec.got[1:], now.Add(takeoverCheck), 3*time.Second)
-	if len(solo) != 2 || solo[0x0a000003] != peers[1].Peer || solo[0x0a000004] != peers[2].Peer {
+	if len(solo) != 2 || solo[addrOf(0x0a000003)] != peers[1].Peer || solo[addrOf(0x0a000004)] != peers[2].Peer {
 		t.Errorf("the only live director takes %v, want the dead and the leaving peer's addresses", solo)
 	}
 	if n, _ := seedPeers(&rec, peers, written, now, 0); n != 0 {
 		t.Errorf("takeover off: seeded %d", n)
+	}
+}
+
+// keepInstalls has f install every record it is given, and keep them.
+func keepInstalls(f *fakeDataplane) *[]lcore.SyncConn {
+	var installed []lcore.SyncConn
+	f.install = func(w int, b *lcore.SyncBatch) {
+		installed = append(installed, b.Records...)
+		b.Installed = uint32(len(b.Records))
+		b.MarkDone()
+	}
+	return &installed
+}
+
+// TestTakeoverRankIPv4: an IPv4 address's rank is what directors before
+// IPv6 local addresses computed (its 4 bytes, then the boot id's 8), so
+// that in a mixed cluster every director picks the same taker.
+func TestTakeoverRankIPv4(t *testing.T) {
+	for _, c := range []struct {
+		lip  uint32
+		boot uint64
+		want uint64
+	}{{0xc6336450, 1, 0xb6eb94ecf6155a63}, {0x0a000002, 1700000000123456789, 0xf743f58a41f82828}} {
+		if got := takeoverRank(addrOf(c.lip), c.boot); got != c.want {
+			t.Errorf("takeoverRank(%s, %d) = %#x, want %#x", addrOf(c.lip), c.boot, got, c.want)
+		}
+	}
+}
+
+// TestTakeOver6: a dead peer's IPv6 local address (FNAT66's) taken over
+// is in the snapshot (the workers answer neighbour solicitations for it)
+// with no service giving it out, is announced by an unsolicited NA on
+// the port whose subnet holds it, and its connections' records go to the
+// workers again (their steering entries); given back, the snapshot drops
+// it.
+func TestTakeOver6(t *testing.T) {
+	_, c, f := newTestOps6(t)
+	lip := netip.MustParseAddr("fd00:1::70")
+	lip6 := hdr.Addr6From(lip)
+	peer := netip.MustParseAddr("10.0.0.2")
+	installed := keepInstalls(f)
+	six := func(s string) hdr.Addr6 { return hdr.Addr6From(netip.MustParseAddr(s)) }
+	f.conns = []lcore.ConnInfo{{Proto: hdr.ProtoTCP, IPv6: true, VPort: 80, ClientPort: 4000, RPort: 80, LPort: 2000,
+		Client6: six("2001:db8::7"), VIP6: six("2001:db8::10"), RIP6: six("fd00:1::11"), LIP6: lip6,
+		Fwd: fwd.FullNAT, State: conn.StateEstablished, HasExt: true, Ext: conn.Ext{LPort: 2000}}}
+	c.setTakenOver(map[netip.Addr]netip.Addr{lip: peer})
+	s := c.Snapshot()
+	if !s.IsLIP6(lip6) {
+		t.Fatal("taken over: the snapshot does not answer for the IPv6 local address")
+	}
+	for _, svc := range s.Services {
+		if slices.Contains(svc.LocalAddrs6, lip6) {
+			t.Errorf("service %v gives new connections the taken-over address", svc.Key)
+		}
+	}
+	if len(*installed) == 0 || (*installed)[0].Six.LIP != lip6 {
+		t.Errorf("the FNAT66 connection's record was not installed again (for its steering entry): %+v", *installed)
+	}
+	deadline := time.Now().Add(time.Second)
+	for !slices.ContainsFunc(f.sent(), func(sc sentCommand) bool {
+		return sc.cmd.Kind == lcore.CmdAnnounce && sc.cmd.IP6 == lip6 && sc.cmd.Port == 1
+	}) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no unsolicited NA for the taken-over address on port lan: %+v", f.sent())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.setTakenOver(map[netip.Addr]netip.Addr{})
+	if c.Snapshot().IsLIP6(lip6) {
+		t.Errorf("given back: the snapshot still answers for it")
 	}
 }

@@ -3,11 +3,15 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/dplb/dplb/e2e/harness"
 )
+
+// scaleFNAT6Streams is how many FNAT66 streams TestScaleOutIPv6 runs.
+const scaleFNAT6Streams = 60
 
 // TestScaleOutIPv6: three directors announce an IPv6 VIP beside the
 // IPv4 one, as a /128 in MP-BGP over their IPv4 sessions, each with its
@@ -15,10 +19,17 @@ import (
 // and spreads the client's IPv6 requests over them (each schedules some,
 // VS/DR to the servers);
 // a drained director's /128 is withdrawn with its /32, and comes back on
-// undrain.
+// undrain. Beside them, FNAT66 streams (FullNAT to the servers' IPv6
+// addresses, each director from an IPv6 local address of its own,
+// scaleLIP6) go on across the drain and undrain (the others hold the
+// moved flows' connections, sync kind 9), and across kill -9 of a
+// director that scheduled some: one of the others takes its IPv6 local
+// address over (hellos kind 10; it answers solicitations for it and
+// sends an unsolicited NA), so the servers' answers to it still reach a
+// director; started again, it gets the address back.
 func TestScaleOutIPv6(t *testing.T) {
 	waitBound(t)
-	e := newScaleEnvOn(t, false, true)
+	e := newScaleEnvWith(t, false, true, true)
 	a, b, c := e.nodes[0], e.nodes[1], e.nodes[2]
 	e.waitRoute(t, "at start", a, b, c)
 	e.waitRoute6(t, "at start (IPv6)", a, b, c)
@@ -53,12 +64,40 @@ func TestScaleOutIPv6(t *testing.T) {
 		}
 	}
 
+	fnat := e.startStreamsHeld(t, "FNAT66", scaleVIP6, scaleFNAT6Port, scaleFNAT6Streams)
+
+	drained := time.Now()
 	e.lbctlOn(t, a, "drain")
 	e.waitRoute6(t, "node a drained (IPv6)", b, c)
 	e.waitRoute(t, "node a drained", b, c)
 	get("node a drained")
+	keepStreamingAfter(t, fnat, "node a drained (FNAT66)", drained)
 	e.lbctlOn(t, a, "undrain")
 	e.waitRoute6(t, "node a undrained (IPv6)", a, b, c)
+
+	// Kill a director that scheduled FNAT66 streams: the servers answer
+	// them at its IPv6 local address.
+	dead, live := b, []*scaleNode{a, c}
+	if e.conns(t, b, scaleFNAT6Port) == 0 {
+		dead, live = c, []*scaleNode{a, b}
+	}
+	if e.conns(t, dead, scaleFNAT6Port) == 0 {
+		t.Fatal("nodes b and c scheduled none of the FNAT66 streams: a death would test no takeover")
+	}
+	killed := time.Now()
+	if err := dead.lbd.Proc.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.waitRoute6(t, "node "+dead.Name+" killed (IPv6)", live...)
+	e.checkTakeoverOf(t, "dead", scaleLIP6(dead), dead, live...)
+	keepStreamingAfter(t, fnat, "node "+dead.Name+" killed (FNAT66)", killed.Add(6*time.Second))
+
+	back := time.Now()
+	e.startLBD(t, dead)
+	e.waitRoute6(t, "node "+dead.Name+" back (IPv6)", a, b, c)
+	e.checkGivenBack(t, live...)
+	keepStreamingAfter(t, fnat, "node "+dead.Name+" back (FNAT66)", back)
+	finishStreams(t, fnat, "FNAT66 streams", "a drain and undrain, a director's kill -9 and return", scaleFNAT6Streams)
 	for _, n := range e.nodes {
 		if err := n.lbd.Stop(10 * time.Second); err != nil {
 			t.Errorf("node %s: %v", n.Name, err)

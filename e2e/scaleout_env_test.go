@@ -40,7 +40,7 @@ type scaleEnv struct {
 	prefix                 netip.Prefix
 	taps                   bool // lbd on a TAP port bridged to the node's link
 	six                    bool // an IPv6 VIP too (scaleVIP6), announced with the port's address6
-	fnat                   bool // a FullNAT service too (scaleFNATPort), each director with its local address (scaleLIP)
+	fnat                   bool // a FullNAT service too (scaleFNATPort), each director with its local address (scaleLIP); with six an FNAT66 one (scaleFNAT6Port, scaleLIP6)
 }
 
 func newScaleEnv(t *testing.T) *scaleEnv {
@@ -103,6 +103,9 @@ func newScaleEnvWith(t *testing.T, taps, six, fnat bool) *scaleEnv {
 		rsNS = append(rsNS, s.NS)
 	}
 	startEchoServers(t, scaleEchoPort, rsNS...)
+	if six && fnat {
+		startEchoServers6(t, scaleEcho6Port, rsNS...)
+	}
 
 	var mgmt []netip.Addr
 	for _, nd := range n.Nodes {
@@ -143,6 +146,7 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 	c.Services = []harness.Service{svc(scaleHTTPPort), svc(scaleEchoPort)}
 	if e.six {
 		c.Ports[0].Address6 = scaleNode6(n) + "/64"
+		c.Ports[0].Gateway6 = v6LVSRouterSeg // FNAT66's answers to the clients behind the router
 		v6 := harness.Service{VIP: scaleVIP6, Port: scaleHTTP6Port, Scheduler: "mh", SchedFlags: []string{"mh-port"}, SloppyTCP: true}
 		for i := range e.net.Servers {
 			v6.Servers = append(v6.Servers, harness.Server{Address: v6LVSServer(i), Port: scaleHTTP6Port, Weight: 1, Forward: "dr"})
@@ -156,6 +160,16 @@ func (e *scaleEnv) config(n *scaleNode) harness.Config {
 			SloppyTCP: true, LocalAddresses: []string{scaleLIP(n)}}
 		for _, rs := range e.net.Servers {
 			s.Servers = append(s.Servers, harness.Server{Address: rs.Addr.Addr().String(), Port: scaleEchoPort, Weight: 1, Forward: "fullnat"})
+		}
+		c.Services = append(c.Services, s)
+	}
+	if e.six && e.fnat {
+		// FNAT66: the IPv6 VIP's echo port to the servers' IPv6
+		// addresses, from this director's own IPv6 local address.
+		s := harness.Service{VIP: scaleVIP6, Port: scaleFNAT6Port, Scheduler: "mh", SchedFlags: []string{"mh-port"},
+			SloppyTCP: true, LocalAddresses: []string{scaleLIP6(n)}}
+		for i := range e.net.Servers {
+			s.Servers = append(s.Servers, harness.Server{Address: v6LVSServer(i), Port: scaleEcho6Port, Weight: 1, Forward: "fullnat"})
 		}
 		c.Services = append(c.Services, s)
 	}
@@ -201,6 +215,17 @@ const scaleFNATPort = 9002
 
 // scaleLIP is node n's FullNAT local address, on the servers' segment.
 func scaleLIP(n *scaleNode) string { return fmt.Sprintf("198.51.100.%d", 60+int(n.Name[0]-'a')) }
+
+// scaleFNAT6Port is the FNAT66 service's port on scaleVIP6 (newScaleEnvWith
+// with six and fnat), to the servers' IPv6 echo port scaleEcho6Port.
+const (
+	scaleFNAT6Port = 9006
+	scaleEcho6Port = 9004
+)
+
+// scaleLIP6 is node n's IPv6 local address (FNAT66's), on the servers'
+// segment.
+func scaleLIP6(n *scaleNode) string { return fmt.Sprintf("fd00:2::6%d", int(n.Name[0]-'a')) }
 
 // scaleNode6 is node n's IPv6 address on the segment (the next hop it
 // announces scaleVIP6 with).

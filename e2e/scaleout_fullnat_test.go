@@ -3,6 +3,7 @@ package e2e
 import (
 	"net"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -35,26 +36,32 @@ const scaleFNATStreams = 150
 // sync), which a drain relies on.
 func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 	t.Helper()
-	addr := net.JoinHostPort(e.net.VIP.String(), strconv.Itoa(scaleFNATPort))
-	fleet := startFleet(t, e.ctx, e.net.Client.NS, addr, scaleFNATStreams, scaleInterval)
-	keepStreamingAfter(t, fleet, "FullNAT streams started", time.Now())
+	return e.startStreamsHeld(t, "FullNAT", e.net.VIP.String(), scaleFNATPort, scaleFNATStreams)
+}
+
+// startStreamsHeld starts n streams (what) to vip:port, checks that node
+// a scheduled some, and waits until every director holds all of them.
+func (e *scaleEnv) startStreamsHeld(t *testing.T, what, vip string, port, n int) *echoFleet {
+	t.Helper()
+	fleet := startFleet(t, e.ctx, e.net.Client.NS, net.JoinHostPort(vip, strconv.Itoa(port)), n, scaleInterval)
+	keepStreamingAfter(t, fleet, what+" streams started", time.Now())
 	spread := map[string]uint64{}
-	for _, n := range e.nodes {
-		spread[n.Name] = e.conns(t, n, scaleFNATPort)
+	for _, nd := range e.nodes {
+		spread[nd.Name] = e.conns(t, nd, port)
 	}
-	t.Logf("the %d FullNAT streams were scheduled by %v", scaleFNATStreams, spread)
+	t.Logf("the %d %s streams were scheduled by %v", n, what, spread)
 	if spread["a"] == 0 {
-		t.Fatal("node a scheduled none of the FullNAT streams: its drain would move nothing")
+		t.Fatalf("node a scheduled none of the %s streams: its drain would move nothing", what)
 	}
-	for _, n := range e.nodes {
+	for _, nd := range e.nodes {
 		held := uint64(0)
 		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-			if held = e.activeConns(t, n, scaleFNATPort); held >= scaleFNATStreams {
+			if held = e.activeConns(t, nd, port); held >= uint64(n) {
 				break
 			}
 		}
-		if held < scaleFNATStreams {
-			t.Fatalf("node %s holds %d FullNAT connections, want the %d streams'", n.Name, held, scaleFNATStreams)
+		if held < uint64(n) {
+			t.Fatalf("node %s holds %d %s connections, want the %d streams'", nd.Name, held, what, n)
 		}
 	}
 	return fleet
@@ -66,7 +73,12 @@ func (e *scaleEnv) startFullNATStreams(t *testing.T) *echoFleet {
 // address taken over there; its metric counts it), and returns it.
 func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, live ...*scaleNode) *scaleNode {
 	t.Helper()
-	lip := scaleLIP(dead)
+	return e.checkTakeoverOf(t, state, scaleLIP(dead), dead, live...)
+}
+
+// checkTakeoverOf is checkTakeover for dead's local address lip.
+func (e *scaleEnv) checkTakeoverOf(t *testing.T, state, lip string, dead *scaleNode, live ...*scaleNode) *scaleNode {
+	t.Helper()
 	// The same single taker for 1.5 s: a director that comes back (an
 	// upgrade) changes the ranks, and the address moves once more.
 	var takers []*scaleNode
@@ -76,7 +88,7 @@ func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, li
 		takers = takers[:0]
 		for _, n := range live {
 			listings[n.Name] = e.lbctlOn(t, n, "-L", "--daemon")
-			if strings.Contains(listings[n.Name], "(taken over here: "+lip+")") {
+			if slices.Contains(takenOverHere(listings[n.Name]), lip) {
 				takers = append(takers, n)
 			}
 		}
@@ -103,6 +115,19 @@ func (e *scaleEnv) checkTakeover(t *testing.T, state string, dead *scaleNode, li
 	}
 	t.Logf("node %s %s: node %s took its local address %s over", dead.Name, state, n.Name, lip)
 	return n
+}
+
+// takenOverHere are the local addresses lbctl -L --daemon's listing says
+// were taken over here, of every peer.
+func takenOverHere(listing string) []string {
+	var out []string
+	for _, line := range strings.Split(listing, "\n") {
+		if _, rest, ok := strings.Cut(line, "(taken over here: "); ok {
+			list, _, _ := strings.Cut(rest, ")")
+			out = append(out, strings.Split(list, ",")...)
+		}
+	}
+	return out
 }
 
 // upgradeTaker upgrades node n, which took dead's local address over

@@ -28,7 +28,7 @@ const (
 	// and marks the batch done.
 	CmdSyncInstall
 	// CmdAnnounce sends a gratuitous ARP for Command.IP out of
-	// Command.Port.
+	// Command.Port, or an unsolicited NA for Command.IP6 when it is set.
 	CmdAnnounce
 	// CmdTrace answers Command.Trace: what the worker would do with one
 	// flow's next packet (trace.go); it changes nothing.
@@ -66,7 +66,7 @@ type Command struct {
 	Snap *Snapshot
 	Port int
 	IP   uint32
-	IP6  hdr.Addr6 // CmdSolicit's target; CmdProbe's server when IPv6 (else IP)
+	IP6  hdr.Addr6 // CmdSolicit's target; CmdProbe's server when IPv6 (else IP); CmdAnnounce's when set
 	Dump *DumpRequest
 	Sync *SyncBatch
 	// CmdProbe's ports and initial sequence number (drawn at random by

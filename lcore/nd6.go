@@ -33,7 +33,7 @@ func (w *Worker) handleND6(d *desc) exit {
 	}
 	ours := !p.Addr6.IsUnspecified() && target == p.Addr6 ||
 		!w.snap.Backup && (p.FacesClients && w.snap.IsVIP6(target) || p.isFloating6(target) ||
-			w.snap.IsLIP6(target) && p.onLink6(&target))
+			w.snap.IsLIP6(target) && p.OnLink6(&target))
 	if !ours {
 		return drop(DropNDNotOurs)
 	}
@@ -62,7 +62,7 @@ func (w *Worker) handleND6(d *desc) exit {
 // learnable6 reports whether a neighbour's address may enter the table:
 // on the port's link and none of ours.
 func (w *Worker) learnable6(p *PortInfo, a *hdr.Addr6) bool {
-	return p.onLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a) && !p.isFloating6(*a) && !w.snap.IsLIP6(*a)
+	return p.OnLink6(a) && !w.snap.isLocal6(*a) && !w.snap.IsVIP6(*a) && !p.isFloating6(*a) && !w.snap.IsLIP6(*a)
 }
 
 // isFloating6 reports whether a is one of the port's IPv6 floating
@@ -164,7 +164,7 @@ func (w *Worker) announce6Port(i int) {
 		w.sendUnsolicitedNA(i, f)
 	}
 	for lip := range w.snap.six.lips { // FNAT66's, on this port's link
-		if p.onLink6(&lip) {
+		if p.OnLink6(&lip) {
 			w.sendUnsolicitedNA(i, lip)
 		}
 	}

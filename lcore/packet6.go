@@ -149,7 +149,7 @@ func (w *Worker) forward6(d *desc) exit {
 
 // learnClient6 remembers the Ethernet source of an on-link IPv6 client.
 func (w *Worker) learnClient6(d *desc, src *hdr.Addr6) {
-	if w.snap.Ports[d.in].onLink6(src) {
+	if w.snap.Ports[d.in].OnLink6(src) {
 		w.neigh6.learn(src, d.eth().Src(), w.now)
 	}
 }

@@ -74,8 +74,8 @@ func (s *Snapshot) IsVIP6(a hdr.Addr6) bool { return s.six.vips[a] }
 // neighbour solicitations for.
 func (s *Snapshot) IsLIP6(a hdr.Addr6) bool { return s.six.lips[a] }
 
-// onLink6 reports whether a is in the port's IPv6 subnet.
-func (p *PortInfo) onLink6(a *hdr.Addr6) bool {
+// OnLink6 reports whether a is in the port's IPv6 subnet.
+func (p *PortInfo) OnLink6(a *hdr.Addr6) bool {
 	return !p.Addr6.IsUnspecified() && inNet6(a, &p.Net6, &p.Mask6)
 }
 
@@ -83,7 +83,7 @@ func (p *PortInfo) onLink6(a *hdr.Addr6) bool {
 // port whose subnet holds it, else the port with an IPv6 gateway.
 func (s *Snapshot) Route6(dst *hdr.Addr6) (port int, nextHop hdr.Addr6, ok bool) {
 	for i := range s.Ports {
-		if s.Ports[i].onLink6(dst) {
+		if s.Ports[i].OnLink6(dst) {
 			return i, *dst, true
 		}
 	}

@@ -554,6 +554,12 @@ func (w *Worker) runCommands(int64) {
 				}
 			}
 		case CmdAnnounce:
+			if !cmd.IP6.IsUnspecified() {
+				if cmd.Port >= 0 && cmd.Port < len(w.snap.Ports) {
+					w.sendUnsolicitedNA(cmd.Port, cmd.IP6)
+				}
+				break
+			}
 			w.announce(cmd.Port, cmd.IP)
 		case CmdAnnounce6:
 			if cmd.Port >= 0 && cmd.Port < len(w.snap.Ports) {

@@ -100,6 +100,16 @@ import (
 // its boot id (64), the age of its newest hello in ms (32), flags (32:
 // bit 0 leaving, bit 1 takes over) and a local address (32; 0: it listed
 // none). An older peer drops kind 8 for its kind.
+//
+// Kinds 10 and 11 are kinds 7 and 8 for IPv6 local addresses (FNAT66's),
+// which do not fit their 32-bit fields. A master sends a kind 10 hello
+// (the same ref, its IPv6 local addresses 16 bytes each) right after each
+// kind 7 once it has listed an IPv6 one (so a peer hears the list empty
+// again); a receiver takes either as a hello and keeps the other
+// family's addresses from the sender's last one of the same boot. Kind
+// 11 goes with kind 8, a record per (peer, IPv6 local address), 48
+// bytes: kind 8's with a 128-bit local address. An older peer drops both
+// for their kind, and takes no IPv6 local address over.
 const (
 	Magic   = 0x44505359 // "DPSY"
 	Version = 1
@@ -116,8 +126,13 @@ const (
 	shiftLen     = 12
 	// HelloAddrLen is a hello's record: one IPv4 local address (kind 7).
 	HelloAddrLen = 4
+	// HelloAddr6Len is an IPv6 hello's record: one IPv6 local address
+	// (kind 10).
+	HelloAddr6Len = 16
 	// PeerRecordLen is a peers message's record (kind 8).
 	PeerRecordLen = 16 + 8 + 4 + 4 + 4
+	// PeerRecord6Len is an IPv6 peers message's record (kind 11).
+	PeerRecord6Len = PeerRecordLen - 4 + 16
 	// FullNAT6RecordLen is an FNAT66 record's length (kind 9), the
 	// longest.
 	FullNAT6RecordLen = Record6Len + 16
@@ -162,17 +177,19 @@ const (
 type Kind uint8
 
 const (
-	KindRecords     Kind = 1 // connection and template records
-	KindBulkRequest Kind = 2 // a peer asks the masters for their whole table
-	KindBulkEnd     Kind = 3 // a master finished sending its table to Ref
-	KindExtRecords  Kind = 4 // connection records with their extension (FullNAT, SYN proxy)
-	KindRecords6    Kind = 5 // IPv6 connection records
-	KindFTP         Kind = 6 // FTP control connection records with the helper's sequence adjustments
-	KindHello       Kind = 7 // a master's heartbeat: its own FullNAT local addresses
-	KindPeers       Kind = 8 // the peers a master's backup heard, with a bulk dump
-	KindFullNAT6    Kind = 9 // FullNAT connection records to IPv6 servers (FNAT66)
+	KindRecords     Kind = 1  // connection and template records
+	KindBulkRequest Kind = 2  // a peer asks the masters for their whole table
+	KindBulkEnd     Kind = 3  // a master finished sending its table to Ref
+	KindExtRecords  Kind = 4  // connection records with their extension (FullNAT, SYN proxy)
+	KindRecords6    Kind = 5  // IPv6 connection records
+	KindFTP         Kind = 6  // FTP control connection records with the helper's sequence adjustments
+	KindHello       Kind = 7  // a master's heartbeat: its own FullNAT local addresses
+	KindPeers       Kind = 8  // the peers a master's backup heard, with a bulk dump
+	KindFullNAT6    Kind = 9  // FullNAT connection records to IPv6 servers (FNAT66)
+	KindHello6      Kind = 10 // kind 7 for the master's IPv6 local addresses
+	KindPeers6      Kind = 11 // kind 8 for the peers' IPv6 local addresses
 
-	lastKind = KindFullNAT6
+	lastKind = KindPeers6
 )
 
 // What a hello's ref says of its sender.
@@ -207,6 +224,10 @@ func (k Kind) String() string {
 		return "peers"
 	case KindFullNAT6:
 		return "fullnat6-records"
+	case KindHello6:
+		return "hello6"
+	case KindPeers6:
+		return "peers6"
 	}
 	return "unknown"
 }
@@ -267,6 +288,10 @@ func recordLen(k Kind) int {
 		return PeerRecordLen
 	case KindFullNAT6:
 		return FullNAT6RecordLen
+	case KindHello6:
+		return HelloAddr6Len
+	case KindPeers6:
+		return PeerRecord6Len
 	}
 	return RecordLen
 }
@@ -289,6 +314,33 @@ func RecordKind(r *lcore.SyncConn) Kind {
 // hasRecords reports whether messages of kind k carry records.
 func hasRecords(k Kind) bool {
 	return k == KindRecords || k == KindExtRecords || k == KindRecords6 || k == KindFTP || k == KindFullNAT6
+}
+
+// IsHello reports whether kind k is a hello (7, or 10 for IPv6).
+func IsHello(k Kind) bool { return k == KindHello || k == KindHello6 }
+
+// isPeers reports whether kind k is a peers message (8, or 11 for IPv6).
+func isPeers(k Kind) bool { return k == KindPeers || k == KindPeers6 }
+
+// lipFamily reports whether local address a belongs in a message of kind
+// k: IPv4 in kinds 7 and 8, IPv6 in 10 and 11.
+func lipFamily(k Kind, a netip.Addr) bool {
+	return a.Is4() == (k == KindHello || k == KindPeers)
+}
+
+// validLIP reports whether a can be a director's local address: unicast,
+// neither unspecified nor loopback, IPv6 not IPv4-mapped.
+func validLIP(a netip.Addr) bool {
+	return a.IsValid() && !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback() && !a.Is4In6() &&
+		a != netip.AddrFrom4([4]byte{255, 255, 255, 255})
+}
+
+// lipAt reads the local address of n bytes (4 or 16) at b.
+func lipAt(b []byte, n int) netip.Addr {
+	if n == 4 {
+		return netip.AddrFrom4([4]byte(b[:4]))
+	}
+	return netip.AddrFrom16([16]byte(b[:16]))
 }
 
 // Append appends the message h with recs, MAC included, to dst.
@@ -384,8 +436,8 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	switch {
 	case h.Kind < KindRecords || h.Kind > lastKind:
 		return h, recs, ReasonKind
-	case !hasRecords(h.Kind) && h.Kind != KindHello && h.Kind != KindPeers && count != 0,
-		h.Kind == KindHello && binary.BigEndian.Uint64(msg[offRef:])&^HelloTakesOver > HelloForget:
+	case !hasRecords(h.Kind) && !IsHello(h.Kind) && !isPeers(h.Kind) && count != 0,
+		IsHello(h.Kind) && binary.BigEndian.Uint64(msg[offRef:])&^HelloTakesOver > HelloForget:
 		return h, recs, ReasonMalformed
 	case msg[offRsv1] != 0 || binary.BigEndian.Uint16(msg[offRsv2:]) != 0 || binary.BigEndian.Uint32(msg[offRsv3:]) != 0:
 		return h, recs, ReasonMalformed
@@ -403,23 +455,25 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	if h.Boot == 0 || h.Seq == 0 {
 		return h, recs, ReasonMalformed
 	}
-	if h.Kind == KindHello {
+	if IsHello(h.Kind) {
 		// Its addresses are read by HelloAddrs once the message passed.
 		for off := HeaderLen; off < len(body); off += rlen {
-			if a := binary.BigEndian.Uint32(body[off:]); a == 0 || a>>28 == 0xe || a == 0xffffffff {
+			if !validLIP(lipAt(body[off:], rlen)) {
 				return h, recs, ReasonRecord
 			}
 		}
 		return h, recs, ReasonNone
 	}
-	if h.Kind == KindPeers {
-		// Its peers are read by PeersOf once the message passed.
+	if isPeers(h.Kind) {
+		// Its peers are read by PeersOf once the message passed; kind 8's
+		// local address 0 says the peer listed none.
 		for off := HeaderLen; off < len(body); off += rlen {
 			b := body[off : off+rlen]
 			a := netip.AddrFrom16([16]byte(b[:16])).Unmap()
-			lip := binary.BigEndian.Uint32(b[32:])
+			lip := lipAt(b[32:], rlen-32)
 			if a.IsUnspecified() || a.IsMulticast() || binary.BigEndian.Uint64(b[16:]) == 0 ||
-				binary.BigEndian.Uint32(b[28:])&^(peerLeaving|peerTakesOver) != 0 || lip>>28 == 0xe || lip == 0xffffffff {
+				binary.BigEndian.Uint32(b[28:])&^(peerLeaving|peerTakesOver) != 0 ||
+				!validLIP(lip) && (h.Kind == KindPeers6 || !lip.IsUnspecified()) {
 				return h, recs, ReasonRecord
 			}
 		}
@@ -449,13 +503,22 @@ func (c *Codec) Decode(msg []byte, recs []lcore.SyncConn) (Header, []lcore.SyncC
 	return h, recs, ReasonNone
 }
 
-// AppendHello appends a hello (h.Kind KindHello, h.Ref what the sender
-// does) listing lips, MAC included, to dst.
-func (c *Codec) AppendHello(dst []byte, h Header, lips []uint32) []byte {
+// AppendHello appends a hello (h.Kind KindHello or KindHello6, h.Ref
+// what the sender does) listing those of lips of its family, MAC
+// included, to dst.
+func (c *Codec) AppendHello(dst []byte, h Header, lips []netip.Addr) []byte {
 	start := len(dst)
-	dst = appendHeader(dst, h, len(lips))
+	n := 0
 	for _, a := range lips {
-		dst = binary.BigEndian.AppendUint32(dst, a)
+		if lipFamily(h.Kind, a) {
+			n++
+		}
+	}
+	dst = appendHeader(dst, h, n)
+	for _, a := range lips {
+		if lipFamily(h.Kind, a) {
+			dst = append(dst, a.AsSlice()...)
+		}
 	}
 	return c.sign(dst, start)
 }
@@ -466,15 +529,30 @@ const (
 	peerTakesOver = 2
 )
 
-// AppendPeers appends a peers message (h.Kind KindPeers) listing peers,
-// each hello's age counted to now, MAC included, to dst. The caller
-// keeps the records, one a local address of each peer (one for a peer
-// with none), within a datagram.
+// peerRecords is how many records peer p takes in a peers message of
+// kind k: one per local address of the kind's family; in kind 8 one for
+// a peer with none (so that it is known), in kind 11 none.
+func peerRecords(k Kind, p *PeerHello) int {
+	n := 0
+	for _, a := range p.LIPs {
+		if lipFamily(k, a) {
+			n++
+		}
+	}
+	if k == KindPeers {
+		n = max(n, 1)
+	}
+	return n
+}
+
+// AppendPeers appends a peers message (h.Kind KindPeers or KindPeers6)
+// listing peers, each hello's age counted to now, MAC included, to dst.
+// The caller keeps the records (peerRecords) within a datagram.
 func (c *Codec) AppendPeers(dst []byte, h Header, peers []PeerHello, now time.Time) []byte {
 	start := len(dst)
 	n := 0
-	for _, p := range peers {
-		n += max(len(p.LIPs), 1)
+	for i := range peers {
+		n += peerRecords(h.Kind, &peers[i])
 	}
 	dst = appendHeader(dst, h, n)
 	for _, p := range peers {
@@ -487,16 +565,22 @@ func (c *Codec) AppendPeers(dst []byte, h Header, peers []PeerHello, now time.Ti
 		if p.TakesOver {
 			flags |= peerTakesOver
 		}
-		lips := p.LIPs
-		if len(lips) == 0 {
-			lips = []uint32{0}
-		}
-		for _, l := range lips {
+		record := func(lip []byte) {
 			dst = append(dst, a[:]...)
 			dst = binary.BigEndian.AppendUint64(dst, p.Boot)
 			dst = binary.BigEndian.AppendUint32(dst, age)
 			dst = binary.BigEndian.AppendUint32(dst, flags)
-			dst = binary.BigEndian.AppendUint32(dst, l)
+			dst = append(dst, lip...)
+		}
+		listed := false
+		for _, l := range p.LIPs {
+			if lipFamily(h.Kind, l) {
+				record(l.AsSlice())
+				listed = true
+			}
+		}
+		if !listed && h.Kind == KindPeers {
+			record(make([]byte, 4))
 		}
 	}
 	return c.sign(dst, start)
@@ -505,10 +589,11 @@ func (c *Codec) AppendPeers(dst []byte, h Header, peers []PeerHello, now time.Ti
 // PeersOf reads the peers of peers message msg, which Decode passed, each
 // hello's time its age before now; a peer's records are merged.
 func PeersOf(msg []byte, now time.Time) []PeerHello {
+	rlen := recordLen(Kind(msg[offKind]))
 	body := msg[HeaderLen : len(msg)-MACLen]
 	var out []PeerHello
-	for off := 0; off+PeerRecordLen <= len(body); off += PeerRecordLen {
-		b := body[off : off+PeerRecordLen]
+	for off := 0; off+rlen <= len(body); off += rlen {
+		b := body[off : off+rlen]
 		a, boot := netip.AddrFrom16([16]byte(b[:16])).Unmap(), binary.BigEndian.Uint64(b[16:])
 		if len(out) == 0 || out[len(out)-1].Peer != a || out[len(out)-1].Boot != boot {
 			flags := binary.BigEndian.Uint32(b[28:])
@@ -516,19 +601,21 @@ func PeersOf(msg []byte, now time.Time) []PeerHello {
 				At:      now.Add(-time.Duration(binary.BigEndian.Uint32(b[24:])) * time.Millisecond),
 				Leaving: flags&peerLeaving != 0, TakesOver: flags&peerTakesOver != 0}})
 		}
-		if l := binary.BigEndian.Uint32(b[32:]); l != 0 {
+		if l := lipAt(b[32:], rlen-32); !l.IsUnspecified() {
 			out[len(out)-1].LIPs = append(out[len(out)-1].LIPs, l)
 		}
 	}
 	return out
 }
 
-// HelloAddrs reads the local addresses of hello msg, which Decode passed.
-func HelloAddrs(msg []byte) []uint32 {
+// HelloAddrs reads the local addresses of hello msg (kind 7 or 10),
+// which Decode passed.
+func HelloAddrs(msg []byte) []netip.Addr {
+	rlen := recordLen(Kind(msg[offKind]))
 	body := msg[HeaderLen : len(msg)-MACLen]
-	out := make([]uint32, 0, len(body)/HelloAddrLen)
-	for off := 0; off+HelloAddrLen <= len(body); off += HelloAddrLen {
-		out = append(out, binary.BigEndian.Uint32(body[off:]))
+	out := make([]netip.Addr, 0, len(body)/rlen)
+	for off := 0; off+rlen <= len(body); off += rlen {
+		out = append(out, lipAt(body[off:], rlen))
 	}
 	return out
 }

@@ -27,9 +27,9 @@ type Controller interface {
 	SyncTable() ([]lcore.SyncConn, error)
 	// SetSyncParams turns the workers' sync on (a master runs) or off.
 	SetSyncParams(p lcore.SyncParams)
-	// LocalAddrs are this director's own FullNAT local addresses, which
-	// a master's hellos list.
-	LocalAddrs() []uint32
+	// LocalAddrs are this director's own FullNAT local addresses, IPv4
+	// and IPv6, which a master's hellos list.
+	LocalAddrs() []netip.Addr
 }
 
 // Mode is IPVS's sync daemon role; both may run at once.
@@ -139,6 +139,7 @@ type Daemon struct {
 	enc    *Codec
 	seq    uint64
 	out    []byte
+	hello6 bool // this lbd listed an IPv6 local address: its hellos go on with kind 10
 
 	waitMu   sync.Mutex
 	bulkWait chan struct{} // closed when a bulk-end for us was installed

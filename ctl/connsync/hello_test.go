@@ -8,37 +8,57 @@ import (
 	"time"
 )
 
+// addrs parses local addresses.
+func addrs(ss ...string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range ss {
+		out = append(out, netip.MustParseAddr(s))
+	}
+	return out
+}
+
 // TestHelloRoundTrip: a hello carries its state in ref and the local
-// addresses as 4-byte records; a bad state or address is refused.
+// addresses of its family: IPv4 as 4-byte records (kind 7), IPv6 as
+// 16-byte ones (kind 10); a bad state or address is refused.
 func TestHelloRoundTrip(t *testing.T) {
 	c := mustCodec(t, testKey)
-	lips := []uint32{0xc6336450, 0xc6336451}
-	h := Header{Kind: KindHello, SyncID: 3, Boot: 1 << 40, Seq: 5, Ref: HelloLeaving}
-	msg := c.AppendHello(nil, h, lips)
-	if len(msg) != MinMessageLen+2*HelloAddrLen {
-		t.Fatalf("length %d", len(msg))
-	}
-	got, recs, why := c.Decode(msg, nil)
-	if why != ReasonNone || got != h || len(recs) != 0 {
-		t.Fatalf("decoded %+v, %d records, %v; want %+v and no record", got, len(recs), why, h)
-	}
-	if a := HelloAddrs(msg); !slices.Equal(a, lips) {
-		t.Errorf("addresses %x, want %x", a, lips)
-	}
-	if _, _, why := c.Decode(c.AppendHello(nil, Header{Kind: KindHello, Boot: 1, Seq: 1}, nil), nil); why != ReasonNone {
-		t.Errorf("a hello without addresses: %v", why)
+	lips := addrs("198.51.100.80", "fd00:2::60", "198.51.100.81", "fd00:2::61")
+	for _, k := range []Kind{KindHello, KindHello6} {
+		h := Header{Kind: k, SyncID: 3, Boot: 1 << 40, Seq: 5, Ref: HelloLeaving}
+		msg := c.AppendHello(nil, h, lips)
+		want, rlen := addrs("198.51.100.80", "198.51.100.81"), HelloAddrLen
+		if k == KindHello6 {
+			want, rlen = addrs("fd00:2::60", "fd00:2::61"), HelloAddr6Len
+		}
+		if len(msg) != MinMessageLen+2*rlen {
+			t.Fatalf("%v: length %d", k, len(msg))
+		}
+		got, recs, why := c.Decode(msg, nil)
+		if why != ReasonNone || got != h || len(recs) != 0 {
+			t.Fatalf("%v: decoded %+v, %d records, %v; want %+v and no record", k, got, len(recs), why, h)
+		}
+		if a := HelloAddrs(msg); !slices.Equal(a, want) {
+			t.Errorf("%v: addresses %v, want %v", k, a, want)
+		}
+		if _, _, why := c.Decode(c.AppendHello(nil, Header{Kind: k, Boot: 1, Seq: 1}, nil), nil); why != ReasonNone {
+			t.Errorf("%v: a hello without addresses: %v", k, why)
+		}
 	}
 	for _, tc := range []struct {
 		name string
 		h    Header
-		lips []uint32
+		lips []netip.Addr
 		want Reason
 	}{
 		{"unknown state", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: 3}, lips, ReasonMalformed},
+		{"unknown state (IPv6)", Header{Kind: KindHello6, Boot: 1, Seq: 1, Ref: 3}, lips, ReasonMalformed},
 		{"unknown flag", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: 1 << 9}, lips, ReasonMalformed},
 		{"taking over", Header{Kind: KindHello, Boot: 1, Seq: 1, Ref: HelloLeaving | HelloTakesOver}, lips, ReasonNone},
-		{"address 0", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0}, ReasonRecord},
-		{"multicast address", Header{Kind: KindHello, Boot: 1, Seq: 1}, []uint32{0xe0000051}, ReasonRecord},
+		{"address 0", Header{Kind: KindHello, Boot: 1, Seq: 1}, addrs("0.0.0.0"), ReasonRecord},
+		{"multicast address", Header{Kind: KindHello, Boot: 1, Seq: 1}, addrs("224.0.0.81"), ReasonRecord},
+		{"address ::", Header{Kind: KindHello6, Boot: 1, Seq: 1}, addrs("::"), ReasonRecord},
+		{"IPv6 multicast address", Header{Kind: KindHello6, Boot: 1, Seq: 1}, addrs("ff02::1"), ReasonRecord},
+		{"IPv4-mapped address", Header{Kind: KindHello6, Boot: 1, Seq: 1}, addrs("::ffff:198.51.100.80"), ReasonRecord},
 	} {
 		if _, _, why := c.Decode(c.AppendHello(nil, tc.h, tc.lips), nil); why != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, why, tc.want)
@@ -47,12 +67,14 @@ func TestHelloRoundTrip(t *testing.T) {
 }
 
 // TestHellos: a master's hellos reach its peer's backup with its local
-// addresses; its lbd leaving says so; a master stopped by hand is
-// forgotten, and hellos do not count as sync traffic.
+// addresses, IPv4 and IPv6 (kinds 7 and 10, each keeping the other's);
+// its lbd leaving says so; a master stopped by hand is forgotten, and
+// hellos do not count as sync traffic.
 func TestHellos(t *testing.T) {
 	nsA, nsB := nsPair(t)
 	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
-	ctlA, ctlB := &fakeController{lips: []uint32{0xc6336450}}, &fakeController{}
+	lipsA := addrs("198.51.100.80", "fd00:2::60")
+	ctlA, ctlB := &fakeController{lips: lipsA}, &fakeController{}
 	a := startDaemon(t, nsA, ctlA, Transport{Peers: ip("192.0.2.2")}, Master)
 	b := startDaemon(t, nsB, ctlB, Transport{Peers: ip("192.0.2.1")}, Backup)
 	peerA := netip.MustParseAddr("192.0.2.1")
@@ -65,11 +87,19 @@ func TestHellos(t *testing.T) {
 		return Hello{}, false
 	}
 	eventually(t, "a's hello at b", func() bool { _, ok := hello(); return ok })
+	eventually(t, "a's hello at b with its IPv6 half", func() bool { h, _ := hello(); return len(h.LIPs) == 2 })
 	h, _ := hello()
-	if h.Boot != a.Boot() || h.Leaving || h.TakesOver || !slices.Equal(h.LIPs, []uint32{0xc6336450}) {
-		t.Errorf("hello %+v, want a's boot %d and its local address, a not taking over (no backup mode)", h, a.Boot())
+	if h.Boot != a.Boot() || h.Leaving || h.TakesOver || !slices.Equal(h.LIPs, lipsA) {
+		t.Errorf("hello %+v, want a's boot %d and its local addresses %v, a not taking over (no backup mode)", h, a.Boot(), lipsA)
 	}
-	eventually(t, "a second hello a second later", func() bool { n, _ := hello(); return n.At.After(h.At) })
+	// Each second's hellos keep both families, whichever came last.
+	for range 4 {
+		last := h.At
+		eventually(t, "a's next hello", func() bool { h, _ = hello(); return h.At.After(last) })
+		if !slices.Equal(h.LIPs, lipsA) {
+			t.Errorf("a later hello lists %v, want %v", h.LIPs, lipsA)
+		}
+	}
 	if s := statsOf(a, "192.0.2.2"); s.Sent != 0 {
 		t.Errorf("a counts %d messages sent for its hellos alone", s.Sent)
 	}
@@ -110,7 +140,7 @@ func TestHellos(t *testing.T) {
 
 	// A handover's hellos: a peer b never heard is seeded; a's, which
 	// b holds, stays b's own.
-	dead := PeerHello{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 99, LIPs: []uint32{0xc6336459}}}
+	dead := PeerHello{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 99, LIPs: addrs("198.51.100.89")}}
 	if n := b.SeedHellos([]PeerHello{dead, {Peer: peerA, Hello: Hello{Boot: 1}}}); n != 1 {
 		t.Errorf("seeded %d peers, want 1 (a's hello is b's own)", n)
 	}
@@ -174,13 +204,14 @@ func TestHelloTakesOverAtOnce(t *testing.T) {
 // its backup heard, so that a director starting after a crash (no
 // handover) knows a peer that died before it: a's backup holds a dead
 // peer's hello (seeded, an hour old) and b, starting, learns it with its
-// age and local addresses, but not itself.
+// age and local addresses (IPv4 ones by kind 8, IPv6 by kind 11), but
+// not itself.
 func TestPeersWithBulk(t *testing.T) {
 	nsA, nsB := nsPair(t)
 	ip := func(s string) []netip.Addr { return []netip.Addr{netip.MustParseAddr(s)} }
 	a := startDaemon(t, nsA, &fakeController{}, Transport{Peers: ip("192.0.2.2")}, Master, Backup)
 	dead := PeerHello{Peer: netip.MustParseAddr("192.0.2.9"),
-		Hello: Hello{Boot: 99, At: time.Now().Add(-time.Hour), TakesOver: true, LIPs: []uint32{0xc6336459, 0xc633645a}}}
+		Hello: Hello{Boot: 99, At: time.Now().Add(-time.Hour), TakesOver: true, LIPs: addrs("198.51.100.89", "198.51.100.90", "fd00:2::89")}}
 	if n := a.SeedHellos([]PeerHello{dead}); n != 1 {
 		t.Fatalf("a seeded %d peers", n)
 	}
@@ -210,12 +241,16 @@ func TestPeersWithBulk(t *testing.T) {
 }
 
 // TestPeersRoundTrip: a peers message carries each peer's hello with its
-// age, one record a local address, and refuses impossible records.
+// age, one record a local address of its family (kind 8: IPv4, and one
+// for a peer with none; kind 11: IPv6), and refuses impossible records.
 func TestPeersRoundTrip(t *testing.T) {
 	c := mustCodec(t, testKey)
 	now := time.Unix(1700000000, 0)
+	hello := func(lips ...string) Hello {
+		return Hello{Boot: 9, At: now.Add(-90 * time.Second), TakesOver: true, LIPs: addrs(lips...)}
+	}
 	peers := []PeerHello{
-		{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 9, At: now.Add(-90 * time.Second), TakesOver: true, LIPs: []uint32{0xc6336459, 0xc633645a}}},
+		{Peer: netip.MustParseAddr("192.0.2.9"), Hello: hello("198.51.100.89", "198.51.100.90", "fd00:2::89")},
 		{Peer: netip.MustParseAddr("2001:db8::3"), Hello: Hello{Boot: 3, At: now.Add(-time.Second), Leaving: true}},
 	}
 	msg := c.AppendPeers(nil, Header{Kind: KindPeers, SyncID: 1, Boot: 5, Seq: 1}, peers, now)
@@ -225,15 +260,31 @@ func TestPeersRoundTrip(t *testing.T) {
 	if _, _, why := c.Decode(msg, nil); why != ReasonNone {
 		t.Fatalf("decoded: %v", why)
 	}
-	if got := PeersOf(msg, now); !reflect.DeepEqual(got, peers) {
-		t.Errorf("peers %+v, want %+v", got, peers)
+	want := []PeerHello{{Peer: peers[0].Peer, Hello: hello("198.51.100.89", "198.51.100.90")}, peers[1]}
+	if got := PeersOf(msg, now); !reflect.DeepEqual(got, want) {
+		t.Errorf("peers %+v, want %+v", got, want)
 	}
-	for name, p := range map[string]PeerHello{
-		"no address":        {Hello: Hello{Boot: 1}},
-		"boot 0":            {Peer: netip.MustParseAddr("192.0.2.9")},
-		"multicast address": {Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 1, LIPs: []uint32{0xe0000051}}},
+	msg6 := c.AppendPeers(nil, Header{Kind: KindPeers6, SyncID: 1, Boot: 5, Seq: 2}, peers, now)
+	if len(msg6) != MinMessageLen+PeerRecord6Len {
+		t.Fatalf("IPv6: length %d", len(msg6))
+	}
+	if _, _, why := c.Decode(msg6, nil); why != ReasonNone {
+		t.Fatalf("IPv6: decoded: %v", why)
+	}
+	want6 := []PeerHello{{Peer: peers[0].Peer, Hello: hello("fd00:2::89")}}
+	if got := PeersOf(msg6, now); !reflect.DeepEqual(got, want6) {
+		t.Errorf("IPv6: peers %+v, want %+v", got, want6)
+	}
+	for name, tc := range map[string]struct {
+		k Kind
+		p PeerHello
+	}{
+		"no address":             {KindPeers, PeerHello{Hello: Hello{Boot: 1}}},
+		"boot 0":                 {KindPeers, PeerHello{Peer: netip.MustParseAddr("192.0.2.9")}},
+		"multicast address":      {KindPeers, PeerHello{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 1, LIPs: addrs("224.0.0.81")}}},
+		"IPv6 multicast address": {KindPeers6, PeerHello{Peer: netip.MustParseAddr("192.0.2.9"), Hello: Hello{Boot: 1, LIPs: addrs("ff02::1")}}},
 	} {
-		if _, _, why := c.Decode(c.AppendPeers(nil, Header{Kind: KindPeers, Boot: 5, Seq: 1}, []PeerHello{p}, now), nil); why != ReasonRecord {
+		if _, _, why := c.Decode(c.AppendPeers(nil, Header{Kind: tc.k, Boot: 5, Seq: 1}, []PeerHello{tc.p}, now), nil); why != ReasonRecord {
 			t.Errorf("%s: %v, want %v", name, why, ReasonRecord)
 		}
 	}

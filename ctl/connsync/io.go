@@ -47,7 +47,7 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 	}
 	p = d.peers.get(src, true) // the key holder earned its own counters
 	m := d.modes.Load()
-	if h.Kind == KindHello && !m.backup {
+	if IsHello(h.Kind) && !m.backup {
 		return // a peer's heartbeat: only a backup takes peers' addresses over, and it is no fault
 	}
 	switch {
@@ -69,16 +69,28 @@ func (d *Daemon) handle(r *running, dec *Codec, msg []byte, src netip.Addr, recs
 			p.records.Add(uint64(len(recs)))
 			p.lastRecord.Store(time.Now().UnixNano())
 		}
-	case KindHello:
-		p.hellos.Add(1)
+	case KindHello, KindHello6:
+		if h.Kind == KindHello {
+			p.hellos.Add(1) // a hello's IPv6 half (kind 10) is not another hello
+		}
 		state := h.Ref &^ HelloTakesOver
 		if state == HelloForget {
 			p.hello.Store(nil)
 			return
 		}
+		lips := HelloAddrs(msg)
+		if old := p.hello.Load(); old != nil && old.Boot == h.Boot {
+			// The other family's addresses came in the other kind.
+			for _, a := range old.LIPs {
+				if !lipFamily(h.Kind, a) {
+					lips = append(lips, a)
+				}
+			}
+		}
+		slices.SortFunc(lips, netip.Addr.Compare)
 		p.hello.Store(&Hello{Boot: h.Boot, At: time.Now(), Leaving: state == HelloLeaving,
-			TakesOver: h.Ref&HelloTakesOver != 0, LIPs: HelloAddrs(msg)})
-	case KindPeers:
+			TakesOver: h.Ref&HelloTakesOver != 0, LIPs: lips})
+	case KindPeers, KindPeers6:
 		p.received.Add(1)
 		if n := d.seed(PeersOf(msg, time.Now())); n > 0 {
 			d.log.Info("peer directors known from a bulk dump", zap.String("from", p.name), zap.Int("peers", n))
@@ -194,20 +206,35 @@ func (d *Daemon) send(r *running, h Header, recs []lcore.SyncConn, dests []netip
 }
 
 // sendHello sends a master's hello, saying state, with this director's
-// local addresses (as many as a datagram holds) to every destination.
+// local addresses (as many of each family as a datagram holds) to every
+// destination: kind 7 with the IPv4 ones, then kind 10 with the IPv6
+// ones once this lbd has had any.
 func (d *Daemon) sendHello(r *running, state uint64) {
-	lips := d.ctl.LocalAddrs()
-	lips = lips[:min(len(lips), r.fit[KindHello])]
+	var lips []netip.Addr
+	n4, n6 := 0, 0
+	for _, a := range d.ctl.LocalAddrs() {
+		if a.Is4() && n4 < r.fit[KindHello] {
+			lips, n4 = append(lips, a), n4+1
+		} else if a.Is6() && n6 < r.fit[KindHello6] {
+			lips, n6 = append(lips, a), n6+1
+		}
+	}
 	d.sendMu.Lock()
 	defer d.sendMu.Unlock()
-	d.seq++
 	m := d.modes.Load()
 	if m.backup && d.opt.TakeOver {
 		state |= HelloTakesOver
 	}
-	h := Header{Kind: KindHello, SyncID: m.masterID, Boot: d.boot, Seq: d.seq, Ref: state}
-	d.out = d.enc.AppendHello(d.out[:0], h, lips)
-	d.transmit(r, r.dests, false)
+	d.hello6 = d.hello6 || n6 > 0
+	for _, k := range []Kind{KindHello, KindHello6} {
+		if k == KindHello6 && !d.hello6 {
+			break
+		}
+		d.seq++
+		h := Header{Kind: k, SyncID: m.masterID, Boot: d.boot, Seq: d.seq, Ref: state}
+		d.out = d.enc.AppendHello(d.out[:0], h, lips)
+		d.transmit(r, r.dests, false)
+	}
 }
 
 // transmit sends d.out to each of dests, counting it as a message sent

@@ -2,6 +2,7 @@ package connsync
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
@@ -25,7 +26,7 @@ type fakeController struct {
 	installed []lcore.SyncConn
 	table     []lcore.SyncConn
 	params    lcore.SyncParams
-	lips      []uint32      // LocalAddrs
+	lips      []netip.Addr  // LocalAddrs
 	gate      chan struct{} // non-nil: InstallSynced waits for it to close
 	installs  atomic.Int64
 }
@@ -69,10 +70,10 @@ func (f *fakeController) SetSyncParams(p lcore.SyncParams) {
 	f.mu.Unlock()
 }
 
-func (f *fakeController) LocalAddrs() []uint32 {
+func (f *fakeController) LocalAddrs() []netip.Addr {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]uint32(nil), f.lips...)
+	return append([]netip.Addr(nil), f.lips...)
 }
 
 func (f *fakeController) installedSet() map[lcore.SyncConn]bool {

@@ -109,12 +109,12 @@ func (ps *peers) resetWindows() {
 
 // Hello is what a peer's newest hello said, and when it came.
 type Hello struct {
-	Boot      uint64    // the peer's boot id
-	At        time.Time // when it was received
-	Leaving   bool      // its lbd stops
-	TakesOver bool      // it takes dead peers' addresses over (a candidate)
-	LIPs      []uint32  // its own FullNAT local addresses
-	seeded    bool      // from a handover or a peers message, not heard from the peer
+	Boot      uint64       // the peer's boot id
+	At        time.Time    // when it was received
+	Leaving   bool         // its lbd stops
+	TakesOver bool         // it takes dead peers' addresses over (a candidate)
+	LIPs      []netip.Addr // its own FullNAT local addresses, sorted
+	seeded    bool         // from a handover or a peers message, not heard from the peer
 }
 
 // PeerHello is a peer and its newest hello.
@@ -177,7 +177,7 @@ func (d *Daemon) seed(hellos []PeerHello) int {
 			}
 			if old != nil {
 				merged := *old
-				merged.LIPs = slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(old.LIPs), hello.LIPs...))))
+				merged.LIPs = mergeLIPs(old.LIPs, hello.LIPs)
 				if p.hello.CompareAndSwap(old, &merged) {
 					break
 				}
@@ -212,44 +212,62 @@ func (ps *peers) isSelf(a netip.Addr) bool {
 	return ps.self[a]
 }
 
+// mergeLIPs is the sorted union of local address lists a and b.
+func mergeLIPs(a, b []netip.Addr) []netip.Addr {
+	out := append(slices.Clone(a), b...)
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
 // sendPeers sends a bulk dump's requester (at to) the peers this
 // director's backup holds hellos from, but the requester's own, as many
-// whole peers a message as fit.
+// whole peers a message as fit: kind 8 with their IPv4 local addresses,
+// then kind 11 with their IPv6 ones.
 func (d *Daemon) sendPeers(r *running, to netip.Addr, dests []netip.AddrPort) {
-	var peers []PeerHello
+	var all []PeerHello
 	for _, h := range d.Hellos() {
 		if h.Peer != to {
-			peers = append(peers, h)
+			all = append(all, h)
 		}
 	}
 	now := time.Now()
-	for len(peers) > 0 {
-		n, records := 0, 0
-		for n < len(peers) && (n == 0 || records+max(len(peers[n].LIPs), 1) <= r.fit[KindPeers]) {
-			records += max(len(peers[n].LIPs), 1)
-			n++
-		}
-		batch := peers[:n]
-		peers = peers[n:]
-		if records > r.fit[KindPeers] { // one peer with more addresses than a message holds
-			p := batch[0]
-			for len(p.LIPs) > 0 {
-				part := p
-				part.LIPs = p.LIPs[:min(len(p.LIPs), r.fit[KindPeers])]
-				p.LIPs = p.LIPs[len(part.LIPs):]
-				d.sendPeerBatch(r, []PeerHello{part}, dests, now)
+	for _, k := range []Kind{KindPeers, KindPeers6} {
+		var peers []PeerHello
+		for _, p := range all {
+			if peerRecords(k, &p) > 0 {
+				p.LIPs = slices.DeleteFunc(slices.Clone(p.LIPs), func(a netip.Addr) bool { return !lipFamily(k, a) })
+				peers = append(peers, p)
 			}
-			continue
 		}
-		d.sendPeerBatch(r, batch, dests, now)
+		fit := r.fit[k]
+		for len(peers) > 0 {
+			n, records := 0, 0
+			for n < len(peers) && (n == 0 || records+peerRecords(k, &peers[n]) <= fit) {
+				records += peerRecords(k, &peers[n])
+				n++
+			}
+			batch := peers[:n]
+			peers = peers[n:]
+			if records > fit { // one peer with more addresses than a message holds
+				p := batch[0]
+				for len(p.LIPs) > 0 {
+					part := p
+					part.LIPs = p.LIPs[:min(len(p.LIPs), fit)]
+					p.LIPs = p.LIPs[len(part.LIPs):]
+					d.sendPeerBatch(r, k, []PeerHello{part}, dests, now)
+				}
+				continue
+			}
+			d.sendPeerBatch(r, k, batch, dests, now)
+		}
 	}
 }
 
-func (d *Daemon) sendPeerBatch(r *running, batch []PeerHello, dests []netip.AddrPort, now time.Time) {
+func (d *Daemon) sendPeerBatch(r *running, k Kind, batch []PeerHello, dests []netip.AddrPort, now time.Time) {
 	d.sendMu.Lock()
 	defer d.sendMu.Unlock()
 	d.seq++
-	h := Header{Kind: KindPeers, SyncID: d.modes.Load().masterID, Boot: d.boot, Seq: d.seq}
+	h := Header{Kind: k, SyncID: d.modes.Load().masterID, Boot: d.boot, Seq: d.seq}
 	d.out = d.enc.AppendPeers(d.out[:0], h, batch, now)
 	d.transmit(r, dests, true)
 }

@@ -38,16 +38,18 @@
 //	  held, each: address (128, IPv4-mapped for IPv4) | boot id (64)
 //	  | age of the hello at writing, ms (32) | flags (8: bit 0 leaving,
 //	  bit 1 takes over) | local addresses (8) | each (32)
+//	  | version 8: IPv6 local addresses (8) | each (128)
 //	| SHA-256 of all the above (32)
 //
 // Flags: bit 0, the writer was one of an HA pair's backup (else master);
 // bit 1, it was the master. Neither: not said.
 //
-// A build writes version 6 and reads 1 to 6 (an upgrade from a build
+// A build writes version 8 and reads 1 to 8 (an upgrade from a build
 // that wrote an older version keeps the connections that version
 // carries, an FTP control connection as a plain one, untranslated, and
-// starts with its configuration's services and no peers; a downgrade to
-// a build that does not read version 6 starts with an empty table).
+// starts with its configuration's services and no peers, or with the
+// peers' IPv4 local addresses alone before version 8; a downgrade to a
+// build that does not read version 8 starts with an empty table).
 package handover
 
 import (
@@ -67,7 +69,7 @@ const (
 	magic = "DPLBHAND"
 	// Version is the encoding's version written; a build reads it and
 	// the versions before it (from 1) and refuses any other.
-	Version = 7
+	Version = 8
 
 	RecordLen     = connsync.RecordLen
 	ExtRecordLen  = connsync.ExtRecordLen
@@ -349,12 +351,14 @@ func Decode(b []byte) (State, error) {
 	}
 	// records, extended records, counters, neighbours; from version 3
 	// IPv6 records, counters and neighbours; from version 4 FTP records;
-	// from version 5 the services; from 6 the peers; from 7 FNAT66 records
+	// from version 5 the services; from 6 the peers; from 7 FNAT66 records (8: the peers' IPv6
+	// local addresses)
 	var nr, nx, nc, nn, n6, nc6, nn6, nf, ns, np, n66 uint32
 	counts := [][]*uint32{1: {&nr, &nc, &nn}, 2: {&nr, &nx, &nc, &nn}, 3: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6},
 		4: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf}, 5: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns},
 		6: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np},
-		7: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np, &n66}}[version]
+		7: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np, &n66},
+		8: {&nr, &nx, &nc, &nn, &n6, &nc6, &nn6, &nf, &ns, &np, &n66}}[version]
 	if version >= 2 {
 		if len(p) < keyLen {
 			return s, errors.New("truncated header")
@@ -434,7 +438,7 @@ func Decode(b []byte) (State, error) {
 		s.Services = append([]byte(nil), p[:ns]...)
 	}
 	p = p[ns:]
-	if s.Peers, err = decodePeers(p[:np], s.Written); err != nil {
+	if s.Peers, err = decodePeers(p[:np], s.Written, version); err != nil {
 		return State{}, err
 	}
 	if _, err = s.decodeRecords(p[np:], n66, FullNAT6RecordLen, connsync.DecodeFullNAT6Record); err != nil {
@@ -458,17 +462,28 @@ func appendPeers(b []byte, peers []connsync.PeerHello, written time.Time) []byte
 		if h.TakesOver {
 			flags |= peerTakesOver
 		}
-		lips := h.LIPs[:min(len(h.LIPs), maxPeerLIPs)]
+		var lips, lips6 []netip.Addr
+		for _, l := range h.LIPs {
+			if l.Is4() && len(lips) < maxPeerLIPs {
+				lips = append(lips, l)
+			} else if l.Is6() && len(lips6) < maxPeerLIPs {
+				lips6 = append(lips6, l)
+			}
+		}
 		b = append(b, flags, byte(len(lips)))
 		for _, l := range lips {
-			b = binary.BigEndian.AppendUint32(b, l)
+			b = append(b, l.AsSlice()...)
+		}
+		b = append(b, byte(len(lips6)))
+		for _, l := range lips6 {
+			b = append(b, l.AsSlice()...)
 		}
 	}
 	return b
 }
 
-// decodePeers reads appendPeers' encoding, all of p.
-func decodePeers(p []byte, written time.Time) ([]connsync.PeerHello, error) {
+// decodePeers reads appendPeers' encoding of version, all of p.
+func decodePeers(p []byte, written time.Time, version uint16) ([]connsync.PeerHello, error) {
 	var out []connsync.PeerHello
 	for len(p) > 0 {
 		if len(p) < peerFixedLen || len(p) < peerFixedLen+4*int(p[peerFixedLen-1]) {
@@ -483,10 +498,19 @@ func decodePeers(p []byte, written time.Time) ([]connsync.PeerHello, error) {
 		}
 		h.Leaving, h.TakesOver = flags&peerLeaving != 0, flags&peerTakesOver != 0
 		for i := range n {
-			h.LIPs = append(h.LIPs, binary.BigEndian.Uint32(p[peerFixedLen+4*i:]))
+			h.LIPs = append(h.LIPs, netip.AddrFrom4([4]byte(p[peerFixedLen+4*i:])))
+		}
+		p = p[peerFixedLen+4*n:]
+		if version >= 8 {
+			if len(p) < 1 || len(p) < 1+16*int(p[0]) {
+				return nil, fmt.Errorf("peer %d: truncated", len(out))
+			}
+			for i := range int(p[0]) {
+				h.LIPs = append(h.LIPs, netip.AddrFrom16([16]byte(p[1+16*i:])))
+			}
+			p = p[1+16*int(p[0]):]
 		}
 		out = append(out, h)
-		p = p[peerFixedLen+4*n:]
 	}
 	return out, nil
 }

@@ -187,10 +187,39 @@ func encodeV3(b []byte) []byte {
 	return append(v3, sum[:]...)
 }
 
-// encodeV6 turns a version 7 encoding without FNAT66 records into the
-// version 6 encoding of the same state (no FNAT66 count), as an lbd
-// before version 7 wrote it.
+// encodeV7 turns a version 8 encoding without the peers' IPv6 local
+// addresses into the version 7 encoding of the same state (no IPv6
+// count after each peer's IPv4 local addresses), as an lbd before
+// version 8 wrote it.
+func encodeV7(b []byte) []byte {
+	b = b[:len(b)-sumLen]
+	p := countsOffset(b)
+	np := int(binary.BigEndian.Uint32(b[p+36:]))
+	n66 := int(binary.BigEndian.Uint32(b[p+40:]))
+	end := len(b) - n66*FullNAT6RecordLen
+	peers := b[end-np : end]
+	var v7peers []byte
+	for len(peers) > 0 {
+		n := peerFixedLen + 4*int(peers[peerFixedLen-1])
+		if peers[n] != 0 {
+			panic("encodeV7: a peer with IPv6 local addresses")
+		}
+		v7peers = append(v7peers, peers[:n]...)
+		peers = peers[n+1:]
+	}
+	v7 := append([]byte(nil), b[:end-np]...)
+	binary.BigEndian.PutUint16(v7[8:], 7)
+	binary.BigEndian.PutUint32(v7[p+36:], uint32(len(v7peers)))
+	v7 = append(append(v7, v7peers...), b[end:]...)
+	sum := sha256.Sum256(v7)
+	return append(v7, sum[:]...)
+}
+
+// encodeV6 turns a version 8 encoding without FNAT66 records nor the
+// peers' IPv6 local addresses into the version 6 encoding of the same
+// state (no FNAT66 count), as an lbd before version 7 wrote it.
 func encodeV6(b []byte) []byte {
+	b = encodeV7(b)
 	b = b[:len(b)-sumLen]
 	p := countsOffset(b)
 	v6 := append([]byte(nil), b[:p+40]...) // up to the ten counts of version 6
@@ -451,28 +480,39 @@ func samplePeers() State {
 	s.Written = time.Unix(1700000000, 0)
 	s.Peers = []connsync.PeerHello{
 		{Peer: netip.MustParseAddr("192.0.2.2"), Hello: connsync.Hello{Boot: 7, At: s.Written.Add(-800 * time.Millisecond), TakesOver: true,
-			LIPs: []uint32{0x0a000033}}},
+			LIPs: []netip.Addr{netip.MustParseAddr("10.0.0.51")}}},
 		{Peer: netip.MustParseAddr("2001:db8::3"), Hello: connsync.Hello{Boot: 1 << 60, At: s.Written.Add(-time.Hour),
-			LIPs: []uint32{0x0a000034, 0x0a000035}}},
+			LIPs: []netip.Addr{netip.MustParseAddr("10.0.0.52"), netip.MustParseAddr("10.0.0.53")}}},
 		{Peer: netip.MustParseAddr("192.0.2.4"), Hello: connsync.Hello{Boot: 9, At: s.Written, Leaving: true, TakesOver: true}},
 	}
 	return s
 }
 
+// samplePeers6 is samplePeers with IPv6 local addresses (FNAT66's) beside
+// the IPv4 ones, and a peer with IPv6 ones alone.
+func samplePeers6() State {
+	s := samplePeers()
+	s.Peers[1].LIPs = append(s.Peers[1].LIPs, netip.MustParseAddr("fd00:1::52"))
+	s.Peers[2].LIPs = []netip.Addr{netip.MustParseAddr("fd00:1::54"), netip.MustParseAddr("fd00:1::55")}
+	return s
+}
+
 // TestRoundTripPeers: version 6 carries the peers' hellos, with their
-// ages at writing; a peer that is no peer is refused.
+// ages at writing, version 8 their IPv6 local addresses too; a peer that
+// is no peer is refused.
 func TestRoundTripPeers(t *testing.T) {
+	checkDecodes(t, Encode(nil, samplePeers6()), Version, samplePeers6())
 	want := samplePeers()
 	b := Encode(nil, want)
 	checkDecodes(t, b, Version, want)
 	bad := append([]byte(nil), b[:len(b)-sumLen]...)
-	bad[len(bad)-peerFixedLen+28] = 4 // the last peer's flags: an unknown bit
+	bad[len(bad)-peerFixedLen-1+28] = 4 // the last peer's flags: an unknown bit
 	sum := sha256.Sum256(bad)
 	if _, err := Decode(append(bad, sum[:]...)); err == nil || !strings.Contains(err.Error(), "peer 2: not a possible peer") {
 		t.Errorf("a peer with an unknown flag: %v", err)
 	}
 	short := samplePeers()
-	short.Peers[2].LIPs = []uint32{1}
+	short.Peers[2].LIPs = []netip.Addr{netip.MustParseAddr("0.0.0.1")}
 	cut := Encode(nil, short)
 	cut = append([]byte(nil), cut[:len(cut)-sumLen-4]...)
 	binary.BigEndian.PutUint32(cut[countsOffset(cut)+36:], binary.BigEndian.Uint32(cut[countsOffset(cut)+36:])-4)
@@ -502,6 +542,13 @@ func TestRoundTripServices(t *testing.T) {
 	if _, err := Decode(append(short, sum[:]...)); err == nil || !strings.Contains(err.Error(), "FNAT66 records need") {
 		t.Errorf("services short of a byte: %v", err)
 	}
+}
+
+// TestDecodeVersion7: a handover from an lbd that wrote version 7 (no
+// IPv6 local addresses of peers) is read.
+func TestDecodeVersion7(t *testing.T) {
+	want := samplePeers()
+	checkDecodes(t, encodeV7(Encode(nil, want)), 7, want)
 }
 
 // TestDecodeVersion6: a handover from an lbd that wrote version 6 (no
