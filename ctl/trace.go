@@ -121,6 +121,11 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		t.Decision = d
 	}
 	t.Verdict = traceVerdict(res, snap, dest, method)
+	if res.Drop == lcore.DropToLocal {
+		if port, kni := c.kniOf(to.Addr()); kni != "" {
+			t.Verdict = api.TraceVerdict{Kernel: kni, Port: port}
+		}
+	}
 	switch {
 	case res.OneWayOnly:
 		t.Verdict.Note = "DR and TUN servers answer the client directly; lbd sees no reply"
@@ -130,6 +135,31 @@ func (c *Controller) trace(req api.Request) (api.Response, error) {
 		t.Verdict.Note = "the packet traced is a SYN: a first packet without one is dropped (not_syn)"
 	}
 	return api.Response{Trace: t}, nil
+}
+
+// kniOf is the port whose own address (or floating one) a is and its
+// kernel interface (ports[].kni): what lbd does not take of a packet
+// to it goes to the kernel there. "", "" for none.
+func (c *Controller) kniOf(a netip.Addr) (port, kni string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.cfg.Ports {
+		own := false
+		for _, pfx := range []string{p.Address, p.Address6} {
+			if q, err := netip.ParsePrefix(pfx); err == nil && q.Addr() == a {
+				own = true
+			}
+		}
+		for _, f := range p.Floating {
+			if q, err := netip.ParseAddr(f); err == nil && q == a {
+				own = true
+			}
+		}
+		if own && p.KNI != "" {
+			return p.Name, p.KNI
+		}
+	}
+	return "", ""
 }
 
 // traceService is the service and its servers as the owner sees them.

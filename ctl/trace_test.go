@@ -162,3 +162,36 @@ func ip(t *testing.T, s string) uint32 {
 	}
 	return ipv4(a)
 }
+
+// TestTraceToKernel: a packet to a port's own address that lbd drops as
+// to_local goes to the kernel on a port with a kernel interface (kni),
+// and the trace says so, naming it; without one it is a drop.
+func TestTraceToKernel(t *testing.T) {
+	o, c, f := newTestOps(t)
+	f.traceRes = lcore.TraceResult{Drop: lcore.DropToLocal, Pick: -1, TemplateDest: -1, OutPort: -1}
+	trace := func() api.TraceVerdict {
+		t.Helper()
+		r := do(o, rule(t, "trace -t 198.51.100.1:22 --client 198.51.100.11:40000"))
+		if r.Error != "" {
+			t.Fatal(r.Error)
+		}
+		return r.Trace.Verdict
+	}
+	if v := trace(); v.Drop != "to_local" || v.Kernel != "" {
+		t.Errorf("without a kni: %+v, want a to_local drop", v)
+	}
+	c.mu.Lock()
+	c.cfg.Ports[1].KNI = "dplb-lan"
+	c.mu.Unlock()
+	v := trace()
+	if v.Drop != "" || v.Kernel != "dplb-lan" || v.Port != "lan" {
+		t.Fatalf("with a kni on port lan: %+v, want to the kernel through dplb-lan", v)
+	}
+	var b bytes.Buffer
+	if err := api.WriteTrace(&b, &api.Trace{Verdict: v}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "to the kernel through dplb-lan, port lan's kernel interface (kni)"; !strings.Contains(b.String(), want) {
+		t.Errorf("text lacks %q:\n%s", want, b.String())
+	}
+}

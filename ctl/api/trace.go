@@ -116,6 +116,7 @@ type TraceVerdict struct {
 	Port   string `json:"port,omitempty"`   // out of this port
 	Via    string `json:"via,omitempty"`    // next hop
 	Method string `json:"method,omitempty"` // "Masq" | "Route" | "Tunnel" | "FullNat"
+	Kernel string `json:"kernel,omitempty"` // to the kernel through this interface (Port's kni): addressed to the port itself
 	MAC    bool   `json:"mac_known"`        // the next hop's MAC is known
 	Note   string `json:"note,omitempty"`   // what else an operator should know
 }
@@ -303,6 +304,8 @@ func WriteTrace(w io.Writer, t *Trace) error {
 	v := t.Verdict
 	if v.Drop != "" {
 		line("Verdict", "drop (%s): %s", v.Drop, v.Why)
+	} else if v.Kernel != "" {
+		line("Verdict", "to the kernel through %s, port %s's kernel interface (kni): addressed to the port itself, not to a service", v.Kernel, v.Port)
 	} else if v.To != "" {
 		mac := "MAC known"
 		if !v.MAC {
