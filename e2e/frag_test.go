@@ -123,15 +123,65 @@ func (e *lbEnv) checkFragments(t *testing.T, body string) {
 // rewritten with the datagram's checksum, the others in their headers),
 // the server's kernel reassembles it and fragments its 4 KiB answer, and
 // lbd sends those back from the VIP; the client's kernel reassembles
-// them. Every answer is checked byte for byte.
+// them. Every answer is checked byte for byte. The lan port has a kernel
+// interface (kni): a server's 4 KiB datagram to the port's own address
+// reaches the kernel there in its fragments (the later ones follow the
+// first, which had the ports), which reassembles it and answers as much.
 func TestFragmentsNAT(t *testing.T) {
-	e := startFragNAT(t, false)
+	e := startFragNAT(t, false, func(c *harness.Config) {
+		c.Ports[1].KNI = "dp-fk-" + strings.TrimPrefix(c.FilePrefix, "dplb-e2e-") // unique to the run
+	})
 	per := e.bigRound(t, 53, 40)
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
+	e.kniBigEcho(t, topo.NATLANAddr.Addr(), e.servers[0].NS)
 	e.checkFragments(t, e.scrape(t))
 	e.stop(t)
+}
+
+// kniBigEcho has a UDP socket of lbd's kernel on port address addr (its
+// kni) echo a fragSize datagram from a host in ns, and checks the echo.
+func (e *lbEnv) kniBigEcho(t *testing.T, addr netip.Addr, ns string) {
+	t.Helper()
+	at := net.JoinHostPort(addr.String(), "2222")
+	var pc net.PacketConn
+	if err := topo.InNS(e.lbNS, func() (err error) {
+		pc, err = net.ListenPacket("udp4", at)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Close()
+	go func() {
+		buf := make([]byte, 65536)
+		pc.SetDeadline(time.Now().Add(10 * time.Second))
+		if n, from, err := pc.ReadFrom(buf); err == nil {
+			pc.WriteTo(buf[:n], from)
+		}
+	}()
+	var c net.Conn
+	if err := topo.InNS(ns, func() (err error) {
+		c, err = net.Dial("udp4", at)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	big := make([]byte, fragSize)
+	for i := range big {
+		big[i] = byte(i * 13)
+	}
+	if _, err := c.Write(big); err != nil {
+		t.Fatal(err)
+	}
+	back := make([]byte, 65536)
+	n, err := c.Read(back)
+	if err != nil || !slices.Equal(back[:n], big) {
+		t.Fatalf("a %d-byte datagram to %s (lbd's kernel, through the kni): answered %d bytes, %v", len(big), at, n, err)
+	}
+	t.Logf("a %d-byte datagram to %s went through the kni to lbd's kernel and back, in fragments", len(big), at)
 }
 
 // startFragNAT runs lbd on two workers with tap ports in front of two

@@ -69,7 +69,7 @@ type fragEntry struct {
 	used    bool
 	owner   int16   // the worker its fragments go to; -1 until the first fragment is seen
 	steered bool    // owner holds the connection, as a steering entry here said: its fragments go marked (desc.steered)
-	doomed  uint16  // a Stat: the first fragment was dropped for the datagram's sake (fragment_shifted, fragment_no_checksum), and so are the later ones
+	doomed  uint16  // a Stat: the first fragment was dropped for the datagram's sake (fragment_shifted, fragment_no_checksum) or as to_local, and so are the later ones (to the kernel with it on a kni port)
 	nheld   uint8   // fragments held for it (home worker, before the first)
 	held    int32   // first held slot, -1 for none
 	flow    flowKey // the first fragment's flow (owner)
@@ -311,12 +311,17 @@ func (w *Worker) fragOnward(d *desc, e *fragEntry) exit {
 	case d.frag == fragFirst && v6:
 		x := w.forward6(d)
 		e.endConn, w.onePacketFrag = w.onePacketFrag, 0
+		if x.kind == exitDrop && x.why == DropToLocal {
+			e.doomed = uint16(x.why) // the later ones follow it, to the kernel on a kni port
+		}
 		return x
 	case d.frag == fragFirst:
 		x := w.forward(d)
 		e.endConn, w.onePacketFrag = w.onePacketFrag, 0
 		switch {
-		case x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum):
+		case x.kind == exitDrop && (x.why == DropFragShifted || x.why == DropFragNoChecksum || x.why == DropToLocal):
+			// The later fragments share its fate: dropped, or given to
+			// the kernel with it (to_local on a port with a kni).
 			e.doomed = uint16(x.why)
 		case x.kind == exitSteer: // the later fragments follow it
 			e.owner, e.steered = int16(x.to), true
