@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,8 +119,9 @@ func md5Hex(s string) string {
 // digest, and a server whose body changes goes down and comes back; it
 // takes a TCP connection from a real server to a socket on the port's
 // address (ssh to the director over its dataplane port) that carries
-// 256 KiB each way. to_kernel and from_kernel count at least the
-// segments that carried them. The interface is persistent: an upgrade
+// 256 KiB each way, and lbd's BGP session to a router (bird) at a server
+// comes up through it, the router learning the VIP. to_kernel and
+// from_kernel count at least the segments that carried them. The interface is persistent: an upgrade
 // takes it up again, a route the operator added on it included, and a
 // stopped lbd leaves it there without carrier (the servers unreachable).
 func TestKNI(t *testing.T) {
@@ -129,7 +131,8 @@ func TestKNI(t *testing.T) {
 		sshPort    = 2222
 		payload    = 256 << 10
 	)
-	var kni string
+	var kni, routerAt string
+	var router *bird
 	pages := []*kniPage{
 		{good: "kni health page\n", bad: "rs1 is sick\n"},
 		{good: "another page: rs2's digest is wrong\n", bad: "rs2 is sick\n"},
@@ -161,6 +164,10 @@ func TestKNI(t *testing.T) {
 			for i, h := range nat.Servers {
 				pages[i].start(t, h.NS, fmt.Sprintf(":%d", healthPort), portAddr)
 			}
+			// A BGP router at rs1 (bird, passive), which lbd's speaker
+			// (the host's TCP stack) can reach only through the kni.
+			routerAt = rs1.Addr.Addr().String()
+			router = startBird(t, tp, rs1.NS, t.TempDir(), birdConfig(rs1.Addr.Addr(), []netip.Addr{netip.MustParseAddr(portAddr)}))
 		},
 		configure: func(c *harness.Config) {
 			c.Ports = []harness.Port{
@@ -169,6 +176,13 @@ func TestKNI(t *testing.T) {
 			}
 			c.Ports[1].KNI = kni
 			c.Ports[1].Address6 = kniPort6 + "/64"
+			c.Extra += fmt.Sprintf(`bgp:
+  asn: %d
+  router_id: %s
+  next_hop: %s
+  peers:
+    - {address: %s, asn: %d, password: %s}
+`, directorASN, portAddr, portAddr, routerAt, routerASN, bgpPassword)
 			c.Services[0].Health = fmt.Sprintf("{type: http, via: host, port: %d, path: /kni, expect_digest: %s, "+
 				"interval: 300ms, timeout: 250ms, rise: 1, fall: 2, start_down: true}", healthPort, digest)
 		},
@@ -367,6 +381,24 @@ func TestKNI(t *testing.T) {
 	if !bytes.Equal(echo, data) {
 		t.Fatalf("rs1 sent %d bytes to the director and got %d back, not the same", len(data), len(echo))
 	}
+
+	// 4b. BGP over the dataplane port: lbd's speaker, on the host's TCP
+	// stack, reaches the router at rs1 only through the kni; the session
+	// (TCP MD5 signed) comes up and the router learns the VIP with the
+	// port's address as next hop.
+	vip := netip.PrefixFrom(e.nat.VIP, 32)
+	var paths []string
+	var bgpOut string
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		bgpOut, _ = harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "--bgp")
+		if paths, err = router.paths(vip); err == nil && slices.Equal(paths, []string{portAddr}) && strings.Contains(bgpOut, "established") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("BGP through the kni: the router holds %v for %s (%v), want via %s; lbctl -L --bgp says:\n%s", paths, vip, err, portAddr, bgpOut)
+		}
+	}
+	t.Logf("BGP through the kni: the router at rs1 learnt %s via %v", vip, paths)
 
 	// 5. The counters: every segment of the echo went to the kernel, and
 	// every one it sent left through the port (at most 1460 bytes each).
