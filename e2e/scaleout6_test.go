@@ -26,7 +26,9 @@ const scaleFNAT6Streams = 60
 // director that scheduled some: one of the others takes its IPv6 local
 // address over (hellos kind 10; it answers solicitations for it and
 // sends an unsolicited NA), so the servers' answers to it still reach a
-// director; started again, it gets the address back.
+// director, also across the taker's upgrade (its next lbd knows the
+// dead director and its IPv6 local address from the handover and from
+// the live peer's bulk dump); started again, it gets the address back.
 func TestScaleOutIPv6(t *testing.T) {
 	waitBound(t)
 	e := newScaleEnvWith(t, false, true, true)
@@ -89,8 +91,14 @@ func TestScaleOutIPv6(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitRoute6(t, "node "+dead.Name+" killed (IPv6)", live...)
-	e.checkTakeoverOf(t, "dead", scaleLIP6(dead), dead, live...)
+	taker := e.checkTakeoverOf(t, "dead", scaleLIP6(dead), dead, live...)
 	keepStreamingAfter(t, fnat, "node "+dead.Name+" killed (FNAT66)", killed.Add(6*time.Second))
+	// The taker upgrades: its next lbd knows the dead director and its
+	// IPv6 local address (the handover's version 8, the live peer's
+	// kind 11), and the address is taken over again.
+	upgraded := time.Now()
+	e.upgradeTakerOf(t, scaleLIP6(dead), taker, dead, live...)
+	keepStreamingAfter(t, fnat, "the taker upgraded (FNAT66)", upgraded.Add(6*time.Second))
 
 	back := time.Now()
 	e.startLBD(t, dead)

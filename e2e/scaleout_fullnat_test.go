@@ -136,14 +136,20 @@ func takenOverHere(listing string) []string {
 // from it), and exactly one live node takes the address over again.
 func (e *scaleEnv) upgradeTaker(t *testing.T, n, dead *scaleNode, live ...*scaleNode) {
 	t.Helper()
+	e.upgradeTakerOf(t, scaleLIP(dead), n, dead, live...)
+}
+
+// upgradeTakerOf is upgradeTaker for dead's local address lip.
+func (e *scaleEnv) upgradeTakerOf(t *testing.T, lip string, n, dead *scaleNode, live ...*scaleNode) {
+	t.Helper()
 	out, err := exec.CommandContext(e.ctx, e.lbctl, "--socket", n.lbd.Config.Socket, "upgrade", "--binary", e.lbdPath).CombinedOutput()
 	if err != nil {
 		t.Fatalf("node %s: lbctl upgrade: %v: %s", n.Name, err, out)
 	}
-	if daemons := e.lbctlOn(t, n, "-L", "--daemon"); !strings.Contains(daemons, ": dead, hello") || !strings.Contains(daemons, scaleLIP(dead)) {
-		t.Errorf("node %s upgraded does not know node %s dead from its handover; lbctl -L --daemon says:\n%s", n.Name, dead.Name, daemons)
+	if daemons := e.lbctlOn(t, n, "-L", "--daemon"); !strings.Contains(daemons, ": dead, hello") || !strings.Contains(daemons, lip) {
+		t.Errorf("node %s upgraded does not know node %s dead, with %s, from its handover; lbctl -L --daemon says:\n%s", n.Name, dead.Name, lip, daemons)
 	}
-	e.checkTakeover(t, "dead", dead, live...)
+	e.checkTakeoverOf(t, "dead", lip, dead, live...)
 }
 
 // checkGivenBack waits until none of nodes holds a peer's local address.
