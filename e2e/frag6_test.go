@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -76,12 +77,16 @@ func bridgeTaps6(t *testing.T, e *natEnv) {
 // reassembles it and fragments its 4 KiB answer, which lbd sends back
 // from the VIP; the client's kernel reassembles them. Every answer is
 // checked byte for byte. lbd's ports are DPDK TAP ports bridged to the
-// topology (af_packet would hand lbd reassembled datagrams).
+// topology (af_packet would hand lbd reassembled datagrams). The lan port
+// has a kernel interface (kni): a server's 4 KiB datagram to the port's
+// own IPv6 address reaches the kernel there in its fragments, which
+// reassembles it and answers as much.
 func TestFragments6NAT(t *testing.T) {
 	e := startNATWith(t, natOptions{
 		setup: withIPv6,
 		configure: func(c *harness.Config) {
 			tapPorts6(c, "server")
+			c.Ports[1].KNI = "dp-fk6-" + strings.TrimPrefix(c.FilePrefix, "dplb-e2e-") // unique to the run
 			udp := harness.Service{Protocol: "udp", VIP: v6VIP, Port: 53, Scheduler: "rr"}
 			for i := range 2 {
 				udp.Servers = append(udp.Servers, harness.Server{Address: v6Server(i), Port: 5353, Weight: 1})
@@ -97,6 +102,7 @@ func TestFragments6NAT(t *testing.T) {
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
+	kniBigEcho(t, e.nat.LBNS, netip.MustParseAddr(v6LAN), e.nat.Servers[0].NS)
 	checkFragments6(t, e.scrapeMetrics(t))
 	e.stopLBD(t)
 }

@@ -135,19 +135,24 @@ func TestFragmentsNAT(t *testing.T) {
 	if len(per) != 2 {
 		t.Errorf("answers %v: want both servers", per)
 	}
-	e.kniBigEcho(t, topo.NATLANAddr.Addr(), e.servers[0].NS)
+	kniBigEcho(t, e.lbNS, topo.NATLANAddr.Addr(), e.servers[0].NS)
 	e.checkFragments(t, e.scrape(t))
 	e.stop(t)
 }
 
-// kniBigEcho has a UDP socket of lbd's kernel on port address addr (its
-// kni) echo a fragSize datagram from a host in ns, and checks the echo.
-func (e *lbEnv) kniBigEcho(t *testing.T, addr netip.Addr, ns string) {
+// kniBigEcho has a UDP socket of lbd's kernel (in lbNS) on port address
+// addr (its kni) echo a fragSize datagram from a host in ns, and checks
+// the echo.
+func kniBigEcho(t *testing.T, lbNS string, addr netip.Addr, ns string) {
 	t.Helper()
 	at := net.JoinHostPort(addr.String(), "2222")
+	network := "udp4"
+	if addr.Is6() {
+		network = "udp6"
+	}
 	var pc net.PacketConn
-	if err := topo.InNS(e.lbNS, func() (err error) {
-		pc, err = net.ListenPacket("udp4", at)
+	if err := topo.InNS(lbNS, func() (err error) {
+		pc, err = net.ListenPacket(network, at)
 		return err
 	}); err != nil {
 		t.Fatal(err)
@@ -162,7 +167,7 @@ func (e *lbEnv) kniBigEcho(t *testing.T, addr netip.Addr, ns string) {
 	}()
 	var c net.Conn
 	if err := topo.InNS(ns, func() (err error) {
-		c, err = net.Dial("udp4", at)
+		c, err = net.Dial(network, at)
 		return err
 	}); err != nil {
 		t.Fatal(err)
