@@ -346,7 +346,9 @@ func (w *Worker) newConn(d *desc) (uint32, Stat) {
 		case snap.isLocal(k.dst):
 			return 0, DropToLocal
 		}
-		return 0, DropNoConn
+		if si, ok = snap.snatFor(k.src, k.dst, k.proto); !ok {
+			return 0, DropNoConn
+		}
 	}
 	return w.newConnChecked(d, si, true)
 }
@@ -378,6 +380,8 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	}
 	switch {
 	case idx >= 0:
+	case svc.SNAT != nil:
+		idx = 0 // its one Dest: the packet's destination
 	case svc.Persistence > 0:
 		idx, tmpl = w.persistent(svc, k.proto, k.src, k.dst, templatePort(svc, k.dport))
 	default:
@@ -391,6 +395,9 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 		ClientIP: k.src, ClientPort: k.sport, VIP: k.dst, VPort: k.dport,
 		RIP: dst.Addr, RPort: serverPort(dst, k.dport), Proto: k.proto, State: conn.StateNone,
 		Fwd: dst.Fwd, Dest: dst.ID, Service: uint32(si),
+	}
+	if svc.SNAT != nil {
+		c.RIP = k.dst // FullNAT to the destination itself: only the source changes
 	}
 	if k.proto == hdr.ProtoUDP {
 		c.State = conn.StateUDP

@@ -62,6 +62,7 @@ type Snapshot struct {
 	vips         map[uint32]bool
 	six          snapshot6       // the IPv6 services' indexes (snapshot6.go)
 	lips         map[uint32]bool // every service's LocalAddrs
+	snat         []int32         // the SNAT rules' services, in order
 	gatewayPort  int             // port whose gateway reaches everything off-link, or -1
 	routes       []portRoute     // the ports' static routes, longest prefix first
 }
@@ -199,6 +200,14 @@ type Service struct {
 	// installed with the record's forwarding method (ID, Addr, Addr6
 	// and Port are set, Fwd is not).
 	Draining []sched.Dest
+	// SNAT, when set, makes the service an outbound rule (DPVS's SNAT
+	// mode, snat.go): a TCP or UDP packet from the rule's source network
+	// that finds no connection, no service and is not for lbd opens a
+	// FullNAT connection to its own destination, from one of LocalAddrs.
+	// Such a service is in no index a packet looks services up in (its
+	// Key is the source network, port 0), and its one Dest (address 0:
+	// the packet's destination) is never scheduled.
+	SNAT *SNATRule
 	// Removed: a service no longer configured (or never configured here:
 	// a peer's records named it) whose Draining servers' connections go
 	// on. It has no Dests, no schedulers and nothing else; new
@@ -229,6 +238,13 @@ func NewSnapshot(gen uint64, ports []PortInfo, services []Service, neigh map[uin
 		s.hasSynProxy = s.hasSynProxy || svc.SynProxy
 		if svc.Removed {
 			s.addRemoved(svc.Key, int32(i))
+			continue
+		}
+		if svc.SNAT != nil {
+			s.snat = append(s.snat, int32(i))
+			for _, a := range svc.LocalAddrs {
+				s.lips[a] = true
+			}
 			continue
 		}
 		if svc.Key.IsIPv6() {

@@ -85,6 +85,15 @@ func (w *Worker) syncedDest(b *SyncBatch, r *SyncConn) (si int32, d sched.Dest, 
 		vport = r.ServicePort
 	}
 	si, ok = w.snap.recordService(ServiceKey{VIP: r.VIP, Port: vport, Proto: r.Proto})
+	if !ok && r.IsSNAT() {
+		// A SNAT connection (snat.go): its rule by the server's source,
+		// its one Dest the destination itself.
+		if si, ok = w.snap.snatFor(r.ClientIP, r.VIP, r.Proto); ok {
+			d = w.snap.Services[si].Dests[0]
+			d.Addr = r.RIP
+			return si, d, true
+		}
+	}
 	if !ok {
 		b.NoService++
 		return 0, d, false
