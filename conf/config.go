@@ -33,6 +33,28 @@ type Config struct {
 	Sync      Sync      `mapstructure:"sync"`      // connection sync between directors (see Sync); reload: restart
 	Restart   Restart   `mapstructure:"restart"`   // handing connections over across a restart; reload: restart
 	BGP       BGP       `mapstructure:"bgp"`       // announcing the VIPs to routers for scale-out (see BGP); reload: restart
+	SNAT      []SNAT    `mapstructure:"snat"`      // the real servers' own connections out through lbd (see SNAT); default none; reload: restart
+}
+
+// SNAT is a rule for the connections real servers open themselves through
+// lbd, their gateway in VS/NAT (DPVS's SNAT mode; a Linux director's
+// kernel masquerades them): a TCP or UDP packet from Source that no
+// connection, no service and none of lbd's own addresses takes leaves
+// from one of Addresses and a port of it (about 64 thousand connections
+// at a time per address), its destination unchanged, and the answers go
+// back to the server. lbd answers ARP for the addresses.
+type SNAT struct {
+	Source    string   `mapstructure:"source"`    // the servers' network, an IPv4 prefix ("198.51.100.0/24"); rules' sources must not overlap; required; reload: restart
+	Addresses []string `mapstructure:"addresses"` // the IPv4 addresses they leave from, each on a client-facing port's subnet and none of lbd's other addresses (a port's, a VIP, a local address, another rule's); at least one; reload: restart
+	Protocols []string `mapstructure:"protocols"` // "tcp", "udp" or both; default both; reload: restart
+}
+
+// SNATProtocols are the rule's protocols, both when it names none.
+func (s SNAT) SNATProtocols() []string {
+	if len(s.Protocols) == 0 {
+		return []string{"tcp", "udp"}
+	}
+	return s.Protocols
 }
 
 // Restart configures how a stopping lbd hands its connections (and the

@@ -67,6 +67,7 @@ func (c *Config) Validate(schedulers []string) error {
 		c.HA.validate,
 		c.validateFloating,
 		c.validateLocalAddresses,
+		c.validateSNAT,
 		c.Sync.validate,
 		c.validateBGP,
 	} {

@@ -310,24 +310,7 @@ func (s Service) hasLocalAddress(six bool) bool {
 // floating address or other local address already is (pools never
 // overlap: a local port belongs to one connection).
 func (c *Config) validateLocalAddresses() error {
-	seen := map[netip.Addr]string{}
-	for i, p := range c.Ports {
-		seen[p.Prefix().Addr()] = fmt.Sprintf("ports[%d].address", i)
-		if gw, ok := p.GatewayAddr(); ok {
-			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
-		}
-		if p6, ok := p.Prefix6(); ok {
-			seen[p6.Addr()] = fmt.Sprintf("ports[%d].address6", i)
-		}
-		if gw, err := netip.ParseAddr(p.Gateway6); err == nil {
-			seen[gw] = fmt.Sprintf("ports[%d].gateway6", i)
-		}
-		for j, f := range p.Floating {
-			if a, err := netip.ParseAddr(f); err == nil {
-				seen[a] = fmt.Sprintf("ports[%d].floating[%d]", i, j)
-			}
-		}
-	}
+	seen := c.portAddresses()
 	for i, s := range c.Services {
 		if a, err := netip.ParseAddr(s.VIP); err == nil {
 			if _, ok := seen[a]; !ok {
@@ -381,6 +364,30 @@ func (c *Config) validateLocalAddresses() error {
 		}
 	}
 	return nil
+}
+
+// portAddresses are the ports' own addresses, gateways and floating
+// addresses, each with its field: what no local or SNAT address may be.
+func (c *Config) portAddresses() map[netip.Addr]string {
+	seen := map[netip.Addr]string{}
+	for i, p := range c.Ports {
+		seen[p.Prefix().Addr()] = fmt.Sprintf("ports[%d].address", i)
+		if gw, ok := p.GatewayAddr(); ok {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway", i)
+		}
+		if p6, ok := p.Prefix6(); ok {
+			seen[p6.Addr()] = fmt.Sprintf("ports[%d].address6", i)
+		}
+		if gw, err := netip.ParseAddr(p.Gateway6); err == nil {
+			seen[gw] = fmt.Sprintf("ports[%d].gateway6", i)
+		}
+		for j, f := range p.Floating {
+			if a, err := netip.ParseAddr(f); err == nil {
+				seen[a] = fmt.Sprintf("ports[%d].floating[%d]", i, j)
+			}
+		}
+	}
+	return seen
 }
 
 // checkReachable says whether the load balancer can forward to a real

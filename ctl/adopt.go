@@ -98,10 +98,10 @@ func (c *Controller) adoptPeerServers(recs []lcore.SyncConn) {
 }
 
 // recordServer is the (service, real server) pair a connection record
-// names; false for a template or an FTP data connection (whose server is
-// its FTP service's, on another port).
+// names; false for a template, an FTP data connection (whose server is
+// its FTP service's, on another port) or a SNAT connection.
 func recordServer(r *lcore.SyncConn) (destKey, bool) {
-	if r.Template || r.FTPData || r.Fwd > fwd.FullNAT {
+	if r.Template || r.FTPData || r.Fwd > fwd.FullNAT || r.IsSNAT() { // a SNAT connection's "server" is a host beyond lbd
 		return destKey{}, false
 	}
 	k := destKey{port: r.RPort}

@@ -159,6 +159,11 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 			}
 		}
 	}
+	snat, err := c.snatServices(&u.ids, used, c.dp.NumWorkers())
+	if err != nil {
+		return nil, err
+	}
+	dps = append(dps, snat...)
 	u.ids.drain(used)
 	dps = withDraining(dps, &u.ids)
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))

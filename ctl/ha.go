@@ -257,7 +257,7 @@ func (t announceTarget) addr() netip.Addr {
 func (c *Controller) announceTargets() []announceTarget {
 	var vips []uint32
 	for _, s := range c.snap.Services {
-		if !s.Key.IsIPv6() { // IPv6 VIPs: worker 0's unsolicited NAs at takeover
+		if !s.Key.IsIPv6() && s.SNAT == nil { // IPv6 VIPs: worker 0's unsolicited NAs at takeover; a SNAT rule's key is no VIP
 			vips = append(vips, s.Key.VIP)
 		}
 	}

@@ -1,0 +1,52 @@
+package ctl
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/sched"
+)
+
+// snatServices are the configuration's SNAT rules (conf.SNAT) as the
+// lcores hold them (lcore/snat.go): a service per rule and protocol,
+// keyed by the rule's source network and port 0, whose one server
+// (address 0) stands for each packet's destination, with the rule's
+// addresses as local addresses. They are in no listing: only their
+// connections are (lbctl -c, from the SNAT address). Their ids are
+// marked used, so they never drain.
+func (c *Controller) snatServices(ids *destIDs, used map[destKey]bool, workers int) ([]lcore.Service, error) {
+	var out []lcore.Service
+	for i, r := range c.cfg.SNAT {
+		src, err := netip.ParsePrefix(r.Source)
+		if err != nil { // conf.Validate checked it
+			return nil, fmt.Errorf("snat[%d].source: %w", i, err)
+		}
+		var addrs []uint32
+		for _, a := range r.Addresses {
+			addrs = append(addrs, ipv4(netip.MustParseAddr(a)))
+		}
+		rule := &lcore.SNATRule{Net: ipv4(src.Addr()), Mask: ^uint32(0) << (32 - src.Bits())}
+		for _, p := range r.SNATProtocols() {
+			key := lcore.ServiceKey{VIP: rule.Net, Proto: protocols[p]}
+			k := destKey{svc: key}
+			id, err := ids.get(k)
+			if err != nil {
+				return nil, fmt.Errorf("snat[%d]: %w", i, err)
+			}
+			used[k] = true
+			dests := []sched.Dest{{ID: id, Weight: 1, Fwd: fwd.FullNAT}}
+			s := lcore.Service{Key: key, Scheduler: "rr", Dests: dests, LocalAddrs: addrs, SNAT: rule}
+			for range max(workers, 1) { // never asked: the lcores take the one server
+				sc, err := sched.New("rr", dests, sched.Options{})
+				if err != nil {
+					return nil, err
+				}
+				s.Scheds = append(s.Scheds, sc)
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

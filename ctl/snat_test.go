@@ -1,0 +1,74 @@
+package ctl
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+
+	"github.com/dplb/dplb/ctl/api"
+	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
+)
+
+// TestSNATRules: a SNAT rule reaches the lcores as one service per
+// protocol, keyed by its source network, with its address as local
+// address and one server standing for the destination; it survives an
+// edit of the services with the same ids; no listing shows it, and a
+// takeover announces its address but not its key as a VIP.
+func TestSNATRules(t *testing.T) {
+	c, f, cfg := controllerFor(t, testConfig+`
+snat:
+  - {source: 198.51.100.0/24, addresses: [203.0.113.60]}
+`)
+	o := NewOps(c, cfg, "", nil, nil, zap.NewNop())
+	check := func(s *lcore.Snapshot) []uint32 {
+		t.Helper()
+		var ids []uint32
+		var protos []uint8
+		for _, svc := range s.Services {
+			if svc.SNAT == nil {
+				continue
+			}
+			if svc.SNAT.Net != ip(t, "198.51.100.0") || svc.SNAT.Mask != 0xffffff00 || svc.Key.VIP != svc.SNAT.Net ||
+				!slices.Equal(svc.LocalAddrs, []uint32{ip(t, "203.0.113.60")}) || len(svc.Dests) != 1 ||
+				svc.Dests[0].Addr != 0 || svc.Dests[0].Fwd != fwd.FullNAT || len(svc.Scheds) != c.dp.NumWorkers() {
+				t.Fatalf("SNAT service %+v", svc)
+			}
+			ids, protos = append(ids, svc.Dests[0].ID), append(protos, svc.Key.Proto)
+		}
+		if !slices.Equal(protos, []uint8{hdr.ProtoTCP, hdr.ProtoUDP}) {
+			t.Fatalf("SNAT services for protocols %v, want TCP and UDP", protos)
+		}
+		if !s.IsLIP(ip(t, "203.0.113.60")) || s.IsVIP(ip(t, "198.51.100.0")) {
+			t.Fatalf("the SNAT address answered: %v; the source network a VIP: %v", s.IsLIP(ip(t, "203.0.113.60")), s.IsVIP(ip(t, "198.51.100.0")))
+		}
+		return ids
+	}
+	ids := check(c.Snapshot())
+	if r := do(o, rule(t, "-A -t 203.0.113.100:443 -s rr")); r.Error != "" {
+		t.Fatal(r.Error)
+	}
+	if again := check(f.published[len(f.published)-1]); !slices.Equal(again, ids) {
+		t.Errorf("after an edit the SNAT servers' ids are %v, were %v", again, ids)
+	}
+	if l := listing(t, o, api.ListFormat{}); strings.Contains(l, "198.51.100.0") {
+		t.Errorf("the listing shows the SNAT rule as a service:\n%s", l)
+	}
+	c.mu.Lock()
+	targets := c.announceTargets()
+	c.mu.Unlock()
+	var addrs []netip.Addr
+	for _, tg := range targets {
+		addrs = append(addrs, tg.addr())
+	}
+	if !slices.Contains(addrs, netip.MustParseAddr("203.0.113.60")) || slices.Contains(addrs, netip.MustParseAddr("198.51.100.0")) {
+		t.Errorf("a takeover announces %v: want the SNAT address, not the rule's network", addrs)
+	}
+	if own := c.LocalAddrs(); !slices.Contains(own, netip.MustParseAddr("203.0.113.60")) {
+		t.Errorf("the hellos' local addresses %v lack the SNAT address (a scale-out peer takes it over)", own)
+	}
+}
