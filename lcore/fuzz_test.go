@@ -51,6 +51,9 @@ func FuzzHandle(f *testing.F) {
 		tcpSeg6(rs1MAC, lanMAC, rs61, 8080, lip6, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, 1, 2, ""),
 		tcpSeg6(clientMAC, wanMAC, clientAddr6, 40006, vip6, 9002, hdr.TCPFlagACK, 2, 2, ""),
 		l4Frame6(clientMAC, wanMAC, hdr.ProtoUDP, clientAddr6, 5005, vip6, 9054, 0, "uoa6"),
+		tcpFrame(rs1MAC, lanMAC, rs1, 33000, ip4(192, 0, 2, 9), 443, hdr.TCPFlagSYN, ""), // SNAT
+		tcpFrame(clientMAC, wanMAC, ip4(192, 0, 2, 9), 443, snatAddr, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""),
+		udpFrame(rs1MAC, lanMAC, rs1, 5353, ip4(192, 0, 2, 9), 53, "q", true),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
@@ -62,6 +65,7 @@ func FuzzHandle(f *testing.F) {
 	// option (the NAT64 one below gets it in an option protocol header).
 	withFullNATService(f, r, func(s *Service) { s.Key.Proto, s.Key.Port, s.UOA = hdr.ProtoUDP, 53, UOAIPOption })
 	withSynProxy(f, r, fwd.NAT)
+	withSNAT(f, r)
 	// The IPv6 seeds reach neighbour discovery and echo. Set after the
 	// commands above ran: an unsolicited NA queued by them and never
 	// polled out would stay in the TX batch.
