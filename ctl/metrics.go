@@ -31,6 +31,7 @@ type collector struct {
 	svcRate, rsRate                                            *prometheus.Desc
 	probeRejected                                              *prometheus.Desc
 	vipDraining                                                *prometheus.Desc
+	snatConns, snatPackets, snatBytes, snatActive              *prometheus.Desc
 }
 
 // kernelLosses is the runtime's count of packets lost on the ports'
@@ -74,6 +75,10 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(svc, "kind"), nil),
 		vipDraining: d("dplb_vip_draining", "1 for a VIP no configured service has while connections to it go on "+
 			"(a removed service's, or one a peer's records named; lbctl -L: VIP draining).", []string{"vip"}, nil),
+		snatConns:    d("dplb_snat_connections_total", "Connections the real servers opened themselves through a SNAT rule (snat[]), by its source network.", []string{"protocol", "source"}, nil),
+		snatPackets:  d("dplb_snat_packets_total", "Packets of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
+		snatBytes:    d("dplb_snat_bytes_total", "Bytes of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
+		snatActive:   d("dplb_snat_active_connections", "A SNAT rule's connections in ESTABLISHED (state active) or another state (inactive).", []string{"protocol", "source", "state"}, nil),
 		probeRejected: d("dplb_probe_answers_rejected_total", "Answers to health probes through lbd that did not acknowledge the probe's random sequence number (not believed).", nil, nil),
 		rsRate: d("dplb_real_server_rate", "A real server's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(rs, "kind"), nil),
@@ -150,6 +155,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		}{{"cps", r.CPS}, {"inpps", r.InPPS}, {"outpps", r.OutPPS}, {"inbps", r.InBPS}, {"outbps", r.OutBPS}} {
 			gauge(d, float64(k.v), append(labels, k.kind)...)
 		}
+	}
+	for _, r := range c.ctl.snatStats() {
+		proto, src := strings.ToUpper(r.proto), r.source.String()
+		counter(c.snatConns, r.stats[lcore.DestConns], proto, src)
+		// A rule's connection goes out from its "client" (the server).
+		counter(c.snatPackets, r.stats[lcore.DestInPkts], proto, src, "out")
+		counter(c.snatPackets, r.stats[lcore.DestOutPkts], proto, src, "in")
+		counter(c.snatBytes, r.stats[lcore.DestInBytes], proto, src, "out")
+		counter(c.snatBytes, r.stats[lcore.DestOutBytes], proto, src, "in")
+		gauge(c.snatActive, float64(r.stats[lcore.DestActive]), proto, src, "active")
+		gauge(c.snatActive, float64(r.stats[lcore.DestInactive]), proto, src, "inactive")
 	}
 	for i := range v.Services {
 		s := &v.Services[i]

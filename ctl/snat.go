@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"fmt"
+	"math/bits"
 	"net/netip"
 
 	"github.com/dplb/dplb/lcore"
@@ -49,4 +50,31 @@ func (c *Controller) snatServices(ids *destIDs, used map[destKey]bool, workers i
 		}
 	}
 	return out, nil
+}
+
+// snatRuleStats is a SNAT rule's counters for one protocol.
+type snatRuleStats struct {
+	proto  string
+	source netip.Prefix
+	stats  lcore.DestStats
+}
+
+// snatStats reads the SNAT rules' counters (their one server's, summed
+// over the lcores), in the snapshot's order.
+func (c *Controller) snatStats() []snatRuleStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []snatRuleStats
+	for _, s := range c.snap.Services {
+		if s.SNAT == nil {
+			continue
+		}
+		proto := "tcp"
+		if s.Key.Proto != protocols["tcp"] {
+			proto = "udp"
+		}
+		src := netip.PrefixFrom(addrOf(s.SNAT.Net), bits.OnesCount32(s.SNAT.Mask))
+		out = append(out, snatRuleStats{proto: proto, source: src, stats: c.dp.DestStats(s.Dests[0].ID)})
+	}
+	return out
 }
