@@ -75,10 +75,10 @@ func newCollector(dp Dataplane, ctl *Controller, rates *RateEstimator) *collecto
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(svc, "kind"), nil),
 		vipDraining: d("dplb_vip_draining", "1 for a VIP no configured service has while connections to it go on "+
 			"(a removed service's, or one a peer's records named; lbctl -L: VIP draining).", []string{"vip"}, nil),
-		snatConns:    d("dplb_snat_connections_total", "Connections the real servers opened themselves through a SNAT rule (snat[]), by its source network.", []string{"protocol", "source"}, nil),
-		snatPackets:  d("dplb_snat_packets_total", "Packets of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
-		snatBytes:    d("dplb_snat_bytes_total", "Bytes of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
-		snatActive:   d("dplb_snat_active_connections", "A SNAT rule's connections in ESTABLISHED (state active) or another state (inactive).", []string{"protocol", "source", "state"}, nil),
+		snatConns:     d("dplb_snat_connections_total", "Connections the real servers opened themselves through a SNAT rule (snat[]), by its source network.", []string{"protocol", "source"}, nil),
+		snatPackets:   d("dplb_snat_packets_total", "Packets of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
+		snatBytes:     d("dplb_snat_bytes_total", "Bytes of a SNAT rule's connections, out (from the servers) and in (the answers).", []string{"protocol", "source", "dir"}, nil),
+		snatActive:    d("dplb_snat_active_connections", "A SNAT rule's connections in ESTABLISHED (state active) or another state (inactive).", []string{"protocol", "source", "state"}, nil),
 		probeRejected: d("dplb_probe_answers_rejected_total", "Answers to health probes through lbd that did not acknowledge the probe's random sequence number (not believed).", nil, nil),
 		rsRate: d("dplb_real_server_rate", "A real server's rates as IPVS's estimator computes them (lbctl -L --rate): "+
 			"kind cps (connections/s), inpps, outpps (packets/s), inbps, outbps (bytes/s).", append(rs, "kind"), nil),
