@@ -137,3 +137,57 @@ func lportOwnedBy(w *Worker, lip uint32) uint16 {
 	w.lpools[lip].put(p)
 	return p
 }
+
+// TestSNATOnTwoWorkers: whichever queue a server's packets and the
+// answers arrive on, one worker holds each SNAT connection: the server's
+// SYN goes to the owner of its destination endpoint, which gives it a
+// local port it owns, and the answers to that port steer back to it.
+func TestSNATOnTwoWorkers(t *testing.T) {
+	r := newMultiRig(t, false)
+	var svcs []Service
+	for i, proto := range []uint8{hdr.ProtoTCP, hdr.ProtoUDP} {
+		d := sched.Dest{ID: uint32(20 + i), Weight: 1, Fwd: fwd.FullNAT}
+		s := Service{Key: ServiceKey{VIP: ip4(198, 51, 100, 0), Proto: proto}, Dests: []sched.Dest{d},
+			LocalAddrs: []uint32{snatAddr}, SNAT: &SNATRule{Net: ip4(198, 51, 100, 0), Mask: 0xffffff00}}
+		for range r.w {
+			sc, _ := sched.New("rr", s.Dests, sched.Options{})
+			s.Scheds = append(s.Scheds, sc)
+		}
+		svcs = append(svcs, s)
+	}
+	old := r.w[0].snap
+	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svcs...), old.Neigh, old.Timeouts)
+	for _, w := range r.w {
+		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: snap})
+		w.runCommands(0)
+	}
+	seen := [2]bool{}
+	for dport := uint16(443); dport < 463; dport++ {
+		owner := Owner(clientIP, dport, 2)
+		seen[owner] = true
+		other := 1 - owner
+		r.inject(1, other, tcpFrame(rs1MAC, lanMAC, rs1, 33000, clientIP, dport, hdr.TCPFlagSYN, ""))
+		r.pollBoth()
+		out := r.take(0, owner)
+		if len(out) != 1 || len(r.take(0, other)) != 0 {
+			t.Fatalf("port %d: the SYN left %d times from its owner %d", dport, len(out), owner)
+		}
+		_, ip, tcp := checkTCP(t, out[0])
+		lport := tcp.SrcPort()
+		if ip.Src() != snatAddr || Owner(snatAddr, lport, 2) != owner {
+			t.Fatalf("port %d: from %x:%d, a port of worker %d, want one of worker %d", dport, ip.Src(), lport, Owner(snatAddr, lport, 2), owner)
+		}
+		r.inject(0, other, tcpFrame(clientMAC, wanMAC, clientIP, dport, snatAddr, lport, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""))
+		r.pollBoth()
+		back := r.take(1, owner)
+		if len(back) != 1 || len(r.take(1, other)) != 0 {
+			t.Fatalf("port %d: the answer reached the server %d times from worker %d", dport, len(back), owner)
+		}
+		if _, ip, tcp = checkTCP(t, back[0]); ip.Dst() != rs1 || tcp.DstPort() != 33000 {
+			t.Fatalf("port %d: the answer went to %x:%d", dport, ip.Dst(), tcp.DstPort())
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Fatalf("the destinations were all one worker's: %v", seen)
+	}
+}
