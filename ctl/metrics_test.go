@@ -18,25 +18,9 @@ func TestMetricsReadTheView(t *testing.T) {
 	web := c.Snapshot().Services[0]
 	f.dest[web.Dests[1].ID] = lcore.DestStats{lcore.DestConns: 7, lcore.DestActive: 2}
 	do(o, rule(t, "-Z"))
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(f, c, nil))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if name := mf.GetName(); name != "dplb_real_server_connections_total" && name != "dplb_service_connections_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue()
-		}
-	}
+	got := collected(t, f, c, func(name string) bool {
+		return name == "dplb_real_server_connections_total" || name == "dplb_service_connections_total"
+	})
 	want := map[string]float64{
 		"dplb_real_server_connections_total{port=80,protocol=TCP,server=198.51.100.11:80,vip=203.0.113.100}":   0,
 		"dplb_real_server_connections_total{port=80,protocol=TCP,server=198.51.100.12:8000,vip=203.0.113.100}": 7,
@@ -50,4 +34,31 @@ func TestMetricsReadTheView(t *testing.T) {
 	if got := do(o, rule(t, "-L -n --stats")).Services[0].Stats.Conns; got != 0 {
 		t.Errorf("lbctl's listing after -Z: %d connections, want 0", got)
 	}
+}
+
+// collected gathers the controller's metrics whose name keep takes, each
+// keyed name{label=value,...} (labels sorted by name), counters and
+// gauges alike.
+func collected(t *testing.T, f *fakeDataplane, c *Controller, keep func(name string) bool) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(f, c, nil))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if !keep(mf.GetName()) {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return got
 }

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/dplb/dplb/ctl/api"
@@ -75,32 +74,14 @@ snat:
 
 	// The metrics: the rule's one server's counters, by its source.
 	f.dest[ids[0]] = lcore.DestStats{lcore.DestConns: 5, lcore.DestInPkts: 40, lcore.DestOutPkts: 30, lcore.DestActive: 2, lcore.DestInactive: 1}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(f, c, nil))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		if !strings.HasPrefix(mf.GetName(), "dplb_snat_") {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetValue())
-			}
-			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
+	got := collected(t, f, c, func(name string) bool { return strings.HasPrefix(name, "dplb_snat_") })
 	for k, want := range map[string]float64{
-		"dplb_snat_connections_total{TCP,198.51.100.0/24}":           5,
-		"dplb_snat_connections_total{UDP,198.51.100.0/24}":           0,
-		"dplb_snat_packets_total{out,TCP,198.51.100.0/24}":           40,
-		"dplb_snat_packets_total{in,TCP,198.51.100.0/24}":            30,
-		"dplb_snat_active_connections{TCP,198.51.100.0/24,active}":   2,
-		"dplb_snat_active_connections{TCP,198.51.100.0/24,inactive}": 1,
+		"dplb_snat_connections_total{protocol=TCP,source=198.51.100.0/24}":                 5,
+		"dplb_snat_connections_total{protocol=UDP,source=198.51.100.0/24}":                 0,
+		"dplb_snat_packets_total{dir=out,protocol=TCP,source=198.51.100.0/24}":             40,
+		"dplb_snat_packets_total{dir=in,protocol=TCP,source=198.51.100.0/24}":              30,
+		"dplb_snat_active_connections{protocol=TCP,source=198.51.100.0/24,state=active}":   2,
+		"dplb_snat_active_connections{protocol=TCP,source=198.51.100.0/24,state=inactive}": 1,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (%v), want %v; all: %v", k, v, ok, want, got)
