@@ -191,3 +191,19 @@ func TestSNATOnTwoWorkers(t *testing.T) {
 		t.Fatalf("the destinations were all one worker's: %v", seen)
 	}
 }
+
+// TestSNATPathDoesNotAllocate guards the SNAT path: the rule's lookup on
+// a service miss, a new connection with a local port, the rewrite.
+func TestSNATPathDoesNotAllocate(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSNAT(t, r)
+	allocs := r.allocsPerBurst(1, 0, func(i int) []byte {
+		return tcpFrame(rs1MAC, lanMAC, rs1, uint16(20000+i), clientIP, 443, hdr.TCPFlagSYN, "")
+	})
+	if allocs != 0 {
+		t.Fatalf("the SNAT path allocates %.1f times per burst", allocs)
+	}
+	if r.w.cnt.own[NewConns] < 100 {
+		t.Fatalf("only %d connections (drops %v)", r.w.cnt.own[NewConns], dropsOf(r.w))
+	}
+}
