@@ -169,8 +169,8 @@ func (c *Controller) buildAdopting(svcs []conf.Service, t conf.Timeouts, adopt [
 	u.snap = lcore.NewSnapshot(c.gen+1, c.ports, dps, c.neigh.macs(), timeouts(t))
 	u.snap.Neigh6 = c.neigh6.macs()
 	u.lipDrain = c.nextLIPDrain(svcs)
-	u.snap.KeepLIPs(drainingLIPs(u.lipDrain))
-	u.snap.KeepLIPs6(drainingLIPs6(u.lipDrain))
+	u.snap.KeepLIPs(lipsOf4(u.lipDrain))
+	u.snap.KeepLIPs6(lipsOf6(u.lipDrain))
 	u.snap.KeepLIPs(lipsOf4(c.lipTaken))
 	u.snap.KeepLIPs6(lipsOf6(c.lipTaken))
 	u.snap.Sync, u.snap.Backup = c.ha.sync, c.ha.backup

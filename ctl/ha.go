@@ -283,7 +283,7 @@ func (c *Controller) announceTargets() []announceTarget {
 				}
 			}
 		}
-		for _, l := range append(drainingLIPs(c.lipDrain), c.takenOverLIPs()...) {
+		for _, l := range append(lipsOf4(c.lipDrain), lipsOf4(c.lipTaken)...) {
 			if l&p.Mask == p.Net && !slices.Contains(out, announceTarget{port: i, ip: l}) {
 				out = append(out, announceTarget{port: i, ip: l})
 			}

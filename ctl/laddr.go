@@ -88,12 +88,6 @@ func (c *Controller) nextLIPDrain(svcs []conf.Service) map[netip.Addr]lipDrain {
 	return next
 }
 
-// drainingLIPs are the IPv4 keys of a draining set, sorted.
-func drainingLIPs(m map[netip.Addr]lipDrain) []uint32 { return lipsOf4(m) }
-
-// drainingLIPs6 are the IPv6 keys of a draining set (FNAT66's).
-func drainingLIPs6(m map[netip.Addr]lipDrain) []hdr.Addr6 { return lipsOf6(m) }
-
 // lipsOf4 are the IPv4 keys of a set of local addresses (draining, taken
 // over), sorted.
 func lipsOf4[V any](m map[netip.Addr]V) []uint32 {

@@ -106,10 +106,6 @@ func (c *Controller) ownLIPs() []netip.Addr {
 	return slices.Compact(out)
 }
 
-// takenOverLIPs are the IPv4 addresses taken over from dead peers; the
-// caller holds mu.
-func (c *Controller) takenOverLIPs() []uint32 { return lipsOf4(c.lipTaken) }
-
 // takeoverLoop takes over and gives back peers' local addresses as their
 // hellos come and stop, until ctx ends. deadAfter 0: never.
 func (c *Controller) takeoverLoop(ctx context.Context, d peerHellos, deadAfter time.Duration) {
