@@ -46,13 +46,13 @@ type Config struct {
 type SNAT struct {
 	Source    string   `mapstructure:"source"`    // the servers' network, an IPv4 prefix ("198.51.100.0/24"); rules' sources must not overlap; required; reload: restart
 	Addresses []string `mapstructure:"addresses"` // the IPv4 addresses they leave from, each on a client-facing port's subnet and none of lbd's other addresses (a port's, a VIP, a local address, another rule's); at least one; reload: restart
-	Protocols []string `mapstructure:"protocols"` // "tcp", "udp" or both; default both; reload: restart
+	Protocols []string `mapstructure:"protocols"` // of "tcp", "udp" and "icmp" (the servers' pings: echo requests); default all three; reload: restart
 }
 
-// SNATProtocols are the rule's protocols, both when it names none.
+// SNATProtocols are the rule's protocols, all three when it names none.
 func (s SNAT) SNATProtocols() []string {
 	if len(s.Protocols) == 0 {
-		return []string{"tcp", "udp"}
+		return []string{"tcp", "udp", "icmp"}
 	}
 	return s.Protocols
 }

@@ -10,7 +10,7 @@ import (
 // validateSNAT checks the SNAT rules: each source a prefix that overlaps
 // no other rule's, each address an IPv4 address on a client-facing
 // port's subnet (where the answers come back) that is no other address
-// of lbd's, the protocols tcp or udp, each once.
+// of lbd's, the protocols of tcp, udp and icmp, each once.
 func (c *Config) validateSNAT() error {
 	seen := c.portAddresses()
 	for i, s := range c.Services {
@@ -70,7 +70,7 @@ func (c *Config) validateSNAT() error {
 		}
 		for j, proto := range r.Protocols {
 			f := fmt.Sprintf("%s.protocols[%d]", field, j)
-			if err := checkOneOf(f, proto, "tcp", "udp"); err != nil {
+			if err := checkOneOf(f, proto, "tcp", "udp", "icmp"); err != nil {
 				return err
 			}
 			if slices.Contains(r.Protocols[:j], proto) {

@@ -13,8 +13,8 @@ func withSNAT(c *conf.Config) {
 	c.SNAT = []conf.SNAT{{Source: "198.51.100.0/24", Addresses: []string{"203.0.113.60"}}}
 }
 
-// TestSNATValid: a rule with the defaults (both protocols) and one with
-// its protocol named pass; their protocols are as said.
+// TestSNATValid: a rule with the defaults (all three protocols) and one
+// with its protocol named pass; their protocols are as said.
 func TestSNATValid(t *testing.T) {
 	c := validConfig()
 	withSNAT(&c)
@@ -22,7 +22,7 @@ func TestSNATValid(t *testing.T) {
 	if err := c.Validate(nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(c.SNAT[0].SNATProtocols(), ","); got != "tcp,udp" {
+	if got := strings.Join(c.SNAT[0].SNATProtocols(), ","); got != "tcp,udp,icmp" {
 		t.Errorf("default protocols %s", got)
 	}
 	if got := strings.Join(c.SNAT[1].SNATProtocols(), ","); got != "udp" {
@@ -59,8 +59,8 @@ func TestSNATRefused(t *testing.T) {
 		{"twice", func(c *conf.Config) {
 			c.SNAT = append(c.SNAT, conf.SNAT{Source: "10.0.0.0/8", Addresses: []string{"203.0.113.60"}})
 		}, `snat[1].addresses[0]: 203.0.113.60 is already snat[0].addresses[0]`},
-		{"bad protocol", func(c *conf.Config) { c.SNAT[0].Protocols = []string{"icmp"} },
-			`snat[0].protocols[0]: "icmp" is not one of tcp, udp`},
+		{"bad protocol", func(c *conf.Config) { c.SNAT[0].Protocols = []string{"sctp"} },
+			`snat[0].protocols[0]: "sctp" is not one of tcp, udp, icmp`},
 		{"protocol twice", func(c *conf.Config) { c.SNAT[0].Protocols = []string{"tcp", "tcp"} },
 			`snat[0].protocols[1]: "tcp" is listed twice`},
 	} {

@@ -46,8 +46,11 @@ func (c *Controller) connections(req api.Request) (api.Response, error) {
 			exp = 0
 		}
 		proto := "TCP"
-		if ci.Proto == hdr.ProtoUDP {
+		switch ci.Proto {
+		case hdr.ProtoUDP:
 			proto = "UDP"
+		case hdr.ProtoICMP: // a server's ping through a SNAT rule: the identifiers are the ports
+			proto, state = "ICMP", "ICMP"
 		}
 		c := api.Conn{
 			Protocol: proto, State: state, Template: ci.Template, ExpiresSecs: uint64(exp),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 	"github.com/dplb/dplb/lcore/sched"
 )
 
@@ -30,7 +31,7 @@ func (c *Controller) snatServices(ids *destIDs, used map[destKey]bool, workers i
 		}
 		rule := &lcore.SNATRule{Net: ipv4(src.Addr()), Mask: ^uint32(0) << (32 - src.Bits())}
 		for _, p := range r.SNATProtocols() {
-			key := lcore.ServiceKey{VIP: rule.Net, Proto: protocols[p]}
+			key := lcore.ServiceKey{VIP: rule.Net, Proto: snatProtocols[p]}
 			k := destKey{svc: key}
 			id, err := ids.get(k)
 			if err != nil {
@@ -52,6 +53,20 @@ func (c *Controller) snatServices(ids *destIDs, used map[destKey]bool, workers i
 	return out, nil
 }
 
+// snatProtocols are the protocols a SNAT rule may name: the services'
+// two and ICMP (the servers' pings, lcore/snat.go).
+var snatProtocols = map[string]uint8{"tcp": hdr.ProtoTCP, "udp": hdr.ProtoUDP, "icmp": hdr.ProtoICMP}
+
+// snatProtocolName is the configuration's name of a SNAT rule's protocol.
+func snatProtocolName(proto uint8) string {
+	for name, p := range snatProtocols {
+		if p == proto {
+			return name
+		}
+	}
+	return fmt.Sprint(proto)
+}
+
 // snatRuleStats is a SNAT rule's counters for one protocol.
 type snatRuleStats struct {
 	proto  string
@@ -69,10 +84,7 @@ func (c *Controller) snatStats() []snatRuleStats {
 		if s.SNAT == nil {
 			continue
 		}
-		proto := "tcp"
-		if s.Key.Proto != protocols["tcp"] {
-			proto = "udp"
-		}
+		proto := snatProtocolName(s.Key.Proto)
 		src := netip.PrefixFrom(addrOf(s.SNAT.Net), bits.OnesCount32(s.SNAT.Mask))
 		out = append(out, snatRuleStats{proto: proto, source: src, stats: c.dp.DestStats(s.Dests[0].ID)})
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dplb/dplb/ctl/api"
 	"github.com/dplb/dplb/lcore"
+	"github.com/dplb/dplb/lcore/conn"
 	"github.com/dplb/dplb/lcore/fwd"
 	"github.com/dplb/dplb/lcore/hdr"
 )
@@ -40,8 +41,8 @@ snat:
 			}
 			ids, protos = append(ids, svc.Dests[0].ID), append(protos, svc.Key.Proto)
 		}
-		if !slices.Equal(protos, []uint8{hdr.ProtoTCP, hdr.ProtoUDP}) {
-			t.Fatalf("SNAT services for protocols %v, want TCP and UDP", protos)
+		if !slices.Equal(protos, []uint8{hdr.ProtoTCP, hdr.ProtoUDP, hdr.ProtoICMP}) {
+			t.Fatalf("SNAT services for protocols %v, want TCP, UDP and ICMP", protos)
 		}
 		if !s.IsLIP(ip(t, "203.0.113.60")) || s.IsVIP(ip(t, "198.51.100.0")) {
 			t.Fatalf("the SNAT address answered: %v; the source network a VIP: %v", s.IsLIP(ip(t, "203.0.113.60")), s.IsVIP(ip(t, "198.51.100.0")))
@@ -74,6 +75,7 @@ snat:
 
 	// The metrics: the rule's one server's counters, by its source.
 	f.dest[ids[0]] = lcore.DestStats{lcore.DestConns: 5, lcore.DestInPkts: 40, lcore.DestOutPkts: 30, lcore.DestActive: 2, lcore.DestInactive: 1}
+	f.dest[ids[2]] = lcore.DestStats{lcore.DestConns: 3, lcore.DestInPkts: 9, lcore.DestOutPkts: 8, lcore.DestInactive: 3}
 	got := collected(t, f, c, func(name string) bool { return strings.HasPrefix(name, "dplb_snat_") })
 	for k, want := range map[string]float64{
 		"dplb_snat_connections_total{protocol=TCP,source=198.51.100.0/24}":                 5,
@@ -82,9 +84,40 @@ snat:
 		"dplb_snat_packets_total{dir=in,protocol=TCP,source=198.51.100.0/24}":              30,
 		"dplb_snat_active_connections{protocol=TCP,source=198.51.100.0/24,state=active}":   2,
 		"dplb_snat_active_connections{protocol=TCP,source=198.51.100.0/24,state=inactive}": 1,
+		"dplb_snat_connections_total{protocol=ICMP,source=198.51.100.0/24}":                3,
+		"dplb_snat_packets_total{dir=out,protocol=ICMP,source=198.51.100.0/24}":            9,
+		"dplb_snat_packets_total{dir=in,protocol=ICMP,source=198.51.100.0/24}":             8,
 	} {
 		if v, ok := got[k]; !ok || v != want {
 			t.Errorf("%s = %v (%v), want %v; all: %v", k, v, ok, want, got)
 		}
+	}
+}
+
+// TestSNATPingListed: a server's ping through a SNAT rule is listed as
+// an ICMP connection, its identifiers as ports, from the SNAT address;
+// it is not a record for a peer or a handover (records carry TCP and
+// UDP; a ping loses the echoes in flight, nothing more).
+func TestSNATPingListed(t *testing.T) {
+	o, _, f := newTestOps(t)
+	ping := lcore.ConnInfo{Proto: hdr.ProtoICMP, State: conn.StateUDP, ClientIP: ip4(198, 51, 100, 11), ClientPort: 77,
+		VIP: ip4(192, 0, 2, 50), RIP: ip4(192, 0, 2, 50), Fwd: fwd.FullNAT, HasExt: true,
+		LIP: ip4(203, 0, 113, 60), LPort: 4242, Expires: 299e9}
+	f.conns = []lcore.ConnInfo{ping}
+	resp := do(o, rule(t, "-L -n -c"))
+	if resp.Error != "" {
+		t.Fatal(resp.Error)
+	}
+	if c := resp.Conns; len(c) != 1 || c[0].Protocol != "ICMP" || c[0].State != "ICMP" || c[0].Client != "198.51.100.11:77" ||
+		c[0].Destination != "192.0.2.50:0" || c[0].Local != "203.0.113.60:4242" {
+		t.Fatalf("the ping listed as %+v", c)
+	}
+	if r, ok := syncable(&ping); ok {
+		t.Fatalf("the ping became a record: %+v", r)
+	}
+	udp := ping
+	udp.Proto, udp.ClientPort, udp.VPort, udp.RPort = hdr.ProtoUDP, 5353, 53, 53
+	if _, ok := syncable(&udp); !ok {
+		t.Fatal("the same UDP connection is no record")
 	}
 }

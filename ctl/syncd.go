@@ -14,6 +14,7 @@ import (
 	"github.com/dplb/dplb/ctl/connsync"
 	"github.com/dplb/dplb/lcore"
 	"github.com/dplb/dplb/lcore/fwd"
+	"github.com/dplb/dplb/lcore/hdr"
 )
 
 // The sync daemon in lbd (package connsync): made at start when
@@ -54,9 +55,11 @@ func (c *Controller) dumpLimit() int {
 // handover; false for what a record cannot rebuild: a template whose
 // server left the service, an IPv6 template (its key holds folds: the
 // receiver rebuilds it from the connections), a connection without the
-// local port and deltas it needs.
+// local port and deltas it needs, a SNAT'd ping.
 func syncable(ci *lcore.ConnInfo) (lcore.SyncConn, bool) {
 	switch {
+	case ci.Proto == hdr.ProtoICMP: // a SNAT'd ping: records carry TCP and UDP
+		return lcore.SyncConn{}, false
 	case ci.IPv6 && ci.Template:
 		return lcore.SyncConn{}, false
 	case ci.IPv6:

@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/icmp"
+	"golang.org/x/net/ipv4"
+
 	"github.com/dplb/dplb/e2e/harness"
 	"github.com/dplb/dplb/e2e/topo"
 )
@@ -17,9 +20,9 @@ const snatAddr = "192.0.2.60"
 
 // TestSNAT: the VS/NAT servers route through lbd, and lbd's SNAT rule
 // takes their own connections out (DPVS's SNAT mode, a Linux director's
-// masquerading): a real server's TCP connection and UDP query to a host
-// beyond lbd (the client's namespace) arrive from the SNAT address, and
-// the answers come back. The TCP connection lives on across lbctl
+// masquerading): a real server's TCP connection, UDP query and ping to a
+// host beyond lbd (the client's namespace) arrive from the SNAT address,
+// and the answers come back. The TCP connection lives on across lbctl
 // upgrade (the handover carries it, installed under the rule again).
 func TestSNAT(t *testing.T) {
 	waitBound(t)
@@ -105,8 +108,45 @@ func TestSNAT(t *testing.T) {
 		t.Fatalf("the server's UDP query: the host answered %q (%v), want it from %s", got, err, snatAddr)
 	}
 
-	if out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c"); err != nil || !strings.Contains(out, hostAddr+":7000") {
+	// The server's ping: the host sees the echo requests come from the
+	// SNAT address, and its replies reach the server.
+	var raw *icmp.PacketConn
+	if err := topo.InNS(host.NS, func() (err error) {
+		raw, err = icmp.ListenPacket("ip4:icmp", hostAddr)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { raw.Close() })
+	pingFrom := make(chan string, 1)
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			raw.SetReadDeadline(time.Now().Add(10 * time.Second))
+			n, peer, err := raw.ReadFrom(buf)
+			if err != nil {
+				pingFrom <- "nothing: " + err.Error()
+				return
+			}
+			if m, err := icmp.ParseMessage(1, buf[:n]); err == nil && m.Type == ipv4.ICMPTypeEcho {
+				pingFrom <- peer.String()
+				return
+			}
+		}
+	}()
+	if out, err := e.topo.ExecContext(e.ctx, rs.NS, "ping", "-n", "-c", "3", "-i", "0.2", "-W", "2", hostAddr); err != nil || !strings.Contains(out, "3 received") {
+		t.Fatalf("the server's ping of %s through lbd (%v):\n%s", hostAddr, err, out)
+	}
+	if from := <-pingFrom; from != snatAddr {
+		t.Fatalf("the host saw the server's ping from %s, want the SNAT address %s", from, snatAddr)
+	}
+
+	out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	if err != nil || !strings.Contains(out, hostAddr+":7000") {
 		t.Errorf("lbctl -L -n -c does not list the server's connection to %s:7000 (%v):\n%s", hostAddr, err, out)
+	}
+	if !strings.Contains(out, "ICMP") || !strings.Contains(out, hostAddr+":0") {
+		t.Errorf("lbctl -L -n -c does not list the server's ping of %s:\n%s", hostAddr, out)
 	}
 
 	e.upgrade(t)

@@ -18,7 +18,7 @@ type class uint8
 const (
 	classInvalid     class = iota // dropped: desc.verdict says why
 	classFlow                     // TCP or UDP: a connection's packet
-	classEcho                     // ICMP echo request
+	classEcho                     // ICMP echo request: flow has the identifier as its source port
 	classICMPError                // ICMP error quoting a TCP or UDP packet
 	classTunnelError              // ICMP error quoting an IPIP packet (VS/TUN); flow is the inner packet's
 	classARP                      // a valid Ethernet/IPv4 ARP packet
@@ -29,11 +29,12 @@ const (
 	classFragment6                // an IPv6 TCP or UDP fragment past the first: flow has the protocol only (frag6.go)
 	classICMPError6               // an ICMPv6 error quoting an IPv6 TCP or UDP packet: flow has its ports and protocol (icmp6err.go)
 	classTunError6                // an ICMPv6 error quoting our IPv6-in-IPv6 packet: flow is the inner packet's (tunerr6.go)
-	classEchoReply                // an ICMP echo reply: an ICMP probe's answer, or dropped (probe.go)
+	classEchoReply                // an ICMP echo reply: a SNAT'd ping's (flow has the identifier as its destination port), an ICMP probe's answer, or dropped (probe.go)
 	classEchoReply6               // an ICMPv6 echo reply, likewise
 )
 
-// flowKey is a TCP or UDP packet's addresses and ports as it travels.
+// flowKey is a TCP or UDP packet's addresses and ports as it travels (an
+// ICMP echo's identifier is a port: snat.go).
 type flowKey struct {
 	src, dst     uint32
 	sport, dport uint16
@@ -219,9 +220,13 @@ func parseICMP(d *desc, icmp hdr.ICMP) {
 	}
 	switch t := icmp.Type(); {
 	case t == hdr.ICMPEchoRequest:
+		// The identifier stands in for the querier's port, the answer's
+		// destination port (a SNAT rule's ping, snat.go).
+		d.flow.sport = icmp.ID()
 		d.class = classEcho
 		return
 	case t == hdr.ICMPEchoReply:
+		d.flow.dport = icmp.ID()
 		d.class = classEchoReply
 		return
 	case !hdr.IsICMPError(t):

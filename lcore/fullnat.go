@@ -139,6 +139,10 @@ func (w *Worker) forwardFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) 
 	if e.kind != exitTransmit {
 		return e
 	}
+	if c.Proto == hdr.ProtoICMP { // a SNAT'd ping (snat.go)
+		rewriteEcho(d, c, x, dir)
+		return e
+	}
 	if dir == conn.Original && x.Flags&extProxy != 0 && c.Proto == hdr.ProtoTCP {
 		if why := w.insertProxyHeader(d, c, x, nil); why != 0 {
 			return drop(why)

@@ -6,13 +6,15 @@ import (
 	"github.com/dplb/dplb/lcore/hdr"
 )
 
-// echoReply answers an echo request to a VIP or one of our addresses: the
-// request becomes its reply in place and goes back where it came from.
+// echoReply answers an echo request to a VIP or one of our addresses (a
+// port's, a local or SNAT address): the request becomes its reply in
+// place and goes back where it came from.
+// Another goes on as a SNAT rule's, if one takes it.
 func (w *Worker) echoReply(d *desc) exit {
 	ip := d.ip()
 	src, dst := ip.Src(), ip.Dst()
-	if !w.snap.IsVIP(dst) && !w.snap.isLocal(dst) {
-		return drop(DropNoConn)
+	if !w.snap.IsVIP(dst) && !w.snap.isLocal(dst) && !w.snap.lips[dst] {
+		return w.echoOut(d) // a server's ping beyond lbd, maybe (snat.go)
 	}
 	ip.SetSrc(dst) // swapping the addresses leaves the header checksum as it is
 	ip.SetDst(src)

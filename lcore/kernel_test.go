@@ -40,12 +40,17 @@ func takeKernel(out *KernelRing) (frames [][]byte, ports []uint16) {
 }
 
 func echoReplyFrame(srcMAC, dstMAC hdr.MAC, src, dst uint32, id uint16) []byte {
-	l4 := make([]byte, 8+4)
+	return echoOfType(hdr.ICMPEchoReply, srcMAC, dstMAC, src, dst, id, "pong")
+}
+
+// echoOfType is an ICMP echo message of type typ, sequence number 1.
+func echoOfType(typ uint8, srcMAC, dstMAC hdr.MAC, src, dst uint32, id uint16, data string) []byte {
+	l4 := make([]byte, 8+len(data))
 	icmp := hdr.ICMP(l4)
-	icmp.SetType(hdr.ICMPEchoReply)
+	icmp.SetType(typ)
 	icmp.SetID(id)
 	icmp.SetSeq(1)
-	copy(l4[8:], "pong")
+	copy(l4[8:], data)
 	icmp.SetChecksum(hdr.ICMPChecksum(icmp))
 	return ipFrame(srcMAC, dstMAC, src, dst, hdr.ProtoICMP, false, l4)
 }

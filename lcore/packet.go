@@ -46,7 +46,12 @@ func (w *Worker) process(d *desc, steer bool) exit {
 		return w.handleND6(d)
 	case classEcho6:
 		return w.echo6(d)
-	case classEchoReply, classEchoReply6:
+	case classEchoReply:
+		if e, ok := w.snatEchoReply(d); ok {
+			return e
+		}
+		return w.probeEchoReply(d)
+	case classEchoReply6:
 		return w.probeEchoReply(d)
 	case classFlow6:
 		return w.forward6(d)
@@ -399,7 +404,7 @@ func (w *Worker) newConnChecked(d *desc, si int32, needSYN bool) (uint32, Stat) 
 	if svc.SNAT != nil {
 		c.RIP = k.dst // FullNAT to the destination itself: only the source changes
 	}
-	if k.proto == hdr.ProtoUDP {
+	if k.proto != hdr.ProtoTCP { // UDP, or a SNAT'd ping's ICMP
 		c.State = conn.StateUDP
 	}
 	if dst.Fwd.OneWay() {

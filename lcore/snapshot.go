@@ -201,9 +201,10 @@ type Service struct {
 	// and Port are set, Fwd is not).
 	Draining []sched.Dest
 	// SNAT, when set, makes the service an outbound rule (DPVS's SNAT
-	// mode, snat.go): a TCP or UDP packet from the rule's source network
-	// that finds no connection, no service and is not for lbd opens a
-	// FullNAT connection to its own destination, from one of LocalAddrs.
+	// mode, snat.go): a packet of its protocol (TCP, UDP, or an ICMP
+	// echo request) from the rule's source network that finds no
+	// connection, no service and is not for lbd opens a FullNAT
+	// connection to its own destination, from one of LocalAddrs.
 	// Such a service is in no index a packet looks services up in (its
 	// Key is the source network, port 0), and its one Dest (address 0:
 	// the packet's destination) is never scheduled.

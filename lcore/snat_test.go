@@ -1,6 +1,7 @@
 package lcore
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/dplb/dplb/lcore/conn"
@@ -12,12 +13,15 @@ import (
 // snatAddr is withSNAT's address, on the wan port's subnet.
 var snatAddr = ip4(203, 0, 113, 60)
 
-// withSNAT gives the rig's worker SNAT rules for TCP and UDP: sources in
-// the lan subnet leave from snatAddr.
+// snatProtos are the protocols of the rules withSNAT gives.
+var snatProtos = []uint8{hdr.ProtoTCP, hdr.ProtoUDP, hdr.ProtoICMP}
+
+// withSNAT gives the rig's worker SNAT rules for TCP, UDP and ICMP:
+// sources in the lan subnet leave from snatAddr.
 func withSNAT(t testing.TB, r *rig) {
 	t.Helper()
 	var svcs []Service
-	for i, proto := range []uint8{hdr.ProtoTCP, hdr.ProtoUDP} {
+	for i, proto := range snatProtos {
 		svcs = append(svcs, Service{Key: ServiceKey{VIP: ip4(198, 51, 100, 0), Proto: proto},
 			Dests:      []sched.Dest{{ID: uint32(20 + i), Weight: 1, Fwd: fwd.FullNAT}},
 			LocalAddrs: []uint32{snatAddr}, SNAT: &SNATRule{Net: ip4(198, 51, 100, 0), Mask: 0xffffff00}})
@@ -145,7 +149,7 @@ func lportOwnedBy(w *Worker, lip uint32) uint16 {
 func TestSNATOnTwoWorkers(t *testing.T) {
 	r := newMultiRig(t, false)
 	var svcs []Service
-	for i, proto := range []uint8{hdr.ProtoTCP, hdr.ProtoUDP} {
+	for i, proto := range snatProtos {
 		d := sched.Dest{ID: uint32(20 + i), Weight: 1, Fwd: fwd.FullNAT}
 		s := Service{Key: ServiceKey{VIP: ip4(198, 51, 100, 0), Proto: proto}, Dests: []sched.Dest{d},
 			LocalAddrs: []uint32{snatAddr}, SNAT: &SNATRule{Net: ip4(198, 51, 100, 0), Mask: 0xffffff00}}
@@ -156,7 +160,11 @@ func TestSNATOnTwoWorkers(t *testing.T) {
 		svcs = append(svcs, s)
 	}
 	old := r.w[0].snap
-	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svcs...), old.Neigh, old.Timeouts)
+	neigh := maps.Clone(old.Neigh)
+	for host := ip4(203, 0, 113, 70); host < ip4(203, 0, 113, 90); host++ {
+		neigh[host] = clientMAC // the hosts the servers ping below
+	}
+	snap := NewSnapshot(old.Gen+1, old.Ports, append(append([]Service(nil), old.Services...), svcs...), neigh, old.Timeouts)
 	for _, w := range r.w {
 		w.Commands().Push(Command{Kind: CmdSnapshot, Snap: snap})
 		w.runCommands(0)
@@ -190,10 +198,128 @@ func TestSNATOnTwoWorkers(t *testing.T) {
 	if !seen[0] || !seen[1] {
 		t.Fatalf("the destinations were all one worker's: %v", seen)
 	}
+
+	// Pings to hosts of both workers: each request leaves from the owner
+	// of its destination, with an identifier that worker owns as a local
+	// port, and the reply to it steers back there.
+	seen = [2]bool{}
+	for host := ip4(203, 0, 113, 70); host < ip4(203, 0, 113, 90); host++ {
+		owner := Owner(host, 0, 2)
+		seen[owner] = true
+		other := 1 - owner
+		r.inject(1, other, pingFrame(rs1MAC, lanMAC, rs1, host, 77))
+		r.pollBoth()
+		out := r.take(0, owner)
+		if len(out) != 1 || len(r.take(0, other)) != 0 {
+			t.Fatalf("ping %x: the request left %d times from its owner %d (drops %v %v)", host, len(out), owner, dropsOf(r.w[0]), dropsOf(r.w[1]))
+		}
+		ip := hdr.IPv4(hdr.Ethernet(out[0]).Payload())
+		id := hdr.ICMP(ip.Payload()).ID()
+		if ip.Src() != snatAddr || Owner(snatAddr, id, 2) != owner {
+			t.Fatalf("ping %x: from %x id %d, a port of worker %d, want one of worker %d", host, ip.Src(), id, Owner(snatAddr, id, 2), owner)
+		}
+		r.inject(0, other, echoReplyFrame(clientMAC, wanMAC, host, snatAddr, id))
+		r.pollBoth()
+		back := r.take(1, owner)
+		if len(back) != 1 || len(r.take(1, other)) != 0 {
+			t.Fatalf("ping %x: the reply reached the server %d times from worker %d", host, len(back), owner)
+		}
+		if ip = hdr.IPv4(hdr.Ethernet(back[0]).Payload()); ip.Dst() != rs1 || hdr.ICMP(ip.Payload()).ID() != 77 {
+			t.Fatalf("ping %x: the reply went to %x id %d", host, ip.Dst(), hdr.ICMP(ip.Payload()).ID())
+		}
+	}
+	if !seen[0] || !seen[1] {
+		t.Fatalf("the pinged hosts were all one worker's: %v", seen)
+	}
+}
+
+// pingFrame is an echo request src -> dst with identifier id.
+func pingFrame(srcMAC, dstMAC hdr.MAC, src, dst uint32, id uint16) []byte {
+	return echoOfType(hdr.ICMPEchoRequest, srcMAC, dstMAC, src, dst, id, "ping")
+}
+
+// checkEcho checks frame f is a whole IPv4 echo of type typ, both
+// checksums right, and returns its header and message.
+func checkEcho(t *testing.T, f []byte, typ uint8) (hdr.IPv4, hdr.ICMP) {
+	t.Helper()
+	ip := hdr.IPv4(hdr.Ethernet(f).Payload())
+	if !ip.IsValid(len(ip)) || ip.Protocol() != hdr.ProtoICMP || !ip.IsChecksumValid() {
+		t.Fatalf("not an IPv4 ICMP packet with a good header checksum: %x", f)
+	}
+	icmp := hdr.ICMP(ip.Payload())
+	if icmp.Type() != typ || hdr.Fold(hdr.Checksum(icmp, 0)) != 0xffff {
+		t.Fatalf("ICMP type %d (want %d), checksum %#04x (verifies: %v)", icmp.Type(), typ, icmp.Checksum(), hdr.Fold(hdr.Checksum(icmp, 0)) == 0xffff)
+	}
+	return ip, icmp
+}
+
+// TestSNATPing: a real server's ping to a host beyond lbd leaves from the
+// SNAT address with an identifier of its own (a local port), and the
+// host's reply goes back to the server with the server's identifier,
+// each checksum right; the next echo of the ping takes the same mapping,
+// which the listing shows. Pings outside the rule, and to lbd, are not
+// translated: lbd answers those to its addresses, the SNAT address too.
+func TestSNATPing(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSNAT(t, r)
+	w := r.w
+	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77))
+	w.poll()
+	ip, icmp := checkEcho(t, one(t, r, 0), hdr.ICMPEchoRequest)
+	id := icmp.ID()
+	if ip.Src() != snatAddr || ip.Dst() != clientIP || id == 77 || ip.TTL() != hdr.DefaultTTL-1 || string(icmp.Payload()) != "ping" {
+		t.Fatalf("the server's ping left as %x -> %x id %d ttl %d", ip.Src(), ip.Dst(), id, ip.TTL())
+	}
+	r.inject(0, echoReplyFrame(clientMAC, wanMAC, clientIP, snatAddr, id))
+	w.poll()
+	ip, icmp = checkEcho(t, one(t, r, 1), hdr.ICMPEchoReply)
+	if ip.Src() != clientIP || ip.Dst() != rs1 || icmp.ID() != 77 || string(icmp.Payload()) != "pong" {
+		t.Fatalf("the reply reached the server as %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
+	}
+	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77))
+	w.poll()
+	if ip, icmp = checkEcho(t, one(t, r, 0), hdr.ICMPEchoRequest); icmp.ID() != id || ip.Src() != snatAddr {
+		t.Fatalf("the next echo left from %x id %d, want the mapping's id %d", ip.Src(), icmp.ID(), id)
+	}
+	if w.cnt.own[NewConns] != 1 {
+		t.Fatalf("%d connections for one ping, want 1", w.cnt.own[NewConns])
+	}
+	req := &DumpRequest{Out: make([]ConnInfo, 0, 8)}
+	w.Commands().Push(Command{Kind: CmdDump, Dump: req})
+	for i := 0; i < 10 && !req.Done(); i++ {
+		w.runCommands(0)
+	}
+	if c := req.Out; len(c) != 1 || c[0].Proto != hdr.ProtoICMP || c[0].ClientIP != rs1 || c[0].ClientPort != 77 ||
+		c[0].RIP != clientIP || c[0].LIP != snatAddr || c[0].LPort != id || c[0].State != conn.StateUDP {
+		t.Fatalf("the mapping: %+v", c)
+	}
+
+	// A reply nobody asked for (another identifier) is not delivered; a
+	// ping from outside the rule is dropped; one to lbd is answered.
+	r.inject(0, echoReplyFrame(clientMAC, wanMAC, clientIP, snatAddr, id+1))
+	r.inject(0, pingFrame(clientMAC, wanMAC, clientIP, ip4(192, 0, 2, 9), 5))
+	w.poll()
+	if n := len(r.sent(0)) + len(r.sent(1)); n != 0 {
+		t.Fatalf("%d packets sent, want none (drops %v)", n, dropsOf(w))
+	}
+	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, lanAddr, 78))
+	w.poll()
+	if ip, icmp = checkEcho(t, one(t, r, 1), hdr.ICMPEchoReply); ip.Src() != lanAddr || ip.Dst() != rs1 || icmp.ID() != 78 {
+		t.Fatalf("lbd's answer to the server's ping: %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
+	}
+	r.inject(0, pingFrame(clientMAC, wanMAC, clientIP, snatAddr, 79))
+	w.poll()
+	if ip, icmp = checkEcho(t, one(t, r, 0), hdr.ICMPEchoReply); ip.Src() != snatAddr || ip.Dst() != clientIP || icmp.ID() != 79 {
+		t.Fatalf("lbd's answer to a ping of the SNAT address: %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
+	}
+	if w.cnt.own[NewConns] != 1 {
+		t.Fatalf("%d connections, want still 1", w.cnt.own[NewConns])
+	}
 }
 
 // TestSNATPathDoesNotAllocate guards the SNAT path: the rule's lookup on
-// a service miss, a new connection with a local port, the rewrite.
+// a service miss, a new connection with a local port, the rewrite; for
+// a TCP SYN and for a ping.
 func TestSNATPathDoesNotAllocate(t *testing.T) {
 	r := newRig(t, defaultNeigh())
 	withSNAT(t, r)
@@ -205,5 +331,16 @@ func TestSNATPathDoesNotAllocate(t *testing.T) {
 	}
 	if r.w.cnt.own[NewConns] < 100 {
 		t.Fatalf("only %d connections (drops %v)", r.w.cnt.own[NewConns], dropsOf(r.w))
+	}
+	// Pings, each a new mapping.
+	before := r.w.cnt.own[NewConns]
+	allocs = r.allocsPerBurst(1, 0, func(i int) []byte {
+		return pingFrame(rs1MAC, lanMAC, rs1, clientIP, uint16(1000+i))
+	})
+	if allocs != 0 {
+		t.Fatalf("the SNAT ping path allocates %.1f times per burst", allocs)
+	}
+	if n := r.w.cnt.own[NewConns] - before; n < 100 {
+		t.Fatalf("only %d pings mapped (drops %v)", n, dropsOf(r.w))
 	}
 }

@@ -21,8 +21,8 @@ type Handoff struct {
 }
 
 // clientEndpoint finds the client endpoint of a parsed packet, or ok
-// false for packets that are no connection's (ARP, echo, malformed:
-// handled where they arrive). A packet to a VIP comes from the client; any
+// false for packets that are no connection's (ARP, an echo to a VIP,
+// malformed: handled where they arrive). A packet to a VIP comes from the client; any
 // other comes from a real server (or the client's own side, for an ICMP
 // error) and goes to the client. vips is every VIP the worker has been
 // given since it started, so that removing a service does not move its
@@ -45,6 +45,18 @@ func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, 
 	case classTunnelError:
 		// The inner packet of our IPIP one came from the client.
 		return k.src, k.sport, true
+	case classEcho:
+		// A server's ping beyond lbd (snat.go) steers by its destination
+		// as the server's TCP and UDP do; one to a VIP is answered here.
+		if _, toVIP := vips[k.dst]; toVIP {
+			return 0, 0, false
+		}
+		return k.dst, k.dport, true
+	case classEchoReply:
+		// The answer to a SNAT'd ping comes to the SNAT address and the
+		// identifier its worker chose as a local port (a probe's answer,
+		// handled anywhere, goes by the same rule).
+		return k.dst, k.dport, true
 	}
 	return 0, 0, false
 }

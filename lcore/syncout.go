@@ -46,7 +46,7 @@ func (w *Worker) syncAfterPacket(c *conn.Conn, id uint32, dir conn.Dir, changed 
 		c.SyncPackets++
 	}
 	tcp := c.Proto == hdr.ProtoTCP
-	if tcp && !syncable(c.State) {
+	if tcp && !syncable(c.State) || c.Proto == hdr.ProtoICMP { // a SNAT'd ping is not synced (snat.go)
 		return
 	}
 	due := tcp && changed

@@ -460,8 +460,8 @@ func (e *RemoteError) Error() string { return e.Msg }
 
 // Conn is one connection or persistence template (lbctl -L -c).
 type Conn struct {
-	Protocol    string `json:"protocol"` // "TCP" | "UDP"
-	State       string `json:"state"`    // IPVS's names: ESTABLISHED, SYN_RECV, ..., NONE for a template
+	Protocol    string `json:"protocol"` // "TCP" | "UDP" | "ICMP" (a server's ping through a SNAT rule: its echo identifiers are the ports)
+	State       string `json:"state"`    // IPVS's names: ESTABLISHED, SYN_RECV, ..., UDP, NONE for a template; ICMP for a ping
 	Template    bool   `json:"template,omitempty"`
 	ExpiresSecs uint64 `json:"expires_secs"`
 	Client      string `json:"client"`          // address:port (port 0 for a template)

@@ -643,6 +643,21 @@ func TestICMPEchoReplyInPlace(t *testing.T) {
 	}
 }
 
+// TestICMPIDInPlace: a new echo identifier (a SNAT'd ping's) keeps the
+// checksum right, as a full computation finds it.
+func TestICMPIDInPlace(t *testing.T) {
+	icmp := hdr.ICMP(ipv4Of(t, fixture(t, "icmpecho")).Payload())
+	for _, id := range []uint16{0xfedc, 0, 0xffff, 0x1234} {
+		icmp.SetIDWithChecksumUpdate(id)
+		if icmp.ID() != id || hdr.Fold(hdr.Checksum(icmp, 0)) != 0xffff {
+			t.Fatalf("id %#x: got id %#x, checksum %#04x does not verify (full %#04x)", id, icmp.ID(), icmp.Checksum(), hdr.ICMPChecksum(icmp))
+		}
+	}
+	if icmp.Checksum() != 0xd121 {
+		t.Errorf("back to id 0x1234: checksum %#04x, want the original 0xd121", icmp.Checksum())
+	}
+}
+
 func TestICMPFragNeeded(t *testing.T) {
 	b := make([]byte, hdr.ICMPLen+28)
 	for i := range b {

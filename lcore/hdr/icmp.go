@@ -91,6 +91,14 @@ func (b ICMP) SetChecksum(c uint16) { binary.BigEndian.PutUint16(b[icmpChecksum:
 // SetID writes the echo identifier.
 func (b ICMP) SetID(id uint16) { binary.BigEndian.PutUint16(b[icmpID:], id) }
 
+// SetIDWithChecksumUpdate rewrites the echo identifier and folds the
+// change into the checksum (RFC 1624): no pseudo-header, so an address
+// change leaves an ICMP checksum as it is.
+func (b ICMP) SetIDWithChecksumUpdate(id uint16) {
+	b.SetChecksum(Update16(b.Checksum(), b.ID(), id))
+	b.SetID(id)
+}
+
 // SetSeq writes the echo sequence number.
 func (b ICMP) SetSeq(s uint16) { binary.BigEndian.PutUint16(b[icmpSeq:], s) }
 
