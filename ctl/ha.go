@@ -89,7 +89,8 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 }
 
 // installRecords hands records to the workers that own them (lcore.Owner
-// of the client endpoint, as steering; templates to worker 0, their table
+// of the client endpoint, as steering, a SNAT connection's destination;
+// templates to worker 0, their table
 // is shared; a FullNAT connection's steering entry to the owner of its
 // local port, when that is another worker), in batches of at most
 // syncBatchMax, and waits up to wait for them. It returns how many records
@@ -106,6 +107,10 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 		switch {
 		case r.IPv6:
 			w = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+		case r.IsSNAT():
+			// Its "client" is the real server that opened it, whose
+			// packets steer by their destination (lcore/steer.go).
+			w = lcore.Owner(r.VIP, r.VPort, n)
 		case !r.Template:
 			w = lcore.Owner(r.ClientIP, r.ClientPort, n)
 		}

@@ -125,14 +125,24 @@ func TestInstallSyncedRoutesToOwners(t *testing.T) {
 }
 
 // TestInstallSyncedSteersFullNAT: a FullNAT (or NAT64) record goes to the
-// owner of its client; when another worker owns its local port here (the
-// peer's worker count or steering key differ), that worker gets the
-// record's steering entry, naming the connection's worker.
+// owner of its client, a SNAT one to the owner of its destination (its
+// server's packets steer by it); when another worker owns its local port
+// here (the peer's worker count or steering key differ), that worker gets
+// the record's steering entry, naming the connection's worker.
 func TestInstallSyncedSteersFullNAT(t *testing.T) {
 	const n = 4
 	c, f := newHAController(t, "backup", n)
 	type seen struct{ conns, steers int }
 	got := map[uint16]*seen{}
+	ownerOf := func(r *lcore.SyncConn) int {
+		switch {
+		case r.IPv6:
+			return lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+		case r.IsSNAT():
+			return lcore.Owner(r.VIP, r.VPort, n)
+		}
+		return lcore.Owner(r.ClientIP, r.ClientPort, n)
+	}
 	f.install = func(w int, b *lcore.SyncBatch) {
 		for _, r := range b.Records {
 			s := got[r.ClientPort]
@@ -140,10 +150,7 @@ func TestInstallSyncedSteersFullNAT(t *testing.T) {
 				s = &seen{}
 				got[r.ClientPort] = s
 			}
-			owner := lcore.Owner(r.ClientIP, r.ClientPort, n)
-			if r.IPv6 {
-				owner = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
-			}
+			owner := ownerOf(&r)
 			if !r.Steer {
 				s.conns++
 				if w != owner {
@@ -165,19 +172,23 @@ func TestInstallSyncedSteersFullNAT(t *testing.T) {
 		r := lcore.SyncConn{ClientIP: 0xCB007107, ClientPort: uint16(1024 + i), VIP: 0xCB007164, RIP: 0xC633640B,
 			VPort: 80, RPort: 80, Proto: hdr.ProtoTCP, State: conn.StateEstablished, Fwd: fwd.FullNAT,
 			HasExt: true, Ext: conn.Ext{LIP: 0xC6336432, LPort: uint16(5000 + 7*i)}}
-		if i%4 == 3 { // NAT64: an IPv6 client, the same IPv4 local endpoint
+		switch i % 4 {
+		case 3: // NAT64: an IPv6 client, the same IPv4 local endpoint
 			r.ClientIP, r.VIP, r.IPv6 = 0, 0, true
 			r.Six = conn.Addrs6{Client: client6, VIP: vip6}
+		case 1: // SNAT: a server's own connection to a host beyond
+			r.ClientIP, r.VIP, r.RIP = 0xC633640B, 0xC0000200+uint32(i), 0xC0000200+uint32(i)
+			r.VPort, r.RPort = 53, 53
 		}
 		recs = append(recs, r)
 	}
 	c.InstallSynced(recs)
-	steered := 0
+	steered, snatElsewhere := 0, 0
 	for _, r := range recs {
 		s := got[r.ClientPort]
-		owner := lcore.Owner(r.ClientIP, r.ClientPort, n)
-		if r.IPv6 {
-			owner = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
+		owner := ownerOf(&r)
+		if r.IsSNAT() && owner != lcore.Owner(r.ClientIP, r.ClientPort, n) {
+			snatElsewhere++
 		}
 		want := 0
 		if lcore.Owner(r.Ext.LIP, r.Ext.LPort, n) != owner {
@@ -190,6 +201,9 @@ func TestInstallSyncedSteersFullNAT(t *testing.T) {
 	}
 	if steered == 0 || steered == len(recs) {
 		t.Fatalf("%d of %d records needed a steering entry: the test's ports do not cover both cases", steered, len(recs))
+	}
+	if snatElsewhere == 0 {
+		t.Fatal("no SNAT record's destination has another owner than its server's endpoint: the test shows nothing")
 	}
 }
 

@@ -41,6 +41,11 @@ const (
 	// servers' IPv6 segment (the master's alone).
 	haFNAT66Port = 9066
 	haLocal66    = "fd00:2::66"
+	// haSNAT is the VS/NAT pair's SNAT address on the client side: the
+	// servers' own connections to the client's haSNATPort leave from it
+	// (the master's alone, like haLocal).
+	haSNAT     = "192.0.2.61"
+	haSNATPort = 9002
 )
 
 // haNode is one director.
@@ -275,6 +280,9 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	c.LogFormat = "json"
 	c.HAState = "backup"
 	c.Extra = fmt.Sprintf("sync:\n  backup: true\n  mcast_interface: %s\n  syncid: 1\n  key_file: %s\n", n.MgmtIf, e.keyFile)
+	if !h.DR {
+		c.Extra += fmt.Sprintf("snat:\n  - {source: %s, addresses: [%s], protocols: [tcp]}\n", h.Servers[0].Addr.Masked(), haSNAT)
+	}
 	return c
 }
 

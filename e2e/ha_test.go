@@ -30,7 +30,12 @@ import (
 // With VS/NAT, 50 more streams go through a VS/FullNAT service behind the
 // SYN proxy (a local address on the servers' segment, which moves with
 // the master): their local ports and sequence deltas travel in extended
-// sync records, and the same must hold for them.
+// sync records, and the same must hold for them. And 30 streams go the
+// other way: a real server's own connections to an echo server on the
+// client, out through the pair's SNAT rule (an address on the client
+// side, which moves with the master too): synced as FullNAT connections
+// whose server is their destination, installed under the backup's rule,
+// they must go on as well.
 //
 // A stall is allowed up to twice the outage plus 1.5 s: TCP doubles its
 // retransmission timeout with every loss, so the first retransmission
@@ -45,6 +50,7 @@ const (
 	haStreamDead  = 20 * time.Second       // no echo for this long: lost
 	haMinSurvival = 0.99
 	haFNATStreams = 50
+	haSNATStreams = 30
 )
 
 func TestFailoverNAT(t *testing.T) { testFailover(t, false) }
@@ -222,6 +228,13 @@ func testFailover(t *testing.T, dr bool) {
 			t.Errorf("%d of %d FullNAT streams never connected through the master: %v", len(fnat.failed), haFNATStreams, fnat.failed[:min(3, len(fnat.failed))])
 		}
 		fleets = append(fleets, fnat)
+		startEchoServers(t, haSNATPort, e.ha.Client.NS)
+		snat := startEchoFleet(e.ctx, e.ha.Servers[0].NS, net.JoinHostPort(e.ha.Client.Addr.Addr().String(), strconv.Itoa(haSNATPort)),
+			haSNATStreams, haChunk, haInterval, haStreamDead)
+		if len(snat.failed) > 0 {
+			t.Errorf("%d of %d SNAT streams (a server's own, to the client) never connected through the master: %v", len(snat.failed), haSNATStreams, snat.failed[:min(3, len(snat.failed))])
+		}
+		fleets = append(fleets, snat)
 	}
 	live := 0
 	for _, f := range fleets {
@@ -333,7 +346,7 @@ func testFailover(t *testing.T, dr bool) {
 		if bad := f.stalled(maxStall, 3); len(bad) > 0 {
 			e.explainStreams(t, bad)
 		}
-		what := []string{"streams", "FullNAT streams"}[i]
+		what := []string{"streams", "FullNAT streams", "SNAT streams"}[i]
 		n := len(f.streams) + len(f.failed)
 		t.Logf("%s: %s (longest gap %v, allowed %v)", what, ty.summary(), longest.Round(time.Millisecond), maxStall.Round(time.Millisecond))
 		if broken := ty.broken(); float64(n-len(f.failed)-broken) < haMinSurvival*float64(n) {
