@@ -54,6 +54,8 @@ func FuzzHandle(f *testing.F) {
 		tcpFrame(rs1MAC, lanMAC, rs1, 33000, ip4(192, 0, 2, 9), 443, hdr.TCPFlagSYN, ""), // SNAT
 		tcpFrame(clientMAC, wanMAC, ip4(192, 0, 2, 9), 443, snatAddr, 1025, hdr.TCPFlagSYN|hdr.TCPFlagACK, ""),
 		udpFrame(rs1MAC, lanMAC, rs1, 5353, ip4(192, 0, 2, 9), 53, "q", true),
+		pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77), // a SNAT'd ping, and an answer to one
+		echoReplyFrame(clientMAC, wanMAC, clientIP, snatAddr, 1025),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)
