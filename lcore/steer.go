@@ -22,11 +22,11 @@ type Handoff struct {
 
 // clientEndpoint finds the client endpoint of a parsed packet, or ok
 // false for packets that are no connection's (ARP, an echo to a VIP,
-// malformed: handled where they arrive). A packet to a VIP comes from the client; any
-// other comes from a real server (or the client's own side, for an ICMP
-// error) and goes to the client. vips is every VIP the worker has been
-// given since it started, so that removing a service does not move its
-// remaining connections.
+// malformed: handled where they arrive). A packet to a VIP comes from
+// the client; any other comes from a real server (or the client's own
+// side, for an ICMP error) and goes to the client. vips is every VIP
+// the worker has been given since it started, so that removing a
+// service does not move its remaining connections.
 func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, ok bool) {
 	k := &d.flow
 	switch d.class {
