@@ -51,6 +51,14 @@ func (v View) Response() api.Response {
 		})
 		resp.Services = append(resp.Services, as)
 	}
+	for _, r := range v.SNAT {
+		ar := api.SNATRule{Protocol: strings.ToUpper(r.Protocol), Source: r.Source.String(),
+			ActiveConns: r.Active, InactiveConns: r.Inactive, Stats: api.Stats(r.Stats)}
+		for _, a := range r.Addresses {
+			ar.Addresses = append(ar.Addresses, a.String())
+		}
+		resp.SNAT = append(resp.SNAT, ar)
+	}
 	return resp
 }
 

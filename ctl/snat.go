@@ -15,9 +15,10 @@ import (
 // lcores hold them (lcore/snat.go): a service per rule and protocol,
 // keyed by the rule's source network and port 0, whose one server
 // (address 0) stands for each packet's destination, with the rule's
-// addresses as local addresses. They are in no listing: only their
-// connections are (lbctl -c, from the SNAT address). Their ids are
-// marked used, so they never drain.
+// addresses as local addresses. No listing shows them as services: the
+// listing has a line per rule (snatViews), lbctl -c their connections
+// (from the SNAT address). Their ids are marked used, so they never
+// drain.
 func (c *Controller) snatServices(ids *destIDs, used map[destKey]bool, workers int) ([]lcore.Service, error) {
 	var out []lcore.Service
 	for i, r := range c.cfg.SNAT {
@@ -69,9 +70,10 @@ func snatProtocolName(proto uint8) string {
 
 // snatRuleStats is a SNAT rule's counters for one protocol.
 type snatRuleStats struct {
-	proto  string
-	source netip.Prefix
-	stats  lcore.DestStats
+	proto     string
+	source    netip.Prefix
+	addresses []netip.Addr
+	stats     lcore.DestStats
 }
 
 // snatStats reads the SNAT rules' counters (their one server's, summed
@@ -79,14 +81,32 @@ type snatRuleStats struct {
 func (c *Controller) snatStats() []snatRuleStats {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return c.snatStatsLocked()
+}
+
+// snatStatsLocked is snatStats for a caller that holds mu.
+func (c *Controller) snatStatsLocked() []snatRuleStats {
 	var out []snatRuleStats
 	for _, s := range c.snap.Services {
 		if s.SNAT == nil {
 			continue
 		}
-		proto := snatProtocolName(s.Key.Proto)
-		src := netip.PrefixFrom(addrOf(s.SNAT.Net), bits.OnesCount32(s.SNAT.Mask))
-		out = append(out, snatRuleStats{proto: proto, source: src, stats: c.dp.DestStats(s.Dests[0].ID)})
+		r := snatRuleStats{proto: snatProtocolName(s.Key.Proto), stats: c.dp.DestStats(s.Dests[0].ID),
+			source: netip.PrefixFrom(addrOf(s.SNAT.Net), bits.OnesCount32(s.SNAT.Mask))}
+		for _, a := range s.LocalAddrs {
+			r.addresses = append(r.addresses, addrOf(a))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// snatViews are the SNAT rules as the listing shows them.
+func snatViews(rules []snatRuleStats) []SNATView {
+	var out []SNATView
+	for _, r := range rules {
+		out = append(out, SNATView{Protocol: r.proto, Source: r.source, Addresses: r.addresses,
+			Active: r.stats[lcore.DestActive], Inactive: r.stats[lcore.DestInactive], Stats: countersOf(r.stats)})
 	}
 	return out
 }

@@ -56,8 +56,10 @@ snat:
 	if again := check(f.published[len(f.published)-1]); !slices.Equal(again, ids) {
 		t.Errorf("after an edit the SNAT servers' ids are %v, were %v", again, ids)
 	}
-	if l := listing(t, o, api.ListFormat{}); strings.Contains(l, "198.51.100.0") {
-		t.Errorf("the listing shows the SNAT rule as a service:\n%s", l)
+	for _, svc := range do(o, api.Request{Op: api.OpList}).Services {
+		if svc.VIP == "198.51.100.0" {
+			t.Errorf("the listing shows the SNAT rule as a service: %+v", svc)
+		}
 	}
 	c.mu.Lock()
 	targets := c.announceTargets()
@@ -76,6 +78,33 @@ snat:
 	// The metrics: the rule's one server's counters, by its source.
 	f.dest[ids[0]] = lcore.DestStats{lcore.DestConns: 5, lcore.DestInPkts: 40, lcore.DestOutPkts: 30, lcore.DestActive: 2, lcore.DestInactive: 1}
 	f.dest[ids[2]] = lcore.DestStats{lcore.DestConns: 3, lcore.DestInPkts: 9, lcore.DestOutPkts: 8, lcore.DestInactive: 3}
+
+	// The listing: a line per protocol after the services, its
+	// connection counts, or with --stats its counters in the services'
+	// columns; none in the views of server settings; -S leaves it out.
+	l := listing(t, o, api.ListFormat{})
+	for _, want := range []string{
+		"\nSNAT TCP  198.51.100.0/24 from 203.0.113.60 active 2 inactive 1\n",
+		"\nSNAT UDP  198.51.100.0/24 from 203.0.113.60 active 0 inactive 0\n",
+		"\nSNAT ICMP 198.51.100.0/24 from 203.0.113.60 active 0 inactive 3\n",
+	} {
+		if !strings.Contains(l, want) {
+			t.Errorf("the listing lacks %q:\n%s", want, l)
+		}
+	}
+	if l := listing(t, o, api.ListFormat{Stats: true}); !strings.Contains(l, "\nSNAT TCP  198.51.100.0/24                5       40       30        0        0\n") {
+		t.Errorf("the --stats listing lacks the TCP rule's counters:\n%s", l)
+	}
+	if l := listing(t, o, api.ListFormat{Thresholds: true}); strings.Contains(l, "SNAT") {
+		t.Errorf("the thresholds view lists the SNAT rules:\n%s", l)
+	}
+	if r := do(o, rule(t, "-S -n")); strings.Contains(r.Text, "198.51.100.0") {
+		t.Errorf("-S saves the SNAT rule:\n%s", r.Text)
+	}
+	if r := do(o, api.Request{Op: api.OpList}).SNAT; len(r) != 3 || r[2].Protocol != "ICMP" || r[2].InactiveConns != 3 || r[2].Stats.InPkts != 9 ||
+		!slices.Equal(r[0].Addresses, []string{"203.0.113.60"}) || r[0].Source != "198.51.100.0/24" {
+		t.Errorf("the listing's SNAT rules: %+v", r)
+	}
 	got := collected(t, f, c, func(name string) bool { return strings.HasPrefix(name, "dplb_snat_") })
 	for k, want := range map[string]float64{
 		"dplb_snat_connections_total{protocol=TCP,source=198.51.100.0/24}":                 5,

@@ -28,6 +28,19 @@ type View struct {
 	// to them remain: a removed service's, or an adopted one's
 	// (vipdrain.go).
 	DrainingVIPs []netip.Addr
+	// SNAT are the configuration's SNAT rules, one per protocol, with
+	// their connections' counters (snat.go).
+	SNAT []SNATView
+}
+
+// SNATView is one SNAT rule for one protocol: the servers' connections
+// from Source leave from Addresses.
+type SNATView struct {
+	Protocol         string // "tcp", "udp" or "icmp"
+	Source           netip.Prefix
+	Addresses        []netip.Addr
+	Active, Inactive uint64 // its connections in ESTABLISHED, and in another state
+	Stats            Counters
 }
 
 // LcoreView is one worker's counters and what they say about its load.
@@ -217,6 +230,7 @@ func (c *Controller) view(base baselines) View {
 		sv.each(func(r *ServerView) { sv.Stats = sv.Stats.Plus(r.Stats) })
 		v.Services = append(v.Services, sv)
 	}
+	v.SNAT = snatViews(c.snatStatsLocked())
 	return v
 }
 

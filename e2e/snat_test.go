@@ -148,6 +148,12 @@ func TestSNAT(t *testing.T) {
 	if !strings.Contains(out, "ICMP") || !strings.Contains(out, hostAddr+":0") {
 		t.Errorf("lbctl -L -n -c does not list the server's ping of %s:\n%s", hostAddr, out)
 	}
+	// The rules, after the services: the TCP connection is established.
+	if out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n"); err != nil ||
+		!strings.Contains(out, "\nSNAT TCP  198.51.100.0/24 from "+snatAddr+" active 1 inactive 0\n") ||
+		!strings.Contains(out, "\nSNAT ICMP 198.51.100.0/24 from "+snatAddr+" active 0 inactive 1\n") {
+		t.Errorf("lbctl -L -n does not list the SNAT rules with their connections (%v):\n%s", err, out)
+	}
 
 	e.upgrade(t)
 	say("after lbctl upgrade", "again")

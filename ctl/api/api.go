@@ -168,13 +168,14 @@ type TimeoutsSpec struct {
 // Response is what lbd answers. When Error is set the other fields are to be
 // ignored.
 type Response struct {
-	Version  int       `json:"version"`
-	Error    string    `json:"error,omitempty"` // one-line refusal, for a human
-	Info     *Info     `json:"info,omitempty"`
-	Services []Service `json:"services,omitempty"`
-	Lcores   []Lcore   `json:"lcores,omitempty"`
-	Runtime  *Runtime  `json:"runtime,omitempty"` // with Lcores
-	Conns    []Conn    `json:"conns,omitempty"`   // OpConnections
+	Version  int        `json:"version"`
+	Error    string     `json:"error,omitempty"` // one-line refusal, for a human
+	Info     *Info      `json:"info,omitempty"`
+	Services []Service  `json:"services,omitempty"`
+	SNAT     []SNATRule `json:"snat,omitempty"` // OpList: the configuration's SNAT rules (configured in the file only: -S leaves them out)
+	Lcores   []Lcore    `json:"lcores,omitempty"`
+	Runtime  *Runtime   `json:"runtime,omitempty"` // with Lcores
+	Conns    []Conn     `json:"conns,omitempty"`   // OpConnections
 
 	// Timeouts (OpTimeouts) are the running connection timeouts, seconds.
 	Timeouts *TimeoutsSpec `json:"timeouts,omitempty"`
@@ -202,6 +203,18 @@ type Response struct {
 	// ClientLists (OpGetBlklst, OpGetWhtlst) are the entries of the
 	// services' blocklists or allowlists.
 	ClientLists []ClientListEntry `json:"client_lists,omitempty"`
+}
+
+// SNATRule is one SNAT rule for one protocol (the configuration's snat,
+// DPVS's SNAT mode): the real servers' own connections from Source leave
+// from Addresses.
+type SNATRule struct {
+	Protocol      string   `json:"protocol"` // "TCP" | "UDP" | "ICMP"
+	Source        string   `json:"source"`   // an IPv4 prefix
+	Addresses     []string `json:"addresses"`
+	ActiveConns   uint64   `json:"active_conns"`
+	InactiveConns uint64   `json:"inactive_conns"`
+	Stats         Stats    `json:"stats"` // in: from the servers, out: the answers
 }
 
 // LocalAddress is one FullNAT local address of a service (OpGetLaddr).

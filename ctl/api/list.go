@@ -143,10 +143,32 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 			}
 		}
 	}
+	writeSNAT(bw, resp.SNAT, f)
 	if f.PerLcore {
 		writeLcores(bw, resp.Lcores, f.Exact)
 	}
 	return bw.Flush()
+}
+
+// writeSNAT lists the SNAT rules after the services, in the default and
+// --stats views: a line per rule and protocol, "SNAT" where a service
+// has its protocol, the rule's source where a service has its VIP, then
+// its addresses and connection counts (default) or its counters, in the
+// services' columns (--stats; in: from the servers).
+func writeSNAT(w *bufio.Writer, rules []SNATRule, f ListFormat) {
+	if f.Rate || f.Thresholds || f.PersistentConn {
+		return
+	}
+	for _, r := range rules {
+		name := fmt.Sprintf("SNAT %-4s %s", r.Protocol, r.Source)
+		if f.Stats {
+			fmt.Fprintf(w, "%-33s", name)
+			writeStats(w, r.Stats, f.Exact)
+			w.WriteString("\n")
+			continue
+		}
+		fmt.Fprintf(w, "%s from %s active %d inactive %d\n", name, strings.Join(r.Addresses, ","), r.ActiveConns, r.InactiveConns)
+	}
 }
 
 // WriteSave renders services as ipvsadm -S -n does: one -A line per
