@@ -151,7 +151,8 @@ func WriteList(w io.Writer, resp Response, f ListFormat) error {
 }
 
 // writeSNAT lists the SNAT rules after the services, in the default and
-// --stats views: a line per rule and protocol, "SNAT" where a service
+// --stats views (no rates are estimated for them; they have no server
+// settings): a line per rule and protocol, "SNAT" where a service
 // has its protocol, the rule's source where a service has its VIP, then
 // its addresses and connection counts (default) or its counters, in the
 // services' columns (--stats; in: from the servers).
