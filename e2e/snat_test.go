@@ -28,6 +28,10 @@ func TestSNAT(t *testing.T) {
 	waitBound(t)
 	e := startNATWith(t, natOptions{configure: func(c *harness.Config) {
 		c.Extra += "snat:\n  - {source: 198.51.100.0/24, addresses: [" + snatAddr + "]}\n"
+		// A network beyond the host, which routes to it (below).
+		c.Ports = []harness.Port{harness.AFPacketPort(0, "wan", c.WANIf, c.WANAddr, "", "client"),
+			harness.AFPacketPort(1, "lan", c.LANIf, c.LANAddr, "", "server")}
+		c.Ports[0].Routes = [][2]string{{"10.99.0.0/16", topo.NATClientAddr.Addr().String()}}
 	}})
 	host, rs := e.nat.Client, e.nat.Servers[0]
 	hostAddr := host.Addr.Addr().String()
@@ -140,18 +144,34 @@ func TestSNAT(t *testing.T) {
 	if from := <-pingFrom; from != snatAddr {
 		t.Fatalf("the host saw the server's ping from %s, want the SNAT address %s", from, snatAddr)
 	}
+	// lbd's route to 10.99.0.0/16 is through the host, which routes on
+	// (back to lbd: the packets never get that far): a ping there whose
+	// TTL runs out at the host (traceroute -I's, mtr's) is answered with
+	// time exceeded to the SNAT address, which lbd gives the server from
+	// the host.
+	for _, cmd := range [][]string{{"sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"ip", "route", "add", "10.99.0.0/16", "via", topo.NATWANAddr.Addr().String()}} {
+		if out, err := e.topo.Exec(host.NS, cmd...); err != nil {
+			t.Fatalf("%v: %v: %s", cmd, err, out)
+		}
+	}
+	out, _ := e.topo.ExecContext(e.ctx, rs.NS, "ping", "-n", "-c", "1", "-t", "2", "-W", "2", "10.99.0.1")
+	if want := "From " + hostAddr + " icmp_seq=1 Time to live exceeded"; !strings.Contains(out, want) {
+		t.Fatalf("a ping whose TTL runs out beyond lbd: want %q from the server's ping:\n%s", want, out)
+	}
 
-	out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
+	out, err = harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n", "-c")
 	if err != nil || !strings.Contains(out, hostAddr+":7000") {
 		t.Errorf("lbctl -L -n -c does not list the server's connection to %s:7000 (%v):\n%s", hostAddr, err, out)
 	}
 	if !strings.Contains(out, "ICMP") || !strings.Contains(out, hostAddr+":0") {
 		t.Errorf("lbctl -L -n -c does not list the server's ping of %s:\n%s", hostAddr, out)
 	}
-	// The rules, after the services: the TCP connection is established.
+	// The rules, after the services: the TCP connection is established,
+	// the two pings' mappings are not.
 	if out, err := harness.LBCtl(e.ctx, e.lbctl, e.cfg.Socket, "-L", "-n"); err != nil ||
 		!strings.Contains(out, "\nSNAT TCP  198.51.100.0/24 from "+snatAddr+" active 1 inactive 0\n") ||
-		!strings.Contains(out, "\nSNAT ICMP 198.51.100.0/24 from "+snatAddr+" active 0 inactive 1\n") {
+		!strings.Contains(out, "\nSNAT ICMP 198.51.100.0/24 from "+snatAddr+" active 0 inactive 2\n") {
 		t.Errorf("lbctl -L -n does not list the SNAT rules with their connections (%v):\n%s", err, out)
 	}
 

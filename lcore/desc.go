@@ -254,6 +254,15 @@ func parseICMP(d *desc, icmp hdr.ICMP) {
 		class = classTunnelError
 	}
 	proto := q.Protocol()
+	if proto == hdr.ProtoICMP && class == classICMPError && q.FragmentOffset() == 0 &&
+		hdr.ICMP(q[q.HeaderLen():]).Type() == hdr.ICMPEchoRequest {
+		// About a ping a SNAT rule sent on (a router's time exceeded for
+		// traceroute -I and mtr, an unreachable): its identifier is its
+		// source port, as the ping's own (snat.go).
+		d.flow = flowKey{src: q.Src(), dst: q.Dst(), sport: hdr.ICMP(q[q.HeaderLen():]).ID(), proto: proto}
+		d.class = class
+		return
+	}
 	if proto != hdr.ProtoTCP && proto != hdr.ProtoUDP {
 		d.invalid(DropNoConn)
 		return

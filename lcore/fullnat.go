@@ -291,7 +291,9 @@ func grownTCP(ip hdr.IPv4, added []byte) {
 // the client from the VIP, quoting client -> VIP:vport; from the client's
 // side (about VIP:vport -> client) it goes to the server from the LIP,
 // quoting RIP:rport -> LIP:lport. The quoted sequence number goes back
-// into the numbering its receiver knows.
+// into the numbering its receiver knows. A SNAT connection's (snat.go)
+// keeps its sender's address, and one about a SNAT'd ping quotes the
+// server's own identifier.
 func (w *Worker) icmpErrorFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir) exit {
 	x := w.table.Ext(id)
 	ip := d.ip()
@@ -312,10 +314,20 @@ func (w *Worker) icmpErrorFullNAT(d *desc, c *conn.Conn, id uint32, dir conn.Dir
 		}
 		towards = c.RIP
 	} else {
-		ip.SetSrcWithChecksumUpdate(c.VIP)
+		// A SNAT connection's errors come from beyond, from the router
+		// that sent them (traceroute must see each hop): only the
+		// destination goes back to the server.
+		if !isSNAT(c) {
+			ip.SetSrcWithChecksumUpdate(c.VIP)
+		}
 		ip.SetDstWithChecksumUpdate(c.ClientIP)
-		hdr.RewriteSrc(quoted, ql4, c.ClientIP, c.ClientPort, false)
-		hdr.RewriteDst(quoted, ql4, c.VIP, c.VPort, false)
+		if c.Proto == hdr.ProtoICMP { // about a SNAT'd ping: its source and identifier
+			quoted.SetSrcWithChecksumUpdate(c.ClientIP)
+			hdr.ICMP(ql4).SetIDWithChecksumUpdate(c.ClientPort)
+		} else {
+			hdr.RewriteSrc(quoted, ql4, c.ClientIP, c.ClientPort, false)
+			hdr.RewriteDst(quoted, ql4, c.VIP, c.VPort, false)
+		}
 		if q := hdr.TCP(ql4); c.Proto == hdr.ProtoTCP && x.SeqIn != 0 {
 			q.SetSeq(hdr.UnshiftSeq(q.Seq(), x.SeqIn, x.ClientISN+1))
 		}

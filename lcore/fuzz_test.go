@@ -56,6 +56,8 @@ func FuzzHandle(f *testing.F) {
 		udpFrame(rs1MAC, lanMAC, rs1, 5353, ip4(192, 0, 2, 9), 53, "q", true),
 		pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77), // a SNAT'd ping, and an answer to one
 		echoReplyFrame(clientMAC, wanMAC, clientIP, snatAddr, 1025),
+		icmpErrorFrame(clientMAC, wanMAC, ip4(203, 0, 113, 254), snatAddr, hdr.ICMPTimeExceeded, 0, // about a SNAT'd ping
+			pingFrame(wanMAC, clientMAC, snatAddr, clientIP, 1025)),
 		{0xff, 0xff},
 	} {
 		f.Add(seed, false)

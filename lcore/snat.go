@@ -22,7 +22,10 @@ import (
 // port (host:0 -> SNAT address:id'), and the identifier is what changes
 // with the source, as Linux's masquerade does. Such a mapping lives in
 // the UDP state with UDP's timeout; it is neither synced nor handed over
-// (a ping loses the echoes in flight, nothing more).
+// (a ping loses the echoes in flight, nothing more). The errors routers
+// beyond send about a SNAT connection's packets (a ping's too) reach its
+// server from those routers, quoting what the server sent
+// (icmpErrorFullNAT): traceroute and mtr work from the servers.
 
 // SNATRule is a SNAT service's match: sources inside Net/Mask.
 type SNATRule struct {
@@ -52,6 +55,12 @@ func (s *Snapshot) snatFor(src, dst uint32, proto uint8) (int32, bool) {
 // server that opened it), never as a service of that address.
 func (r *SyncConn) IsSNAT() bool {
 	return !r.IPv6 && !r.Template && r.Fwd == fwd.FullNAT && r.RIP == r.VIP && r.RPort == r.VPort
+}
+
+// isSNAT reports whether FullNAT connection c is a SNAT rule's: its
+// server is its destination, as IsSNAT says of a record.
+func isSNAT(c *conn.Conn) bool {
+	return c.RIP == c.VIP && c.RPort == c.VPort && !c.IsIPv6()
 }
 
 // echoOut takes an echo request that is not for lbd (echoReply answers

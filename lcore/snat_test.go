@@ -238,9 +238,9 @@ func pingFrame(srcMAC, dstMAC hdr.MAC, src, dst uint32, id uint16) []byte {
 	return echoOfType(hdr.ICMPEchoRequest, srcMAC, dstMAC, src, dst, id, "ping")
 }
 
-// checkEcho checks frame f is a whole IPv4 echo of type typ, both
-// checksums right, and returns its header and message.
-func checkEcho(t *testing.T, f []byte, typ uint8) (hdr.IPv4, hdr.ICMP) {
+// checkICMP checks frame f is a whole IPv4 ICMP message of type typ,
+// both checksums right, and returns its header and message.
+func checkICMP(t *testing.T, f []byte, typ uint8) (hdr.IPv4, hdr.ICMP) {
 	t.Helper()
 	ip := hdr.IPv4(hdr.Ethernet(f).Payload())
 	if !ip.IsValid(len(ip)) || ip.Protocol() != hdr.ProtoICMP || !ip.IsChecksumValid() {
@@ -265,20 +265,20 @@ func TestSNATPing(t *testing.T) {
 	w := r.w
 	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77))
 	w.poll()
-	ip, icmp := checkEcho(t, one(t, r, 0), hdr.ICMPEchoRequest)
+	ip, icmp := checkICMP(t, one(t, r, 0), hdr.ICMPEchoRequest)
 	id := icmp.ID()
 	if ip.Src() != snatAddr || ip.Dst() != clientIP || id == 77 || ip.TTL() != hdr.DefaultTTL-1 || string(icmp.Payload()) != "ping" {
 		t.Fatalf("the server's ping left as %x -> %x id %d ttl %d", ip.Src(), ip.Dst(), id, ip.TTL())
 	}
 	r.inject(0, echoReplyFrame(clientMAC, wanMAC, clientIP, snatAddr, id))
 	w.poll()
-	ip, icmp = checkEcho(t, one(t, r, 1), hdr.ICMPEchoReply)
+	ip, icmp = checkICMP(t, one(t, r, 1), hdr.ICMPEchoReply)
 	if ip.Src() != clientIP || ip.Dst() != rs1 || icmp.ID() != 77 || string(icmp.Payload()) != "pong" {
 		t.Fatalf("the reply reached the server as %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
 	}
 	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77))
 	w.poll()
-	if ip, icmp = checkEcho(t, one(t, r, 0), hdr.ICMPEchoRequest); icmp.ID() != id || ip.Src() != snatAddr {
+	if ip, icmp = checkICMP(t, one(t, r, 0), hdr.ICMPEchoRequest); icmp.ID() != id || ip.Src() != snatAddr {
 		t.Fatalf("the next echo left from %x id %d, want the mapping's id %d", ip.Src(), icmp.ID(), id)
 	}
 	if w.cnt.own[NewConns] != 1 {
@@ -304,12 +304,12 @@ func TestSNATPing(t *testing.T) {
 	}
 	r.inject(1, pingFrame(rs1MAC, lanMAC, rs1, lanAddr, 78))
 	w.poll()
-	if ip, icmp = checkEcho(t, one(t, r, 1), hdr.ICMPEchoReply); ip.Src() != lanAddr || ip.Dst() != rs1 || icmp.ID() != 78 {
+	if ip, icmp = checkICMP(t, one(t, r, 1), hdr.ICMPEchoReply); ip.Src() != lanAddr || ip.Dst() != rs1 || icmp.ID() != 78 {
 		t.Fatalf("lbd's answer to the server's ping: %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
 	}
 	r.inject(0, pingFrame(clientMAC, wanMAC, clientIP, snatAddr, 79))
 	w.poll()
-	if ip, icmp = checkEcho(t, one(t, r, 0), hdr.ICMPEchoReply); ip.Src() != snatAddr || ip.Dst() != clientIP || icmp.ID() != 79 {
+	if ip, icmp = checkICMP(t, one(t, r, 0), hdr.ICMPEchoReply); ip.Src() != snatAddr || ip.Dst() != clientIP || icmp.ID() != 79 {
 		t.Fatalf("lbd's answer to a ping of the SNAT address: %x -> %x id %d", ip.Src(), ip.Dst(), icmp.ID())
 	}
 	if w.cnt.own[NewConns] != 1 {
@@ -342,5 +342,45 @@ func TestSNATPathDoesNotAllocate(t *testing.T) {
 	}
 	if n := r.w.cnt.own[NewConns] - before; n < 100 {
 		t.Fatalf("only %d pings mapped (drops %v)", n, dropsOf(r.w))
+	}
+}
+
+// TestSNATErrors: a router beyond lbd reports on a SNAT connection's
+// packet (time exceeded, as traceroute and mtr draw out): the error
+// reaches the server from that router, not from the destination,
+// quoting what the server sent; for a ping, its own identifier, the
+// quoted checksum as the server computed it.
+func TestSNATErrors(t *testing.T) {
+	r := newRig(t, defaultNeigh())
+	withSNAT(t, r)
+	w := r.w
+	router := ip4(203, 0, 113, 254)
+	ping := pingFrame(rs1MAC, lanMAC, rs1, clientIP, 77)
+	r.inject(1, ping)
+	w.poll()
+	left := one(t, r, 0)
+	r.inject(0, icmpErrorFrame(clientMAC, wanMAC, router, snatAddr, hdr.ICMPTimeExceeded, 0, left))
+	w.poll()
+	ip, icmp := checkICMP(t, one(t, r, 1), hdr.ICMPTimeExceeded)
+	q := hdr.IPv4(icmp.Payload())
+	qicmp := hdr.ICMP(q[q.HeaderLen():])
+	sent := hdr.ICMP(hdr.IPv4(hdr.Ethernet(ping).Payload()).Payload())
+	if ip.Src() != router || ip.Dst() != rs1 || q.Src() != rs1 || q.Dst() != clientIP || !q.IsChecksumValid() ||
+		qicmp.ID() != 77 || qicmp.Checksum() != sent.Checksum() {
+		t.Fatalf("the error about the ping reached the server as %x -> %x quoting %x -> %x id %d checksum %#04x (sent %#04x)",
+			ip.Src(), ip.Dst(), q.Src(), q.Dst(), qicmp.ID(), qicmp.Checksum(), sent.Checksum())
+	}
+
+	r.inject(1, udpFrame(rs1MAC, lanMAC, rs1, 5353, clientIP, 53, "query", true))
+	w.poll()
+	left = one(t, r, 0)
+	r.inject(0, icmpErrorFrame(clientMAC, wanMAC, router, snatAddr, hdr.ICMPTimeExceeded, 0, left))
+	w.poll()
+	ip, icmp = checkICMP(t, one(t, r, 1), hdr.ICMPTimeExceeded)
+	q = hdr.IPv4(icmp.Payload())
+	qudp := hdr.UDP(q[q.HeaderLen():])
+	if ip.Src() != router || ip.Dst() != rs1 || q.Src() != rs1 || qudp.SrcPort() != 5353 || q.Dst() != clientIP || qudp.DstPort() != 53 {
+		t.Fatalf("the error about the datagram reached the server as %x -> %x quoting %x:%d -> %x:%d",
+			ip.Src(), ip.Dst(), q.Src(), qudp.SrcPort(), q.Dst(), qudp.DstPort())
 	}
 }
