@@ -159,7 +159,7 @@ func consoleWeb(t *testing.T, tlsDir string, users ...[3]string) string {
 // TestWebConsole drives the console in headless Chromium against lbd on
 // the VS/NAT topology while clients keep sending requests: the login page
 // first, the service table with each server's last probe and its age and
-// its feedback weight, a chart that grows with the traffic, drops by
+// its feedback weight and a SNAT rule after the services, a chart that grows with the traffic, drops by
 // reason, the connections, a weight changed in the page that lbctl then
 // shows, lbd's refusal shown as is, a server added, seen down and
 // drained, a reload, an lbctl edit and a SIGHUP reload with their
@@ -175,6 +175,8 @@ func TestWebConsole(t *testing.T) {
 		// of 0 keeps the configured weights, which the test edits.
 		c.Services[0].Feedback = "{type: exec, command: [/bin/echo, '0'], interval: 1s, timeout: 500ms}"
 		c.Web = consoleWeb(t, tlsDir, [3]string{"alice", "admin", "alice-secret"}, [3]string{"bob", "viewer", "bob-secret"})
+		// A SNAT rule, listed after the services.
+		c.Extra += "snat:\n  - {source: 198.51.100.0/24, addresses: [" + snatAddr + "], protocols: [tcp]}\n"
 	}})
 	e.warmUp(t)
 	b := openConsole(t, e.ctx, e.nat.LBNS, tlsDir)
@@ -245,6 +247,8 @@ func TestWebConsole(t *testing.T) {
 		t.Errorf("service table has %d server rows, want 2", n)
 	}
 	poll("both servers up, weight 1", `document.querySelectorAll("#services tr.rs .badge.up").length === 2 && document.querySelector('`+rs1Row+` td[data-col=weight]').textContent === "1"`)
+	snatRow := `document.querySelector('#services tr.snat[data-snat="SNAT TCP 198.51.100.0/24"]')`
+	poll("the SNAT rule after the services", snatRow+` !== null && `+snatRow+`.textContent.includes("from `+snatAddr+`")`)
 
 	// The last health probe and its age, as lbctl -o json has them.
 	probeJS := `document.querySelector('` + rs1Row + ` td[data-col=probe] .probe.passed')`

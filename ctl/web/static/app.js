@@ -170,6 +170,15 @@ function renderServices(data) {
         el("td", {}, num(rs.rates.in_bps)), el("td", {}, num(rs.rates.out_bps)), el("td", {}, num(rs.stats.conns)), acts));
     }
   }
+  // The SNAT rules after the services, as lbctl -L lists them: the
+  // servers' own connections out through lbd (configured in the file).
+  for (const r of resp.snat || []) {
+    const name = `SNAT ${r.protocol} ${r.source}`;
+    rows.push(el("tr", { class: "snat", "data-snat": name },
+      el("td", {}, name), el("td", { class: "text" }, "from " + r.addresses.join(", ")), el("td", {}, ""),
+      el("td", {}, r.active_conns), el("td", {}, r.inactive_conns), el("td", {}, ""), el("td", {}, ""), el("td", {}, ""),
+      el("td", {}, ""), el("td", {}, ""), el("td", {}, ""), el("td", {}, ""), el("td", {}, ""), el("td", {}, num(r.stats.conns)), el("td", { class: "admin" }, "")));
+  }
   tb.replaceChildren(...rows);
   fillServiceSelects(resp.services || []);
 }
