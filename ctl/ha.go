@@ -89,11 +89,11 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 }
 
 // installRecords hands records to the workers that own them (lcore.Owner
-// of the client endpoint, as steering, a SNAT connection's destination;
-// templates to worker 0, their table
-// is shared; a FullNAT connection's steering entry to the owner of its
-// local port, when that is another worker), in batches of at most
-// syncBatchMax, and waits up to wait for them. It returns how many records
+// of the client endpoint, as steering, or of a SNAT connection's
+// destination; templates to worker 0, their table is shared; a FullNAT
+// connection's steering entry to the owner of its local port, when that
+// is another worker), in batches of at most syncBatchMax, and waits up
+// to wait for them. It returns how many records
 // had each result (a steering entry counts only when refused).
 func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (res [numInstallResults]uint32) {
 	if len(recs) == 0 {
