@@ -31,6 +31,7 @@ func (w Warning) String() string { return fmt.Sprintf("%s: %s: %s", w.Pos, w.Key
 type Result struct {
 	Services []conf.Service // every default filled in, as conf.Load returns them
 	Origins  []Origin       // where each service's virtual_server (and group entry) is
+	SNAT     []conf.SNAT    // DPVS's SNAT match services as lbd's rules (snat.go)
 	Warnings []Warning      // in the order of the files' lines
 	VRRP     *Pos           // the first vrrp_instance, nil without one: keepalived's own job
 }
@@ -209,6 +210,9 @@ func (in inherited) over(block []*Node) inherited {
 func (c *converter) virtualServer(n *Node) {
 	args := n.Args()
 	switch {
+	case len(args) >= 1 && args[0] == "match":
+		c.snatMatch(n)
+		return
 	case len(args) >= 1 && args[0] == "fwmark":
 		c.warn(n, "lbd has no fwmark services (they balance by address and port): virtual server skipped")
 		return
@@ -376,7 +380,7 @@ func (c *converter) service(n *Node, vip netip.Addr, port int, origin Origin) {
 		case "hash_target":
 			c.warn(s, "lbd steers packets to its lcores by its own hash: dropped")
 		case "src-range", "dst-range", "iif", "oif":
-			c.warn(s, "lbd has no SNAT services (nor their matches): dropped")
+			c.warn(s, "a match's keyword (virtual_server match NAME, a SNAT rule in lbd) in a virtual server of an address: dropped")
 		case "nat_mask":
 			c.warn(s, "no lbd equivalent: dropped")
 		case "expire_quiescent_conn":

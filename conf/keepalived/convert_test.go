@@ -334,12 +334,19 @@ services:
       rise: 1
       fall: 2
       retry_interval: 1s
+# the servers' own connections out (DPVS's SNAT match services): each
+# address must be on a client-facing port's subnet
+snat:
+  - source: 198.51.100.0/24
+    addresses: [192.0.2.60]
+    protocols: [tcp, udp]
 `
 
 // TestConvertDPVS: a keepalived.conf of DPVS's (FullNAT on DPDK ports: a
 // virtual_server_group with a range, local addresses named with their
-// dpdk0 interface, a SYN proxy, a blocklist, NAT64) gives services that
-// lbd takes, the group's local addresses split among its services.
+// dpdk0 interface, a SYN proxy, a blocklist, NAT64, SNAT match services
+// for TCP and UDP) gives services and a SNAT rule that lbd takes, the
+// group's local addresses split among its services.
 func TestConvertDPVS(t *testing.T) {
 	r, err := keepalived.Load("testdata/dpvs.conf")
 	if err != nil {
@@ -355,6 +362,10 @@ func TestConvertDPVS(t *testing.T) {
 	wantWarnings := []string{
 		"testdata/dpvs.conf:7: local_address_group: 5 services use it, and a local address of lbd's serves one service (pools never overlap): its 10 address(es) split among them",
 		"testdata/dpvs.conf:38: fwmark: lbd has no fwmark services (they balance by address and port): entry skipped",
+		"testdata/dpvs.conf:87: src-range: 198.51.100.10-198.51.100.254 is not a network: lbd's rule takes 198.51.100.0/24, 11 address(es) more",
+		"testdata/dpvs.conf:88: oif: lbd's SNAT rules match the source alone and leave from the port whose subnet holds their addresses: dropped",
+		"testdata/dpvs.conf:99: src-range: 198.51.100.10-198.51.100.254 is not a network: lbd's rule takes 198.51.100.0/24, 11 address(es) more",
+		"testdata/dpvs.conf:100: oif: lbd's SNAT rules match the source alone and leave from the port whose subnet holds their addresses: dropped",
 	}
 	if !slices.Equal(warnings, wantWarnings) {
 		t.Errorf("warnings:\n%s\nwant\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
@@ -394,6 +405,63 @@ func TestConvertDPVS(t *testing.T) {
 	}
 	if !reflect.DeepEqual(cfg.Services, want) {
 		t.Errorf("conf.Parse of the output:\n%+v\nwant\n%+v", cfg.Services, want)
+	}
+	wantSNAT := []conf.SNAT{{Source: "198.51.100.0/24", Addresses: []string{"192.0.2.60"}, Protocols: []string{"tcp", "udp"}}}
+	if !reflect.DeepEqual(r.SNAT, wantSNAT) || !reflect.DeepEqual(cfg.SNAT, wantSNAT) {
+		t.Errorf("SNAT %+v, parsed back %+v, want %+v", r.SNAT, cfg.SNAT, wantSNAT)
+	}
+}
+
+// TestConvertSNATRefused: match services lbd cannot take as SNAT rules
+// are skipped, naming why; a rule's source or address another rule has
+// is refused as lbd's validation would.
+func TestConvertSNATRefused(t *testing.T) {
+	match := func(body string) string {
+		return "virtual_server match M {\n    lb_kind SNAT\n" + body + "}\n"
+	}
+	tests := []struct {
+		name, text string
+		warning    string
+	}{
+		{"not SNAT", "virtual_server match M {\n    lb_kind FNAT\n    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n}\n",
+			"keepalived.conf:1: virtual_server: a match service whose lb_kind is not SNAT: lbd has no such service: skipped"},
+		{"no source", match("    real_server 192.0.2.60 0\n"),
+			"keepalived.conf:1: virtual_server: no src-range: lbd's SNAT rules name the servers' network: skipped"},
+		{"IPv6 range", match("    src-range 2001:db8::1-2001:db8::9\n    real_server 192.0.2.60 0\n"),
+			`keepalived.conf:3: src-range: "2001:db8::1-2001:db8::9" is not an IPv4 range (lbd's SNAT rules are IPv4): match skipped`},
+		{"backwards", match("    src-range 10.0.0.9-10.0.0.1\n    real_server 192.0.2.60 0\n"),
+			`keepalived.conf:3: src-range: "10.0.0.9-10.0.0.1" is not an IPv4 range (lbd's SNAT rules are IPv4): match skipped`},
+		{"no address", match("    src-range 10.0.0.0-10.0.0.255\n"),
+			"keepalived.conf:1: virtual_server: no real_server (the address the servers' connections leave from): skipped"},
+		{"SCTP", match("    protocol SCTP\n    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n"),
+			`keepalived.conf:3: protocol: "SCTP": lbd's SNAT rules take TCP, UDP and ICMP: match skipped`},
+		{"overlap", match("    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n") +
+			match("    src-range 10.0.0.128-10.0.0.255\n    real_server 192.0.2.61 0\n"),
+			"keepalived.conf:6: virtual_server: its source 10.0.0.128/25 overlaps 10.0.0.0/24's, with other addresses (lbd's rules' sources never overlap): skipped"},
+		{"address twice", match("    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n") +
+			match("    src-range 10.1.0.0-10.1.0.255\n    real_server 192.0.2.60 0\n"),
+			"keepalived.conf:6: virtual_server: 192.0.2.60 is already the address of the rule for 10.0.0.0/24 (a rule's addresses are its own): skipped"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := convert(t, tc.text)
+			var got []string
+			for _, w := range r.Warnings {
+				got = append(got, w.String())
+			}
+			if !slices.Contains(got, tc.warning) {
+				t.Errorf("warnings:\n%s\nwant among them\n%s", strings.Join(got, "\n"), tc.warning)
+			}
+			if n := len(r.SNAT); n > 1 || n == 1 && !strings.Contains(tc.text, "virtual_server match M {\n    lb_kind SNAT\n    src-range 10.0.0.0-10.0.0.255") {
+				t.Errorf("rules %+v", r.SNAT)
+			}
+		})
+	}
+	// A range that is a network, an ICMP rule merged with TCP's.
+	r := convert(t, match("    src-range 10.0.0.0-10.0.0.255:0-0\n    real_server 192.0.2.60 0\n")+
+		match("    protocol ICMP\n    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n"))
+	if want := []conf.SNAT{{Source: "10.0.0.0/24", Addresses: []string{"192.0.2.60"}, Protocols: []string{"tcp", "icmp"}}}; !reflect.DeepEqual(r.SNAT, want) || len(r.Warnings) != 0 {
+		t.Errorf("rules %+v, warnings %v; want %+v and none", r.SNAT, r.Warnings, want)
 	}
 }
 
@@ -598,8 +666,8 @@ tunnel_group tunnel_a {
 			"keepalived.conf:6: limit_proportion: lbd does not limit a service's traffic: dropped",
 			"keepalived.conf:7: hash_target: lbd steers packets to its lcores by its own hash: dropped",
 			"keepalived.conf:8: expire_quiescent_conn: lbd keeps the connections of a server whose weight is 0 until they end: dropped",
-			"keepalived.conf:9: src-range: lbd has no SNAT services (nor their matches): dropped",
-			"keepalived.conf:10: iif: lbd has no SNAT services (nor their matches): dropped",
+			"keepalived.conf:9: src-range: a match's keyword (virtual_server match NAME, a SNAT rule in lbd) in a virtual server of an address: dropped",
+			"keepalived.conf:10: iif: a match's keyword (virtual_server match NAME, a SNAT rule in lbd) in a virtual server of an address: dropped",
 			"keepalived.conf:11: zone: LVS FullNAT's zones have no lbd equivalent (a service's local addresses are its own): ignored",
 			"keepalived.conf:14: laddr_group_name: no local_address_group nosuch: dropped",
 			"keepalived.conf:15: daddr_group_name: no deny_address_group nosuch: dropped",

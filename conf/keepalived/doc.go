@@ -2,7 +2,7 @@
 // virtual_server blocks) into lbd's services, for lbd import-keepalived.
 // It reads keepalived's grammar (ParseFile: blocks, comments, quotes,
 // includes), converts (Convert) and writes the services section of an
-// lbd.yaml (Result.YAML). Every keyword it cannot carry over as keepalived
+// lbd.yaml, and its snat section for DPVS's SNAT (Result.YAML). Every keyword it cannot carry over as keepalived
 // meant it is named in a Warning; vrrp_* and the other blocks that are
 // not LVS are left alone without one, and so is global_defs but for its
 // LVS keywords (lvs_timeouts and lvs_sync_daemon are named with lbd's
@@ -46,6 +46,13 @@
 //     its servers' ports are dropped (the client's is kept). A tcp
 //     service with fullnat servers and no proxy_protocol gets toa, as
 //     DPVS puts its TCP option address in every FullNAT handshake.
+//   - DPVS's SNAT match services (virtual_server match NAME, lb_kind
+//     SNAT): lbd's snat rules (Result.SNAT, snat.go). src-range is the
+//     source, the smallest prefix holding it (a warning when it holds
+//     more); the real servers are the addresses; protocol TCP, UDP or
+//     ICMP, the match services of one source and addresses one rule.
+//     dst-range, iif and oif are dropped: a rule leaves from the port
+//     whose subnet holds its addresses.
 //   - real_server IP [PORT]: weight (the virtual_server's weight, else 1),
 //     uthreshold and lthreshold the thresholds. inhibit_on_failure (weight
 //     0 instead of removal) needs no word: lbd takes a failed server out of
@@ -104,7 +111,7 @@
 // silence, lbd's wants a reply. So are DPVS's and LVS FullNAT's keywords
 // lbd has no use for: zone blocks (per-zone local addresses), tunnel_group,
 // vip_bind_dev, establish_timeout, bps, limit_proportion, hash_target,
-// nat_mask, SNAT's src-range, dst-range, iif and oif,
+// nat_mask, src-range, dst-range, iif and oif outside a match service,
 // expire_quiescent_conn, ipset entries; DPVS's dpdk_interface and
 // the rest of its vrrp_instance are keepalived's, left alone.
 package keepalived

@@ -23,15 +23,18 @@ func (r Result) YAML(source string) []byte {
 	b.WriteString("# add the ports: section (see lbd.yaml(5)) and check with lbd -check\n")
 	if len(r.Services) == 0 {
 		b.WriteString("services: []\n")
-		return b.Bytes()
+	} else {
+		b.WriteString("services:\n")
 	}
-	b.WriteString("services:\n")
 	for i, s := range r.Services {
 		if i < len(r.Origins) {
 			fmt.Fprintf(&b, "  # %s\n", r.Origins[i])
 		}
 		w := &writer{b: &b, prefix: "  - ", indent: "    "}
 		w.service(s)
+	}
+	if len(r.SNAT) > 0 {
+		b.WriteString(snatYAML(r.SNAT))
 	}
 	return b.Bytes()
 }
