@@ -437,7 +437,7 @@ func TestConvertSNATRefused(t *testing.T) {
 			`keepalived.conf:3: protocol: "SCTP": lbd's SNAT rules take TCP, UDP and ICMP: match skipped`},
 		{"overlap", match("    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n") +
 			match("    src-range 10.0.0.128-10.0.0.255\n    real_server 192.0.2.61 0\n"),
-			"keepalived.conf:6: virtual_server: its source 10.0.0.128/25 overlaps 10.0.0.0/24's, with other addresses (lbd's rules' sources never overlap): skipped"},
+			"keepalived.conf:6: virtual_server: its source 10.0.0.128/25 overlaps 10.0.0.0/24's and is not the same (lbd's rules' sources never overlap): skipped"},
 		{"address twice", match("    src-range 10.0.0.0-10.0.0.255\n    real_server 192.0.2.60 0\n") +
 			match("    src-range 10.1.0.0-10.1.0.255\n    real_server 192.0.2.60 0\n"),
 			"keepalived.conf:6: virtual_server: 192.0.2.60 is already the address of the rule for 10.0.0.0/24 (a rule's addresses are its own): skipped"},

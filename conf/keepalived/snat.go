@@ -87,7 +87,7 @@ func (c *converter) snatMatch(n *Node) {
 			}
 			return
 		case other.Overlaps(src):
-			c.warn(n, "its source %s overlaps %s's, with other addresses (lbd's rules' sources never overlap): skipped", src, r.Source)
+			c.warn(n, "its source %s overlaps %s's and is not the same (lbd's rules' sources never overlap): skipped", src, r.Source)
 			return
 		}
 		for _, a := range addrs {
