@@ -39,7 +39,7 @@ func (c *converter) snatMatch(n *Node) {
 				return
 			}
 			proto = p
-		case "lb_kind":
+		case "lb_kind", "lvs_method":
 			if len(a) == 1 {
 				kind = strings.ToUpper(a[0])
 			}
