@@ -281,7 +281,7 @@ func (e *haEnv) config(n *haNode) harness.Config {
 	c.HAState = "backup"
 	c.Extra = fmt.Sprintf("sync:\n  backup: true\n  mcast_interface: %s\n  syncid: 1\n  key_file: %s\n", n.MgmtIf, e.keyFile)
 	if !h.DR {
-		c.Extra += fmt.Sprintf("snat:\n  - {source: %s, addresses: [%s], protocols: [tcp]}\n", h.Servers[0].Addr.Masked(), haSNAT)
+		c.Extra += fmt.Sprintf("snat:\n  - {source: %s, addresses: [%s], protocols: [tcp, udp]}\n", h.Servers[0].Addr.Masked(), haSNAT)
 	}
 	return c
 }

@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dplb/dplb/e2e/harness"
 )
 
 // Active/backup failover: two lbd directors elected by keepalived (VRRP
@@ -236,6 +238,11 @@ func testFailover(t *testing.T, dr bool) {
 		}
 		fleets = append(fleets, snat)
 	}
+	var udp *udpSNATFlow // a server's UDP exchange through SNAT, and the source the host sees
+	var udpFrom string
+	if !dr {
+		udp = startUDPSNATFlow(t, e.ha.Servers[1].NS, e.ha.Client.NS, e.ha.Client.Addr.Addr().String(), haSNATPort)
+	}
 	live := 0
 	for _, f := range fleets {
 		live += len(f.streams)
@@ -252,6 +259,14 @@ func testFailover(t *testing.T, dr bool) {
 	if moving, ended := fleet.progressSince(t0); moving < len(fleet.streams) {
 		t.Fatalf("before any failover only %d of %d streams move (%d ended): the pair does not forward", moving, live, ended)
 	}
+	if udp != nil {
+		n, froms := udp.since(t0)
+		if n == 0 || len(froms) != 1 || !strings.HasPrefix(froms[0], haSNAT+":") {
+			t.Fatalf("before any failover the server's UDP flow through SNAT got %d answers, the host saw it from %v: want %s", n, froms, haSNAT)
+		}
+		udpFrom = froms[0]
+		live++ // its entry, synced too
+	}
 	if have, err := e.connections(a); err != nil || have < uint64(live) {
 		t.Errorf("node a (master) holds %d connection entries, want the %d streams' at least (%v)", have, live, err)
 	}
@@ -259,6 +274,16 @@ func testFailover(t *testing.T, dr bool) {
 	t.Logf("node b (backup) holds %d connection entries for %d streams (sync from node a)", have, live)
 	if err != nil || have < uint64(live) {
 		t.Errorf("node b holds %d connection entries, want the %d streams' (synced from the master) (%v)", have, live, err)
+	}
+	if udp != nil {
+		// The UDP mapping itself: lbd hands out local ports in order, so
+		// a backup without it could map the flow to the same port again
+		// and the host would see no change.
+		host := net.JoinHostPort(e.ha.Client.Addr.Addr().String(), strconv.Itoa(haSNATPort))
+		out, err := harness.LBCtl(e.ctx, e.lbctl, b.lbd.Config.Socket, "-L", "-n", "-c")
+		if err != nil || !strings.Contains(out, " "+host+" ") || !strings.Contains(out, "from "+udpFrom) {
+			t.Errorf("node b does not hold the server's UDP mapping to %s from %s (%v):\n%s", host, udpFrom, err, out)
+		}
 	}
 
 	// Failover: the master's machine dies.
@@ -273,6 +298,9 @@ func testFailover(t *testing.T, dr bool) {
 	}
 	for _, f := range fleets {
 		e.keepStreaming(t, f, "after failover", killed, takeover)
+	}
+	if udp != nil {
+		checkUDPSNAT(t, udp, "after failover", killed, takeover, udpFrom)
 	}
 	t.Logf("node b's drops after failover: %s", e.drops(b))
 	if !dr {
@@ -312,6 +340,9 @@ func testFailover(t *testing.T, dr bool) {
 	for _, f := range fleets {
 		e.keepStreaming(t, f, "after fail back", switched, failback)
 	}
+	if udp != nil {
+		checkUDPSNAT(t, udp, "after fail back", switched, failback, udpFrom)
+	}
 	t.Logf("node a's drops after fail back: %s", e.drops(a))
 	e.balance(t, "after fail back", 20)
 
@@ -336,6 +367,9 @@ func testFailover(t *testing.T, dr bool) {
 	}
 	for _, f := range fleets {
 		e.keepStreaming(t, f, "after node a's lbd died", crashed, crash)
+	}
+	if udp != nil {
+		checkUDPSNAT(t, udp, "after node a's lbd died", crashed, crash, udpFrom)
 	}
 	t.Logf("node b's drops after node a's lbd died: %s", e.drops(b))
 
