@@ -15,9 +15,11 @@ import (
 // directors, out through their SNAT rule: a datagram every 100 ms, which
 // the host answers with the address and port it came from. A UDP
 // mapping that did not survive a switch would not lose the exchange (the
-// new master would map the next datagram afresh) but the host would see
+// new master would map the next datagram afresh) but the host could see
 // another port: a new peer to a stateful UDP protocol. So the flow keeps
-// what the host saw, answer by answer.
+// what the host saw, answer by answer (lbd hands out local ports in
+// order, so a fresh mapping may get the old port by chance: the test
+// also looks for the mapping on the backup).
 type udpSNATFlow struct {
 	conn net.Conn
 	stop chan struct{}

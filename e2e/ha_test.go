@@ -37,7 +37,9 @@ import (
 // client, out through the pair's SNAT rule (an address on the client
 // side, which moves with the master too): synced as FullNAT connections
 // whose server is their destination, installed under the backup's rule,
-// they must go on as well.
+// they must go on as well; so must the other server's UDP exchange with
+// the client through the rule, the client seeing it from the same
+// address and port throughout (udpSNATFlow).
 //
 // A stall is allowed up to twice the outage plus 1.5 s: TCP doubles its
 // retransmission timeout with every loss, so the first retransmission
