@@ -53,17 +53,8 @@ func startUDPSNATFlow(t *testing.T, serverNS, hostNS, hostAddr string, port int)
 		pc.Close()
 		t.Fatal(err)
 	}
-	f.wg.Go(func() { // the host
-		buf := make([]byte, 256)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(from.String()+" "+string(buf[:n])), from)
-		}
-	})
-	f.wg.Go(func() { // the server's answers
+	f.wg.Go(func() { answerWithSource(pc) }) // the host
+	f.wg.Go(func() {                         // the server's answers
 		buf := make([]byte, 256)
 		for {
 			n, err := f.conn.Read(buf)

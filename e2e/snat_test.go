@@ -66,16 +66,7 @@ func TestSNAT(t *testing.T) {
 			}()
 		}
 	}()
-	go func() {
-		buf := make([]byte, 2048)
-		for {
-			n, from, err := pc.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			pc.WriteTo([]byte(from.String()+" "+string(buf[:n])), from)
-		}
-	}()
+	go answerWithSource(pc)
 
 	var tc, uc net.Conn
 	if err := topo.InNS(rs.NS, func() (err error) {
@@ -178,4 +169,18 @@ func TestSNAT(t *testing.T) {
 	e.upgrade(t)
 	say("after lbctl upgrade", "again")
 	e.stopLBD(t)
+}
+
+// answerWithSource answers each datagram pc receives with the address and
+// port it came from, a space, and the datagram, until pc is closed: a
+// host beyond lbd telling what a SNAT rule made of its peer.
+func answerWithSource(pc net.PacketConn) {
+	buf := make([]byte, 2048)
+	for {
+		n, from, err := pc.ReadFrom(buf)
+		if err != nil {
+			return
+		}
+		pc.WriteTo([]byte(from.String()+" "+string(buf[:n])), from)
+	}
 }
