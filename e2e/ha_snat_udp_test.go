@@ -53,8 +53,9 @@ func startUDPSNATFlow(t *testing.T, serverNS, hostNS, hostAddr string, port int)
 		pc.Close()
 		t.Fatal(err)
 	}
-	f.wg.Go(func() { answerWithSource(pc) }) // the host
-	f.wg.Go(func() {                         // the server's answers
+	// The host; the server's answers; the server's datagrams.
+	f.wg.Go(func() { answerWithSource(pc) })
+	f.wg.Go(func() {
 		buf := make([]byte, 256)
 		for {
 			n, err := f.conn.Read(buf)
@@ -67,7 +68,7 @@ func startUDPSNATFlow(t *testing.T, serverNS, hostNS, hostAddr string, port int)
 			f.mu.Unlock()
 		}
 	})
-	f.wg.Go(func() { // the server's datagrams
+	f.wg.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
 		for {
