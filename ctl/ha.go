@@ -88,11 +88,9 @@ func (c *Controller) InstallSynced(recs []lcore.SyncConn) {
 	}
 }
 
-// installRecords hands records to the workers that own them (lcore.Owner
-// of the client endpoint, as steering, or of a SNAT connection's
-// destination; templates to worker 0, their table is shared; a FullNAT
-// connection's steering entry to the owner of its local port, when that
-// is another worker), in batches of at most syncBatchMax, and waits up
+// installRecords hands records to the workers that own them
+// (lcore.SyncConn.Owner; a FullNAT connection's steering entry to the
+// owner of its local port, when that is another worker), in batches of at most syncBatchMax, and waits up
 // to wait for them. It returns how many records
 // had each result (a steering entry counts only when refused).
 func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (res [numInstallResults]uint32) {
@@ -103,17 +101,7 @@ func (c *Controller) installRecords(recs []lcore.SyncConn, wait time.Duration) (
 	n := max(c.dp.NumWorkers(), 1)
 	per := make([][]lcore.SyncConn, n)
 	for _, r := range recs {
-		w := 0
-		switch {
-		case r.IPv6:
-			w = lcore.Owner6(&r.Six.Client, r.ClientPort, n)
-		case r.IsSNAT():
-			// Its "client" is the real server that opened it, whose
-			// packets steer by their destination (lcore/steer.go).
-			w = lcore.Owner(r.VIP, r.VPort, n)
-		case !r.Template:
-			w = lcore.Owner(r.ClientIP, r.ClientPort, n)
-		}
+		w := r.Owner(n)
 		per[w] = append(per[w], r)
 		// A FullNAT or NAT64 connection's local port may be another
 		// worker's here (the peer's worker count or steering key

@@ -61,6 +61,23 @@ func clientEndpoint(d *desc, vips map[uint32]struct{}) (ip uint32, port uint16, 
 	return 0, 0, false
 }
 
+// Owner is the worker (0..n-1) that owns record r's connection, by the
+// rule clientEndpoint applies to its packets: the client endpoint's
+// owner, a SNAT connection's destination's (its "client" is the real
+// server that opened it, whose packets go to no VIP); a template's is
+// worker 0 (the templates' table is shared).
+func (r *SyncConn) Owner(n int) int {
+	switch {
+	case r.IPv6:
+		return Owner6(&r.Six.Client, r.ClientPort, n)
+	case r.IsSNAT():
+		return Owner(r.VIP, r.VPort, n)
+	case r.Template:
+		return 0
+	}
+	return Owner(r.ClientIP, r.ClientPort, n)
+}
+
 // ownerOf is the worker that owns a parsed packet's connection, or -1
 // when the packet is handled where it arrived.
 func (w *Worker) ownerOf(d *desc) int {
